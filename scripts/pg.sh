@@ -1,0 +1,46 @@
+# Shell functions for private PostgreSQL 15 clusters (sourced by run.sh,
+# test.sh and bench/). A cluster lives in one directory: data/, the unix
+# socket and log. It never touches the system's own cluster.
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+PGXS_TEST=${PGXS_TEST:-/usr/lib/postgresql/15/lib/pgxs/src/test}
+
+# Runs a command as the postgres OS user (initdb and postgres refuse root).
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# cluster_start DIR PORT [LISTEN]: initdb DIR/data if needed, start it on the
+# unix socket in DIR (and on LISTEN, e.g. 127.0.0.1, if given).
+cluster_start() {
+  local dir=$1 port=$2 listen=${3:-}
+  mkdir -p "$dir"
+  chmod 755 "$dir"
+  [ "$(id -u)" -ne 0 ] || chown postgres:postgres "$dir"
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+      || { cat "$dir/initdb.log" >&2; echo "initdb of $dir/data failed" >&2; return 1; }
+  fi
+  if as_postgres "$PGBIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    return 0
+  fi
+  as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
+    -o "-p $port -k $dir -c listen_addresses='$listen' -c max_connections=200 -c shared_buffers=256MB" >/dev/null \
+    || { tail -20 "$dir/postgres.log" >&2; echo "PostgreSQL in $dir did not start (log: $dir/postgres.log)" >&2; return 1; }
+}
+
+cluster_stop() {
+  local dir=$1
+  [ -f "$dir/data/PG_VERSION" ] || return 0
+  as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+# Builds the extension and installs it into the system PostgreSQL 15's
+# extension directory, where every cluster of that installation finds it.
+install_extension() {
+  cargo pgrx install -p jfs --pg-config /usr/bin/pg_config "$@"
+}

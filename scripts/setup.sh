@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing jfs needs on Debian 12; safe to run again.
+set -euo pipefail
+PGRX_VERSION=0.18.1
+step() { printf '\n==> %s\n' "$*"; }
+
+need_apt=()
+for pkg in build-essential pkg-config clang libclang-dev cmake postgresql-15 \
+           postgresql-server-dev-15 postgresql-contrib fuse3 sudo python3-venv; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  step "installing Debian packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need_apt[@]}"
+fi
+
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
+  step "installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
+  cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked --no-default-features
+fi
+
+if ! grep -qs 'pg15 *= *"/usr/bin/pg_config"' "$HOME/.pgrx/config.toml"; then
+  step "cargo pgrx init --pg15 /usr/bin/pg_config"
+  cargo pgrx init --pg15 /usr/bin/pg_config
+fi
+step "toolchain ready"

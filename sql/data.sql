@@ -1,0 +1,67 @@
+-- File layout: committing a written slice and reading a chunk's slices.
+
+-- Appends a slice to chunk p_chunk_index of file p_inode: bytes
+-- [p_slice_off, p_slice_off + p_len) of stored slice p_slice_id (of size
+-- p_slice_size) now appear at [p_pos, p_pos + p_len) of the chunk, over
+-- whatever was there. Called after the slice's blocks are in object storage.
+-- Extends the length, sets mtime (p_mtime, default now) and ctime.
+CREATE FUNCTION write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_end bigint;
+    n node;
+BEGIN
+    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
+       OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
+       OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
+       OR p_slice_off::bigint + p_len > p_slice_size THEN
+        RETURN _err(22);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    ELSIF n.type = 2 THEN
+        RETURN _err(21);
+    ELSIF n.type <> 1 THEN
+        RETURN _err(22);
+    END IF;
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
+    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
+        ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
+    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
+    UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
+     WHERE inode = p_inode;
+    PERFORM _charge(0, _space(v_end) - _space(n.length));
+    n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
+    RETURN _to_attr(n);
+END
+$$;
+
+-- The slices of one chunk in commit order: later rows shadow earlier ones
+-- where they overlap. slice_id 0 is a hole (zeros). An error row (errno <> 0)
+-- comes back alone when the inode does not exist or is not a file.
+CREATE FUNCTION read_chunk(p_inode bigint, p_chunk_index integer)
+RETURNS TABLE (errno integer, pos integer, slice_id bigint, slice_size integer, slice_off integer, len integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_type smallint;
+BEGIN
+    RETURN QUERY
+        SELECT 0, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len
+          FROM slice s WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+         ORDER BY s.seq;
+    IF NOT FOUND THEN
+        SELECT n.type INTO v_type FROM node n WHERE n.inode = p_inode;
+        IF v_type IS NULL OR v_type <> 1 THEN
+            RETURN QUERY SELECT CASE WHEN v_type IS NULL THEN 2 WHEN v_type = 2 THEN 21 ELSE 22 END,
+                                NULL::integer, NULL::bigint, NULL::integer, NULL::integer, NULL::integer;
+        END IF;
+    END IF;
+END
+$$;

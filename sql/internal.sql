@@ -1,0 +1,179 @@
+-- Internal helpers shared by the procedures. They run with the caller's
+-- rights (SECURITY INVOKER) and EXECUTE is revoked from PUBLIC, so calling one
+-- directly gains nothing; the public procedures are SECURITY DEFINER.
+
+-- errno values (Linux): EPERM 1, ENOENT 2, EIO 5, E2BIG 7, EEXIST 17, EXDEV 18,
+-- ENOTDIR 20, EISDIR 21, EINVAL 22, EFBIG 27, ENOSPC 28, EMLINK 31, ERANGE 34,
+-- ENAMETOOLONG 36, ENOTEMPTY 39, ELOOP 40, ENODATA 61, ENOTSUP 95, EDQUOT 122.
+
+-- Size of a chunk: 64 MiB.
+CREATE FUNCTION _chunk_size() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 67108864::bigint $$;
+
+-- Transaction time in nanoseconds since the Unix epoch. The server's clock is
+-- the one clock every mount shares.
+CREATE FUNCTION _now() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT (extract(epoch FROM pg_catalog.now()) * 1000000)::bigint * 1000 $$;
+
+-- Space charged for a node of this length: whole 4 KiB units, at least one.
+CREATE FUNCTION _space(p_length bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN p_length <= 0 THEN 4096 ELSE ((p_length + 4095) / 4096) * 4096 END $$;
+
+-- 0 if p_name can be a directory entry, else the errno. '.' and '..' are
+-- checked by the callers, which treat them differently.
+CREATE FUNCTION _check_name(p_name bytea) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN p_name IS NULL OR length(p_name) = 0 THEN 22
+        WHEN length(p_name) > 255 THEN 36
+        WHEN position('\x2f'::bytea IN p_name) > 0 THEN 22
+        WHEN position('\x00'::bytea IN p_name) > 0 THEN 22
+        ELSE 0
+    END
+$$;
+
+CREATE FUNCTION _is_dot(p_name bytea) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT p_name = '\x2e'::bytea OR p_name = '\x2e2e'::bytea $$;
+
+-- Every mutating procedure starts here: applies the volume's durability mode
+-- to this transaction and returns the settings. In 'fsync' mode the commit
+-- does not wait for the WAL flush (atomic, durable within the WAL writer
+-- delay); jfs.sync() waits for it. In 'always' mode every commit is durable.
+CREATE FUNCTION _begin() RETURNS setting
+LANGUAGE plpgsql AS $$
+DECLARE
+    s setting;
+BEGIN
+    SELECT * INTO s FROM setting;
+    IF s.meta_durability = 'fsync' THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    END IF;
+    RETURN s;
+END
+$$;
+
+-- Sets a directory's mtime and ctime to p_now unless it was set within the
+-- last p_skip_ns (many creates in one directory then do not all rewrite
+-- its row; JuiceFS's --skip-dir-mtime).
+CREATE FUNCTION _touch_dir(p_dir bigint, p_now bigint, p_skip_ns bigint) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE node SET mtime = p_now, ctime = p_now
+     WHERE inode = p_dir
+       AND NOT (mtime BETWEEN p_now - p_skip_ns AND p_now AND ctime BETWEEN p_now - p_skip_ns AND p_now)
+$$;
+
+-- Adds to the volume's usage (quota 0) on this backend's stripe.
+CREATE FUNCTION _charge(p_inodes bigint, p_space bigint) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE quota_usage SET inodes = inodes + p_inodes, space = space + p_space
+     WHERE quota_id = 0 AND stripe = pg_catalog.pg_backend_pid() % 16
+$$;
+
+-- Reserves the next p_count ids of a counter; returns the first.
+CREATE FUNCTION _next_ids(p_name text, p_count bigint) RETURNS bigint
+LANGUAGE sql AS $$
+    UPDATE counter SET next = next + p_count WHERE name = p_name RETURNING next - p_count
+$$;
+
+-- Drops the slices of chunks >= p_from_chunk of a file: slice rows deleted,
+-- references released, slices whose last reference went away queued in
+-- delslice for the mounts to delete their objects. Slice references are
+-- locked in id order so concurrent drops of shared slices cannot deadlock.
+CREATE FUNCTION _drop_slices(p_inode bigint, p_from_chunk integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_freed bigint[];
+BEGIN
+    PERFORM 1 FROM slice_ref
+     WHERE slice_id IN (SELECT slice_id FROM slice
+                         WHERE inode = p_inode AND chunk_index >= p_from_chunk AND slice_id <> 0)
+     ORDER BY slice_id FOR UPDATE;
+    WITH gone AS (
+        DELETE FROM slice WHERE inode = p_inode AND chunk_index >= p_from_chunk
+        RETURNING slice_id
+    ), counts AS (
+        SELECT slice_id, count(*)::integer AS n FROM gone WHERE slice_id <> 0 GROUP BY slice_id
+    ), released AS (
+        UPDATE slice_ref r SET refs = r.refs - c.n FROM counts c
+         WHERE r.slice_id = c.slice_id
+        RETURNING r.slice_id, r.size, r.refs
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size)
+        SELECT slice_id, size FROM released WHERE refs = 0
+        RETURNING slice_id
+    )
+    SELECT array_agg(slice_id) INTO v_freed FROM queued;
+    IF v_freed IS NOT NULL THEN
+        DELETE FROM slice_ref WHERE slice_id = ANY (v_freed);
+    END IF;
+END
+$$;
+
+-- Removes a node whose last link is gone and that no session holds open:
+-- its data references, symlink target, xattrs, stats and its usage.
+CREATE FUNCTION _free_node(p_inode bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v node;
+BEGIN
+    DELETE FROM node WHERE inode = p_inode RETURNING * INTO v;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v.type = 1 AND v.length > 0 THEN
+        PERFORM _drop_slices(p_inode, 0);
+    ELSIF v.type = 3 THEN
+        DELETE FROM symlink WHERE inode = p_inode;
+    ELSIF v.type = 2 THEN
+        DELETE FROM dir_stats WHERE inode = p_inode;
+    END IF;
+    DELETE FROM xattr WHERE inode = p_inode;
+    PERFORM _charge(-1, -_space(v.length));
+END
+$$;
+
+-- Called after a link to a non-directory was dropped and its nlink
+-- decremented (already stored). At zero links the node is kept while the
+-- calling session holds it open (p_open_inode names the inode the client has
+-- open under that name), otherwise freed. Returns true if freed.
+CREATE FUNCTION _after_unlink(p_inode bigint, p_nlink integer, p_sid bigint, p_open_inode bigint)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_nlink > 0 THEN
+        RETURN false;
+    END IF;
+    IF p_sid > 0 AND p_open_inode = p_inode AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+        INSERT INTO sustained (sid, inode) VALUES (p_sid, p_inode) ON CONFLICT DO NOTHING;
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode) THEN
+        RETURN false;
+    END IF;
+    PERFORM _free_node(p_inode);
+    RETURN true;
+END
+$$;
+
+-- The attr result of a node (errno 0), or errno alone when p_inode is absent.
+CREATE FUNCTION _attr(p_inode bigint) RETURNS attr
+LANGUAGE sql STABLE AS $$
+    SELECT COALESCE(
+        (SELECT ROW(0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+                    n.nlink, n.length, n.rdev, n.parent, n.tier)::attr
+           FROM node n WHERE n.inode = p_inode),
+        ROW(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::attr)
+$$;
+
+CREATE FUNCTION _err(p_errno integer) RETURNS attr
+LANGUAGE sql IMMUTABLE AS
+$$ SELECT ROW(p_errno, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::attr $$;
+
+CREATE FUNCTION _to_attr(n node) RETURNS attr
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ROW(0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+               n.nlink, n.length, n.rdev, n.parent, n.tier)::attr
+$$;

@@ -1,0 +1,165 @@
+-- rename(2) and renameat2(2) in one transaction: replace, RENAME_NOREPLACE
+-- (flag 1), RENAME_EXCHANGE (flag 2), the loop check for directories, nlink
+-- and times of both parents.
+
+-- True if p_anc is p_dir or one of its ancestors.
+CREATE FUNCTION _is_ancestor(p_anc bigint, p_dir bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE up(i, depth) AS (
+        SELECT p_dir, 0
+        UNION ALL
+        SELECT n.parent, up.depth + 1 FROM up JOIN node n ON n.inode = up.i
+         WHERE up.i <> 1 AND up.i <> p_anc AND up.depth < 100000
+    )
+    SELECT EXISTS (SELECT 1 FROM up WHERE i = p_anc)
+$$;
+
+-- Moves (p_parent, p_name) to (p_new_parent, p_new_name). A replaced
+-- non-directory loses that link and, at zero links, is freed unless the
+-- session p_sid has it open (p_open_inode). Directories that move between
+-- parents take a volume-wide transaction lock first (as Linux takes its
+-- per-superblock rename mutex), so two renames can never build a cycle.
+-- Returns errno, the moved inode, and the replaced (or exchanged) inode with
+-- its nlink after the call (0 and NULL when nothing was replaced).
+CREATE FUNCTION rename(
+    p_parent bigint, p_name bytea, p_new_parent bigint, p_new_name bytea,
+    p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inode bigint DEFAULT 0,
+    OUT errno integer, OUT inode bigint, OUT replaced bigint, OUT replaced_nlink integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_exchange boolean := coalesce(p_flags, 0) & 2 <> 0;
+    v_noreplace boolean := coalesce(p_flags, 0) & 1 <> 0;
+    v_src bigint; v_src_type smallint;
+    v_dst bigint; v_dst_type smallint;
+    v_dir_type smallint;
+    v_locked_tree boolean := false;
+    v_nlink integer;
+    v_cross boolean := p_parent <> p_new_parent;
+BEGIN
+    replaced := 0;
+    IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
+        errno := 22; RETURN;
+    END IF;
+    IF _is_dot(p_name) OR _is_dot(p_new_name) THEN
+        errno := CASE WHEN v_noreplace THEN 17 ELSE 16 END; RETURN;
+    END IF;
+    errno := greatest(_check_name(p_name), _check_name(p_new_name));
+    IF errno <> 0 THEN
+        RETURN;
+    END IF;
+
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type INTO v_src, v_src_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            errno := _missing(p_parent, p_name); RETURN;
+        END IF;
+        inode := v_src;
+        v_dst := NULL; v_dst_type := NULL;
+        SELECT e.inode, e.type INTO v_dst, v_dst_type FROM edge e
+         WHERE e.parent = p_new_parent AND e.name = p_new_name;
+        IF v_dst IS NULL THEN
+            SELECT n.type INTO v_dir_type FROM node n WHERE n.inode = p_new_parent;
+            IF v_dir_type IS NULL THEN
+                errno := 2; RETURN;
+            ELSIF v_dir_type <> 2 THEN
+                errno := 20; RETURN;
+            ELSIF v_exchange THEN
+                errno := 2; RETURN;
+            END IF;
+        ELSE
+            IF v_noreplace THEN
+                errno := 17; RETURN;
+            ELSIF v_dst = v_src THEN
+                -- both names are links to one file: POSIX says do nothing
+                errno := 0; RETURN;
+            ELSIF NOT v_exchange AND v_src_type = 2 AND v_dst_type <> 2 THEN
+                errno := 20; RETURN;
+            ELSIF NOT v_exchange AND v_src_type <> 2 AND v_dst_type = 2 THEN
+                errno := 21; RETURN;
+            END IF;
+        END IF;
+
+        IF v_cross AND NOT v_locked_tree AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2)) THEN
+            PERFORM pg_advisory_xact_lock(1785095027, 1);  -- 'jfs' rename lock
+            v_locked_tree := true;
+        END IF;
+        PERFORM _lock_nodes(ARRAY[p_parent, p_new_parent, v_src, v_dst],
+                            ARRAY['share', 'share', 'update', 'update']);
+        -- both entries must still be what we read before waiting for the locks
+        IF NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_src)
+           OR (v_dst IS NULL AND EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_new_parent AND e.name = p_new_name))
+           OR (v_dst IS NOT NULL AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_new_parent
+                                                  AND e.name = p_new_name AND e.inode = v_dst))
+           OR (v_cross AND NOT v_locked_tree AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2)))
+        THEN
+            CONTINUE;
+        END IF;
+
+        IF v_cross AND v_src_type = 2 AND _is_ancestor(v_src, p_new_parent) THEN
+            errno := 22; RETURN;
+        END IF;
+        IF v_cross AND v_exchange AND v_dst_type = 2 AND _is_ancestor(v_dst, p_parent) THEN
+            errno := 22; RETURN;
+        END IF;
+
+        IF NOT v_exchange AND v_dst_type = 2 AND EXISTS (SELECT 1 FROM edge e WHERE e.parent = v_dst) THEN
+            errno := 39; RETURN;
+        END IF;
+
+        IF v_exchange THEN
+            UPDATE edge SET inode = v_dst, type = v_dst_type WHERE parent = p_parent AND name = p_name;
+            UPDATE edge SET inode = v_src, type = v_src_type WHERE parent = p_new_parent AND name = p_new_name;
+            UPDATE node SET ctime = v_now,
+                   parent = CASE WHEN node.type <> 2 THEN node.parent
+                                 WHEN node.inode = v_src THEN p_new_parent ELSE p_parent END
+             WHERE node.inode IN (v_src, v_dst);
+            IF v_cross THEN
+                -- p_parent loses src if it is a directory and gains dst if that is one
+                v_nlink := (v_dst_type = 2)::integer - (v_src_type = 2)::integer;
+                IF v_nlink <> 0 THEN
+                    UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_parent THEN v_nlink ELSE -v_nlink END
+                     WHERE node.inode IN (p_parent, p_new_parent);
+                END IF;
+            END IF;
+            replaced := v_dst;
+            SELECT n.nlink INTO replaced_nlink FROM node n WHERE n.inode = v_dst;
+        ELSE
+            IF v_dst IS NOT NULL THEN
+                DELETE FROM edge WHERE parent = p_new_parent AND name = p_new_name;
+                replaced := v_dst;
+                IF v_dst_type = 2 THEN
+                    DELETE FROM node WHERE node.inode = v_dst;
+                    DELETE FROM xattr WHERE xattr.inode = v_dst;
+                    DELETE FROM dir_stats WHERE dir_stats.inode = v_dst;
+                    UPDATE node SET nlink = nlink - 1 WHERE node.inode = p_new_parent;
+                    PERFORM _charge(-1, -4096);
+                    replaced_nlink := 0;
+                ELSE
+                    UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
+                    RETURNING nlink INTO v_nlink;
+                    PERFORM _after_unlink(v_dst, v_nlink, p_sid, p_open_inode);
+                    replaced_nlink := v_nlink;
+                END IF;
+            END IF;
+            UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
+             WHERE parent = p_parent AND name = p_name;
+            UPDATE node SET ctime = v_now, parent = CASE WHEN v_src_type = 2 THEN p_new_parent ELSE 0 END
+             WHERE node.inode = v_src;
+            IF v_cross AND v_src_type = 2 THEN
+                UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_new_parent THEN 1 ELSE -1 END
+                 WHERE node.inode IN (p_parent, p_new_parent);
+            END IF;
+        END IF;
+        PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
+        IF v_cross THEN
+            PERFORM _touch_dir(p_new_parent, v_now, s.skip_dir_mtime_ns);
+        END IF;
+        errno := 0;
+        RETURN;
+    END LOOP;
+    RAISE EXCEPTION 'rename: entries kept changing under concurrent operations; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;

@@ -1,0 +1,241 @@
+-- jfs schema: one database holds one volume.
+--
+-- Row layout (the one place it is written down)
+-- ---------------------------------------------
+-- setting     the volume's format, exactly one row (id = true) once jfs.format() ran.
+-- counter     name -> next free id: 'inode' and 'slice'. Clients reserve ranges
+--             (jfs.alloc_ids) so creates do not queue on this row.
+-- node        inode -> type, mode (07777 bits), uid, gid, atime/mtime/ctime in
+--             nanoseconds since the Unix epoch, nlink, length (bytes), rdev,
+--             parent (directories only: the directory holding it; 0 otherwise),
+--             tier (0 = volume default, 1..3 = jfs.tier). Root is inode 1.
+--             type: 1 file, 2 directory, 3 symlink, 4 fifo, 5 block device,
+--                   6 char device, 7 socket (JuiceFS's numbering).
+-- edge        (parent, name bytea) -> inode, type (copy of node.type), cookie.
+--             cookie is unique and increasing per directory (a global sequence):
+--             readdir pages by (parent, cookie) keyset, never OFFSET.
+-- slice       one row per committed write, insert-only:
+--             (inode, chunk index, seq) -> slice id, the slice's stored size,
+--             the offset read from within the slice, the length used, and the
+--             position inside the 64 MiB chunk. Later seq shadows earlier.
+--             slice_id 0 is a hole (reads as zeros; written by truncate).
+-- slice_ref   slice id -> stored size, number of slice rows that use it.
+--             At zero the slice moves to delslice.
+-- symlink     inode -> target bytes.
+-- xattr       (inode, name bytea) -> value bytea.
+-- session     sid -> a mounted client: host, pid, info, start and last heartbeat.
+-- sustained   (sid, inode): inodes with nlink 0 still open in that session.
+-- flock/plock BSD and POSIX locks held by sessions (logic arrives with locking).
+-- delfile     inodes whose data is still to be dereferenced (large deletes).
+-- delslice    slice id -> size, queued_at: objects waiting for deletion.
+-- dir_stats   directory inode -> space and inodes of its direct children.
+-- quota       id -> kind ('fs', 'dir', 'user', 'group'), key (0, inode, uid,
+--             gid), limits (0 = none). The volume quota has id 0.
+-- quota_usage (quota id, stripe) -> used space and inodes; the sum over stripes
+--             is the usage. Each transaction updates one stripe, so concurrent
+--             writers do not queue on one row.
+-- tier        id 0..3 -> object storage class ('' = the bucket's default).
+--
+-- Space is charged in 4 KiB units of file length (directories and symlinks one
+-- unit each); every node counts one inode.
+
+CREATE TABLE setting (
+    id              boolean PRIMARY KEY DEFAULT true CHECK (id),
+    name            text    NOT NULL CHECK (name ~ '^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$'),
+    uuid            uuid    NOT NULL,
+    storage         text    NOT NULL CHECK (storage IN ('file', 's3')),
+    bucket          text    NOT NULL,
+    block_size      integer NOT NULL CHECK (block_size BETWEEN 65536 AND 67108864
+                                            AND block_size % 65536 = 0),
+    trash_days      integer NOT NULL DEFAULT 0 CHECK (trash_days >= 0),
+    capacity        bigint  NOT NULL DEFAULT 0 CHECK (capacity >= 0),
+    inodes          bigint  NOT NULL DEFAULT 0 CHECK (inodes >= 0),
+    meta_durability text    NOT NULL DEFAULT 'fsync' CHECK (meta_durability IN ('fsync', 'always')),
+    -- parent mtime/ctime updates younger than this are skipped (JuiceFS --skip-dir-mtime)
+    skip_dir_mtime_ns bigint NOT NULL DEFAULT 100000000 CHECK (skip_dir_mtime_ns >= 0),
+    formatted_at    timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE counter (
+    name  text PRIMARY KEY CHECK (name IN ('inode', 'slice')),
+    next  bigint NOT NULL
+);
+
+CREATE TABLE node (
+    inode   bigint   PRIMARY KEY,
+    type    smallint NOT NULL CHECK (type BETWEEN 1 AND 7),
+    mode    integer  NOT NULL CHECK (mode BETWEEN 0 AND 4095),
+    uid     bigint   NOT NULL,
+    gid     bigint   NOT NULL,
+    atime   bigint   NOT NULL,
+    mtime   bigint   NOT NULL,
+    ctime   bigint   NOT NULL,
+    nlink   integer  NOT NULL CHECK (nlink >= 0),
+    length  bigint   NOT NULL DEFAULT 0 CHECK (length >= 0),
+    rdev    bigint   NOT NULL DEFAULT 0,
+    parent  bigint   NOT NULL DEFAULT 0,
+    tier    smallint NOT NULL DEFAULT 0 CHECK (tier BETWEEN 0 AND 3)
+);
+
+CREATE SEQUENCE edge_cookie START 16;
+
+CREATE TABLE edge (
+    parent  bigint   NOT NULL,
+    name    bytea    NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+    inode   bigint   NOT NULL,
+    type    smallint NOT NULL,
+    cookie  bigint   NOT NULL DEFAULT nextval('edge_cookie'),
+    PRIMARY KEY (parent, name)
+);
+CREATE UNIQUE INDEX edge_readdir ON edge (parent, cookie);
+CREATE INDEX edge_inode ON edge (inode);
+
+CREATE SEQUENCE slice_seq;
+
+CREATE TABLE slice (
+    inode       bigint  NOT NULL,
+    chunk_index integer NOT NULL CHECK (chunk_index >= 0),
+    seq         bigint  NOT NULL DEFAULT nextval('slice_seq'),
+    slice_id    bigint  NOT NULL,
+    slice_size  integer NOT NULL CHECK (slice_size >= 0),
+    slice_off   integer NOT NULL CHECK (slice_off >= 0),
+    len         integer NOT NULL CHECK (len > 0),
+    pos         integer NOT NULL CHECK (pos >= 0 AND pos::bigint + len <= 67108864),
+    PRIMARY KEY (inode, chunk_index, seq)
+);
+CREATE INDEX slice_by_id ON slice (slice_id) WHERE slice_id <> 0;
+
+CREATE TABLE slice_ref (
+    slice_id bigint  PRIMARY KEY CHECK (slice_id > 0),
+    size     integer NOT NULL,
+    refs     integer NOT NULL CHECK (refs >= 0)
+);
+
+CREATE TABLE symlink (
+    inode  bigint PRIMARY KEY,
+    target bytea  NOT NULL CHECK (length(target) BETWEEN 1 AND 4096)
+);
+
+CREATE TABLE xattr (
+    inode bigint NOT NULL,
+    name  bytea  NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+    value bytea  NOT NULL CHECK (length(value) <= 65536),
+    PRIMARY KEY (inode, name)
+);
+
+CREATE SEQUENCE session_sid;
+
+CREATE TABLE session (
+    sid        bigint      PRIMARY KEY DEFAULT nextval('session_sid'),
+    host       text        NOT NULL DEFAULT '',
+    pid        integer     NOT NULL DEFAULT 0,
+    info       jsonb       NOT NULL DEFAULT '{}',
+    started    timestamptz NOT NULL DEFAULT now(),
+    heartbeat  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE sustained (
+    sid   bigint NOT NULL,
+    inode bigint NOT NULL,
+    PRIMARY KEY (sid, inode)
+);
+CREATE INDEX sustained_inode ON sustained (inode);
+
+CREATE TABLE flock (
+    inode bigint   NOT NULL,
+    sid   bigint   NOT NULL,
+    owner bigint   NOT NULL,
+    ltype smallint NOT NULL,
+    PRIMARY KEY (inode, sid, owner)
+);
+
+CREATE TABLE plock (
+    inode   bigint NOT NULL,
+    sid     bigint NOT NULL,
+    owner   bigint NOT NULL,
+    records bytea  NOT NULL,
+    PRIMARY KEY (inode, sid, owner)
+);
+
+CREATE TABLE delfile (
+    inode     bigint      PRIMARY KEY,
+    length    bigint      NOT NULL,
+    queued_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE delslice (
+    slice_id  bigint      PRIMARY KEY,
+    size      integer     NOT NULL,
+    queued_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE dir_stats (
+    inode  bigint PRIMARY KEY,
+    space  bigint NOT NULL DEFAULT 0,
+    inodes bigint NOT NULL DEFAULT 0
+);
+
+CREATE TABLE quota (
+    id         bigint  PRIMARY KEY,
+    kind       text    NOT NULL CHECK (kind IN ('fs', 'dir', 'user', 'group')),
+    key        bigint  NOT NULL,
+    max_space  bigint  NOT NULL DEFAULT 0 CHECK (max_space >= 0),
+    max_inodes bigint  NOT NULL DEFAULT 0 CHECK (max_inodes >= 0),
+    UNIQUE (kind, key)
+);
+
+CREATE TABLE quota_usage (
+    quota_id bigint   NOT NULL,
+    stripe   smallint NOT NULL,
+    space    bigint   NOT NULL DEFAULT 0,
+    inodes   bigint   NOT NULL DEFAULT 0,
+    PRIMARY KEY (quota_id, stripe)
+);
+
+CREATE TABLE tier (
+    id            smallint PRIMARY KEY CHECK (id BETWEEN 0 AND 3),
+    storage_class text     NOT NULL DEFAULT ''
+);
+
+-- Composite results of the procedures. errno 0 = success; the other fields
+-- are NULL when errno <> 0.
+CREATE TYPE attr AS (
+    errno   integer,
+    inode   bigint,
+    type    smallint,
+    mode    integer,
+    uid     bigint,
+    gid     bigint,
+    atime   bigint,
+    mtime   bigint,
+    ctime   bigint,
+    nlink   integer,
+    length  bigint,
+    rdev    bigint,
+    parent  bigint,
+    tier    smallint
+);
+
+-- Every table (and the sequences) goes into pg_dump. The install script
+-- inserts no rows, so a restore never collides with them.
+SELECT pg_catalog.pg_extension_config_dump('setting', '');
+SELECT pg_catalog.pg_extension_config_dump('counter', '');
+SELECT pg_catalog.pg_extension_config_dump('node', '');
+SELECT pg_catalog.pg_extension_config_dump('edge', '');
+SELECT pg_catalog.pg_extension_config_dump('edge_cookie', '');
+SELECT pg_catalog.pg_extension_config_dump('slice', '');
+SELECT pg_catalog.pg_extension_config_dump('slice_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('slice_ref', '');
+SELECT pg_catalog.pg_extension_config_dump('symlink', '');
+SELECT pg_catalog.pg_extension_config_dump('xattr', '');
+SELECT pg_catalog.pg_extension_config_dump('session', '');
+SELECT pg_catalog.pg_extension_config_dump('session_sid', '');
+SELECT pg_catalog.pg_extension_config_dump('sustained', '');
+SELECT pg_catalog.pg_extension_config_dump('flock', '');
+SELECT pg_catalog.pg_extension_config_dump('plock', '');
+SELECT pg_catalog.pg_extension_config_dump('delfile', '');
+SELECT pg_catalog.pg_extension_config_dump('delslice', '');
+SELECT pg_catalog.pg_extension_config_dump('dir_stats', '');
+SELECT pg_catalog.pg_extension_config_dump('quota', '');
+SELECT pg_catalog.pg_extension_config_dump('quota_usage', '');
+SELECT pg_catalog.pg_extension_config_dump('tier', '');

@@ -1,0 +1,92 @@
+-- Mount sessions: register, heartbeat, close, clean up dead ones, and
+-- release open-but-unlinked inodes (sustained) on last close.
+
+CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
+    RETURNING sid
+$$;
+
+-- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
+-- register again (and its sustained inodes are gone).
+CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
+    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
+END
+$$;
+
+-- Ends a locked session: its open-unlinked inodes are released (freed when
+-- no other session holds them), its locks dropped, its row deleted.
+CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inode bigint;
+    v_released integer := 0;
+BEGIN
+    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
+        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
+        IF EXISTS (SELECT 1 FROM node WHERE inode = v_inode AND nlink = 0)
+           AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = v_inode) THEN
+            PERFORM _free_node(v_inode);
+        END IF;
+        v_released := v_released + 1;
+    END LOOP;
+    DELETE FROM flock WHERE sid = p_sid;
+    DELETE FROM plock WHERE sid = p_sid;
+    DELETE FROM session WHERE sid = p_sid;
+    RETURN v_released;
+END
+$$;
+
+CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    PERFORM _end_session(p_sid);
+    RETURN 0;
+END
+$$;
+
+-- Ends every session whose last heartbeat is older than p_timeout; any
+-- client may call it. Returns the number of sessions ended.
+CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+    v_count integer := 0;
+BEGIN
+    PERFORM _begin();
+    FOR v_sid IN SELECT sid FROM session WHERE heartbeat < now() - p_timeout ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
+        PERFORM _end_session(v_sid);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- The session closed its last handle of p_inode: an unlinked inode no
+-- other session holds is freed. 0, or 2 if p_sid did not hold it.
+CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
+    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode) THEN
+        PERFORM _free_node(p_inode);
+    END IF;
+    RETURN 0;
+END
+$$;

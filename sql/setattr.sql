@@ -1,0 +1,84 @@
+-- setattr: mode, owner, times and size (truncate) of one node in one call.
+--
+-- p_set is a bit mask (JuiceFS's values): 1 mode, 2 uid, 4 gid, 8 size,
+-- 16 atime, 32 mtime, 64 ctime, 128 atime = now, 256 mtime = now.
+
+-- Sets the length of the locked regular file p: shrinking drops the slices
+-- of whole chunks past the end and covers the rest of the boundary chunk
+-- with a hole slice (id 0), so growing it again later reads zeros.
+CREATE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_boundary bigint;
+    v_pos bigint;
+    v_end bigint;
+    n node;
+BEGIN
+    IF p_length < p.length THEN
+        PERFORM _drop_slices(p.inode, ((p_length + v_chunk - 1) / v_chunk)::integer);
+        IF p_length % v_chunk <> 0 THEN
+            v_boundary := p_length / v_chunk;
+            v_pos := p_length % v_chunk;
+            v_end := least(p.length - v_boundary * v_chunk, v_chunk);
+            IF v_end > v_pos THEN
+                INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+                VALUES (p.inode, v_boundary, 0, 0, 0, v_end - v_pos, v_pos);
+            END IF;
+        END IF;
+    END IF;
+    UPDATE node SET length = p_length, mtime = p_now, ctime = p_now WHERE inode = p.inode RETURNING * INTO n;
+    PERFORM _charge(0, _space(p_length) - _space(p.length));
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION setattr(
+    p_inode bigint, p_set integer,
+    p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
+    p_atime bigint DEFAULT NULL, p_mtime bigint DEFAULT NULL, p_ctime bigint DEFAULT NULL,
+    p_length bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_set integer := coalesce(p_set, 0);
+    n node;
+BEGIN
+    IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
+       OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
+       OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
+       OR (v_set & 64 <> 0 AND p_ctime IS NULL) THEN
+        RETURN _err(22);
+    END IF;
+    IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
+        RETURN _err(27);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    END IF;
+    IF v_set & 8 <> 0 THEN
+        IF n.type = 2 THEN
+            RETURN _err(21);
+        ELSIF n.type <> 1 THEN
+            RETURN _err(22);
+        END IF;
+        IF p_length <> n.length THEN
+            n := _truncate(n, p_length, v_now);
+        END IF;
+    END IF;
+    IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;
+    IF v_set & 2 <> 0 THEN n.uid := p_uid; END IF;
+    IF v_set & 4 <> 0 THEN n.gid := p_gid; END IF;
+    IF v_set & 128 <> 0 THEN n.atime := v_now; ELSIF v_set & 16 <> 0 THEN n.atime := p_atime; END IF;
+    IF v_set & 256 <> 0 THEN n.mtime := v_now; ELSIF v_set & 32 <> 0 THEN n.mtime := p_mtime; END IF;
+    n.ctime := CASE WHEN v_set & 64 <> 0 THEN p_ctime ELSE v_now END;
+    IF v_set & ~8 <> 0 THEN
+        UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
+         WHERE inode = p_inode;
+    END IF;
+    RETURN _to_attr(n);
+END
+$$;

@@ -1,0 +1,152 @@
+-- Volume-wide procedures: format, statfs, id reservation and sync.
+
+-- Initialises the volume: settings, counters, the root directory (inode 1),
+-- the volume quota and the tier table. Formatting again needs p_force, which
+-- updates the settings and keeps the namespace and the uuid (as
+-- `juicefs format --force` does); the block size cannot change once data exists.
+-- Returns errno (0, 17 EEXIST when formatted and not forced, 22 EINVAL for a
+-- refused change), the volume's uuid and a message for people.
+CREATE FUNCTION format(
+    p_name            text,
+    p_storage         text    DEFAULT 'file',
+    p_bucket          text    DEFAULT '',
+    p_block_size      integer DEFAULT 4194304,
+    p_trash_days      integer DEFAULT 0,
+    p_capacity        bigint  DEFAULT 0,
+    p_inodes          bigint  DEFAULT 0,
+    p_meta_durability text    DEFAULT 'fsync',
+    p_uuid            uuid    DEFAULT NULL,
+    p_force           boolean DEFAULT false,
+    OUT errno integer, OUT uuid uuid, OUT message text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    old setting;
+    v_now bigint := _now();
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$' THEN
+        errno := 22;
+        message := pg_catalog.format('invalid volume name %L: use 3 to 63 lower-case letters, digits and "-", '
+                          'starting and ending with a letter or digit', p_name);
+        RETURN;
+    END IF;
+    IF p_storage IS NULL OR p_storage NOT IN ('file', 's3') THEN
+        errno := 22; message := pg_catalog.format('invalid storage %L: use file or s3', p_storage); RETURN;
+    END IF;
+    IF p_block_size IS NULL OR p_block_size NOT BETWEEN 65536 AND 67108864 OR p_block_size % 65536 <> 0 THEN
+        errno := 22;
+        message := pg_catalog.format('invalid block size %s: use a multiple of 64 KiB between 64 KiB and 64 MiB', p_block_size);
+        RETURN;
+    END IF;
+    IF p_meta_durability IS NULL OR p_meta_durability NOT IN ('fsync', 'always') THEN
+        errno := 22; message := pg_catalog.format('invalid meta durability %L: use fsync or always', p_meta_durability);
+        RETURN;
+    END IF;
+    IF coalesce(p_trash_days, -1) < 0 OR coalesce(p_capacity, -1) < 0 OR coalesce(p_inodes, -1) < 0 THEN
+        errno := 22; message := 'trash days, capacity and inodes must be >= 0 (0 = none/unlimited)'; RETURN;
+    END IF;
+
+    LOCK TABLE setting IN EXCLUSIVE MODE;
+    SELECT * INTO old FROM setting;
+    IF FOUND THEN
+        IF NOT p_force THEN
+            errno := 17; uuid := old.uuid;
+            message := pg_catalog.format('already formatted as volume %L (uuid %s); pass force => true to change its settings',
+                              old.name, old.uuid);
+            RETURN;
+        END IF;
+        IF p_block_size <> old.block_size AND EXISTS (SELECT 1 FROM slice) THEN
+            errno := 22; uuid := old.uuid;
+            message := pg_catalog.format('cannot change the block size from %s to %s: the volume holds data',
+                              old.block_size, p_block_size);
+            RETURN;
+        END IF;
+        UPDATE setting SET name = p_name, storage = p_storage, bucket = p_bucket,
+               block_size = p_block_size, trash_days = p_trash_days, capacity = p_capacity,
+               inodes = p_inodes, meta_durability = p_meta_durability;
+        UPDATE quota SET max_space = p_capacity, max_inodes = p_inodes WHERE id = 0;
+        errno := 0; uuid := old.uuid;
+        message := pg_catalog.format('volume %L settings updated', p_name);
+        RETURN;
+    END IF;
+
+    uuid := coalesce(p_uuid, gen_random_uuid());
+    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability)
+    VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_capacity, p_inodes,
+            p_meta_durability);
+    INSERT INTO counter (name, next) VALUES ('inode', 2), ('slice', 1)
+        ON CONFLICT (name) DO NOTHING;
+    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, parent)
+    VALUES (1, 2, 511, 0, 0, v_now, v_now, v_now, 2, 0, 1)
+        ON CONFLICT (inode) DO NOTHING;
+    INSERT INTO quota (id, kind, key, max_space, max_inodes) VALUES (0, 'fs', 0, p_capacity, p_inodes)
+        ON CONFLICT (id) DO NOTHING;
+    INSERT INTO quota_usage (quota_id, stripe, space, inodes)
+    SELECT 0, s, CASE WHEN s = 0 THEN 4096 ELSE 0 END, CASE WHEN s = 0 THEN 1 ELSE 0 END
+      FROM generate_series(0, 15) s
+        ON CONFLICT DO NOTHING;
+    INSERT INTO tier (id, storage_class) SELECT t, '' FROM generate_series(0, 3) t
+        ON CONFLICT DO NOTHING;
+    errno := 0;
+    message := pg_catalog.format('volume %L formatted (uuid %s)', p_name, uuid);
+END
+$$;
+
+-- Used and free space and inodes of the volume, as statfs(2) reports them.
+-- Without a capacity the volume reports 1 PiB in total; without an inode
+-- limit, used + 10 Mi free inodes.
+CREATE FUNCTION statfs(OUT errno integer, OUT total_space bigint, OUT avail_space bigint,
+                       OUT used_inodes bigint, OUT avail_inodes bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_used_space bigint;
+    v_cap bigint;
+    v_inodes bigint;
+BEGIN
+    SELECT capacity, inodes INTO v_cap, v_inodes FROM setting;
+    IF NOT FOUND THEN
+        errno := 5; RETURN;
+    END IF;
+    SELECT coalesce(sum(space), 0), coalesce(sum(quota_usage.inodes), 0) INTO v_used_space, used_inodes
+      FROM quota_usage WHERE quota_id = 0;
+    total_space := CASE WHEN v_cap > 0 THEN v_cap ELSE 1125899906842624 END;
+    avail_space := greatest(total_space - v_used_space, 0);
+    avail_inodes := CASE WHEN v_inodes > 0 THEN greatest(v_inodes - used_inodes, 0) ELSE 10485760 END;
+    errno := 0;
+END
+$$;
+
+-- Reserves p_count consecutive ids of kind 'inode' or 'slice' for the
+-- caller; returns the first. A client reserves a range and uses it without
+-- touching the counter again.
+CREATE FUNCTION alloc_ids(p_kind text, p_count integer) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_first bigint;
+BEGIN
+    IF p_kind NOT IN ('inode', 'slice') OR p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'alloc_ids: kind must be inode or slice and count between 1 and 1000000 (got %, %)',
+            p_kind, p_count USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM _begin();
+    v_first := _next_ids(p_kind, p_count);
+    IF v_first IS NULL THEN
+        RAISE EXCEPTION 'alloc_ids: the volume is not formatted' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_first;
+END
+$$;
+
+-- Waits until everything committed so far (by any session) is flushed to
+-- the WAL on disk. fsync, fsyncdir, syncfs and close after writes call it in
+-- 'fsync' durability mode. Costs nothing when nothing is pending: a
+-- transaction with an xid commits synchronously, and that flush covers all
+-- WAL written before it.
+CREATE FUNCTION sync() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+        PERFORM pg_catalog.txid_current();
+    END IF;
+END
+$$;

@@ -1,0 +1,42 @@
+-- write_slice / read_chunk: slices appended per chunk, length and mtime, refcounts
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS jfs CASCADE;
+CREATE EXTENSION jfs;
+SELECT errno FROM jfs.format('regress');
+SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
+SELECT mtime AS m0 FROM jfs.getattr(:f) \gset
+SELECT jfs.alloc_ids('slice', 10) AS s \gset
+-- a first write, then an overwrite in the middle, then an append in the next chunk
+SELECT errno, length, mtime >= :m0 AS mtime_moved FROM jfs.write_slice(:f, 0, 0, :s, 1048576, 0, 1048576);
+SELECT errno, length FROM jfs.write_slice(:f, 0, 4096, :s + 1, 8192, 0, 8192);
+SELECT errno, length FROM jfs.write_slice(:f, 1, 0, :s + 2, 65536, 0, 65536);
+SELECT errno, length FROM jfs.write_slice(:f, 0, 0, :s + 3, 4096, 0, 100);
+SELECT pos, slice_id - :s AS slice, slice_size, slice_off, len FROM jfs.read_chunk(:f, 0);
+SELECT pos, slice_id - :s AS slice, len FROM jfs.read_chunk(:f, 1);
+SELECT count(*) AS rows FROM jfs.read_chunk(:f, 5);
+-- an explicit mtime (a client flushing a write that happened earlier)
+SELECT errno, mtime FROM jfs.write_slice(:f, 0, 0, :s + 4, 4096, 0, 4096, 1700000000000000001);
+-- one slice may back several ranges (a part of it used twice): one reference each
+SELECT errno FROM jfs.write_slice(:f, 2, 0, :s + 5, 8192, 0, 4096);
+SELECT errno FROM jfs.write_slice(:f, 2, 4096, :s + 5, 8192, 4096, 4096);
+SELECT slice_id - :s AS slice, size, refs FROM jfs.slice_ref WHERE slice_id = :s + 5;
+-- bad slices are EINVAL: past the chunk, past the slice, empty, id 0
+SELECT errno FROM jfs.write_slice(:f, 0, 67108860, :s + 6, 8, 0, 8);
+SELECT errno FROM jfs.write_slice(:f, 0, 0, :s + 6, 8, 4, 8);
+SELECT errno FROM jfs.write_slice(:f, 0, 0, :s + 6, 8, 0, 0);
+SELECT errno FROM jfs.write_slice(:f, 0, 0, 0, 8, 0, 8);
+SELECT errno FROM jfs.write_slice(:f, -1, 0, :s + 6, 8, 0, 8);
+-- only regular files hold data
+SELECT errno FROM jfs.write_slice(1, 0, 0, :s + 6, 8, 0, 8);
+SELECT inode AS p FROM jfs.mknod(1, 'p', 4, 420, 0, 0) \gset
+SELECT errno FROM jfs.write_slice(:p, 0, 0, :s + 6, 8, 0, 8);
+SELECT errno FROM jfs.write_slice(999, 0, 0, :s + 6, 8, 0, 8);
+SELECT errno FROM jfs.read_chunk(1, 0);
+SELECT errno FROM jfs.read_chunk(999, 0);
+-- usage follows the length, in 4 KiB units
+SELECT length, (SELECT sum(space) FROM jfs.quota_usage) AS used_space FROM jfs.getattr(:f);
+-- deleting the file releases every reference once and queues each slice once
+SELECT errno, nlink FROM jfs.unlink(1, 'f');
+SELECT slice_id - :s AS slice, size FROM jfs.delslice ORDER BY slice_id;
+SELECT count(*) AS refs, (SELECT count(*) FROM jfs.slice) AS slices FROM jfs.slice_ref;
+SELECT * FROM jfs.fsck();

@@ -1,0 +1,45 @@
+-- meta_durability: 'fsync' commits without waiting for the WAL flush (jfs.sync() waits);
+-- 'always' leaves synchronous_commit on. Atomicity is the same in both.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS jfs CASCADE;
+CREATE EXTENSION jfs;
+SELECT errno FROM jfs.format('regress');
+SELECT meta_durability FROM jfs.setting;
+SHOW synchronous_commit;
+-- in 'fsync' mode a mutating procedure turns synchronous_commit off for its own transaction only
+BEGIN;
+SELECT errno FROM jfs.mknod(1, 'a', 1, 420, 0, 0);
+SHOW synchronous_commit;
+COMMIT;
+SHOW synchronous_commit;
+-- reads do not touch it
+BEGIN;
+SELECT errno FROM jfs.getattr(1);
+SHOW synchronous_commit;
+COMMIT;
+-- jfs.sync() turns it back on, so its commit waits for the flush of all WAL before it
+BEGIN;
+SELECT errno FROM jfs.mknod(1, 'b', 1, 420, 0, 0);
+SELECT jfs.sync();
+SELECT current_setting('synchronous_commit') IN ('on', 'off') AS valid;
+COMMIT;
+SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() - 8192 AS flushed_after_sync;
+-- an aborted procedure transaction leaves nothing behind, in either mode
+BEGIN;
+SELECT errno FROM jfs.mknod(1, 'rolled-back', 2, 493, 0, 0);
+ROLLBACK;
+SELECT errno FROM jfs.lookup(1, 'rolled-back');
+SELECT nlink FROM jfs.getattr(1);
+-- 'always': every procedure commits synchronously
+SELECT errno FROM jfs.format('regress', p_meta_durability => 'always', p_force => true);
+BEGIN;
+SELECT errno FROM jfs.mknod(1, 'c', 1, 420, 0, 0);
+SHOW synchronous_commit;
+COMMIT;
+BEGIN;
+SELECT errno FROM jfs.rename(1, 'c', 1, 'd');
+SELECT errno FROM jfs.unlink(1, 'd');
+SHOW synchronous_commit;
+COMMIT;
+SELECT name FROM jfs.ls('/');
+SELECT * FROM jfs.fsck();

@@ -1,0 +1,42 @@
+-- format: a volume is initialised once; bad settings are refused with a reason
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS jfs CASCADE;
+CREATE EXTENSION jfs;
+SELECT errno, message FROM jfs.format('Bad_Name');
+SELECT errno, message FROM jfs.format('vol1', p_storage => 'ftp');
+SELECT errno, message FROM jfs.format('vol1', p_block_size => 1000);
+SELECT errno, message FROM jfs.format('vol1', p_meta_durability => 'never');
+SELECT errno, message FROM jfs.format('vol1', p_capacity => -1);
+SELECT count(*) AS formatted FROM jfs.setting;
+SELECT errno, uuid, message
+  FROM jfs.format('vol1', 'file', '/var/tmp/jfs-blocks', p_uuid => '00000000-0000-0000-0000-0000000000a1');
+SELECT name, uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability FROM jfs.setting;
+-- the root directory is inode 1, its own parent, with 2 links
+SELECT errno, inode, type, mode, uid, gid, nlink, length, parent, atime = mtime AND mtime = ctime AS same_times,
+       mtime > 1700000000000000000 AS ns_times
+  FROM jfs.getattr(1);
+SELECT * FROM jfs.statfs();
+-- formatting again is refused and changes nothing
+SELECT errno, uuid, message FROM jfs.format('vol2');
+SELECT name FROM jfs.setting;
+-- force changes the settings and keeps the uuid and the namespace
+SELECT errno FROM jfs.mknod(1, 'kept', 1, 420, 0, 0);
+SELECT errno, uuid, message FROM jfs.format('vol2', p_capacity => 1073741824, p_inodes => 1000, p_force => true);
+SELECT name, uuid, capacity, inodes FROM jfs.setting;
+SELECT name FROM jfs.ls('/');
+SELECT errno, total_space, avail_space, used_inodes, avail_inodes FROM jfs.statfs();
+-- the block size cannot change once data exists
+SELECT errno FROM jfs.write_slice(2, 0, 0, 1, 4096, 0, 4096);
+SELECT errno, message FROM jfs.format('vol2', p_block_size => 1048576, p_force => true);
+-- id ranges: consecutive reservations never overlap
+SELECT jfs.alloc_ids('inode', 1000) AS first, jfs.alloc_ids('inode', 10) AS second, jfs.alloc_ids('slice', 5) AS slices;
+SELECT jfs.alloc_ids('bogus', 5);
+SELECT jfs.alloc_ids('inode', 0);
+SELECT * FROM jfs.fsck();
+-- DROP EXTENSION removes every table, sequence, function and type it created
+-- (PostgreSQL leaves the empty schema the control file's `schema` made)
+DROP EXTENSION jfs;
+SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = 'jfs'::regnamespace) AS relations,
+       (SELECT count(*) FROM pg_proc WHERE pronamespace = 'jfs'::regnamespace) AS functions,
+       (SELECT count(*) FROM pg_type WHERE typnamespace = 'jfs'::regnamespace) AS types;
+DROP SCHEMA jfs;
