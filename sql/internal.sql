@@ -38,44 +38,75 @@ CREATE FUNCTION _is_dot(p_name bytea) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT p_name = '\x2e'::bytea OR p_name = '\x2e2e'::bytea $$;
 
--- Every mutating procedure starts here: applies the volume's durability mode
--- to this transaction and returns the settings. In 'fsync' mode the commit
--- does not wait for the WAL flush (atomic, durable within the WAL writer
--- delay); jfs.sync() waits for it. In 'always' mode every commit is durable.
+-- The volume's durability mode applied to this transaction. In 'fsync'
+-- mode the commit does not wait for the WAL flush (atomic, durable within
+-- the WAL writer delay); jfs.sync() waits for it. In 'always' mode every
+-- commit is durable. Mutating procedures read the mode together with their
+-- first row and call this.
+CREATE FUNCTION _durability(p_mode text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_mode = 'fsync' THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    END IF;
+END
+$$;
+
+-- For procedures that need the settings row anyway: applies the durability
+-- mode and returns the settings.
 CREATE FUNCTION _begin() RETURNS setting
 LANGUAGE plpgsql AS $$
 DECLARE
     s setting;
 BEGIN
     SELECT * INTO s FROM setting;
-    IF s.meta_durability = 'fsync' THEN
-        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
-    END IF;
+    PERFORM _durability(s.meta_durability);
     RETURN s;
 END
 $$;
 
--- Sets a directory's mtime and ctime to p_now unless it was set within the
--- last p_skip_ns (many creates in one directory then do not all rewrite
--- its row; JuiceFS's --skip-dir-mtime).
+-- Whether a directory's mtime/ctime should move to p_now: not if both were
+-- set within the last p_skip_ns (many creates in one directory then do not
+-- all rewrite its row; JuiceFS's --skip-dir-mtime).
+CREATE FUNCTION _dir_times_stale(p_mtime bigint, p_ctime bigint, p_now bigint, p_skip_ns bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT NOT (p_mtime BETWEEN p_now - coalesce(p_skip_ns, 0) AND p_now
+                AND p_ctime BETWEEN p_now - coalesce(p_skip_ns, 0) AND p_now)
+$$;
+
+-- Helpers that run statements are PL/pgSQL, not SQL functions: PostgreSQL
+-- plans a non-inlined SQL function's body again at every call, while
+-- PL/pgSQL keeps its plans for the session. (Single-expression SQL
+-- functions above are inlined into their callers' plans.)
+
+-- Sets a directory's mtime and ctime to p_now unless they are fresh (see
+-- _dir_times_stale), for callers that did not read them.
 CREATE FUNCTION _touch_dir(p_dir bigint, p_now bigint, p_skip_ns bigint) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     UPDATE node SET mtime = p_now, ctime = p_now
-     WHERE inode = p_dir
-       AND NOT (mtime BETWEEN p_now - p_skip_ns AND p_now AND ctime BETWEEN p_now - p_skip_ns AND p_now)
+     WHERE inode = p_dir AND _dir_times_stale(mtime, ctime, p_now, p_skip_ns);
+END
 $$;
 
 -- Adds to the volume's usage (quota 0) on this backend's stripe.
 CREATE FUNCTION _charge(p_inodes bigint, p_space bigint) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     UPDATE quota_usage SET inodes = inodes + p_inodes, space = space + p_space
-     WHERE quota_id = 0 AND stripe = pg_catalog.pg_backend_pid() % 16
+     WHERE quota_id = 0 AND stripe = pg_catalog.pg_backend_pid() % 16;
+END
 $$;
 
 -- Reserves the next p_count ids of a counter; returns the first.
 CREATE FUNCTION _next_ids(p_name text, p_count bigint) RETURNS bigint
-LANGUAGE sql AS $$
-    UPDATE counter SET next = next + p_count WHERE name = p_name RETURNING next - p_count
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_first bigint;
+BEGIN
+    UPDATE counter SET next = next + p_count WHERE name = p_name RETURNING next - p_count INTO v_first;
+    RETURN v_first;
+END
 $$;
 
 -- Drops the slices of chunks >= p_from_chunk of a file: slice rows deleted,
@@ -135,37 +166,36 @@ BEGIN
 END
 $$;
 
--- Called after a link to a non-directory was dropped and its nlink
--- decremented (already stored). At zero links the node is kept while the
--- calling session holds it open (p_open_inode names the inode the client has
--- open under that name), otherwise freed. Returns true if freed.
-CREATE FUNCTION _after_unlink(p_inode bigint, p_nlink integer, p_sid bigint, p_open_inode bigint)
-RETURNS boolean
+-- Whether a node that just lost its last link stays: when the calling
+-- session p_sid has it open (p_open_inode names the inode the client has
+-- open under that name) it is kept with nlink 0 in sustained until released.
+-- The caller has stored nlink 0 or frees the node when this says false.
+CREATE FUNCTION _keep_open(p_inode bigint, p_sid bigint, p_open_inode bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_nlink > 0 THEN
-        RETURN false;
-    END IF;
     IF p_sid > 0 AND p_open_inode = p_inode AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+        UPDATE node SET nlink = 0, ctime = _now() WHERE inode = p_inode;
         INSERT INTO sustained (sid, inode) VALUES (p_sid, p_inode) ON CONFLICT DO NOTHING;
-        RETURN false;
+        RETURN true;
     END IF;
-    IF EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode) THEN
-        RETURN false;
-    END IF;
-    PERFORM _free_node(p_inode);
-    RETURN true;
+    RETURN false;
 END
 $$;
 
--- The attr result of a node (errno 0), or errno alone when p_inode is absent.
+-- The attr result of a node (errno 0), or errno 2 alone when p_inode is absent.
 CREATE FUNCTION _attr(p_inode bigint) RETURNS attr
-LANGUAGE sql STABLE AS $$
-    SELECT COALESCE(
-        (SELECT ROW(0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
-                    n.nlink, n.length, n.rdev, n.parent, n.tier)::attr
-           FROM node n WHERE n.inode = p_inode),
-        ROW(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::attr)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r attr;
+BEGIN
+    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier
+      INTO r FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        r.errno := 2;
+    END IF;
+    RETURN r;
+END
 $$;
 
 CREATE FUNCTION _err(p_errno integer) RETURNS attr

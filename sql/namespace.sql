@@ -4,13 +4,20 @@
 
 -- errno for an entry (p_parent, p_name) that was not found.
 CREATE FUNCTION _missing(p_parent bigint, p_name bytea) RETURNS integer
-LANGUAGE sql STABLE AS $$
-    SELECT CASE
-        WHEN NOT EXISTS (SELECT 1 FROM node WHERE inode = p_parent) THEN 2
-        WHEN (SELECT type FROM node WHERE inode = p_parent) <> 2 THEN 20
-        WHEN _check_name(p_name) <> 0 THEN _check_name(p_name)
-        ELSE 2
-    END
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_type smallint;
+BEGIN
+    SELECT type INTO v_type FROM node WHERE inode = p_parent;
+    IF v_type IS NULL THEN
+        RETURN 2;
+    ELSIF v_type <> 2 THEN
+        RETURN 20;
+    ELSIF _check_name(p_name) <> 0 THEN
+        RETURN _check_name(p_name);
+    END IF;
+    RETURN 2;
+END
 $$;
 
 -- Locks one node in the given mode ('share' = FOR KEY SHARE, 'nokey' = FOR
@@ -35,16 +42,25 @@ $$;
 CREATE FUNCTION _lock_nodes(p_inodes bigint[], p_modes text[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
+    v_inodes bigint[];
+    v_strengths integer[];
     ok boolean := true;
 BEGIN
-    FOR r IN
-        SELECT i, max(CASE m WHEN 'update' THEN 3 WHEN 'nokey' THEN 2 ELSE 1 END) AS strength
-          FROM unnest(p_inodes, p_modes) AS u(i, m)
-         WHERE i IS NOT NULL
-         GROUP BY i ORDER BY i
-    LOOP
-        IF NOT _lock_node(r.i, CASE r.strength WHEN 3 THEN 'update' WHEN 2 THEN 'nokey' ELSE 'share' END) THEN
+    IF cardinality(p_inodes) = 2 AND p_inodes[1] IS NOT NULL AND p_inodes[2] IS NOT NULL
+       AND p_inodes[1] <> p_inodes[2] THEN
+        -- the common case (a directory and one entry) without a sorting query
+        IF p_inodes[1] < p_inodes[2] THEN
+            RETURN _lock_node(p_inodes[1], p_modes[1]) AND _lock_node(p_inodes[2], p_modes[2]);
+        END IF;
+        RETURN _lock_node(p_inodes[2], p_modes[2]) AND _lock_node(p_inodes[1], p_modes[1]);
+    END IF;
+    SELECT array_agg(i ORDER BY i), array_agg(strength ORDER BY i) INTO v_inodes, v_strengths
+      FROM (SELECT i, max(CASE m WHEN 'update' THEN 3 WHEN 'nokey' THEN 2 ELSE 1 END) AS strength
+              FROM unnest(p_inodes, p_modes) AS u(i, m)
+             WHERE i IS NOT NULL
+             GROUP BY i) x;
+    FOR k IN 1..coalesce(cardinality(v_inodes), 0) LOOP
+        IF NOT _lock_node(v_inodes[k], CASE v_strengths[k] WHEN 3 THEN 'update' WHEN 2 THEN 'nokey' ELSE 'share' END) THEN
             ok := false;
         END IF;
     END LOOP;
@@ -82,8 +98,19 @@ END
 $$;
 
 CREATE FUNCTION getattr(p_inode bigint) RETURNS attr
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS
-$$ SELECT _attr(p_inode) $$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    r attr;
+BEGIN
+    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier
+      INTO r FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        r.errno := 2;
+    END IF;
+    RETURN r;
+END
+$$;
 
 -- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
 -- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
@@ -96,10 +123,9 @@ CREATE FUNCTION mknod(
 RETURNS attr
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    s setting := _begin();
     v_now bigint := _now();
     v_errno integer := _check_name(p_name);
-    par node;
+    par record;
     n node;
 BEGIN
     IF v_errno <> 0 THEN
@@ -114,16 +140,21 @@ BEGIN
         RETURN _err(36);
     END IF;
 
+    -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
+    -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
     IF p_type = 2 THEN
-        SELECT * INTO par FROM node WHERE inode = p_parent FOR NO KEY UPDATE;
+        SELECT d.type, d.mode, d.gid, d.tier, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
+          FROM node d, setting s WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
-        SELECT * INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+        SELECT d.type, d.mode, d.gid, d.tier, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
+          FROM node d, setting s WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
     IF NOT FOUND THEN
         RETURN _err(2);
     ELSIF par.type <> 2 THEN
         RETURN _err(20);
     END IF;
+    PERFORM _durability(par.meta_durability);
 
     n.inode := coalesce(p_inode, _next_ids('inode', 1));
     n.type := p_type::smallint;
@@ -154,8 +185,8 @@ BEGIN
     END IF;
     IF p_type = 2 THEN
         UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    ELSE
-        PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
+    ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
+        UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
     END IF;
     PERFORM _charge(1, 4096);
     RETURN _to_attr(n);
@@ -165,8 +196,11 @@ $$;
 CREATE FUNCTION symlink(p_parent bigint, p_name bytea, p_target bytea, p_uid bigint, p_gid bigint,
                         p_inode bigint DEFAULT NULL)
 RETURNS attr
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS
-$$ SELECT mknod(p_parent, p_name, 3, 511, p_uid, p_gid, 0, p_target, p_inode) $$;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN mknod(p_parent, p_name, 3, 511, p_uid, p_gid, 0, p_target, p_inode);
+END
+$$;
 
 CREATE FUNCTION readlink(p_inode bigint, OUT errno integer, OUT target bytea)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
@@ -226,30 +260,48 @@ CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_
 RETURNS attr
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    s setting := _begin();
     v_now bigint := _now();
-    v_child bigint;
-    v_type smallint;
-    n node;
+    v record;
+    par record;
+    c node;
 BEGIN
     IF _is_dot(p_name) THEN
         RETURN _err(21);
     END IF;
     FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns INTO v
+          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
         IF NOT FOUND THEN
             RETURN _err(_missing(p_parent, p_name));
-        ELSIF v_type = 2 THEN
+        ELSIF v.type = 2 THEN
             RETURN _err(21);
         END IF;
-        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['share', 'update']);
+        IF attempt = 1 THEN
+            PERFORM _durability(v.meta_durability);
+        END IF;
+        -- lock order: ascending inode
+        IF p_parent < v.inode THEN
+            SELECT mtime, ctime INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+        ELSE
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+            SELECT mtime, ctime INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+        END IF;
         -- the entry may have changed while we waited for the locks
-        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child;
+        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
         IF FOUND THEN
-            UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE inode = v_child RETURNING * INTO n;
-            PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
-            PERFORM _after_unlink(v_child, n.nlink, p_sid, p_open_inode);
-            RETURN _to_attr(n);
+            c.nlink := c.nlink - 1;
+            c.ctime := v_now;
+            IF c.nlink > 0 THEN
+                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
+            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inode) THEN
+                -- a node that had links has no sustained rows: nobody else holds it
+                PERFORM _free_node(c.inode);
+            END IF;
+            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
+                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
+            END IF;
+            RETURN _to_attr(c);
         END IF;
     END LOOP;
     RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'

@@ -6,9 +6,13 @@
 -- The errno row a page returns when p_dir is not a readable directory, or
 -- none (an empty page of an existing directory).
 CREATE FUNCTION _readdir_error(p_dir bigint) RETURNS integer
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN t IS NULL THEN 2 WHEN t <> 2 THEN 20 ELSE 0 END
-      FROM (SELECT (SELECT type FROM node WHERE inode = p_dir) AS t) x
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_type smallint;
+BEGIN
+    SELECT type INTO v_type FROM node WHERE inode = p_dir;
+    RETURN CASE WHEN v_type IS NULL THEN 2 WHEN v_type <> 2 THEN 20 ELSE 0 END;
+END
 $$;
 
 CREATE FUNCTION readdir(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)

@@ -4,14 +4,20 @@
 
 -- True if p_anc is p_dir or one of its ancestors.
 CREATE FUNCTION _is_ancestor(p_anc bigint, p_dir bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE up(i, depth) AS (
-        SELECT p_dir, 0
-        UNION ALL
-        SELECT n.parent, up.depth + 1 FROM up JOIN node n ON n.inode = up.i
-         WHERE up.i <> 1 AND up.i <> p_anc AND up.depth < 100000
-    )
-    SELECT EXISTS (SELECT 1 FROM up WHERE i = p_anc)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_cur bigint := p_dir;
+BEGIN
+    FOR depth IN 1..100000 LOOP
+        IF v_cur = p_anc THEN
+            RETURN true;
+        ELSIF v_cur = 1 OR v_cur IS NULL THEN
+            RETURN false;
+        END IF;
+        SELECT parent INTO v_cur FROM node WHERE inode = v_cur;
+    END LOOP;
+    RAISE EXCEPTION 'jfs: directory % is more than 100000 levels deep (or the tree has a cycle)', p_dir;
+END
 $$;
 
 -- Moves (p_parent, p_name) to (p_new_parent, p_new_name). A replaced
@@ -27,16 +33,19 @@ CREATE FUNCTION rename(
     OUT errno integer, OUT inode bigint, OUT replaced bigint, OUT replaced_nlink integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    s setting := _begin();
     v_now bigint := _now();
     v_exchange boolean := coalesce(p_flags, 0) & 2 <> 0;
     v_noreplace boolean := coalesce(p_flags, 0) & 1 <> 0;
+    v_cross boolean := p_parent <> p_new_parent;
     v_src bigint; v_src_type smallint;
     v_dst bigint; v_dst_type smallint;
     v_dir_type smallint;
+    v_mode text;
+    v_skip bigint;
+    v_moves_dir boolean;
     v_locked_tree boolean := false;
+    v_now_src bigint; v_now_dst bigint;
     v_nlink integer;
-    v_cross boolean := p_parent <> p_new_parent;
 BEGIN
     replaced := 0;
     IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
@@ -51,14 +60,15 @@ BEGIN
     END IF;
 
     FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type INTO v_src, v_src_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip
+          FROM setting st
+          LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
+          LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
+        IF v_src IS NULL THEN
             errno := _missing(p_parent, p_name); RETURN;
         END IF;
         inode := v_src;
-        v_dst := NULL; v_dst_type := NULL;
-        SELECT e.inode, e.type INTO v_dst, v_dst_type FROM edge e
-         WHERE e.parent = p_new_parent AND e.name = p_new_name;
         IF v_dst IS NULL THEN
             SELECT n.type INTO v_dir_type FROM node n WHERE n.inode = p_new_parent;
             IF v_dir_type IS NULL THEN
@@ -68,32 +78,37 @@ BEGIN
             ELSIF v_exchange THEN
                 errno := 2; RETURN;
             END IF;
-        ELSE
-            IF v_noreplace THEN
-                errno := 17; RETURN;
-            ELSIF v_dst = v_src THEN
-                -- both names are links to one file: POSIX says do nothing
-                errno := 0; RETURN;
-            ELSIF NOT v_exchange AND v_src_type = 2 AND v_dst_type <> 2 THEN
-                errno := 20; RETURN;
-            ELSIF NOT v_exchange AND v_src_type <> 2 AND v_dst_type = 2 THEN
-                errno := 21; RETURN;
-            END IF;
+        ELSIF v_noreplace THEN
+            errno := 17; RETURN;
+        ELSIF v_dst = v_src THEN
+            -- both names are links to one file: POSIX says do nothing
+            errno := 0; RETURN;
+        ELSIF NOT v_exchange AND v_src_type = 2 AND v_dst_type <> 2 THEN
+            errno := 20; RETURN;
+        ELSIF NOT v_exchange AND v_src_type <> 2 AND v_dst_type = 2 THEN
+            errno := 21; RETURN;
+        END IF;
+        IF attempt = 1 THEN
+            PERFORM _durability(v_mode);
         END IF;
 
-        IF v_cross AND NOT v_locked_tree AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2)) THEN
+        v_moves_dir := v_cross AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2));
+        IF v_moves_dir AND NOT v_locked_tree THEN
             PERFORM pg_advisory_xact_lock(1785095027, 1);  -- 'jfs' rename lock
             v_locked_tree := true;
         END IF;
-        PERFORM _lock_nodes(ARRAY[p_parent, p_new_parent, v_src, v_dst],
-                            ARRAY['share', 'share', 'update', 'update']);
+        IF v_cross OR v_dst IS NOT NULL THEN
+            PERFORM _lock_nodes(ARRAY[p_parent, p_new_parent, v_src, v_dst],
+                                ARRAY['share', 'share', 'update', 'update']);
+        ELSE
+            PERFORM _lock_nodes(ARRAY[p_parent, v_src], ARRAY['share', 'update']);
+        END IF;
         -- both entries must still be what we read before waiting for the locks
-        IF NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_src)
-           OR (v_dst IS NULL AND EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_new_parent AND e.name = p_new_name))
-           OR (v_dst IS NOT NULL AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_new_parent
-                                                  AND e.name = p_new_name AND e.inode = v_dst))
-           OR (v_cross AND NOT v_locked_tree AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2)))
-        THEN
+        SELECT (SELECT e.inode FROM edge e WHERE e.parent = p_parent AND e.name = p_name),
+               (SELECT e.inode FROM edge e WHERE e.parent = p_new_parent AND e.name = p_new_name)
+          INTO v_now_src, v_now_dst;
+        IF v_now_src IS DISTINCT FROM v_src OR v_now_dst IS DISTINCT FROM v_dst
+           OR (v_moves_dir AND NOT v_locked_tree) THEN
             CONTINUE;
         END IF;
 
@@ -103,7 +118,6 @@ BEGIN
         IF v_cross AND v_exchange AND v_dst_type = 2 AND _is_ancestor(v_dst, p_parent) THEN
             errno := 22; RETURN;
         END IF;
-
         IF NOT v_exchange AND v_dst_type = 2 AND EXISTS (SELECT 1 FROM edge e WHERE e.parent = v_dst) THEN
             errno := 39; RETURN;
         END IF;
@@ -138,23 +152,25 @@ BEGIN
                     replaced_nlink := 0;
                 ELSE
                     UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
-                    RETURNING nlink INTO v_nlink;
-                    PERFORM _after_unlink(v_dst, v_nlink, p_sid, p_open_inode);
-                    replaced_nlink := v_nlink;
+                    RETURNING nlink INTO replaced_nlink;
+                    IF replaced_nlink = 0 AND NOT _keep_open(v_dst, p_sid, p_open_inode) THEN
+                        PERFORM _free_node(v_dst);
+                    END IF;
                 END IF;
             END IF;
             UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
              WHERE parent = p_parent AND name = p_name;
-            UPDATE node SET ctime = v_now, parent = CASE WHEN v_src_type = 2 THEN p_new_parent ELSE 0 END
-             WHERE node.inode = v_src;
             IF v_cross AND v_src_type = 2 THEN
+                UPDATE node SET ctime = v_now, parent = p_new_parent WHERE node.inode = v_src;
                 UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_new_parent THEN 1 ELSE -1 END
                  WHERE node.inode IN (p_parent, p_new_parent);
+            ELSE
+                UPDATE node SET ctime = v_now WHERE node.inode = v_src;
             END IF;
         END IF;
-        PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
+        PERFORM _touch_dir(p_parent, v_now, v_skip);
         IF v_cross THEN
-            PERFORM _touch_dir(p_new_parent, v_now, s.skip_dir_mtime_ns);
+            PERFORM _touch_dir(p_new_parent, v_now, v_skip);
         END IF;
         errno := 0;
         RETURN;
