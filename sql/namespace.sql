@@ -68,6 +68,18 @@ BEGIN
 END
 $$;
 
+-- Whether a directory has no entries. The ORDER BY matches the primary key
+-- so the plan is always an index probe: a generic plan for a bare
+-- EXISTS (... WHERE parent = $1) may pick a sequential scan, which finds
+-- nothing only after reading every entry of the volume.
+CREATE FUNCTION _dir_is_empty(p_dir bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM 1 FROM edge WHERE parent = p_dir ORDER BY parent, name LIMIT 1;
+    RETURN NOT FOUND;
+END
+$$;
+
 -- The node a name refers to in a directory.
 CREATE FUNCTION lookup(p_parent bigint, p_name bytea) RETURNS attr
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
@@ -333,7 +345,7 @@ BEGIN
         END IF;
         PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
         IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
-            IF EXISTS (SELECT 1 FROM edge WHERE parent = v_child) THEN
+            IF NOT _dir_is_empty(v_child) THEN
                 RETURN _err(39);
             END IF;
             DELETE FROM edge WHERE parent = p_parent AND name = p_name;

@@ -118,8 +118,10 @@ BEGIN
         IF v_cross AND v_exchange AND v_dst_type = 2 AND _is_ancestor(v_dst, p_parent) THEN
             errno := 22; RETURN;
         END IF;
-        IF NOT v_exchange AND v_dst_type = 2 AND EXISTS (SELECT 1 FROM edge e WHERE e.parent = v_dst) THEN
-            errno := 39; RETURN;
+        IF NOT v_exchange AND v_dst_type = 2 THEN
+            IF NOT _dir_is_empty(v_dst) THEN
+                errno := 39; RETURN;
+            END IF;
         END IF;
 
         IF v_exchange THEN
