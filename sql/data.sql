@@ -65,3 +65,28 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Slices whose last reference went away at least p_min_age ago, for a
+-- mount to delete their objects (then forget_delslices). Several mounts may
+-- get the same rows; deleting an object twice is harmless.
+CREATE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
+RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT d.slice_id, d.size FROM delslice d
+     WHERE d.queued_at <= now() - p_min_age
+     ORDER BY d.queued_at, d.slice_id
+     LIMIT least(greatest(p_limit, 1), 100000)
+$$;
+
+-- The objects of these slices are deleted: drop them from the queue.
+CREATE FUNCTION forget_delslices(p_slice_ids bigint[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM _begin();
+    DELETE FROM delslice WHERE slice_id = ANY (p_slice_ids);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;

@@ -167,13 +167,13 @@ END
 $$;
 
 -- Whether a node that just lost its last link stays: when the calling
--- session p_sid has it open (p_open_inode names the inode the client has
--- open under that name) it is kept with nlink 0 in sustained until released.
+-- session p_sid has it open (p_open_inodes lists the inodes the client has
+-- open) it is kept with nlink 0 in sustained until released.
 -- The caller has stored nlink 0 or frees the node when this says false.
-CREATE FUNCTION _keep_open(p_inode bigint, p_sid bigint, p_open_inode bigint) RETURNS boolean
+CREATE FUNCTION _keep_open(p_inode bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_sid > 0 AND p_open_inode = p_inode AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+    IF p_sid > 0 AND p_inode = ANY (p_open_inodes) AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
         UPDATE node SET nlink = 0, ctime = _now() WHERE inode = p_inode;
         INSERT INTO sustained (sid, inode) VALUES (p_sid, p_inode) ON CONFLICT DO NOTHING;
         RETURN true;

@@ -265,10 +265,10 @@ END
 $$;
 
 -- Removes the name p_name (not a directory) from p_parent. At zero links
--- the node is freed, unless p_open_inode says the calling session p_sid has
--- it open: then it stays (nlink 0) until that session releases it.
+-- the node is freed, unless p_open_inodes (the inodes the calling session
+-- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
 -- Returns the node as it is after the call (nlink 0 when it lost its last link).
-CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inode bigint DEFAULT 0)
+CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
 RETURNS attr
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -306,7 +306,7 @@ BEGIN
             c.ctime := v_now;
             IF c.nlink > 0 THEN
                 UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
-            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inode) THEN
+            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
                 -- a node that had links has no sustained rows: nobody else holds it
                 PERFORM _free_node(c.inode);
             END IF;

@@ -22,14 +22,14 @@ $$;
 
 -- Moves (p_parent, p_name) to (p_new_parent, p_new_name). A replaced
 -- non-directory loses that link and, at zero links, is freed unless the
--- session p_sid has it open (p_open_inode). Directories that move between
+-- session p_sid has it open (p_open_inodes). Directories that move between
 -- parents take a volume-wide transaction lock first (as Linux takes its
 -- per-superblock rename mutex), so two renames can never build a cycle.
 -- Returns errno, the moved inode, and the replaced (or exchanged) inode with
 -- its nlink after the call (0 and NULL when nothing was replaced).
 CREATE FUNCTION rename(
     p_parent bigint, p_name bytea, p_new_parent bigint, p_new_name bytea,
-    p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inode bigint DEFAULT 0,
+    p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}',
     OUT errno integer, OUT inode bigint, OUT replaced bigint, OUT replaced_nlink integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -155,7 +155,7 @@ BEGIN
                 ELSE
                     UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
                     RETURNING nlink INTO replaced_nlink;
-                    IF replaced_nlink = 0 AND NOT _keep_open(v_dst, p_sid, p_open_inode) THEN
+                    IF replaced_nlink = 0 AND NOT _keep_open(v_dst, p_sid, p_open_inodes) THEN
                         PERFORM _free_node(v_dst);
                     END IF;
                 END IF;

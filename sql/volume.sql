@@ -150,3 +150,11 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The volume's format, for clients (which may not read the tables).
+CREATE FUNCTION volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
+                       OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT meta_durability text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, s.capacity, s.inodes, s.meta_durability
+      FROM setting s
+$$;

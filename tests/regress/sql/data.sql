@@ -40,3 +40,11 @@ SELECT errno, nlink FROM jfs.unlink(1, 'f');
 SELECT slice_id - :s AS slice, size FROM jfs.delslice ORDER BY slice_id;
 SELECT count(*) AS refs, (SELECT count(*) FROM jfs.slice) AS slices FROM jfs.slice_ref;
 SELECT * FROM jfs.fsck();
+-- the queue of objects to delete, as a mount drains it
+SELECT count(*) AS pending FROM jfs.pending_delslices();
+SELECT count(*) AS not_yet FROM jfs.pending_delslices('1 hour');
+SELECT slice_id - :s AS slice, size FROM jfs.pending_delslices(p_limit => 2);
+SELECT jfs.forget_delslices(ARRAY[:s, :s + 1, 999999]);
+SELECT count(*) AS pending FROM jfs.pending_delslices();
+SELECT name, storage, block_size, meta_durability FROM jfs.volume();
+SELECT * FROM jfs.fsck();

@@ -11,7 +11,7 @@ SELECT errno FROM jfs.symlink(:d, 'sym', '../hardlink', 0, 0);
 SELECT jfs.setxattr(:f, 'user.k', 'v');
 SELECT jfs.session_register('h', 1) AS sid \gset
 SELECT errno FROM jfs.mknod(1, 'open-unlinked', 1, 420, 0, 0);
-SELECT errno FROM jfs.unlink(1, 'open-unlinked', :sid, (SELECT inode FROM jfs.lookup(1, 'open-unlinked')));
+SELECT errno FROM jfs.unlink(1, 'open-unlinked', :sid, ARRAY[(SELECT inode FROM jfs.lookup(1, 'open-unlinked'))]);
 SELECT errno FROM jfs.write_slice(:f, 1, 0, 78, 4096, 0, 4096);
 SELECT errno FROM jfs.setattr(:f, 8, p_length => 100);
 SELECT jfs.alloc_ids('inode', 10) AS next_inode_before \gset

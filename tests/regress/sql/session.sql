@@ -7,10 +7,10 @@ SELECT jfs.session_register('host-a', 101, '{"mountpoint": "/mnt/a"}') AS sa \gs
 SELECT jfs.session_register('host-b', 202) AS sb \gset
 SELECT host, pid, info FROM jfs.session ORDER BY sid;
 SELECT jfs.session_heartbeat(:sa), jfs.session_heartbeat(99999);
--- session A has f open and unlinks it: the node stays, unnamed, until A releases it
+-- session A has f (among others) open and unlinks it: the node stays, unnamed, until A releases it
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 SELECT errno FROM jfs.write_slice(:f, 0, 0, 5, 4096, 0, 4096);
-SELECT errno, nlink FROM jfs.unlink(1, 'f', :sa, :f);
+SELECT errno, nlink FROM jfs.unlink(1, 'f', :sa, ARRAY[7, :f, 9]);
 SELECT errno, nlink, length FROM jfs.getattr(:f);
 SELECT count(*) AS slices FROM jfs.read_chunk(:f, 0);
 SELECT sid = :sa AS held_by_a FROM jfs.sustained;
@@ -23,15 +23,15 @@ SELECT slice_id FROM jfs.delslice;
 SELECT jfs.release(:sa, :f);
 -- a hint naming another inode, or another session's id, does not keep a file
 SELECT inode AS g FROM jfs.mknod(1, 'g', 1, 420, 0, 0) \gset
-SELECT errno, nlink FROM jfs.unlink(1, 'g', :sa, 12345);
+SELECT errno, nlink FROM jfs.unlink(1, 'g', :sa, ARRAY[12345]);
 SELECT errno FROM jfs.getattr(:g);
 SELECT inode AS h FROM jfs.mknod(1, 'h', 1, 420, 0, 0) \gset
-SELECT errno, nlink FROM jfs.unlink(1, 'h', 99999, :h);
+SELECT errno, nlink FROM jfs.unlink(1, 'h', 99999, ARRAY[:h]);
 SELECT errno FROM jfs.getattr(:h);
 -- rename over a file the caller has open keeps it as well
 SELECT inode AS k FROM jfs.mknod(1, 'k', 1, 420, 0, 0) \gset
 SELECT inode AS k2 FROM jfs.mknod(1, 'k2', 1, 420, 0, 0) \gset
-SELECT errno, replaced = :k AS replaced_k, replaced_nlink FROM jfs.rename(1, 'k2', 1, 'k', 0, :sb, :k);
+SELECT errno, replaced = :k AS replaced_k, replaced_nlink FROM jfs.rename(1, 'k2', 1, 'k', 0, :sb, ARRAY[:k]);
 SELECT errno, nlink FROM jfs.getattr(:k);
 -- a session that stops heartbeating is cleaned up by anyone: its open files go
 UPDATE jfs.session SET heartbeat = now() - interval '1 hour' WHERE sid = :sb;
@@ -41,7 +41,7 @@ SELECT count(*) AS sessions FROM jfs.session;
 SELECT jfs.session_heartbeat(:sb) AS dead_session_heartbeat;
 -- a clean close does the same
 SELECT inode AS m FROM jfs.mknod(1, 'm', 1, 420, 0, 0) \gset
-SELECT errno, nlink FROM jfs.unlink(1, 'm', :sa, :m);
+SELECT errno, nlink FROM jfs.unlink(1, 'm', :sa, ARRAY[:m]);
 SELECT jfs.session_close(:sa), jfs.session_close(:sa);
 SELECT errno FROM jfs.getattr(:m);
 SELECT count(*) AS sessions, (SELECT count(*) FROM jfs.sustained) AS sustained FROM jfs.session;
