@@ -90,3 +90,13 @@ BEGIN
     RETURN 0;
 END
 $$;
+
+-- The mounted clients, for `jfs status` (clients may not read the tables).
+CREATE FUNCTION sessions()
+RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
+               sustained bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
+           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
+      FROM session s ORDER BY s.sid
+$$;

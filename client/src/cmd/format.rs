@@ -1,0 +1,107 @@
+//! `jfs format`: create (or, with --force, update) a volume.
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+
+use crate::meta::{FormatRequest, Meta};
+use crate::object;
+
+#[derive(Args, Debug)]
+pub struct FormatArgs {
+    /// PostgreSQL URL of the metadata database
+    meta_url: String,
+    /// Volume name: 3-63 lower-case letters, digits and "-"
+    name: String,
+    /// Object storage: file (a local directory) or s3
+    #[arg(long, default_value = "file")]
+    storage: String,
+    /// Where blocks go: a directory for file, http(s)://host:port/bucket for s3
+    #[arg(long)]
+    bucket: Option<String>,
+    /// Block size in KiB
+    #[arg(long, default_value_t = 4096)]
+    block_size: u32,
+    /// Days deleted files stay in the trash (0 = no trash)
+    #[arg(long, default_value_t = 0)]
+    trash_days: i32,
+    /// Volume capacity in GiB (0 = unlimited)
+    #[arg(long, default_value_t = 0)]
+    capacity: u64,
+    /// Number of inodes (0 = unlimited)
+    #[arg(long, default_value_t = 0)]
+    inodes: u64,
+    /// fsync: operations are atomic and durable within a fraction of a second,
+    /// fully at fsync/close; always: every operation is durable when it returns
+    #[arg(long, default_value = "fsync")]
+    meta_durability: String,
+    /// Change the settings of an existing volume
+    #[arg(long)]
+    force: bool,
+}
+
+fn default_bucket() -> String {
+    if running_as_root() {
+        "/var/jfs".to_string()
+    } else {
+        format!(
+            "{}/.jfs/local",
+            std::env::var("HOME").unwrap_or_else(|_| "/tmp".into())
+        )
+    }
+}
+
+/// The owner of /proc/self is the effective uid.
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
+    let bucket = a.bucket.clone().unwrap_or_else(default_bucket);
+    let store = object::open(&a.storage, &bucket)?;
+    // the bucket must take, give back and delete an object before we promise anything
+    let probe = format!("{}/.jfs-probe-{}", a.name, std::process::id());
+    store
+        .put(&probe, Bytes::from_static(b"jfs"))
+        .await
+        .with_context(|| format!("cannot write to {}", store.describe()))?;
+    let back = store
+        .get(&probe, 0, 3)
+        .await
+        .with_context(|| format!("cannot read from {}", store.describe()))?;
+    anyhow::ensure!(
+        &back[..] == b"jfs",
+        "{} returned other bytes than stored",
+        store.describe()
+    );
+    store.delete(&probe).await?;
+
+    let meta = Meta::connect_for_format(&a.meta_url).await?;
+    let req = FormatRequest {
+        name: a.name.clone(),
+        storage: a.storage.clone(),
+        bucket: bucket.clone(),
+        block_size: a
+            .block_size
+            .checked_mul(1024)
+            .context("--block-size too large")?,
+        trash_days: a.trash_days,
+        capacity: a
+            .capacity
+            .checked_mul(1 << 30)
+            .context("--capacity too large")?,
+        inodes: a.inodes,
+        meta_durability: a.meta_durability.clone(),
+        force: a.force,
+    };
+    let (errno, message) = meta.format(&req).await?;
+    match errno {
+        0 => {
+            println!("{message}; blocks in {}", store.describe());
+            Ok(())
+        }
+        libc::EEXIST => anyhow::bail!("{message} (jfs format --force)"),
+        _ => anyhow::bail!("{message}"),
+    }
+}

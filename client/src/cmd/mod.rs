@@ -1,0 +1,67 @@
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status.
+mod format;
+mod mount;
+mod status;
+mod umount;
+
+use clap::{Parser, Subcommand};
+
+/// jfs: a POSIX file system whose metadata lives in PostgreSQL and whose file
+/// data lives in object storage.
+///
+/// META_URL is a PostgreSQL URL: postgres://user:password@host:port/database
+/// (a unix-socket directory works as ?host=/run/postgresql). The password can
+/// also come from the META_PASSWORD environment variable.
+#[derive(Parser, Debug)]
+#[command(name = "jfs", version, about, long_about)]
+pub struct Cli {
+    /// Log more (repeat for more detail); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a volume in a database (installs the jfs extension if allowed)
+    Format(format::FormatArgs),
+    /// Mount a volume with FUSE
+    Mount(mount::MountArgs),
+    /// Unmount a mounted volume
+    Umount(umount::UmountArgs),
+    /// Show a volume's settings, usage and mounted clients
+    Status(status::StatusArgs),
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "jfs=info",
+        1 => "jfs=debug",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    init_logging(cli.verbose);
+    match cli.command {
+        Command::Format(a) => runtime()?.block_on(format::run(a)),
+        Command::Mount(a) => mount::run(a),
+        Command::Umount(a) => umount::run(a),
+        Command::Status(a) => runtime()?.block_on(status::run(a)),
+    }
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("jfs")
+        .build()?)
+}

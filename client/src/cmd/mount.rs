@@ -1,0 +1,293 @@
+//! `jfs mount`: serve a volume through FUSE, in the foreground or as a daemon (-d).
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::fuse::JfsFuse;
+use crate::meta::{redact_url, Meta, MetaError};
+use crate::object;
+use crate::vfs::background::{self, BackgroundConfig};
+use crate::vfs::{Vfs, VfsConfig};
+
+/// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
+const URL_FROM_ENV: &str = "-";
+
+#[derive(Args, Debug, Clone)]
+pub struct MountArgs {
+    /// PostgreSQL URL of the metadata database ("-" = from JFS_META_URL)
+    meta_url: String,
+    /// An existing empty directory to mount on
+    mountpoint: PathBuf,
+    /// Run in the background once mounted
+    #[arg(short = 'd', long)]
+    background: bool,
+    /// Log file of a background mount [default: /var/log/jfs.log, or ~/.jfs/jfs.log]
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Seconds the kernel caches attributes
+    #[arg(long, default_value_t = 1.0)]
+    attr_cache: f64,
+    /// Seconds the kernel caches names
+    #[arg(long, default_value_t = 1.0)]
+    entry_cache: f64,
+    /// MiB of memory for uploads in flight and recently read blocks
+    #[arg(long, default_value_t = 300)]
+    buffer_size: usize,
+    /// Refuse every change
+    #[arg(long)]
+    read_only: bool,
+    /// Let other users access the mount (root, or user_allow_other in /etc/fuse.conf)
+    #[arg(long)]
+    allow_other: bool,
+    /// Connections to PostgreSQL
+    #[arg(long, default_value_t = 16)]
+    max_connections: usize,
+    /// Seconds between session heartbeats
+    #[arg(long, default_value_t = 12)]
+    heartbeat: u64,
+    /// Seconds without a heartbeat after which a session counts as dead
+    #[arg(long, default_value_t = 300)]
+    session_timeout: u64,
+    /// Seconds between runs that delete the objects of deleted data
+    #[arg(long, default_value_t = 10)]
+    gc_interval: u64,
+    /// Seconds the objects of deleted data are kept before deletion
+    #[arg(long, default_value_t = 0)]
+    gc_delay: u64,
+}
+
+fn default_log() -> PathBuf {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() && home != "/root" => PathBuf::from(home).join(".jfs/jfs.log"),
+        _ => PathBuf::from("/var/log/jfs.log"),
+    }
+}
+
+/// Whether `path` is a jfs FUSE mount (per /proc/self/mountinfo).
+pub fn is_mounted(path: &Path) -> bool {
+    let Ok(path) = path.canonicalize() else {
+        return false;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines().any(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let sep = fields.iter().position(|f| *f == "-");
+        // fields: ... mount point (5th) ... "-" fstype source options
+        let at = fields
+            .get(4)
+            .map(|p| Path::new(&p.replace("\\040", " ")) == path);
+        let fuse = sep
+            .and_then(|i| fields.get(i + 1))
+            .map(|t| t.starts_with("fuse"));
+        let ours = sep
+            .and_then(|i| fields.get(i + 2))
+            .map(|s| s.starts_with("jfs:"));
+        at == Some(true) && fuse == Some(true) && ours == Some(true)
+    })
+}
+
+pub fn run(a: MountArgs) -> anyhow::Result<()> {
+    let meta_url = if a.meta_url == URL_FROM_ENV {
+        std::env::var("JFS_META_URL")
+            .context("META_URL \"-\" needs JFS_META_URL in the environment")?
+    } else {
+        a.meta_url.clone()
+    };
+    let meta_md = std::fs::metadata(&a.mountpoint).with_context(|| {
+        format!(
+            "mount point {} does not exist: create the directory first",
+            a.mountpoint.display()
+        )
+    })?;
+    anyhow::ensure!(
+        meta_md.is_dir(),
+        "mount point {} is not a directory",
+        a.mountpoint.display()
+    );
+    anyhow::ensure!(
+        !is_mounted(&a.mountpoint),
+        "{} is already a jfs mount",
+        a.mountpoint.display()
+    );
+    if a.background {
+        return daemonize(&a, &meta_url);
+    }
+    serve(a, &meta_url)
+}
+
+/// Starts this program again as the mount, detached, and waits until the mount is up.
+fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
+    let log = a.log.clone().unwrap_or_else(default_log);
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("cannot open the log file {}", log.display()))?;
+    let start_len = out.metadata().map(|m| m.len()).unwrap_or(0);
+    let exe = std::env::current_exe()?;
+    let mut args: Vec<String> = vec!["mount".into(), URL_FROM_ENV.into()];
+    args.push(a.mountpoint.to_string_lossy().into());
+    for (flag, value) in [
+        ("--attr-cache", a.attr_cache.to_string()),
+        ("--entry-cache", a.entry_cache.to_string()),
+        ("--buffer-size", a.buffer_size.to_string()),
+        ("--max-connections", a.max_connections.to_string()),
+        ("--heartbeat", a.heartbeat.to_string()),
+        ("--session-timeout", a.session_timeout.to_string()),
+        ("--gc-interval", a.gc_interval.to_string()),
+        ("--gc-delay", a.gc_delay.to_string()),
+    ] {
+        args.push(flag.into());
+        args.push(value);
+    }
+    if a.read_only {
+        args.push("--read-only".into());
+    }
+    if a.allow_other {
+        args.push("--allow-other".into());
+    }
+    let mut child = Command::new(exe)
+        .args(&args)
+        .env("JFS_META_URL", meta_url)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .context("cannot start the background mount")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if is_mounted(&a.mountpoint) {
+            println!(
+                "jfs mounted at {} (pid {}, log {})",
+                a.mountpoint.display(),
+                child.id(),
+                log.display()
+            );
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: String = text.chars().skip(start_len as usize).collect();
+            anyhow::bail!("the mount exited ({status}):\n{}", tail.trim_end());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    anyhow::bail!(
+        "the mount did not come up within 30 s; see {}",
+        log.display()
+    )
+}
+
+/// Mounts in this process and serves until unmounted.
+fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
+    let rt = super::runtime()?;
+    let mountpoint = a.mountpoint.canonicalize()?;
+    let (vfs, host, info) = rt.block_on(async {
+        let meta = Meta::connect(meta_url, a.max_connections).await?;
+        let volume = match meta.volume().await {
+            Ok(v) => v,
+            Err(MetaError::Errno(libc::ENOENT)) => anyhow::bail!(
+                "{} holds no volume: run `jfs format` first",
+                redact_url(meta_url)
+            ),
+            Err(e) => return Err(e.into()),
+        };
+        let store = object::open(&volume.storage, &volume.bucket)?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        let info = format!(
+            "{{\"mountpoint\": {:?}, \"version\": {:?}}}",
+            mountpoint.display().to_string(),
+            env!("CARGO_PKG_VERSION")
+        );
+        let sid = meta
+            .session_register(&host, std::process::id() as i32, &info)
+            .await?;
+        let config = VfsConfig {
+            attr_ttl: Duration::from_secs_f64(a.attr_cache),
+            entry_ttl: Duration::from_secs_f64(a.entry_cache),
+            buffer_size: a.buffer_size << 20,
+            read_only: a.read_only,
+        };
+        tracing::info!(
+            "mounting volume {} ({}, blocks in {}) at {} as session {sid}",
+            volume.name,
+            redact_url(meta_url),
+            store.describe(),
+            mountpoint.display()
+        );
+        Ok::<_, anyhow::Error>((
+            Arc::new(Vfs::new(meta, store, volume, config, sid)),
+            host,
+            info,
+        ))
+    })?;
+    {
+        let _guard = rt.enter();
+        background::spawn(
+            vfs.clone(),
+            BackgroundConfig {
+                heartbeat: Duration::from_secs(a.heartbeat.max(1)),
+                session_timeout: Duration::from_secs(a.session_timeout.max(2)),
+                gc_interval: Duration::from_secs(a.gc_interval.max(1)),
+                gc_delay: Duration::from_secs(a.gc_delay),
+            },
+            host,
+            info,
+        );
+        let mp = mountpoint.clone();
+        rt.spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("signal received: unmounting {}", mp.display());
+            let _ = super::umount::unmount(&mp, false);
+        });
+    }
+    let mut options = vec![
+        fuser::MountOption::FSName(format!("jfs:{}", vfs.volume.name)),
+        fuser::MountOption::Subtype("jfs".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoAtime,
+    ];
+    if a.read_only {
+        options.push(fuser::MountOption::RO);
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = options;
+    config.acl = if a.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    config.n_threads = Some(4);
+    config.clone_fd = true;
+    let fs = JfsFuse::new(vfs.clone(), rt.handle().clone());
+    let served = fuser::mount(fs, &mountpoint, &config)
+        .with_context(|| format!("mounting on {}", mountpoint.display()));
+    rt.block_on(async {
+        vfs.flush_all().await;
+        if let Err(e) = vfs.meta.session_close(vfs.sid()).await {
+            tracing::warn!("closing session {}: {e}", vfs.sid());
+        }
+    });
+    tracing::info!("unmounted {}", mountpoint.display());
+    served
+}

@@ -1,0 +1,623 @@
+//! FUSE adapter (fuser): decodes each kernel request, hands it to a tokio task that calls
+//! the VFS, and replies from there, so a slow request never blocks a fast one.
+use std::ffi::OsStr;
+use std::future::Future;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use fuser::{
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::meta::{ns_to_time, time_to_ns, Attr, NodeType};
+use crate::vfs::Vfs;
+
+pub struct JfsFuse {
+    vfs: Arc<Vfs>,
+    rt: tokio::runtime::Handle,
+}
+
+impl JfsFuse {
+    pub fn new(vfs: Arc<Vfs>, rt: tokio::runtime::Handle) -> JfsFuse {
+        JfsFuse { vfs, rt }
+    }
+
+    /// Runs one request on the runtime; `f` replies.
+    fn run<F, Fut>(&self, f: F)
+    where
+        F: FnOnce(Arc<Vfs>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(f(self.vfs.clone()));
+    }
+}
+
+fn kind(t: NodeType) -> FileType {
+    match t {
+        NodeType::File => FileType::RegularFile,
+        NodeType::Dir => FileType::Directory,
+        NodeType::Symlink => FileType::Symlink,
+        NodeType::Fifo => FileType::NamedPipe,
+        NodeType::BlockDev => FileType::BlockDevice,
+        NodeType::CharDev => FileType::CharDevice,
+        NodeType::Socket => FileType::Socket,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    let size = if a.kind == NodeType::Dir {
+        4096
+    } else {
+        a.length
+    };
+    FileAttr {
+        ino: INodeNo(a.inode),
+        size,
+        blocks: size.div_ceil(512),
+        atime: ns_to_time(a.atime),
+        mtime: ns_to_time(a.mtime),
+        ctime: ns_to_time(a.ctime),
+        crtime: ns_to_time(a.ctime),
+        kind: kind(a.kind),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: 65536,
+        flags: 0,
+    }
+}
+
+fn err(e: i32) -> Errno {
+    Errno::from_i32(e)
+}
+
+fn time_arg(t: Option<TimeOrNow>) -> Option<Option<i64>> {
+    t.map(|t| match t {
+        TimeOrNow::SpecificTime(t) => Some(time_to_ns(t)),
+        TimeOrNow::Now => None,
+    })
+}
+
+fn node_type_of_mode(mode: u32) -> Option<NodeType> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG | 0 => Some(NodeType::File),
+        libc::S_IFIFO => Some(NodeType::Fifo),
+        libc::S_IFCHR => Some(NodeType::CharDev),
+        libc::S_IFBLK => Some(NodeType::BlockDev),
+        libc::S_IFSOCK => Some(NodeType::Socket),
+        _ => None,
+    }
+}
+
+fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Attr, i32>) {
+    match r {
+        Ok(a) => reply.entry(&vfs.config.entry_ttl, &file_attr(&a), Generation(0)),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, r: Result<(), i32>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, i32>) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+impl Filesystem for JfsFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        for flag in [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_BIG_WRITES,
+            InitFlags::FUSE_ASYNC_READ,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_MAX_PAGES,
+        ] {
+            let _ = config.add_capabilities(flag);
+        }
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let vfs = self.vfs.clone();
+        self.rt.block_on(async move { vfs.flush_all().await });
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = name.as_bytes().to_vec();
+        self.run(move |vfs| async move {
+            let r = vfs.lookup(parent.0, &name).await;
+            reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.run(move |vfs| async move {
+            match vfs.getattr(ino.0).await {
+                Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&a)),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        self.run(move |vfs| async move {
+            let r = vfs
+                .setattr(
+                    ino.0,
+                    mode,
+                    uid,
+                    gid,
+                    size,
+                    time_arg(atime),
+                    time_arg(mtime),
+                )
+                .await;
+            match r {
+                Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&a)),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.run(move |vfs| async move {
+            match vfs.readlink(ino.0).await {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name.as_bytes().to_vec();
+        let (uid, gid) = (req.uid(), req.gid());
+        self.run(move |vfs| async move {
+            let Some(t) = node_type_of_mode(mode) else {
+                return reply.error(Errno::EINVAL);
+            };
+            let r = vfs
+                .mknod(
+                    parent.0,
+                    &name,
+                    t,
+                    mode & 0o7777 & !umask,
+                    uid,
+                    gid,
+                    rdev,
+                    None,
+                )
+                .await;
+            reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name.as_bytes().to_vec();
+        let (uid, gid) = (req.uid(), req.gid());
+        self.run(move |vfs| async move {
+            let r = vfs
+                .mknod(
+                    parent.0,
+                    &name,
+                    NodeType::Dir,
+                    mode & 0o7777 & !umask,
+                    uid,
+                    gid,
+                    0,
+                    None,
+                )
+                .await;
+            reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.as_bytes().to_vec();
+        self.run(move |vfs| async move { reply_empty(reply, vfs.unlink(parent.0, &name).await) });
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.as_bytes().to_vec();
+        self.run(move |vfs| async move { reply_empty(reply, vfs.rmdir(parent.0, &name).await) });
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let name = link_name.as_bytes().to_vec();
+        let target = target.as_os_str().as_bytes().to_vec();
+        let (uid, gid) = (req.uid(), req.gid());
+        self.run(move |vfs| async move {
+            let r = vfs
+                .mknod(
+                    parent.0,
+                    &name,
+                    NodeType::Symlink,
+                    0o777,
+                    uid,
+                    gid,
+                    0,
+                    Some(&target),
+                )
+                .await;
+            reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let name = name.as_bytes().to_vec();
+        let newname = newname.as_bytes().to_vec();
+        self.run(move |vfs| async move {
+            let r = vfs
+                .rename(parent.0, &name, newparent.0, &newname, flags.bits())
+                .await;
+            reply_empty(reply, r)
+        });
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let name = newname.as_bytes().to_vec();
+        self.run(move |vfs| async move {
+            let r = vfs.link(ino.0, newparent.0, &name).await;
+            reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        self.run(move |vfs| async move {
+            match vfs.open(ino.0, write).await {
+                Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let name = name.as_bytes().to_vec();
+        let (uid, gid) = (req.uid(), req.gid());
+        self.run(move |vfs| async move {
+            match vfs
+                .create(parent.0, &name, mode & 0o7777 & !umask, uid, gid)
+                .await
+            {
+                Ok((fh, a)) => reply.created(
+                    &vfs.config.entry_ttl,
+                    &file_attr(&a),
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                ),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.run(move |vfs| async move {
+            match vfs.read(fh.0, offset, size).await {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let data = data.to_vec();
+        self.run(move |vfs| async move {
+            match vfs.write(fh.0, offset, &data).await {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.run(move |vfs| async move { reply_empty(reply, vfs.flush(fh.0).await) });
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run(move |vfs| async move { reply_empty(reply, vfs.release(fh.0).await) });
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run(move |vfs| async move { reply_empty(reply, vfs.fsync(fh.0).await) });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.run(move |vfs| async move {
+            match vfs.opendir(ino.0).await {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        self.run(move |vfs| async move {
+            let r = vfs
+                .readdir(fh.0, offset, |e| {
+                    !reply.add(
+                        INodeNo(e.attr.inode),
+                        e.offset,
+                        kind(e.attr.kind),
+                        OsStr::from_bytes(&e.name),
+                    )
+                })
+                .await;
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.run(move |vfs| async move {
+            let ttl = vfs.config.entry_ttl;
+            let r = vfs
+                .readdir(fh.0, offset, |e| {
+                    !reply.add(
+                        INodeNo(e.attr.inode),
+                        e.offset,
+                        OsStr::from_bytes(&e.name),
+                        &ttl,
+                        &file_attr(&e.attr),
+                        Generation(0),
+                    )
+                })
+                .await;
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.vfs.releasedir(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run(move |vfs| async move { reply_empty(reply, vfs.fsync(fh.0).await) });
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.run(move |vfs| async move {
+            match vfs.statfs().await {
+                Ok(s) => reply.statfs(
+                    s.total_space / 4096,
+                    s.avail_space / 4096,
+                    s.avail_space / 4096,
+                    s.used_inodes + s.avail_inodes,
+                    s.avail_inodes,
+                    4096,
+                    255,
+                    4096,
+                ),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let name = name.as_bytes().to_vec();
+        let value = value.to_vec();
+        self.run(move |vfs| async move {
+            reply_empty(reply, vfs.setxattr(ino.0, &name, &value, flags).await)
+        });
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let name = name.as_bytes().to_vec();
+        self.run(
+            move |vfs| async move { reply_xattr(reply, size, vfs.getxattr(ino.0, &name).await) },
+        );
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.run(move |vfs| async move {
+            let r = vfs.listxattr(ino.0).await.map(|names| {
+                let mut out = Vec::new();
+                for n in names {
+                    out.extend_from_slice(&n);
+                    out.push(0);
+                }
+                out
+            });
+            reply_xattr(reply, size, r)
+        });
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.as_bytes().to_vec();
+        self.run(move |vfs| async move { reply_empty(reply, vfs.removexattr(ino.0, &name).await) });
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // the kernel checks permissions itself (default_permissions)
+        reply.ok();
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.run(move |vfs| async move {
+            reply_empty(reply, vfs.fallocate(fh.0, offset, length, mode).await)
+        });
+    }
+}

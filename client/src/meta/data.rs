@@ -1,0 +1,84 @@
+//! File layout procedures: write_slice, read_chunk and the delslice queue.
+use super::{attr_from_row, check_errno, Attr, Meta, Result};
+
+/// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceRow {
+    pub pos: u32,
+    pub id: u64,
+    pub size: u32,
+    pub off: u32,
+    pub len: u32,
+}
+
+impl Meta {
+    /// Commits a stored slice into a chunk of a file.
+    pub async fn write_slice(&self, inode: u64, chunk: u32, slice: SliceRow) -> Result<Attr> {
+        let row = self
+            .call_one(
+                "SELECT * FROM jfs.write_slice($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &(inode as i64),
+                    &(chunk as i32),
+                    &(slice.pos as i32),
+                    &(slice.id as i64),
+                    &(slice.size as i32),
+                    &(slice.off as i32),
+                    &(slice.len as i32),
+                ],
+            )
+            .await?;
+        attr_from_row(&row)
+    }
+
+    /// The slices of one chunk, oldest first.
+    pub async fn read_chunk(&self, inode: u64, chunk: u32) -> Result<Vec<SliceRow>> {
+        let rows = self
+            .call(
+                "SELECT * FROM jfs.read_chunk($1, $2)",
+                &[&(inode as i64), &(chunk as i32)],
+            )
+            .await?;
+        let mut slices = Vec::with_capacity(rows.len());
+        for row in rows {
+            check_errno(&row)?;
+            slices.push(SliceRow {
+                pos: row.try_get::<_, i32>("pos")? as u32,
+                id: row.try_get::<_, i64>("slice_id")? as u64,
+                size: row.try_get::<_, i32>("slice_size")? as u32,
+                off: row.try_get::<_, i32>("slice_off")? as u32,
+                len: row.try_get::<_, i32>("len")? as u32,
+            });
+        }
+        Ok(slices)
+    }
+
+    /// Slices whose objects are to be deleted: (id, size).
+    pub async fn pending_delslices(
+        &self,
+        min_age_secs: u64,
+        limit: i32,
+    ) -> Result<Vec<(u64, u32)>> {
+        let age = format!("{min_age_secs} seconds");
+        let rows = self
+            .call(
+                "SELECT * FROM jfs.pending_delslices($1::text::interval, $2)",
+                &[&age, &limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<_, i64>("slice_id")? as u64,
+                    r.try_get::<_, i32>("size")? as u32,
+                ))
+            })
+            .collect()
+    }
+
+    pub async fn forget_delslices(&self, ids: &[i64]) -> Result<()> {
+        self.call("SELECT jfs.forget_delslices($1)", &[&ids])
+            .await?;
+        Ok(())
+    }
+}

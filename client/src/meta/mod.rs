@@ -1,0 +1,294 @@
+//! Metadata client: a pool of PostgreSQL connections and one typed function per jfs procedure.
+//!
+//! Every file-system operation is one call of one `jfs.*` procedure (one
+//! transaction, one round trip). Expected failures come back from SQL as an
+//! errno, which this module turns into [`MetaError::Errno`]; serialization
+//! failures and deadlocks are retried a bounded number of times.
+
+mod data;
+mod namespace;
+mod session;
+mod volume;
+mod xattr;
+
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+pub use data::SliceRow;
+pub use namespace::DirEntry;
+pub use volume::{FormatRequest, Statfs, VolumeInfo};
+
+/// A failed metadata call.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    /// The procedure answered with this errno (ENOENT, EEXIST, ...).
+    #[error("{}", std::io::Error::from_raw_os_error(*.0))]
+    Errno(i32),
+    #[error("metadata database: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("metadata database unreachable: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+}
+
+impl MetaError {
+    /// The errno to give the kernel: the procedure's, or EIO for anything else.
+    pub fn errno(&self) -> i32 {
+        match self {
+            MetaError::Errno(e) => *e,
+            _ => libc::EIO,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, MetaError>;
+
+/// Node types, numbered as in `sql/schema.sql` (JuiceFS's numbering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeType {
+    File = 1,
+    Dir = 2,
+    Symlink = 3,
+    Fifo = 4,
+    BlockDev = 5,
+    CharDev = 6,
+    Socket = 7,
+}
+
+impl NodeType {
+    pub fn from_code(code: i16) -> NodeType {
+        match code {
+            2 => NodeType::Dir,
+            3 => NodeType::Symlink,
+            4 => NodeType::Fifo,
+            5 => NodeType::BlockDev,
+            6 => NodeType::CharDev,
+            7 => NodeType::Socket,
+            _ => NodeType::File,
+        }
+    }
+}
+
+/// A node's attributes as the procedures return them (`jfs.attr`).
+#[derive(Debug, Clone)]
+pub struct Attr {
+    pub inode: u64,
+    pub kind: NodeType,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Nanoseconds since the Unix epoch.
+    pub atime: i64,
+    pub mtime: i64,
+    pub ctime: i64,
+    pub nlink: u32,
+    pub length: u64,
+    pub rdev: u32,
+    pub parent: u64,
+}
+
+/// Nanoseconds since the epoch as a `SystemTime` (negative = before 1970).
+pub fn ns_to_time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+/// A `SystemTime` as nanoseconds since the epoch.
+pub fn time_to_ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i64,
+        Err(e) => -(e.duration().as_nanos() as i64),
+    }
+}
+
+/// Turns an errno column into an error.
+fn check_errno(row: &Row) -> Result<()> {
+    let errno: i32 = row.try_get("errno")?;
+    if errno != 0 {
+        return Err(MetaError::Errno(errno));
+    }
+    Ok(())
+}
+
+/// Reads a `jfs.attr`-shaped row (errno checked first).
+fn attr_from_row(row: &Row) -> Result<Attr> {
+    check_errno(row)?;
+    Ok(Attr {
+        inode: row.try_get::<_, i64>("inode")? as u64,
+        kind: NodeType::from_code(row.try_get("type")?),
+        mode: row.try_get::<_, i32>("mode")? as u32,
+        uid: row.try_get::<_, i64>("uid")? as u32,
+        gid: row.try_get::<_, i64>("gid")? as u32,
+        atime: row.try_get("atime")?,
+        mtime: row.try_get("mtime")?,
+        ctime: row.try_get("ctime")?,
+        nlink: row.try_get::<_, i32>("nlink")? as u32,
+        length: row.try_get::<_, i64>("length")? as u64,
+        rdev: row.try_get::<_, i64>("rdev")? as u32,
+        parent: row.try_get::<_, i64>("parent")? as u64,
+    })
+}
+
+/// The META_URL with its password replaced, for messages and logs.
+pub fn redact_url(meta_url: &str) -> String {
+    match url::Url::parse(meta_url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "<unparsable META_URL>".to_string(),
+    }
+}
+
+/// Connection to one volume's metadata database.
+#[derive(Clone)]
+pub struct Meta {
+    pool: Pool,
+}
+
+impl Meta {
+    /// Connects to `meta_url` (`postgres://user:pass@host:port/db`; a unix
+    /// socket host works as `postgres://user@%2Frun%2Fpostgresql/db` or
+    /// `?host=/run/postgresql`). The password may also come from
+    /// `META_PASSWORD`, which keeps it out of the process list.
+    pub async fn connect(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
+        let meta = Meta::pool(meta_url, max_connections)?;
+        let client = meta
+            .pool
+            .get()
+            .await
+            .map_err(|e| unreachable(meta_url, e))?;
+        let has_ext = client
+            .query_opt(
+                "SELECT extversion FROM pg_extension WHERE extname = 'jfs'",
+                &[],
+            )
+            .await?;
+        if has_ext.is_none() {
+            anyhow::bail!(
+                "database {} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)",
+                redact_url(meta_url)
+            );
+        }
+        Ok(meta)
+    }
+
+    /// Connects for `jfs format`: installs the extension when it is missing
+    /// and the role may create it.
+    pub async fn connect_for_format(meta_url: &str) -> anyhow::Result<Meta> {
+        let meta = Meta::pool(meta_url, 2)?;
+        let client = meta
+            .pool
+            .get()
+            .await
+            .map_err(|e| unreachable(meta_url, e))?;
+        let has_ext = client
+            .query_opt(
+                "SELECT extversion FROM pg_extension WHERE extname = 'jfs'",
+                &[],
+            )
+            .await?;
+        if has_ext.is_none() {
+            client
+                .batch_execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS jfs")
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot create the jfs extension in {}: {e}; \
+                         a superuser must run CREATE EXTENSION jfs there (after `cargo pgrx install -p jfs`)",
+                        redact_url(meta_url)
+                    )
+                })?;
+        }
+        Ok(meta)
+    }
+
+    fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
+        let mut config = tokio_postgres::Config::from_str(meta_url).map_err(|e| {
+            anyhow::anyhow!(
+                "bad META_URL {}: {e}; expected postgres://user:password@host:port/database",
+                redact_url(meta_url)
+            )
+        })?;
+        if config.get_password().is_none() {
+            if let Ok(password) = std::env::var("META_PASSWORD") {
+                config.password(password);
+            }
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(5));
+        }
+        config.keepalives_idle(Duration::from_secs(30));
+        config.application_name("jfs");
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| anyhow::anyhow!("connection pool: {e}"))?;
+        Ok(Meta { pool })
+    }
+
+    /// Runs one statement with bounded retries of serialization failures
+    /// and deadlocks; returns its rows.
+    async fn call(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = async {
+                let client = self.pool.get().await?;
+                let stmt = client.prepare_cached(sql).await?;
+                Ok::<_, MetaError>(client.query(&stmt, params).await?)
+            }
+            .await;
+            match result {
+                Ok(rows) => return Ok(rows),
+                Err(e) if attempt < 5 && retryable(&e) => {
+                    tracing::debug!("retrying {sql}: {e}");
+                    tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn call_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        let mut rows = self.call(sql, params).await?;
+        match rows.pop() {
+            Some(row) => Ok(row),
+            None => Err(MetaError::Errno(libc::EIO)),
+        }
+    }
+}
+
+fn unreachable(meta_url: &str, e: deadpool_postgres::PoolError) -> anyhow::Error {
+    anyhow::anyhow!(
+        "cannot connect to the metadata database {}: {e}",
+        redact_url(meta_url)
+    )
+}
+
+fn retryable(e: &MetaError) -> bool {
+    match e {
+        // only errors that prove the transaction did not commit: retrying
+        // after a lost connection could apply an operation twice
+        MetaError::Db(db) => matches!(db.code().map(|c| c.code()), Some("40001") | Some("40P01")),
+        _ => false,
+    }
+}

@@ -1,0 +1,81 @@
+//! Session procedures: register, heartbeat, close, cleanup, release, and the list for `jfs status`.
+use super::{Meta, Result};
+
+/// A mounted client as `jfs.sessions()` lists it.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub sid: i64,
+    pub host: String,
+    pub pid: i32,
+    pub info: String,
+    pub started: String,
+    pub heartbeat: String,
+    pub sustained: i64,
+}
+
+impl Meta {
+    pub async fn session_register(&self, host: &str, pid: i32, info: &str) -> Result<i64> {
+        let row = self
+            .call_one(
+                "SELECT jfs.session_register($1, $2, $3::text::jsonb) AS sid",
+                &[&host, &pid, &info],
+            )
+            .await?;
+        Ok(row.try_get("sid")?)
+    }
+
+    /// false when the session is gone (cleaned up as dead): register again.
+    pub async fn session_heartbeat(&self, sid: i64) -> Result<bool> {
+        let row = self
+            .call_one("SELECT jfs.session_heartbeat($1) AS errno", &[&sid])
+            .await?;
+        Ok(row.try_get::<_, i32>("errno")? == 0)
+    }
+
+    pub async fn session_close(&self, sid: i64) -> Result<()> {
+        self.call("SELECT jfs.session_close($1)", &[&sid]).await?;
+        Ok(())
+    }
+
+    /// Ends sessions silent for longer than `timeout_secs`; returns how many.
+    pub async fn session_cleanup(&self, timeout_secs: u64) -> Result<i32> {
+        let timeout = format!("{timeout_secs} seconds");
+        let row = self
+            .call_one(
+                "SELECT jfs.session_cleanup($1::text::interval) AS n",
+                &[&timeout],
+            )
+            .await?;
+        Ok(row.try_get("n")?)
+    }
+
+    /// Last close of an inode this session kept open after its last unlink.
+    pub async fn release(&self, sid: i64, inode: u64) -> Result<()> {
+        self.call("SELECT jfs.release($1, $2)", &[&sid, &(inode as i64)])
+            .await?;
+        Ok(())
+    }
+
+    pub async fn sessions(&self) -> Result<Vec<SessionRow>> {
+        let rows = self
+            .call(
+                "SELECT sid, host, pid, info::text AS info, started::text AS started, \
+                 heartbeat::text AS heartbeat, sustained FROM jfs.sessions()",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(SessionRow {
+                    sid: r.try_get("sid")?,
+                    host: r.try_get("host")?,
+                    pid: r.try_get("pid")?,
+                    info: r.try_get("info")?,
+                    started: r.try_get("started")?,
+                    heartbeat: r.try_get("heartbeat")?,
+                    sustained: r.try_get("sustained")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,110 @@
+//! Volume procedures: format, volume, statfs, alloc_ids, sync.
+use super::{check_errno, Meta, MetaError, Result};
+
+/// The volume's format (`jfs.volume()`).
+#[derive(Debug, Clone)]
+pub struct VolumeInfo {
+    pub name: String,
+    pub uuid: String,
+    pub storage: String,
+    pub bucket: String,
+    pub block_size: u32,
+    pub trash_days: i32,
+    pub capacity: u64,
+    pub inodes: u64,
+    pub meta_durability: String,
+}
+
+/// Space and inodes as statfs(2) reports them.
+#[derive(Debug, Clone, Copy)]
+pub struct Statfs {
+    pub total_space: u64,
+    pub avail_space: u64,
+    pub used_inodes: u64,
+    pub avail_inodes: u64,
+}
+
+/// What `jfs format` asks for.
+#[derive(Debug, Clone)]
+pub struct FormatRequest {
+    pub name: String,
+    pub storage: String,
+    pub bucket: String,
+    pub block_size: u32,
+    pub trash_days: i32,
+    pub capacity: u64,
+    pub inodes: u64,
+    pub meta_durability: String,
+    pub force: bool,
+}
+
+impl Meta {
+    /// Formats the volume; returns (errno, message) as `jfs.format` says them.
+    pub async fn format(&self, req: &FormatRequest) -> Result<(i32, String)> {
+        let row = self
+            .call_one(
+                "SELECT errno, message FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9)",
+                &[
+                    &req.name,
+                    &req.storage,
+                    &req.bucket,
+                    &(req.block_size as i32),
+                    &req.trash_days,
+                    &(req.capacity as i64),
+                    &(req.inodes as i64),
+                    &req.meta_durability,
+                    &req.force,
+                ],
+            )
+            .await?;
+        Ok((row.try_get("errno")?, row.try_get("message")?))
+    }
+
+    /// The volume's settings; ENOENT when it is not formatted.
+    pub async fn volume(&self) -> Result<VolumeInfo> {
+        let rows = self
+            .call("SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability FROM jfs.volume()", &[])
+            .await?;
+        let row = rows.first().ok_or(MetaError::Errno(libc::ENOENT))?;
+        let name: Option<String> = row.try_get("name")?;
+        let Some(name) = name else {
+            return Err(MetaError::Errno(libc::ENOENT));
+        };
+        Ok(VolumeInfo {
+            name,
+            uuid: row.try_get("uuid")?,
+            storage: row.try_get("storage")?,
+            bucket: row.try_get("bucket")?,
+            block_size: row.try_get::<_, i32>("block_size")? as u32,
+            trash_days: row.try_get("trash_days")?,
+            capacity: row.try_get::<_, i64>("capacity")? as u64,
+            inodes: row.try_get::<_, i64>("inodes")? as u64,
+            meta_durability: row.try_get("meta_durability")?,
+        })
+    }
+
+    pub async fn statfs(&self) -> Result<Statfs> {
+        let row = self.call_one("SELECT * FROM jfs.statfs()", &[]).await?;
+        check_errno(&row)?;
+        Ok(Statfs {
+            total_space: row.try_get::<_, i64>("total_space")? as u64,
+            avail_space: row.try_get::<_, i64>("avail_space")? as u64,
+            used_inodes: row.try_get::<_, i64>("used_inodes")? as u64,
+            avail_inodes: row.try_get::<_, i64>("avail_inodes")? as u64,
+        })
+    }
+
+    /// Reserves `count` ids of `kind` ("inode" or "slice"); returns the first.
+    pub async fn alloc_ids(&self, kind: &str, count: i32) -> Result<u64> {
+        let row = self
+            .call_one("SELECT jfs.alloc_ids($1, $2) AS first", &[&kind, &count])
+            .await?;
+        Ok(row.try_get::<_, i64>("first")? as u64)
+    }
+
+    /// Waits until everything committed so far is durable.
+    pub async fn sync(&self) -> Result<()> {
+        self.call("SELECT jfs.sync()", &[]).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,124 @@
+//! Object storage: the `ObjectStore` trait, block keys (JuiceFS's layout) and backends.
+mod file;
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+pub use file::FileStore;
+
+/// Where a volume's blocks live. Keys are relative to the bucket.
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// Stores a whole object (replacing any object of that key).
+    async fn put(&self, key: &str, data: Bytes) -> io::Result<()>;
+    /// Reads `len` bytes at `off` of an object; fewer only at its end.
+    async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes>;
+    /// Deletes an object; a missing object is not an error.
+    async fn delete(&self, key: &str) -> io::Result<()>;
+    /// Where this store is, for messages (no secrets).
+    fn describe(&self) -> String;
+}
+
+/// The key of block `index` (of `size` bytes) of slice `id`:
+/// `{volume}/chunks/{id/1000000}/{id/1000}/{id}_{index}_{size}`, as JuiceFS names them.
+pub fn block_key(volume: &str, id: u64, index: u32, size: u32) -> String {
+    format!(
+        "{volume}/chunks/{}/{}/{id}_{index}_{size}",
+        id / 1_000_000,
+        id / 1_000
+    )
+}
+
+/// Opens the store a volume was formatted with.
+pub fn open(storage: &str, bucket: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    match storage {
+        "file" => Ok(Arc::new(FileStore::new(bucket)?)),
+        other => anyhow::bail!(
+            "storage {other:?} is not supported by this client yet (use --storage file)"
+        ),
+    }
+}
+
+/// Runs an object operation with up to 4 attempts and exponential backoff
+/// on errors that may pass (timeouts, interruptions, refused connections).
+pub async fn with_retries<T, F, Fut>(what: &str, mut op: F) -> io::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = io::Result<T>>,
+{
+    let mut delay = Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < 4 && transient(&e) => {
+                tracing::warn!("{what}: {e}; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::WouldBlock
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_keys_follow_juicefs_layout() {
+        assert_eq!(
+            block_key("vol", 1, 0, 4194304),
+            "vol/chunks/0/0/1_0_4194304"
+        );
+        assert_eq!(
+            block_key("myjfs", 1234567, 3, 1000),
+            "myjfs/chunks/1/1234/1234567_3_1000"
+        );
+    }
+
+    #[tokio::test]
+    async fn retries_transient_errors_only() {
+        let mut calls = 0;
+        let r: io::Result<u8> = with_retries("t", || {
+            calls += 1;
+            let c = calls;
+            async move {
+                if c < 3 {
+                    Err(io::Error::from(io::ErrorKind::TimedOut))
+                } else {
+                    Ok(7)
+                }
+            }
+        })
+        .await;
+        assert_eq!(r.unwrap(), 7);
+        assert_eq!(calls, 3);
+        let mut calls = 0;
+        let r: io::Result<u8> = with_retries("t", || {
+            calls += 1;
+            async { Err(io::Error::from(io::ErrorKind::PermissionDenied)) }
+        })
+        .await;
+        assert!(r.is_err());
+        assert_eq!(calls, 1);
+    }
+}

@@ -1,0 +1,105 @@
+//! Background work of a mount: session heartbeats, cleanup of dead sessions,
+//! and deleting the objects of freed slices (the delslice queue).
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::layout::{block_count, block_len};
+use super::Vfs;
+use crate::object::block_key;
+
+/// How often and how patiently the background jobs run.
+#[derive(Debug, Clone)]
+pub struct BackgroundConfig {
+    pub heartbeat: Duration,
+    /// A session silent for this long is dead; any mount cleans it up.
+    pub session_timeout: Duration,
+    /// How often the delslice queue is drained.
+    pub gc_interval: Duration,
+    /// Objects of freed slices are kept at least this long.
+    pub gc_delay: Duration,
+}
+
+/// Starts the jobs; they run until the runtime shuts down.
+pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
+    let v = vfs.clone();
+    let c = cfg.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(c.heartbeat).await;
+            match v.meta.session_heartbeat(v.sid()).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(
+                        "session {} was cleaned up as dead (no heartbeat for {:?}); registering again",
+                        v.sid(),
+                        c.session_timeout
+                    );
+                    match v
+                        .meta
+                        .session_register(&host, std::process::id() as i32, &info)
+                        .await
+                    {
+                        Ok(sid) => v.set_sid(sid),
+                        Err(e) => tracing::error!("registering the session again: {e}"),
+                    }
+                }
+                Err(e) => tracing::warn!("heartbeat: {e}"),
+            }
+        }
+    });
+    let v = vfs.clone();
+    let c = cfg.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(c.session_timeout / 2).await;
+            match v.meta.session_cleanup(c.session_timeout.as_secs()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("cleaned up {n} dead session(s)"),
+                Err(e) => tracing::warn!("session cleanup: {e}"),
+            }
+        }
+    });
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(cfg.gc_interval).await;
+            if let Err(e) = drain_delslices(&vfs, cfg.gc_delay).await {
+                tracing::warn!("deleting freed slices: {e}");
+            }
+        }
+    });
+}
+
+/// Deletes the objects of slices whose last reference went away; returns
+/// how many slices were done.
+pub async fn drain_delslices(vfs: &Vfs, delay: Duration) -> anyhow::Result<usize> {
+    let mut total = 0;
+    loop {
+        let pending = vfs.meta.pending_delslices(delay.as_secs(), 1000).await?;
+        if pending.is_empty() {
+            return Ok(total);
+        }
+        let mut done = Vec::with_capacity(pending.len());
+        for (id, size) in pending {
+            let bs = vfs.volume.block_size;
+            let mut ok = true;
+            for index in 0..block_count(size, bs) {
+                let key = block_key(&vfs.volume.name, id, index, block_len(size, bs, index));
+                if let Err(e) = vfs.store.delete(&key).await {
+                    tracing::warn!("deleting {key}: {e}");
+                    ok = false;
+                }
+            }
+            if ok {
+                done.push(id as i64);
+            }
+        }
+        if done.is_empty() {
+            anyhow::bail!(
+                "no freed slice could be deleted from {}",
+                vfs.store.describe()
+            );
+        }
+        total += done.len();
+        vfs.meta.forget_delslices(&done).await?;
+    }
+}

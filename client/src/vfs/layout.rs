@@ -1,0 +1,379 @@
+//! Chunk, slice and block arithmetic: plain functions, no I/O.
+//!
+//! A file is cut into 64 MiB chunks; each write inside a chunk becomes a
+//! slice (later slices shadow earlier ones); a slice is stored as blocks of
+//! the volume's block size, the last one shorter.
+use crate::meta::SliceRow;
+
+pub const CHUNK_SIZE: u64 = 64 << 20;
+
+/// The part of a byte range that falls into one chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkPiece {
+    pub chunk: u32,
+    /// Offset inside the chunk.
+    pub pos: u32,
+    pub len: u32,
+    /// Offset of this piece inside the whole range.
+    pub range_off: usize,
+}
+
+/// Splits `[offset, offset + len)` at chunk boundaries.
+pub fn split_by_chunk(offset: u64, len: usize) -> Vec<ChunkPiece> {
+    let mut pieces = Vec::new();
+    let mut done = 0usize;
+    while done < len {
+        let at = offset + done as u64;
+        let pos = at % CHUNK_SIZE;
+        let n = ((CHUNK_SIZE - pos) as usize).min(len - done);
+        pieces.push(ChunkPiece {
+            chunk: (at / CHUNK_SIZE) as u32,
+            pos: pos as u32,
+            len: n as u32,
+            range_off: done,
+        });
+        done += n;
+    }
+    pieces
+}
+
+/// Size of block `index` of a slice of `slice_size` bytes.
+pub fn block_len(slice_size: u32, block_size: u32, index: u32) -> u32 {
+    let start = index as u64 * block_size as u64;
+    (slice_size as u64 - start).min(block_size as u64) as u32
+}
+
+/// Number of blocks a slice of `slice_size` bytes is stored as.
+pub fn block_count(slice_size: u32, block_size: u32) -> u32 {
+    slice_size.div_ceil(block_size)
+}
+
+/// A read of part of one block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRead {
+    pub index: u32,
+    pub block_len: u32,
+    pub off: u32,
+    pub len: u32,
+}
+
+/// Splits a read of `len` bytes at `off` of a slice into per-block reads.
+pub fn block_reads(slice_size: u32, block_size: u32, off: u32, len: u32) -> Vec<BlockRead> {
+    let mut reads = Vec::new();
+    let mut at = off;
+    let end = off + len;
+    while at < end {
+        let index = at / block_size;
+        let in_block = at % block_size;
+        let block_len = block_len(slice_size, block_size, index);
+        let n = (block_len - in_block).min(end - at);
+        reads.push(BlockRead {
+            index,
+            block_len,
+            off: in_block,
+            len: n,
+        });
+        at += n;
+    }
+    reads
+}
+
+/// What a stretch of a chunk reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Never written, truncated away, or a hole: zeros.
+    Zero,
+    /// Bytes of slice `id` (stored size `size`) from offset `off` on.
+    Slice { id: u64, size: u32, off: u32 },
+}
+
+impl Source {
+    fn advanced(self, by: u32) -> Source {
+        match self {
+            Source::Zero => Source::Zero,
+            Source::Slice { id, size, off } => Source::Slice {
+                id,
+                size,
+                off: off + by,
+            },
+        }
+    }
+}
+
+/// `[start, end)` of a chunk and where its bytes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub start: u32,
+    pub end: u32,
+    pub source: Source,
+}
+
+/// The visible layout of `[start, end)` of a chunk: the slices painted in
+/// commit order, each over what was there before.
+pub fn visible(slices: &[SliceRow], start: u32, end: u32) -> Vec<Segment> {
+    let mut segs = vec![Segment {
+        start,
+        end,
+        source: Source::Zero,
+    }];
+    for s in slices {
+        let a = s.pos.max(start);
+        let b = (s.pos + s.len).min(end);
+        if a >= b {
+            continue;
+        }
+        let source = if s.id == 0 {
+            Source::Zero
+        } else {
+            Source::Slice {
+                id: s.id,
+                size: s.size,
+                off: s.off + (a - s.pos),
+            }
+        };
+        let mut next = Vec::with_capacity(segs.len() + 2);
+        for seg in segs {
+            if seg.end <= a || seg.start >= b {
+                next.push(seg);
+                continue;
+            }
+            if seg.start < a {
+                next.push(Segment {
+                    start: seg.start,
+                    end: a,
+                    source: seg.source,
+                });
+            }
+            if seg.end > b {
+                next.push(Segment {
+                    start: b,
+                    end: seg.end,
+                    source: seg.source.advanced(b - seg.start),
+                });
+            }
+        }
+        next.push(Segment {
+            start: a,
+            end: b,
+            source,
+        });
+        next.sort_by_key(|s| s.start);
+        segs = next;
+    }
+    segs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(pos: u32, id: u64, size: u32, off: u32, len: u32) -> SliceRow {
+        SliceRow {
+            pos,
+            id,
+            size,
+            off,
+            len,
+        }
+    }
+
+    #[test]
+    fn ranges_split_at_chunk_boundaries() {
+        assert_eq!(
+            split_by_chunk(10, 100),
+            vec![ChunkPiece {
+                chunk: 0,
+                pos: 10,
+                len: 100,
+                range_off: 0
+            }]
+        );
+        let p = split_by_chunk(CHUNK_SIZE - 4, 10);
+        assert_eq!(
+            p,
+            vec![
+                ChunkPiece {
+                    chunk: 0,
+                    pos: (CHUNK_SIZE - 4) as u32,
+                    len: 4,
+                    range_off: 0
+                },
+                ChunkPiece {
+                    chunk: 1,
+                    pos: 0,
+                    len: 6,
+                    range_off: 4
+                },
+            ]
+        );
+        let p = split_by_chunk(3 * CHUNK_SIZE, (2 * CHUNK_SIZE) as usize);
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            (p[0].chunk, p[1].chunk, p[1].range_off),
+            (3, 4, CHUNK_SIZE as usize)
+        );
+        assert!(split_by_chunk(5, 0).is_empty());
+    }
+
+    #[test]
+    fn blocks_of_a_slice() {
+        assert_eq!(block_count(10, 4), 3);
+        assert_eq!(block_count(8, 4), 2);
+        assert_eq!((block_len(10, 4, 0), block_len(10, 4, 2)), (4, 2));
+        assert_eq!(
+            block_reads(10, 4, 3, 6),
+            vec![
+                BlockRead {
+                    index: 0,
+                    block_len: 4,
+                    off: 3,
+                    len: 1
+                },
+                BlockRead {
+                    index: 1,
+                    block_len: 4,
+                    off: 0,
+                    len: 4
+                },
+                BlockRead {
+                    index: 2,
+                    block_len: 2,
+                    off: 0,
+                    len: 1
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn later_slices_shadow_earlier_ones() {
+        // 0..100 from slice 1, then 20..30 overwritten by slice 2
+        let slices = [slice(0, 1, 100, 0, 100), slice(20, 2, 10, 0, 10)];
+        assert_eq!(
+            visible(&slices, 0, 120),
+            vec![
+                Segment {
+                    start: 0,
+                    end: 20,
+                    source: Source::Slice {
+                        id: 1,
+                        size: 100,
+                        off: 0
+                    }
+                },
+                Segment {
+                    start: 20,
+                    end: 30,
+                    source: Source::Slice {
+                        id: 2,
+                        size: 10,
+                        off: 0
+                    }
+                },
+                Segment {
+                    start: 30,
+                    end: 100,
+                    source: Source::Slice {
+                        id: 1,
+                        size: 100,
+                        off: 30
+                    }
+                },
+                Segment {
+                    start: 100,
+                    end: 120,
+                    source: Source::Zero
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn holes_and_windows() {
+        // a write, then a truncate hole from 50 on, viewed through 40..60
+        let slices = [slice(0, 7, 100, 0, 100), slice(50, 0, 0, 0, 50)];
+        assert_eq!(
+            visible(&slices, 40, 60),
+            vec![
+                Segment {
+                    start: 40,
+                    end: 50,
+                    source: Source::Slice {
+                        id: 7,
+                        size: 100,
+                        off: 40
+                    }
+                },
+                Segment {
+                    start: 50,
+                    end: 60,
+                    source: Source::Zero
+                },
+            ]
+        );
+        // a slice read from its middle (slice_off), partly outside the window
+        let slices = [slice(10, 3, 1000, 500, 20)];
+        assert_eq!(
+            visible(&slices, 15, 40),
+            vec![
+                Segment {
+                    start: 15,
+                    end: 30,
+                    source: Source::Slice {
+                        id: 3,
+                        size: 1000,
+                        off: 505
+                    }
+                },
+                Segment {
+                    start: 30,
+                    end: 40,
+                    source: Source::Zero
+                },
+            ]
+        );
+        assert_eq!(
+            visible(&[], 0, 8),
+            vec![Segment {
+                start: 0,
+                end: 8,
+                source: Source::Zero
+            }]
+        );
+    }
+
+    #[test]
+    fn an_old_slice_split_in_three_keeps_its_offsets() {
+        let slices = [
+            slice(0, 1, 300, 0, 300),
+            slice(100, 2, 50, 0, 50),
+            slice(120, 3, 10, 0, 10),
+        ];
+        let v = visible(&slices, 0, 300);
+        assert_eq!(v.len(), 5);
+        assert_eq!(
+            v[3],
+            Segment {
+                start: 130,
+                end: 150,
+                source: Source::Slice {
+                    id: 2,
+                    size: 50,
+                    off: 30
+                }
+            }
+        );
+        assert_eq!(
+            v[4],
+            Segment {
+                start: 150,
+                end: 300,
+                source: Source::Slice {
+                    id: 1,
+                    size: 300,
+                    off: 150
+                }
+            }
+        );
+    }
+}

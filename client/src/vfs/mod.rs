@@ -1,0 +1,712 @@
+//! The virtual file system: open files and handles, write buffers and the read path over
+//! `meta` and `object`. Nothing here knows about FUSE; errors are errno values.
+pub mod background;
+pub mod layout;
+mod reader;
+mod writer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::meta::{Attr, DirEntry, Meta, NodeType, Statfs, VolumeInfo};
+use crate::object::ObjectStore;
+use reader::BlockCache;
+use writer::{WriteTarget, Writer};
+
+/// Mount options that shape the VFS.
+#[derive(Debug, Clone)]
+pub struct VfsConfig {
+    pub attr_ttl: Duration,
+    pub entry_ttl: Duration,
+    /// Memory for write uploads in flight and the read block cache, in bytes.
+    pub buffer_size: usize,
+    pub read_only: bool,
+}
+
+/// Ids of one kind reserved in ranges from the database.
+struct IdRange {
+    kind: &'static str,
+    batch: i32,
+    next_end: tokio::sync::Mutex<(u64, u64)>,
+}
+
+impl IdRange {
+    fn new(kind: &'static str, batch: i32) -> IdRange {
+        IdRange {
+            kind,
+            batch,
+            next_end: tokio::sync::Mutex::new((0, 0)),
+        }
+    }
+
+    async fn next(&self, meta: &Meta) -> Result<u64, i32> {
+        let mut r = self.next_end.lock().await;
+        if r.0 >= r.1 {
+            let first = meta
+                .alloc_ids(self.kind, self.batch)
+                .await
+                .map_err(|e| e.errno())?;
+            *r = (first, first + self.batch as u64);
+        }
+        r.0 += 1;
+        Ok(r.0 - 1)
+    }
+}
+
+/// State of a file that is open in this mount, shared by its handles.
+struct FileState {
+    opens: u32,
+    /// Length as this mount knows it: from open, grown by our writes.
+    length: u64,
+    /// Slices of chunks read since open (open-to-close consistency).
+    chunks: HashMap<u32, Arc<Vec<crate::meta::SliceRow>>>,
+    writer: Writer,
+    /// Pending writes were committed but not yet synced (fsync durability mode).
+    needs_sync: bool,
+    /// Its last name went away while open: release it at last close.
+    unlinked: bool,
+}
+
+pub struct OpenFile {
+    inode: u64,
+    state: tokio::sync::Mutex<FileState>,
+}
+
+enum Handle {
+    File {
+        file: Arc<OpenFile>,
+        last_read_end: AtomicU64,
+    },
+    Dir {
+        inode: u64,
+        page: tokio::sync::Mutex<DirPage>,
+    },
+}
+
+/// Entries of a directory handle fetched (after cookie `after`) but not yet
+/// given to the kernel.
+#[derive(Default)]
+struct DirPage {
+    after: u64,
+    entries: Vec<DirEntry>,
+}
+
+pub struct Vfs {
+    pub meta: Meta,
+    store: Arc<dyn ObjectStore>,
+    pub volume: VolumeInfo,
+    pub config: VfsConfig,
+    sid: AtomicI64,
+    inode_ids: IdRange,
+    slice_ids: IdRange,
+    files: Mutex<HashMap<u64, Arc<OpenFile>>>,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    cache: BlockCache,
+}
+
+pub type VfsResult<T> = Result<T, i32>;
+
+fn errno(e: crate::meta::MetaError) -> i32 {
+    if !matches!(e, crate::meta::MetaError::Errno(_)) {
+        tracing::error!("{e}");
+    }
+    e.errno()
+}
+
+/// A directory entry as readdir gives it to the kernel: FUSE offset, name, attributes.
+pub struct ListedEntry {
+    pub offset: u64,
+    pub name: Vec<u8>,
+    pub attr: Attr,
+}
+
+impl Vfs {
+    pub fn new(
+        meta: Meta,
+        store: Arc<dyn ObjectStore>,
+        volume: VolumeInfo,
+        config: VfsConfig,
+        sid: i64,
+    ) -> Vfs {
+        Vfs {
+            cache: BlockCache::new(config.buffer_size / 2),
+            meta,
+            store,
+            volume,
+            config,
+            sid: AtomicI64::new(sid),
+            inode_ids: IdRange::new("inode", 1000),
+            slice_ids: IdRange::new("slice", 1000),
+            files: Mutex::new(HashMap::new()),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+
+    pub fn sid(&self) -> i64 {
+        self.sid.load(Ordering::Relaxed)
+    }
+
+    pub fn set_sid(&self, sid: i64) {
+        self.sid.store(sid, Ordering::Relaxed);
+    }
+
+    fn writable(&self) -> VfsResult<()> {
+        if self.config.read_only {
+            Err(libc::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn target(&self) -> WriteTarget<'_> {
+        WriteTarget {
+            meta: &self.meta,
+            store: &self.store,
+            volume: &self.volume.name,
+            block_size: self.volume.block_size,
+            max_inflight: (self.config.buffer_size / 2 / self.volume.block_size as usize).max(2),
+        }
+    }
+
+    fn open_file(&self, inode: u64) -> Option<Arc<OpenFile>> {
+        self.files.lock().unwrap().get(&inode).cloned()
+    }
+
+    /// Inodes open in this mount (for unlink/rename to keep them alive).
+    fn open_inodes(&self) -> Vec<i64> {
+        self.files
+            .lock()
+            .unwrap()
+            .keys()
+            .map(|&i| i as i64)
+            .collect()
+    }
+
+    /// Attributes with what this mount knows better: the length of pending writes.
+    async fn overlay(&self, mut attr: Attr) -> Attr {
+        if attr.kind == NodeType::File {
+            if let Some(file) = self.open_file(attr.inode) {
+                let state = file.state.lock().await;
+                attr.length = attr.length.max(state.writer.end());
+            }
+        }
+        attr
+    }
+
+    /// Commits a file's pending writes (caller holds its state).
+    async fn flush_locked(&self, inode: u64, state: &mut FileState) -> VfsResult<()> {
+        let result = state.writer.flush(&self.target(), inode).await;
+        state.chunks.clear();
+        match result {
+            Ok(Some(attr)) => {
+                state.length = state.length.max(attr.length);
+                state.needs_sync = true;
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Commits a file's pending writes and, in 'fsync' durability mode, waits
+    /// until the metadata is durable: what close() and fsync() promise.
+    async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
+        let mut state = file.state.lock().await;
+        self.flush_locked(file.inode, &mut state).await?;
+        if state.needs_sync && (sync || self.volume.meta_durability == "fsync") {
+            self.meta.sync().await.map_err(errno)?;
+            state.needs_sync = false;
+        }
+        Ok(())
+    }
+
+    // ----- namespace -----
+
+    pub async fn lookup(&self, parent: u64, name: &[u8]) -> VfsResult<Attr> {
+        let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
+        Ok(self.overlay(attr).await)
+    }
+
+    pub async fn getattr(&self, inode: u64) -> VfsResult<Attr> {
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        Ok(self.overlay(attr).await)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        kind: NodeType,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u32,
+        target: Option<&[u8]>,
+    ) -> VfsResult<Attr> {
+        self.writable()?;
+        let inode = self.inode_ids.next(&self.meta).await?;
+        self.meta
+            .mknod(
+                parent,
+                name,
+                kind as i32,
+                mode,
+                uid,
+                gid,
+                rdev,
+                target,
+                inode,
+            )
+            .await
+            .map_err(errno)
+    }
+
+    pub async fn readlink(&self, inode: u64) -> VfsResult<Vec<u8>> {
+        self.meta.readlink(inode).await.map_err(errno)
+    }
+
+    pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
+        self.writable()?;
+        let attr = self.meta.link(inode, parent, name).await.map_err(errno)?;
+        Ok(self.overlay(attr).await)
+    }
+
+    /// Marks an inode that lost its last name while open here.
+    async fn mark_unlinked(&self, inode: u64) {
+        if let Some(file) = self.open_file(inode) {
+            file.state.lock().await.unlinked = true;
+        }
+    }
+
+    pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
+        self.writable()?;
+        let attr = self
+            .meta
+            .unlink(parent, name, self.sid(), &self.open_inodes())
+            .await
+            .map_err(errno)?;
+        if attr.nlink == 0 {
+            self.mark_unlinked(attr.inode).await;
+        }
+        Ok(())
+    }
+
+    pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
+        self.writable()?;
+        self.meta.rmdir(parent, name).await.map_err(errno)?;
+        Ok(())
+    }
+
+    pub async fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+    ) -> VfsResult<()> {
+        self.writable()?;
+        let r = self
+            .meta
+            .rename(
+                parent,
+                name,
+                new_parent,
+                new_name,
+                flags,
+                self.sid(),
+                &self.open_inodes(),
+            )
+            .await
+            .map_err(errno)?;
+        if r.replaced != 0 && r.replaced_nlink == 0 {
+            self.mark_unlinked(r.replaced).await;
+        }
+        Ok(())
+    }
+
+    /// setattr; a size change commits this mount's pending writes first.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn setattr(
+        &self,
+        inode: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<Option<i64>>,
+        mtime: Option<Option<i64>>,
+    ) -> VfsResult<Attr> {
+        self.writable()?;
+        let mut set = 0;
+        if mode.is_some() {
+            set |= 1;
+        }
+        if uid.is_some() {
+            set |= 2;
+        }
+        if gid.is_some() {
+            set |= 4;
+        }
+        if size.is_some() {
+            set |= 8;
+        }
+        match atime {
+            Some(Some(_)) => set |= 16,
+            Some(None) => set |= 128,
+            None => {}
+        }
+        match mtime {
+            Some(Some(_)) => set |= 32,
+            Some(None) => set |= 256,
+            None => {}
+        }
+        let file = self.open_file(inode);
+        let mut state = match (&file, size) {
+            (Some(f), Some(_)) => Some(f.state.lock().await),
+            _ => None,
+        };
+        if let Some(state) = state.as_mut() {
+            self.flush_locked(inode, state).await?;
+        }
+        let attr = self
+            .meta
+            .setattr(
+                inode,
+                set,
+                mode,
+                uid,
+                gid,
+                atime.flatten(),
+                mtime.flatten(),
+                size,
+            )
+            .await
+            .map_err(errno)?;
+        if let Some(state) = state.as_mut() {
+            state.length = attr.length;
+            state.chunks.clear();
+        }
+        drop(state);
+        Ok(self.overlay(attr).await)
+    }
+
+    // ----- files -----
+
+    /// Opens a file: registers the handle and refreshes what this mount
+    /// knows of the file (close-to-open consistency).
+    pub async fn open(&self, inode: u64, write: bool) -> VfsResult<(u64, Attr)> {
+        if write {
+            self.writable()?;
+        }
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        if attr.kind == NodeType::Dir {
+            return Err(libc::EISDIR);
+        }
+        let file = {
+            let mut files = self.files.lock().unwrap();
+            files
+                .entry(inode)
+                .or_insert_with(|| {
+                    Arc::new(OpenFile {
+                        inode,
+                        state: tokio::sync::Mutex::new(FileState {
+                            opens: 0,
+                            length: attr.length,
+                            chunks: HashMap::new(),
+                            writer: Writer::default(),
+                            needs_sync: false,
+                            unlinked: false,
+                        }),
+                    })
+                })
+                .clone()
+        };
+        {
+            let mut state = file.state.lock().await;
+            state.opens += 1;
+            if state.writer.is_empty() {
+                state.length = attr.length;
+                state.chunks.clear();
+            }
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().unwrap().insert(
+            fh,
+            Arc::new(Handle::File {
+                file,
+                last_read_end: AtomicU64::new(u64::MAX),
+            }),
+        );
+        let attr = self.overlay(attr).await;
+        Ok((fh, attr))
+    }
+
+    /// create(2): a new regular file, opened.
+    pub async fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> VfsResult<(u64, Attr)> {
+        let attr = self
+            .mknod(parent, name, NodeType::File, mode, uid, gid, 0, None)
+            .await?;
+        let (fh, _) = self.open(attr.inode, true).await?;
+        Ok((fh, attr))
+    }
+
+    fn file_handle(&self, fh: u64) -> VfsResult<Arc<Handle>> {
+        self.handles
+            .lock()
+            .unwrap()
+            .get(&fh)
+            .cloned()
+            .ok_or(libc::EBADF)
+    }
+
+    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> VfsResult<Vec<u8>> {
+        let handle = self.file_handle(fh)?;
+        let Handle::File {
+            file,
+            last_read_end,
+        } = &*handle
+        else {
+            return Err(libc::EISDIR);
+        };
+        let sequential = last_read_end.load(Ordering::Relaxed) == offset;
+        let data = self.read_file(file, offset, size, sequential).await?;
+        last_read_end.store(offset + data.len() as u64, Ordering::Relaxed);
+        Ok(data)
+    }
+
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> VfsResult<u32> {
+        self.writable()?;
+        let handle = self.file_handle(fh)?;
+        let Handle::File { file, .. } = &*handle else {
+            return Err(libc::EISDIR);
+        };
+        let mut state = file.state.lock().await;
+        let target = self.target();
+        state
+            .writer
+            .write(&target, offset, data, || self.slice_ids.next(&self.meta))
+            .await?;
+        state.length = state.length.max(offset + data.len() as u64);
+        state.chunks.clear();
+        Ok(data.len() as u32)
+    }
+
+    /// close(2) of one descriptor: pending writes are committed (and synced
+    /// in 'fsync' mode) so that the error reaches the application.
+    pub async fn flush(&self, fh: u64) -> VfsResult<()> {
+        let handle = self.file_handle(fh)?;
+        match &*handle {
+            Handle::File { file, .. } => self.flush_file(file, false).await,
+            Handle::Dir { .. } => Ok(()),
+        }
+    }
+
+    pub async fn fsync(&self, fh: u64) -> VfsResult<()> {
+        let handle = self.file_handle(fh)?;
+        match &*handle {
+            Handle::File { file, .. } => self.flush_file(file, true).await,
+            Handle::Dir { .. } => self.meta.sync().await.map_err(errno),
+        }
+    }
+
+    /// The last close of a handle.
+    pub async fn release(&self, fh: u64) -> VfsResult<()> {
+        let Some(handle) = self.handles.lock().unwrap().remove(&fh) else {
+            return Ok(());
+        };
+        let Handle::File { file, .. } = &*handle else {
+            return Ok(());
+        };
+        let mut state = file.state.lock().await;
+        let flushed = self.flush_locked(file.inode, &mut state).await;
+        state.opens -= 1;
+        if state.opens == 0 {
+            self.files.lock().unwrap().remove(&file.inode);
+            if state.unlinked {
+                self.meta
+                    .release(self.sid(), file.inode)
+                    .await
+                    .map_err(errno)?;
+            }
+        }
+        flushed
+    }
+
+    /// fallocate(2): mode 0 grows the file (the new range reads as zeros),
+    /// FALLOC_FL_KEEP_SIZE needs nothing stored; other modes are refused.
+    pub async fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> VfsResult<()> {
+        self.writable()?;
+        let handle = self.file_handle(fh)?;
+        let Handle::File { file, .. } = &*handle else {
+            return Err(libc::EISDIR);
+        };
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Ok(());
+        }
+        let end = offset + length;
+        let current = file.state.lock().await.length;
+        if end > current {
+            self.setattr(file.inode, None, None, None, Some(end), None, None)
+                .await?;
+        }
+        Ok(())
+    }
+
+    // ----- directories -----
+
+    pub async fn opendir(&self, inode: u64) -> VfsResult<u64> {
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        if attr.kind != NodeType::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().unwrap().insert(
+            fh,
+            Arc::new(Handle::Dir {
+                inode,
+                page: tokio::sync::Mutex::new(DirPage::default()),
+            }),
+        );
+        Ok(fh)
+    }
+
+    /// Entries after FUSE `offset` (0 = start, which adds "." and "..");
+    /// `fill` takes entries until it returns false (the kernel's buffer is full).
+    pub async fn readdir<F>(&self, fh: u64, offset: u64, mut fill: F) -> VfsResult<()>
+    where
+        F: FnMut(&ListedEntry) -> bool,
+    {
+        let handle = self.file_handle(fh)?;
+        let Handle::Dir { inode, page } = &*handle else {
+            return Err(libc::ENOTDIR);
+        };
+        let inode = *inode;
+        if offset < 2 {
+            let dir = self.meta.getattr(inode).await.map_err(errno)?;
+            if offset == 0 {
+                let dot = ListedEntry {
+                    offset: 1,
+                    name: b".".to_vec(),
+                    attr: dir.clone(),
+                };
+                if !fill(&dot) {
+                    return Ok(());
+                }
+            }
+            let parent = self
+                .meta
+                .getattr(if dir.parent == 0 { inode } else { dir.parent })
+                .await
+                .unwrap_or_else(|_| dir.clone());
+            let dotdot = ListedEntry {
+                offset: 2,
+                name: b"..".to_vec(),
+                attr: parent,
+            };
+            if !fill(&dotdot) {
+                return Ok(());
+            }
+        }
+        let mut cookie = if offset <= 2 { 0 } else { offset };
+        let mut page = page.lock().await;
+        loop {
+            if cookie < page.after {
+                // a seek backwards (rewinddir): the cached page does not cover it
+                page.entries.clear();
+            }
+            page.entries.retain(|e| e.cookie > cookie);
+            if page.entries.is_empty() {
+                let entries = self
+                    .meta
+                    .readdirplus(inode, cookie, 500)
+                    .await
+                    .map_err(errno)?;
+                if entries.is_empty() {
+                    return Ok(());
+                }
+                page.after = cookie;
+                page.entries = entries;
+            }
+            let entries = std::mem::take(&mut page.entries);
+            for (i, e) in entries.iter().enumerate() {
+                let listed = ListedEntry {
+                    offset: e.cookie,
+                    name: e.name.clone(),
+                    attr: self.overlay(e.attr.clone()).await,
+                };
+                if !fill(&listed) {
+                    // the kernel's buffer is full; keep the rest for the next call
+                    page.entries = entries[i..].to_vec();
+                    return Ok(());
+                }
+                cookie = e.cookie;
+            }
+        }
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.lock().unwrap().remove(&fh);
+    }
+
+    // ----- volume, xattrs -----
+
+    pub async fn statfs(&self) -> VfsResult<Statfs> {
+        self.meta.statfs().await.map_err(errno)
+    }
+
+    pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
+        self.meta.getxattr(inode, name).await.map_err(errno)
+    }
+
+    pub async fn setxattr(
+        &self,
+        inode: u64,
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+    ) -> VfsResult<()> {
+        self.writable()?;
+        self.meta
+            .setxattr(inode, name, value, flags)
+            .await
+            .map_err(errno)
+    }
+
+    pub async fn listxattr(&self, inode: u64) -> VfsResult<Vec<Vec<u8>>> {
+        self.meta.listxattr(inode).await.map_err(errno)
+    }
+
+    pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
+        self.writable()?;
+        self.meta.removexattr(inode, name).await.map_err(errno)
+    }
+
+    /// Commits every open file's pending writes (unmount, shutdown).
+    pub async fn flush_all(&self) {
+        let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
+        for file in files {
+            if let Err(e) = self.flush_file(&file, true).await {
+                tracing::error!(
+                    "inode {}: pending writes lost at unmount: errno {e}",
+                    file.inode
+                );
+            }
+        }
+    }
+}

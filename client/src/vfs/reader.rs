@@ -1,0 +1,192 @@
+//! Read path: the visible slices of each chunk, block ranges fetched in
+//! parallel, whole blocks cached in memory for sequential readers.
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use futures_util::future::try_join_all;
+
+use super::layout::{block_reads, split_by_chunk, visible, Source};
+use super::{OpenFile, Vfs};
+use crate::object::{block_key, with_retries};
+
+/// Whole blocks recently read, up to a byte budget, oldest dropped first.
+pub struct BlockCache {
+    capacity: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    blocks: HashMap<String, Bytes>,
+    order: VecDeque<String>,
+    bytes: usize,
+}
+
+impl BlockCache {
+    pub fn new(capacity: usize) -> BlockCache {
+        BlockCache {
+            capacity,
+            inner: Mutex::new(CacheInner::default()),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Bytes> {
+        self.inner.lock().unwrap().blocks.get(key).cloned()
+    }
+
+    fn put(&self, key: String, data: Bytes) {
+        if data.len() > self.capacity {
+            return;
+        }
+        let mut c = self.inner.lock().unwrap();
+        if c.blocks.contains_key(&key) {
+            return;
+        }
+        c.bytes += data.len();
+        c.order.push_back(key.clone());
+        c.blocks.insert(key, data);
+        while c.bytes > self.capacity {
+            let Some(old) = c.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = c.blocks.remove(&old) {
+                c.bytes -= b.len();
+            }
+        }
+    }
+}
+
+/// One piece of the answer: `len` bytes at `off` of a block go to `dest`.
+struct Fetch {
+    dest: usize,
+    key: String,
+    block_len: u32,
+    off: u32,
+    len: u32,
+}
+
+impl Vfs {
+    /// Reads up to `size` bytes at `offset` of an open file. Pending writes
+    /// of this mount are committed first, so a reader sees them.
+    pub(super) async fn read_file(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        size: u32,
+        sequential: bool,
+    ) -> Result<Vec<u8>, i32> {
+        let length = {
+            let mut state = file.state.lock().await;
+            if !state.writer.is_empty() {
+                self.flush_locked(file.inode, &mut state).await?;
+            }
+            state.length
+        };
+        if offset >= length || size == 0 {
+            return Ok(Vec::new());
+        }
+        let end = (offset + size as u64).min(length);
+        let mut buf = vec![0u8; (end - offset) as usize];
+        let block_size = self.volume.block_size;
+        let mut fetches = Vec::new();
+        for piece in split_by_chunk(offset, buf.len()) {
+            let slices = self.chunk_slices(file, piece.chunk).await?;
+            for seg in visible(&slices, piece.pos, piece.pos + piece.len) {
+                let Source::Slice { id, size, off } = seg.source else {
+                    continue;
+                };
+                let mut dest = piece.range_off + (seg.start - piece.pos) as usize;
+                for br in block_reads(size, block_size, off, seg.end - seg.start) {
+                    fetches.push(Fetch {
+                        dest,
+                        key: block_key(&self.volume.name, id, br.index, br.block_len),
+                        block_len: br.block_len,
+                        off: br.off,
+                        len: br.len,
+                    });
+                    dest += br.len as usize;
+                }
+            }
+        }
+        let parts = try_join_all(fetches.iter().map(|f| self.fetch(f, sequential))).await?;
+        for (f, data) in fetches.iter().zip(parts) {
+            if data.len() < f.len as usize {
+                tracing::error!(
+                    "object {} in {} is shorter than its slice says ({} < {}): the bucket lost data",
+                    f.key,
+                    self.store.describe(),
+                    f.off as usize + data.len(),
+                    f.off + f.len
+                );
+                return Err(libc::EIO);
+            }
+            buf[f.dest..f.dest + f.len as usize].copy_from_slice(&data[..f.len as usize]);
+        }
+        Ok(buf)
+    }
+
+    async fn fetch(&self, f: &Fetch, sequential: bool) -> Result<Bytes, i32> {
+        if let Some(block) = self.cache.get(&f.key) {
+            return Ok(
+                block.slice(f.off as usize..(f.off + f.len).min(block.len() as u32) as usize)
+            );
+        }
+        let (off, len) = if sequential {
+            (0, f.block_len)
+        } else {
+            (f.off, f.len)
+        };
+        let data = with_retries(&format!("get {}", f.key), || {
+            self.store.get(&f.key, off as u64, len as usize)
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!("reading {} from {}: {e}", f.key, self.store.describe());
+            libc::EIO
+        })?;
+        if sequential {
+            self.cache.put(f.key.clone(), data.clone());
+            let end = ((f.off + f.len) as usize).min(data.len());
+            return Ok(data.slice((f.off as usize).min(end)..end));
+        }
+        Ok(data)
+    }
+
+    /// The slices of a chunk, from the file's cache or the database.
+    async fn chunk_slices(
+        &self,
+        file: &OpenFile,
+        chunk: u32,
+    ) -> Result<std::sync::Arc<Vec<crate::meta::SliceRow>>, i32> {
+        if let Some(s) = file.state.lock().await.chunks.get(&chunk) {
+            return Ok(s.clone());
+        }
+        let slices = std::sync::Arc::new(
+            self.meta
+                .read_chunk(file.inode, chunk)
+                .await
+                .map_err(|e| e.errno())?,
+        );
+        file.state.lock().await.chunks.insert(chunk, slices.clone());
+        Ok(slices)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_keeps_within_its_budget() {
+        let c = BlockCache::new(10);
+        c.put("a".into(), Bytes::from_static(b"12345"));
+        c.put("b".into(), Bytes::from_static(b"12345"));
+        assert!(c.get("a").is_some() && c.get("b").is_some());
+        c.put("c".into(), Bytes::from_static(b"123"));
+        assert!(c.get("a").is_none());
+        assert!(c.get("b").is_some() && c.get("c").is_some());
+        c.put("huge".into(), Bytes::from(vec![0u8; 11]));
+        assert!(c.get("huge").is_none());
+    }
+}

@@ -1,0 +1,171 @@
+//! Write buffers: a file's pending slices, uploaded block by block while writing goes on,
+//! committed to the metadata in write order on flush.
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::task::JoinHandle;
+
+use super::layout::{split_by_chunk, CHUNK_SIZE};
+use crate::meta::{Attr, Meta, SliceRow};
+use crate::object::{block_key, with_retries, ObjectStore};
+
+/// What a writer needs from the mount.
+pub struct WriteTarget<'a> {
+    pub meta: &'a Meta,
+    pub store: &'a Arc<dyn ObjectStore>,
+    pub volume: &'a str,
+    pub block_size: u32,
+    /// Uploads in flight per file before a write waits for the oldest.
+    pub max_inflight: usize,
+}
+
+/// A slice being written: `len` bytes at `pos` of `chunk`; full blocks are
+/// already uploading, `tail` holds the bytes after the last full block.
+struct PendingSlice {
+    chunk: u32,
+    pos: u32,
+    len: u32,
+    id: u64,
+    next_block: u32,
+    tail: Vec<u8>,
+    uploads: Vec<JoinHandle<io::Result<()>>>,
+}
+
+/// The not yet committed writes of one file in this mount.
+#[derive(Default)]
+pub struct Writer {
+    slices: Vec<PendingSlice>,
+    failed: Option<io::Error>,
+}
+
+fn upload(store: &Arc<dyn ObjectStore>, key: String, data: Bytes) -> JoinHandle<io::Result<()>> {
+    let store = store.clone();
+    tokio::spawn(async move {
+        with_retries(&format!("put {key}"), || store.put(&key, data.clone())).await
+    })
+}
+
+impl Writer {
+    pub fn is_empty(&self) -> bool {
+        self.slices.is_empty() && self.failed.is_none()
+    }
+
+    /// The end of the furthest pending write (0 if none).
+    pub fn end(&self) -> u64 {
+        self.slices
+            .iter()
+            .map(|s| s.chunk as u64 * CHUNK_SIZE + s.pos as u64 + s.len as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Buffers `data` written at `offset`. `next_slice_id` hands out slice ids.
+    pub async fn write<F, Fut>(
+        &mut self,
+        t: &WriteTarget<'_>,
+        offset: u64,
+        data: &[u8],
+        mut next_slice_id: F,
+    ) -> Result<(), i32>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<u64, i32>>,
+    {
+        for piece in split_by_chunk(offset, data.len()) {
+            let bytes = &data[piece.range_off..piece.range_off + piece.len as usize];
+            let appends = matches!(self.slices.last(),
+                Some(s) if s.chunk == piece.chunk && s.pos + s.len == piece.pos);
+            if !appends {
+                let id = next_slice_id().await?;
+                self.slices.push(PendingSlice {
+                    chunk: piece.chunk,
+                    pos: piece.pos,
+                    len: 0,
+                    id,
+                    next_block: 0,
+                    tail: Vec::new(),
+                    uploads: Vec::new(),
+                });
+            }
+            let slice = self.slices.last_mut().expect("a slice was just ensured");
+            slice.tail.extend_from_slice(bytes);
+            slice.len += piece.len;
+            while slice.tail.len() >= t.block_size as usize {
+                let rest = slice.tail.split_off(t.block_size as usize);
+                let block = Bytes::from(std::mem::replace(&mut slice.tail, rest));
+                let key = block_key(t.volume, slice.id, slice.next_block, t.block_size);
+                slice.uploads.push(upload(t.store, key, block));
+                slice.next_block += 1;
+            }
+            self.bound_inflight(t.max_inflight).await;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest uploads while more than `max` are in flight.
+    async fn bound_inflight(&mut self, max: usize) {
+        loop {
+            let inflight: usize = self.slices.iter().map(|s| s.uploads.len()).sum();
+            if inflight <= max {
+                return;
+            }
+            let Some(slice) = self.slices.iter_mut().find(|s| !s.uploads.is_empty()) else {
+                return;
+            };
+            let handle = slice.uploads.remove(0);
+            if let Err(e) = join(handle).await {
+                self.failed.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Uploads what is left, waits for every upload, then commits the
+    /// slices in the order they were written. Returns the file's attributes
+    /// after the last commit (None if nothing was pending). On a failed
+    /// upload nothing after it is committed and EIO is returned.
+    pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
+        let slices = std::mem::take(&mut self.slices);
+        if let Some(e) = self.failed.take() {
+            tracing::error!("inode {inode}: an earlier block upload failed: {e}");
+            return Err(libc::EIO);
+        }
+        let mut attr = None;
+        for mut slice in slices {
+            if !slice.tail.is_empty() {
+                let block = Bytes::from(std::mem::take(&mut slice.tail));
+                let key = block_key(t.volume, slice.id, slice.next_block, block.len() as u32);
+                slice.uploads.push(upload(t.store, key, block));
+            }
+            for handle in slice.uploads {
+                if let Err(e) = join(handle).await {
+                    tracing::error!(
+                        "inode {inode}: storing slice {} in {} failed: {e}",
+                        slice.id,
+                        t.store.describe()
+                    );
+                    return Err(libc::EIO);
+                }
+            }
+            let row = SliceRow {
+                pos: slice.pos,
+                id: slice.id,
+                size: slice.len,
+                off: 0,
+                len: slice.len,
+            };
+            match t.meta.write_slice(inode, slice.chunk, row).await {
+                Ok(a) => attr = Some(a),
+                Err(e) => {
+                    tracing::error!("inode {inode}: committing slice {} failed: {e}", slice.id);
+                    return Err(e.errno());
+                }
+            }
+        }
+        Ok(attr)
+    }
+}
+
+async fn join(handle: JoinHandle<io::Result<()>>) -> io::Result<()> {
+    handle.await.map_err(io::Error::other)?
+}
