@@ -15,7 +15,9 @@ free_port() {
 }
 
 # cluster_start DIR PORT [LISTEN]: initdb DIR/data if needed, start it on the
-# unix socket in DIR (and on LISTEN, e.g. 127.0.0.1, if given).
+# unix socket in DIR (and on LISTEN, e.g. 127.0.0.1, if given). The settings
+# live in DIR/data/jfs.conf, so a plain `pg_ctl -D DIR/data start` (as the
+# fault tests do) comes back on the same socket and port.
 cluster_start() {
   local dir=$1 port=$2 listen=${3:-}
   mkdir -p "$dir"
@@ -24,12 +26,19 @@ cluster_start() {
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; echo "initdb of $dir/data failed" >&2; return 1; }
+    echo "include 'jfs.conf'" | as_postgres tee -a "$dir/data/postgresql.conf" >/dev/null
   fi
   if as_postgres "$PGBIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
     return 0
   fi
-  as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
-    -o "-p $port -k $dir -c listen_addresses='$listen' -c max_connections=200 -c shared_buffers=256MB" >/dev/null \
+  as_postgres tee "$dir/data/jfs.conf" >/dev/null <<CONF
+port = $port
+unix_socket_directories = '$dir'
+listen_addresses = '$listen'
+max_connections = 200
+shared_buffers = 256MB
+CONF
+  as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; echo "PostgreSQL in $dir did not start (log: $dir/postgres.log)" >&2; return 1; }
 }
 

@@ -11,10 +11,11 @@ bash scripts/setup.sh
 
 echo "==> cargo fmt --check, clippy"
 cargo fmt --all --check
-cargo clippy -p jfs-client --all-targets -- -D warnings
+cargo clippy -p jfs-client -p jfs-e2e --all-targets -- -D warnings
 
-echo "==> client builds and answers --help / --version"
-cargo build -q -p jfs-client
+echo "==> building the client and the end-to-end tests"
+cargo build -p jfs-client
+cargo test -p jfs-e2e --no-run
 ./target/debug/jfs --help >/dev/null
 ./target/debug/jfs --version | grep -q '^jfs '
 
@@ -24,10 +25,17 @@ install_extension
 tmp=$(mktemp -d /tmp/jfs-test.XXXXXX)
 chmod 755 "$tmp"
 port=$(free_port)
-trap 'cluster_stop "$tmp/pg"; rm -rf "$tmp"' EXIT
+cleanup() {
+  # mounts left by a failed end-to-end test would keep their directories busy
+  grep -o " $tmp/[^ ]*" /proc/self/mounts 2>/dev/null | xargs -r -n1 fusermount3 -uz 2>/dev/null || true
+  cluster_stop "$tmp/pg"
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 echo "==> starting a private PostgreSQL 15 in $tmp/pg (socket, port $port)"
 cluster_start "$tmp/pg" "$port"
 export PGHOST="$tmp/pg" PGPORT=$port PGUSER=postgres PGDUMPFILE="$tmp/dump.pgc"
+export JFS_TEST_PGDATA="$tmp/pg/data" JFS_BIN="$root/target/debug/jfs"
 mkdir -p "$tmp/out"; [ "$(id -u)" -ne 0 ] || chmod 777 "$tmp/out"
 
 # run_suite NAME RUNNER ARGS...: runs a pg_regress-style suite, counts its results
@@ -51,6 +59,25 @@ echo "==> pg_regress (tests/regress)"
 run_suite regress "$PGXS_TEST/regress/pg_regress" --dbname=jfs_regress
 echo "==> pg_isolation_regress (tests/isolation)"
 run_suite isolation "$PGXS_TEST/isolation/pg_isolation_regress" --dbname=jfs_isolation
+
+# cargo_tests LABEL ARGS...: runs cargo test, adds its counts
+cargo_tests() {
+  local label=$1; shift
+  local log="$tmp/out/$label.log"
+  echo "==> cargo test $*"
+  cargo test "$@" 2>&1 | tee "$log" || true
+  local p f
+  p=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
+  f=$(grep -oE '[0-9]+ failed;' "$log" | awk '{s += $1} END {print s + 0}')
+  if ! grep -q 'test result:' "$log" || grep -qE '^error(\[|:)' "$log"; then
+    f=$((f + 1))
+  fi
+  passed=$((passed + p)); failed=$((failed + f))
+}
+cargo_tests unit -p jfs-client
+# end-to-end: real mounts of the jfs binary; one test binary at a time (the
+# fault test stops and starts PostgreSQL)
+cargo_tests e2e -p jfs-e2e -- --test-threads=2
 
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

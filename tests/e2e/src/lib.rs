@@ -1,0 +1,220 @@
+//! Harness for the end-to-end tests: a fresh database per volume, `jfs format`,
+//! `jfs mount -d` on a temporary directory, and unmount on drop.
+//!
+//! scripts/test.sh provides a private PostgreSQL (PGHOST = its socket
+//! directory, PGPORT, PGUSER, JFS_TEST_PGDATA) and the built binary (JFS_BIN).
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the end-to-end tests through scripts/test.sh")
+    })
+}
+
+/// The jfs binary under test.
+pub fn jfs() -> Command {
+    Command::new(env("JFS_BIN"))
+}
+
+/// Runs a command; panics with its output when it fails.
+pub fn ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs SQL in a database of the test cluster (as the superuser) and returns
+/// psql's unaligned, tuples-only output.
+pub fn psql(db: &str, sql: &str) -> String {
+    let out =
+        ok(Command::new("psql").args(["-XAtq", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql]));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// META_URL of a database of the test cluster (unix socket).
+pub fn meta_url(db: &str) -> String {
+    let host = env("PGHOST").replace('/', "%2F");
+    format!("postgres://{}@{host}:{}/{db}", env("PGUSER"), env("PGPORT"))
+}
+
+/// A formatted volume in its own database, with its own block directory.
+pub struct Volume {
+    pub db: String,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Volume {
+    /// A new volume "name" (the database is dropped and made again).
+    pub fn new(name: &str) -> Volume {
+        Volume::with_options(name, &[])
+    }
+
+    pub fn with_options(name: &str, format_args: &[&str]) -> Volume {
+        let db = format!("jfs_e2e_{}", name.replace('-', "_"));
+        psql(
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        );
+        psql("postgres", &format!("CREATE DATABASE {db}"));
+        let dir = tempfile::Builder::new()
+            .prefix("jfs-e2e-")
+            .tempdir()
+            .unwrap();
+        let url = meta_url(&db);
+        let bucket = dir.path().join("bucket");
+        let mut cmd = jfs();
+        cmd.args(["format", &url, name, "--storage", "file", "--bucket"])
+            .arg(&bucket)
+            .args(format_args);
+        ok(&mut cmd);
+        Volume { db, url, dir }
+    }
+
+    pub fn bucket(&self) -> PathBuf {
+        self.dir.path().join("bucket")
+    }
+
+    /// Every object file in the bucket.
+    pub fn objects(&self) -> Vec<PathBuf> {
+        fn walk(p: &Path, out: &mut Vec<PathBuf>) {
+            if let Ok(rd) = std::fs::read_dir(p) {
+                for e in rd.flatten() {
+                    let path = e.path();
+                    if path.is_dir() {
+                        walk(&path, out);
+                    } else {
+                        out.push(path);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.bucket(), &mut out);
+        out.sort();
+        out
+    }
+
+    /// Mounts the volume on a new directory.
+    pub fn mount(&self, label: &str, extra: &[&str]) -> Mount {
+        let path = self.dir.path().join(format!("mnt-{label}"));
+        std::fs::create_dir_all(&path).unwrap();
+        let log = self.dir.path().join(format!("mount-{label}.log"));
+        let mut cmd = jfs();
+        cmd.args(["mount", &self.url])
+            .arg(&path)
+            .args([
+                "-d",
+                "--gc-interval",
+                "1",
+                "--attr-cache",
+                "0",
+                "--entry-cache",
+                "0",
+                "--log",
+            ])
+            .arg(&log)
+            .args(extra);
+        ok(&mut cmd);
+        Mount { path, log }
+    }
+
+    /// Runs SQL in this volume's database.
+    pub fn sql(&self, sql: &str) -> String {
+        psql(&self.db, sql)
+    }
+}
+
+/// Whether `path` is a mount point now.
+pub fn is_mounted(path: &Path) -> bool {
+    let Ok(path) = path.canonicalize() else {
+        return false;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let path = path.to_string_lossy().replace(' ', "\\040");
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(path.as_str()))
+}
+
+/// A mounted volume; unmounted when dropped.
+pub struct Mount {
+    pub path: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Mount {
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    /// Unmounts and waits until the mount process has let go.
+    pub fn unmount(&self) {
+        if !is_mounted(&self.path) {
+            return;
+        }
+        let out = jfs().arg("umount").arg(&self.path).output().unwrap();
+        if !out.status.success() {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.path)
+                .status();
+        }
+        // wait until the mount process has closed its session
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if log.matches("unmounted").count() >= log.matches("mounting volume").count() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+/// Deterministic bytes (xorshift) so big files need no copy to compare with.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Polls `f` until it returns true or `secs` pass.
+pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f()
+}

@@ -1,0 +1,112 @@
+//! Bad input and faults: clear errors, nothing lost.
+use std::fs;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use jfs_e2e::{env, jfs, meta_url, Volume};
+
+fn fails_with(cmd: &mut Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{cmd:?} should fail:\n{text}");
+    assert!(
+        text.contains(needle),
+        "{cmd:?}: expected {needle:?} in:\n{text}"
+    );
+}
+
+/// Stops or starts the test cluster (its output to its log, not to ours:
+/// a server holding our stdout would keep the test runner's pipe open).
+fn pg_ctl(action: &str) {
+    let data = env("JFS_TEST_PGDATA");
+    let log = format!("{data}/../postgres.log");
+    let status = Command::new("runuser")
+        .args([
+            "-u",
+            "postgres",
+            "--",
+            "/usr/lib/postgresql/15/bin/pg_ctl",
+            "-D",
+            &data,
+            "-l",
+            &log,
+        ])
+        .args(["-w", "-m", "fast", action])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "pg_ctl {action}");
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
+    let v = Volume::new("faults");
+    // format over an existing volume without --force
+    fails_with(
+        jfs()
+            .args(["format", &v.url, "faults", "--bucket"])
+            .arg(v.bucket()),
+        "already formatted",
+    );
+    // a META_URL that is not a URL, a database that does not exist, a host that does not answer
+    fails_with(jfs().args(["status", "not a url"]), "bad META_URL");
+    fails_with(
+        jfs().args(["status", &meta_url("jfs_e2e_no_such_db")]),
+        "cannot connect to the metadata database",
+    );
+    fails_with(
+        jfs().args(["status", "postgres://u:secret@127.0.0.1:1/db"]),
+        "cannot connect",
+    );
+    let out = jfs()
+        .args(["status", "postgres://u:secret@127.0.0.1:1/db"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("secret"),
+        "password leaked"
+    );
+    // mount on a directory that does not exist
+    fails_with(
+        jfs().args(["mount", &v.url, "/nonexistent/jfs-mnt", "-d"]),
+        "does not exist",
+    );
+    // a database without the extension
+    fails_with(
+        jfs()
+            .args(["mount", &meta_url("postgres")])
+            .arg(v.dir.path()),
+        "no jfs extension",
+    );
+
+    // PostgreSQL stops under a mount: calls fail (EIO) in bounded time, then work again
+    let m = v.mount("a", &[]);
+    fs::write(m.p("before"), b"before").unwrap();
+    pg_ctl("stop");
+    let started = Instant::now();
+    let err = fs::write(m.p("during"), b"x").unwrap_err();
+    let took = started.elapsed();
+    pg_ctl("start");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match fs::write(m.p("after"), b"after") {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("waiting for the mount to reconnect: {e}");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => panic!("the mount did not recover: {e}"),
+        }
+    }
+    assert_eq!(fs::read(m.p("before")).unwrap(), b"before");
+    assert_eq!(fs::read(m.p("after")).unwrap(), b"after");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}

@@ -1,0 +1,249 @@
+//! POSIX file operations through a real FUSE mount of a real volume.
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jfs_e2e::{eventually, ok, pattern, Volume};
+
+fn py(code: &str) -> String {
+    let out = ok(Command::new("python3").args(["-c", code]));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn files_directories_links_and_attributes() {
+    let v = Volume::new("fileops");
+    let m = v.mount("a", &[]);
+
+    // create, read, append, overwrite in the middle
+    fs::write(m.p("f"), b"hello world").unwrap();
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"hello world");
+    OpenOptions::new()
+        .append(true)
+        .open(m.p("f"))
+        .unwrap()
+        .write_all(b"!!")
+        .unwrap();
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"hello world!!");
+    let f = OpenOptions::new().write(true).open(m.p("f")).unwrap();
+    f.write_all_at(b"WORLD", 6).unwrap();
+    drop(f);
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"hello WORLD!!");
+
+    // truncate down and up: the regrown part reads as zeros
+    let f = OpenOptions::new().write(true).open(m.p("f")).unwrap();
+    f.set_len(5).unwrap();
+    f.set_len(8).unwrap();
+    drop(f);
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"hello\0\0\0");
+
+    // sparse: a hole in the middle and past a chunk boundary
+    let mut s = File::create(m.p("sparse")).unwrap();
+    s.write_all(b"start").unwrap();
+    s.seek(SeekFrom::Start((64 << 20) + 10)).unwrap();
+    s.write_all(b"end").unwrap();
+    drop(s);
+    assert_eq!(fs::metadata(m.p("sparse")).unwrap().len(), (64 << 20) + 13);
+    let mut s = File::open(m.p("sparse")).unwrap();
+    let mut buf = vec![0u8; 100];
+    s.seek(SeekFrom::Start(1 << 20)).unwrap();
+    s.read_exact(&mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+    s.seek(SeekFrom::Start((64 << 20) + 8)).unwrap();
+    let mut tail = Vec::new();
+    s.read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, b"\0\0end");
+
+    // hard link, symlink
+    fs::hard_link(m.p("f"), m.p("f-link")).unwrap();
+    assert_eq!(fs::metadata(m.p("f")).unwrap().nlink(), 2);
+    assert_eq!(
+        fs::metadata(m.p("f")).unwrap().ino(),
+        fs::metadata(m.p("f-link")).unwrap().ino()
+    );
+    std::os::unix::fs::symlink("f", m.p("sym")).unwrap();
+    assert_eq!(fs::read_link(m.p("sym")).unwrap().to_str(), Some("f"));
+    assert_eq!(fs::read(m.p("sym")).unwrap(), b"hello\0\0\0");
+    assert!(fs::symlink_metadata(m.p("sym"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // rename over an existing file replaces it
+    fs::write(m.p("other"), b"other").unwrap();
+    fs::rename(m.p("other"), m.p("f-link")).unwrap();
+    assert_eq!(fs::read(m.p("f-link")).unwrap(), b"other");
+    assert_eq!(fs::metadata(m.p("f")).unwrap().nlink(), 1);
+    assert!(!m.p("other").exists());
+
+    // xattrs
+    let path = m.p("f");
+    let path = path.to_str().unwrap();
+    assert_eq!(
+        py(&format!(
+            "import os; os.setxattr({path:?}, 'user.color', b'blue'); \
+             print(os.getxattr({path:?}, 'user.color').decode(), sorted(os.listxattr({path:?})))"
+        )),
+        "blue ['user.color']"
+    );
+    assert_eq!(
+        py(&format!(
+            "import os\ntry:\n  os.setxattr({path:?}, 'user.color', b'x', os.XATTR_CREATE)\nexcept FileExistsError:\n  print('exists')"
+        )),
+        "exists"
+    );
+    py(&format!(
+        "import os; os.removexattr({path:?}, 'user.color')"
+    ));
+    assert_eq!(
+        py(&format!("import os; print(os.listxattr({path:?}))")),
+        "[]"
+    );
+
+    // chmod, chown, utimens (nanoseconds kept)
+    fs::set_permissions(m.p("f"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(fs::metadata(m.p("f")).unwrap().mode() & 0o7777, 0o640);
+    std::os::unix::fs::chown(m.p("f"), Some(1234), Some(5678)).unwrap();
+    let md = fs::metadata(m.p("f")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (1234, 5678));
+    let when = UNIX_EPOCH + Duration::new(1_600_000_000, 123_456_789);
+    File::options()
+        .write(true)
+        .open(m.p("f"))
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_modified(when).set_accessed(when))
+        .unwrap();
+    let md = fs::metadata(m.p("f")).unwrap();
+    assert_eq!((md.mtime(), md.mtime_nsec()), (1_600_000_000, 123_456_789));
+    assert_eq!(md.modified().unwrap(), when);
+    assert!(
+        md.ctime()
+            >= SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64
+                - 60
+    );
+
+    // mkdir -p, nlink of directories, readdir, rm -r
+    fs::create_dir_all(m.p("a/b/c/d")).unwrap();
+    for i in 0..300 {
+        fs::write(m.p(&format!("a/b/file-{i:03}")), format!("{i}")).unwrap();
+    }
+    assert_eq!(fs::metadata(m.p("a/b")).unwrap().nlink(), 3);
+    let mut names: Vec<String> = fs::read_dir(m.p("a/b"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 301);
+    assert_eq!(names[0], "c");
+    assert_eq!(names[300], "file-299");
+    assert_eq!(fs::read_to_string(m.p("a/b/file-123")).unwrap(), "123");
+    assert_eq!(
+        fs::remove_dir(m.p("a")).unwrap_err().raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
+    ok(Command::new("rm").arg("-r").arg(m.p("a")));
+    assert!(!m.p("a").exists());
+
+    // errors come back as errno
+    assert_eq!(
+        fs::read(m.p("missing")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(
+        fs::create_dir(m.p("f")).unwrap_err().raw_os_error(),
+        Some(libc::EEXIST)
+    );
+    assert_eq!(
+        fs::write(m.p(&"n".repeat(256)), b"x")
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ENAMETOOLONG)
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn two_handles_write_different_ranges_of_one_file() {
+    let v = Volume::new("twohandles");
+    let m = v.mount("a", &[]);
+    let a = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(m.p("f"))
+        .unwrap();
+    let b = OpenOptions::new().write(true).open(m.p("f")).unwrap();
+    let first = pattern(1, 3 << 20);
+    let second = pattern(2, 5 << 20);
+    a.write_all_at(&first, 0).unwrap();
+    b.write_all_at(&second, 3 << 20).unwrap();
+    a.write_all_at(b"XY", 1000).unwrap();
+    drop(a);
+    drop(b);
+    let got = fs::read(m.p("f")).unwrap();
+    assert_eq!(got.len(), 8 << 20);
+    let mut want = first.clone();
+    want[1000..1002].copy_from_slice(b"XY");
+    want.extend_from_slice(&second);
+    assert!(got == want, "content differs");
+}
+
+#[test]
+fn a_256_mib_file_round_trips() {
+    let v = Volume::new("bigfile");
+    let m = v.mount("a", &[]);
+    let mut f = File::create(m.p("big")).unwrap();
+    let piece = 8 << 20;
+    for i in 0..32u64 {
+        f.write_all(&pattern(100 + i, piece)).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(m.p("big")).unwrap().len(), 256 << 20);
+    // read back through a second mount: nothing comes from the writer's memory
+    let m2 = v.mount("b", &[]);
+    let mut f = File::open(m2.p("big")).unwrap();
+    let mut buf = vec![0u8; piece];
+    for i in 0..32u64 {
+        f.read_exact(&mut buf).unwrap();
+        assert!(buf == pattern(100 + i, piece), "piece {i} differs");
+    }
+    assert_eq!(f.read(&mut buf).unwrap(), 0);
+}
+
+#[test]
+fn unlink_frees_objects_and_open_files_stay_readable() {
+    let v = Volume::new("unlink");
+    let m = v.mount("a", &[]);
+    fs::write(m.p("gone"), pattern(5, 9 << 20)).unwrap();
+    fs::write(m.p("kept"), b"kept").unwrap();
+    let before = v.objects().len();
+    assert!(
+        before >= 4,
+        "expected the blocks of both files, got {before}"
+    );
+
+    // open, unlink, still readable; its blocks stay until the last close
+    let mut held = File::open(m.p("gone")).unwrap();
+    fs::remove_file(m.p("gone")).unwrap();
+    assert!(!m.p("gone").exists());
+    let mut data = Vec::new();
+    held.read_to_end(&mut data).unwrap();
+    assert!(data == pattern(5, 9 << 20));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(v.objects().len(), before);
+    drop(held);
+    assert!(
+        eventually(15, || v.objects().len() == 1),
+        "objects left after the drain: {:?}",
+        v.objects()
+    );
+    assert_eq!(fs::read(m.p("kept")).unwrap(), b"kept");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.delslice"), "0");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
