@@ -405,6 +405,12 @@ impl Vfs {
             self.writable()?;
         }
         let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        self.open_with(attr).await
+    }
+
+    /// Opens a file whose current attributes the caller just got.
+    async fn open_with(&self, attr: Attr) -> VfsResult<(u64, Attr)> {
+        let inode = attr.inode;
         if attr.kind == NodeType::Dir {
             return Err(libc::EISDIR);
         }
@@ -459,8 +465,7 @@ impl Vfs {
         let attr = self
             .mknod(parent, name, NodeType::File, mode, uid, gid, 0, None)
             .await?;
-        let (fh, _) = self.open(attr.inode, true).await?;
-        Ok((fh, attr))
+        self.open_with(attr).await
     }
 
     fn file_handle(&self, fh: u64) -> VfsResult<Arc<Handle>> {

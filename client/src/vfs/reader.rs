@@ -1,19 +1,21 @@
 //! Read path: the visible slices of each chunk, block ranges fetched in
 //! parallel, whole blocks cached in memory for sequential readers.
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
 
-use super::layout::{block_reads, split_by_chunk, visible, Source};
+use super::layout::{block_count, block_len, block_reads, split_by_chunk, visible, Source};
 use super::{OpenFile, Vfs};
 use crate::object::{block_key, with_retries};
 
 /// Whole blocks recently read, up to a byte budget, oldest dropped first.
+/// Cloning shares the cache.
+#[derive(Clone)]
 pub struct BlockCache {
     capacity: usize,
-    inner: Mutex<CacheInner>,
+    inner: Arc<Mutex<CacheInner>>,
 }
 
 #[derive(Default)]
@@ -21,14 +23,25 @@ struct CacheInner {
     blocks: HashMap<String, Bytes>,
     order: VecDeque<String>,
     bytes: usize,
+    /// Blocks a prefetch is loading now.
+    loading: HashSet<String>,
 }
 
 impl BlockCache {
     pub fn new(capacity: usize) -> BlockCache {
         BlockCache {
             capacity,
-            inner: Mutex::new(CacheInner::default()),
+            inner: Arc::new(Mutex::new(CacheInner::default())),
         }
+    }
+
+    /// false if someone is loading `key` already.
+    fn start_loading(&self, key: &str) -> bool {
+        self.inner.lock().unwrap().loading.insert(key.to_string())
+    }
+
+    fn done_loading(&self, key: &str) {
+        self.inner.lock().unwrap().loading.remove(key);
     }
 
     fn get(&self, key: &str) -> Option<Bytes> {
@@ -57,10 +70,14 @@ impl BlockCache {
     }
 }
 
-/// One piece of the answer: `len` bytes at `off` of a block go to `dest`.
+/// One piece of the answer: `len` bytes at `off` of block `index` of slice
+/// `id` (stored size `size`) go to `dest`.
 struct Fetch {
     dest: usize,
     key: String,
+    id: u64,
+    size: u32,
+    index: u32,
     block_len: u32,
     off: u32,
     len: u32,
@@ -101,6 +118,9 @@ impl Vfs {
                     fetches.push(Fetch {
                         dest,
                         key: block_key(&self.volume.name, id, br.index, br.block_len),
+                        id,
+                        size,
+                        index: br.index,
                         block_len: br.block_len,
                         off: br.off,
                         len: br.len,
@@ -147,10 +167,34 @@ impl Vfs {
         })?;
         if sequential {
             self.cache.put(f.key.clone(), data.clone());
+            self.prefetch(f.id, f.size, f.index + 1);
             let end = ((f.off + f.len) as usize).min(data.len());
             return Ok(data.slice((f.off as usize).min(end)..end));
         }
         Ok(data)
+    }
+
+    /// Readahead: loads block `index` of a slice into the cache in the
+    /// background, so a sequential reader finds it there.
+    fn prefetch(&self, id: u64, size: u32, index: u32) {
+        let bs = self.volume.block_size;
+        if index >= block_count(size, bs) {
+            return;
+        }
+        let key = block_key(&self.volume.name, id, index, block_len(size, bs, index));
+        if self.cache.get(&key).is_some() || !self.cache.start_loading(&key) {
+            return;
+        }
+        let (store, cache) = (self.store.clone(), self.cache.clone());
+        let len = block_len(size, bs, index);
+        tokio::spawn(async move {
+            if let Ok(data) = store.get(&key, 0, len as usize).await {
+                if data.len() == len as usize {
+                    cache.put(key.clone(), data);
+                }
+            }
+            cache.done_loading(&key);
+        });
     }
 
     /// The slices of a chunk, from the file's cache or the database.
