@@ -26,4 +26,11 @@ if ! grep -qs 'pg15 *= *"/usr/bin/pg_config"' "$HOME/.pgrx/config.toml"; then
   step "cargo pgrx init --pg15 /usr/bin/pg_config"
   cargo pgrx init --pg15 /usr/bin/pg_config
 fi
+# S3-compatible server for the tests: moto (emulates storage classes and archive restores too)
+VENV=${JFS_VENV:-/opt/jfs-test-venv}
+if ! "$VENV/bin/python" -c 'import moto, boto3' 2>/dev/null; then
+  step "installing moto[server] into $VENV (S3-compatible test server)"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q 'moto[server]==5.2.5'
+fi
 step "toolchain ready"

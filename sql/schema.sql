@@ -3,6 +3,8 @@
 -- Row layout (the one place it is written down)
 -- ---------------------------------------------
 -- setting     the volume's format, exactly one row (id = true) once jfs.format() ran.
+-- secret      the object store's access and secret key (one row, readable by
+--             no role but the owner: clients get them through volume_secrets()).
 -- counter     name -> next free id: 'inode' and 'slice'. Clients reserve ranges
 --             (jfs.alloc_ids) so creates do not queue on this row.
 -- node        inode -> type, mode (07777 bits), uid, gid, atime/mtime/ctime in
@@ -54,6 +56,12 @@ CREATE TABLE setting (
     -- parent mtime/ctime updates younger than this are skipped (JuiceFS --skip-dir-mtime)
     skip_dir_mtime_ns bigint NOT NULL DEFAULT 100000000 CHECK (skip_dir_mtime_ns >= 0),
     formatted_at    timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE secret (
+    id         boolean PRIMARY KEY DEFAULT true CHECK (id),
+    access_key text    NOT NULL DEFAULT '',
+    secret_key text    NOT NULL DEFAULT ''
 );
 
 CREATE TABLE counter (
@@ -219,6 +227,7 @@ CREATE TYPE attr AS (
 -- Every table (and the sequences) goes into pg_dump. The install script
 -- inserts no rows, so a restore never collides with them.
 SELECT pg_catalog.pg_extension_config_dump('setting', '');
+SELECT pg_catalog.pg_extension_config_dump('secret', '');
 SELECT pg_catalog.pg_extension_config_dump('counter', '');
 SELECT pg_catalog.pg_extension_config_dump('node', '');
 SELECT pg_catalog.pg_extension_config_dump('edge', '');

@@ -1,6 +1,6 @@
 -- Privileges. Nothing in schema jfs is usable by PUBLIC. A DBA grants:
 --   SELECT jfs.grant_client('jfs_client');  -- a mount: EXECUTE on every procedure
---   SELECT jfs.grant_reader('jfs_reader');  -- people: SELECT on tables + read functions
+--   SELECT jfs.grant_reader('jfs_reader');  -- people: SELECT on tables (not jfs.secret) + read functions
 -- Procedures are SECURITY DEFINER with a pinned search_path, so a client
 -- role changes the file system only through them, never by writing tables.
 
@@ -30,6 +30,7 @@ DECLARE
 BEGIN
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA jfs TO %I', p_role);
     EXECUTE pg_catalog.format('GRANT SELECT ON ALL TABLES IN SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('REVOKE SELECT ON jfs.secret FROM %I', p_role);
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
               WHERE p.pronamespace = 'jfs'::regnamespace AND p.prosecdef AND p.provolatile IN ('s', 'i')
               ORDER BY p.oid

@@ -17,6 +17,8 @@ CREATE FUNCTION format(
     p_meta_durability text    DEFAULT 'fsync',
     p_uuid            uuid    DEFAULT NULL,
     p_force           boolean DEFAULT false,
+    p_access_key      text    DEFAULT NULL,
+    p_secret_key      text    DEFAULT NULL,
     OUT errno integer, OUT uuid uuid, OUT message text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -64,6 +66,11 @@ BEGIN
                block_size = p_block_size, trash_days = p_trash_days, capacity = p_capacity,
                inodes = p_inodes, meta_durability = p_meta_durability;
         UPDATE quota SET max_space = p_capacity, max_inodes = p_inodes WHERE id = 0;
+        IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
+            INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''))
+                ON CONFLICT (id) DO UPDATE SET access_key = coalesce(p_access_key, secret.access_key),
+                                               secret_key = coalesce(p_secret_key, secret.secret_key);
+        END IF;
         errno := 0; uuid := old.uuid;
         message := pg_catalog.format('volume %L settings updated', p_name);
         RETURN;
@@ -73,6 +80,9 @@ BEGIN
     INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability)
     VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_capacity, p_inodes,
             p_meta_durability);
+    IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
+        INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''));
+    END IF;
     INSERT INTO counter (name, next) VALUES ('inode', 2), ('slice', 1)
         ON CONFLICT (name) DO NOTHING;
     INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, parent)
@@ -157,4 +167,11 @@ CREATE FUNCTION volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucke
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, s.capacity, s.inodes, s.meta_durability
       FROM setting s
+$$;
+
+-- The object store's keys, for mounts. VOLATILE so that jfs.grant_reader,
+-- which grants the read-only functions, never grants this one.
+CREATE FUNCTION volume_secrets(OUT access_key text, OUT secret_key text)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.access_key, s.secret_key FROM secret s
 $$;

@@ -18,6 +18,12 @@ pub struct FormatArgs {
     /// Where blocks go: a directory for file, http(s)://host:port/bucket for s3
     #[arg(long)]
     bucket: Option<String>,
+    /// Access key of the object store (stored in the volume; else the AWS environment)
+    #[arg(long, env = "ACCESS_KEY", hide_env_values = true)]
+    access_key: Option<String>,
+    /// Secret key of the object store (prefer the SECRET_KEY environment variable)
+    #[arg(long, env = "SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
     /// Block size in KiB
     #[arg(long, default_value_t = 4096)]
     block_size: u32,
@@ -58,8 +64,24 @@ fn running_as_root() -> bool {
 }
 
 pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
-    let bucket = a.bucket.clone().unwrap_or_else(default_bucket);
-    let store = object::open(&a.storage, &bucket)?;
+    let bucket = match (&a.bucket, a.storage.as_str()) {
+        (Some(b), _) => b.clone(),
+        (None, "file") => default_bucket(),
+        (None, _) => anyhow::bail!("--bucket is required for --storage {}", a.storage),
+    };
+    let keys = match (&a.access_key, &a.secret_key) {
+        (Some(ak), Some(sk)) => Some((ak.clone(), sk.clone())),
+        (None, None) => None,
+        _ => anyhow::bail!("give both --access-key and --secret-key, or neither"),
+    };
+    if a.storage == "s3" {
+        object::S3Store::new(&bucket, keys.clone())
+            .await?
+            .ensure_bucket()
+            .await
+            .with_context(|| format!("cannot reach or create the bucket {bucket}"))?;
+    }
+    let store = object::open(&a.storage, &bucket, keys.clone()).await?;
     // the bucket must take, give back and delete an object before we promise anything
     let probe = format!("{}/.jfs-probe-{}", a.name, std::process::id());
     store
@@ -94,6 +116,7 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
         inodes: a.inodes,
         meta_durability: a.meta_durability.clone(),
         force: a.force,
+        keys,
     };
     let (errno, message) = meta.format(&req).await?;
     match errno {

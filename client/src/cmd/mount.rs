@@ -204,7 +204,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             ),
             Err(e) => return Err(e.into()),
         };
-        let store = object::open(&volume.storage, &volume.bucket)?;
+        let keys = meta.volume_secrets().await?;
+        let store = object::open(&volume.storage, &volume.bucket, keys).await?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();

@@ -36,6 +36,8 @@ pub struct FormatRequest {
     pub inodes: u64,
     pub meta_durability: String,
     pub force: bool,
+    /// The object store's access and secret key, kept in the volume.
+    pub keys: Option<(String, String)>,
 }
 
 impl Meta {
@@ -43,7 +45,7 @@ impl Meta {
     pub async fn format(&self, req: &FormatRequest) -> Result<(i32, String)> {
         let row = self
             .call_one(
-                "SELECT errno, message FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9)",
+                "SELECT errno, message FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10, $11)",
                 &[
                     &req.name,
                     &req.storage,
@@ -54,6 +56,8 @@ impl Meta {
                     &(req.inodes as i64),
                     &req.meta_durability,
                     &req.force,
+                    &req.keys.as_ref().map(|k| k.0.as_str()),
+                    &req.keys.as_ref().map(|k| k.1.as_str()),
                 ],
             )
             .await?;
@@ -80,6 +84,27 @@ impl Meta {
             capacity: row.try_get::<_, i64>("capacity")? as u64,
             inodes: row.try_get::<_, i64>("inodes")? as u64,
             meta_durability: row.try_get("meta_durability")?,
+        })
+    }
+
+    /// The object store's keys kept in the volume, if any.
+    pub async fn volume_secrets(&self) -> Result<Option<(String, String)>> {
+        let rows = self
+            .call(
+                "SELECT access_key, secret_key FROM jfs.volume_secrets()",
+                &[],
+            )
+            .await?;
+        Ok(match rows.first() {
+            Some(r) => {
+                let ak: Option<String> = r.try_get("access_key")?;
+                let sk: Option<String> = r.try_get("secret_key")?;
+                match (ak, sk) {
+                    (Some(ak), Some(sk)) if !ak.is_empty() => Some((ak, sk)),
+                    _ => None,
+                }
+            }
+            None => None,
         })
     }
 

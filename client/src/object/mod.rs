@@ -1,5 +1,6 @@
 //! Object storage: the `ObjectStore` trait, block keys (JuiceFS's layout) and backends.
 mod file;
+mod s3;
 
 use std::future::Future;
 use std::io;
@@ -10,6 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 pub use file::FileStore;
+pub use s3::S3Store;
 
 /// Where a volume's blocks live. Keys are relative to the bucket.
 #[async_trait]
@@ -34,13 +36,17 @@ pub fn block_key(volume: &str, id: u64, index: u32, size: u32) -> String {
     )
 }
 
-/// Opens the store a volume was formatted with.
-pub fn open(storage: &str, bucket: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
+/// Opens the store a volume was formatted with. `keys` are the object
+/// store's access and secret key, when the volume has them.
+pub async fn open(
+    storage: &str,
+    bucket: &str,
+    keys: Option<(String, String)>,
+) -> anyhow::Result<Arc<dyn ObjectStore>> {
     match storage {
         "file" => Ok(Arc::new(FileStore::new(bucket)?)),
-        other => anyhow::bail!(
-            "storage {other:?} is not supported by this client yet (use --storage file)"
-        ),
+        "s3" => Ok(Arc::new(S3Store::new(bucket, keys).await?)),
+        other => anyhow::bail!("unknown storage {other:?}: use file or s3"),
     }
 }
 

@@ -61,22 +61,47 @@ impl Volume {
     }
 
     pub fn with_options(name: &str, format_args: &[&str]) -> Volume {
+        let dir = tempfile::Builder::new()
+            .prefix("jfs-e2e-")
+            .tempdir()
+            .unwrap();
+        let bucket = dir.path().join("bucket");
+        let bucket = bucket.to_str().unwrap().to_string();
+        let mut args = vec!["--storage", "file", "--bucket", bucket.as_str()];
+        args.extend_from_slice(format_args);
+        Volume::format(name, dir, &args)
+    }
+
+    /// A volume whose blocks live in `server`'s bucket `bucket`.
+    pub fn s3(name: &str, server: &S3Server, bucket: &str) -> Volume {
+        let dir = tempfile::Builder::new()
+            .prefix("jfs-e2e-")
+            .tempdir()
+            .unwrap();
+        let url = format!("{}/{bucket}", server.endpoint);
+        let args = [
+            "--storage",
+            "s3",
+            "--bucket",
+            &url,
+            "--access-key",
+            "testing",
+            "--secret-key",
+            "testing",
+        ];
+        Volume::format(name, dir, &args)
+    }
+
+    fn format(name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
         let db = format!("jfs_e2e_{}", name.replace('-', "_"));
         psql(
             "postgres",
             &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
         );
         psql("postgres", &format!("CREATE DATABASE {db}"));
-        let dir = tempfile::Builder::new()
-            .prefix("jfs-e2e-")
-            .tempdir()
-            .unwrap();
         let url = meta_url(&db);
-        let bucket = dir.path().join("bucket");
         let mut cmd = jfs();
-        cmd.args(["format", &url, name, "--storage", "file", "--bucket"])
-            .arg(&bucket)
-            .args(format_args);
+        cmd.args(["format", &url, name]).args(format_args);
         ok(&mut cmd);
         Volume { db, url, dir }
     }
@@ -217,4 +242,80 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     f()
+}
+
+/// An S3-compatible server (moto, from the venv scripts/setup.sh makes) on a
+/// free loopback port; killed when dropped.
+pub struct S3Server {
+    pub endpoint: String,
+    pub port: u16,
+    child: Option<std::process::Child>,
+}
+
+fn venv() -> String {
+    std::env::var("JFS_VENV").unwrap_or_else(|_| "/opt/jfs-test-venv".into())
+}
+
+impl S3Server {
+    pub fn start() -> S3Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut s = S3Server {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            port,
+            child: None,
+        };
+        s.restart();
+        s
+    }
+
+    /// Starts the server again on the same port (it forgets every object).
+    pub fn restart(&mut self) {
+        self.stop();
+        let child = Command::new(format!("{}/bin/moto_server", venv()))
+            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server: run scripts/setup.sh");
+        self.child = Some(child);
+        let up = eventually(20, || {
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+        });
+        assert!(up, "moto_server did not start on port {}", self.port);
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Keys in a bucket (through boto3 from the same venv).
+    pub fn keys(&self, bucket: &str) -> Vec<String> {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
+             aws_secret_access_key='testing', region_name='us-east-1')\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}'):\n    \
+             [print(o['Key']) for o in page.get('Contents', [])]\n",
+            self.endpoint
+        );
+        let out = ok(Command::new(format!("{}/bin/python", venv())).args(["-c", &code]));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

@@ -39,6 +39,14 @@ SELECT name FROM jfs.ls('/');
 SELECT errno FROM jfs.getattr(1);
 SELECT errno FROM jfs.mknod(1, 'by-reader', 1, 420, 0, 0);
 UPDATE jfs.node SET mode = 511 WHERE inode = 1;
+-- the object store's keys are not for readers
+SELECT * FROM jfs.secret;
+SELECT * FROM jfs.volume_secrets();
+RESET ROLE;
+-- a client gets them through volume_secrets()
+SELECT errno FROM jfs.format('regress', p_access_key => 'AK', p_secret_key => 'SK', p_force => true);
+SET ROLE jfs_regress_client;
+SELECT * FROM jfs.volume_secrets();
 RESET ROLE;
 -- a role granted nothing sees nothing
 SET ROLE jfs_regress_nobody;
