@@ -38,6 +38,12 @@ pub struct MountArgs {
     /// MiB of memory for uploads in flight and recently read blocks
     #[arg(long, default_value_t = 300)]
     buffer_size: usize,
+    /// Directory of the local block cache (off when not given)
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// MiB the local block cache may hold
+    #[arg(long, default_value_t = 10240)]
+    cache_size: u64,
     /// Refuse every change
     #[arg(long)]
     read_only: bool,
@@ -153,6 +159,12 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.read_only {
         args.push("--read-only".into());
     }
+    if let Some(dir) = &a.cache_dir {
+        args.push("--cache-dir".into());
+        args.push(dir.to_string_lossy().into());
+        args.push("--cache-size".into());
+        args.push(a.cache_size.to_string());
+    }
     if a.allow_other {
         args.push("--allow-other".into());
     }
@@ -217,11 +229,16 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         let sid = meta
             .session_register(&host, std::process::id() as i32, &info)
             .await?;
+        let disk_cache = match &a.cache_dir {
+            Some(dir) => Some(Arc::new(object::DiskCache::open(dir, a.cache_size << 20)?)),
+            None => None,
+        };
         let config = VfsConfig {
             attr_ttl: Duration::from_secs_f64(a.attr_cache),
             entry_ttl: Duration::from_secs_f64(a.entry_cache),
             buffer_size: a.buffer_size << 20,
             read_only: a.read_only,
+            disk_cache,
         };
         tracing::info!(
             "mounting volume {} ({}, blocks in {}) at {} as session {sid}",

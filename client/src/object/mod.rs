@@ -1,4 +1,5 @@
 //! Object storage: the `ObjectStore` trait, block keys (JuiceFS's layout) and backends.
+mod disk_cache;
 mod file;
 mod s3;
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use disk_cache::DiskCache;
 pub use file::FileStore;
 pub use s3::S3Store;
 

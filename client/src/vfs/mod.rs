@@ -16,13 +16,15 @@ use reader::BlockCache;
 use writer::{WriteTarget, Writer};
 
 /// Mount options that shape the VFS.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct VfsConfig {
     pub attr_ttl: Duration,
     pub entry_ttl: Duration,
     /// Memory for write uploads in flight and the read block cache, in bytes.
     pub buffer_size: usize,
     pub read_only: bool,
+    /// A local disk cache of blocks (whole blocks are fetched when it is on).
+    pub disk_cache: Option<Arc<crate::object::DiskCache>>,
 }
 
 /// Ids of one kind reserved in ranges from the database.

@@ -40,6 +40,10 @@ impl BlockCache {
         self.inner.lock().unwrap().loading.insert(key.to_string())
     }
 
+    fn is_loading(&self, key: &str) -> bool {
+        self.inner.lock().unwrap().loading.contains(key)
+    }
+
     fn done_loading(&self, key: &str) {
         self.inner.lock().unwrap().loading.remove(key);
     }
@@ -147,12 +151,43 @@ impl Vfs {
     }
 
     async fn fetch(&self, f: &Fetch, sequential: bool) -> Result<Bytes, i32> {
+        let cached = |block: Bytes| {
+            block.slice(f.off as usize..(f.off + f.len).min(block.len() as u32) as usize)
+        };
         if let Some(block) = self.cache.get(&f.key) {
-            return Ok(
-                block.slice(f.off as usize..(f.off + f.len).min(block.len() as u32) as usize)
-            );
+            if sequential {
+                self.prefetch(f.id, f.size, f.index + 1);
+            }
+            return Ok(cached(block));
         }
-        let (off, len) = if sequential {
+        // a readahead of this block is on its way: wait for it rather than read twice
+        for _ in 0..2000 {
+            if !self.cache.is_loading(&f.key) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            if let Some(block) = self.cache.get(&f.key) {
+                if sequential {
+                    self.prefetch(f.id, f.size, f.index + 1);
+                }
+                return Ok(cached(block));
+            }
+        }
+        let disk = self.config.disk_cache.clone();
+        // with a disk cache every miss fetches (and keeps) the whole block
+        let whole = sequential || disk.is_some();
+        if let Some(disk) = &disk {
+            if let Some(block) = disk.get(&f.key, 0, f.block_len as usize).await {
+                if block.len() == f.block_len as usize {
+                    if sequential {
+                        self.cache.put(f.key.clone(), block.clone());
+                        self.prefetch(f.id, f.size, f.index + 1);
+                    }
+                    return Ok(cached(block));
+                }
+            }
+        }
+        let (off, len) = if whole {
             (0, f.block_len)
         } else {
             (f.off, f.len)
@@ -165,13 +200,22 @@ impl Vfs {
             tracing::error!("reading {} from {}: {e}", f.key, self.store.describe());
             libc::EIO
         })?;
+        if !whole {
+            return Ok(data);
+        }
+        if let Some(disk) = disk {
+            if data.len() == f.block_len as usize {
+                let (key, block) = (f.key.clone(), data.clone());
+                tokio::spawn(async move { disk.put(&key, block).await });
+            }
+        }
         if sequential {
             self.cache.put(f.key.clone(), data.clone());
             self.prefetch(f.id, f.size, f.index + 1);
-            let end = ((f.off + f.len) as usize).min(data.len());
-            return Ok(data.slice((f.off as usize).min(end)..end));
+            self.prefetch(f.id, f.size, f.index + 2);
         }
-        Ok(data)
+        let end = ((f.off + f.len) as usize).min(data.len());
+        Ok(data.slice((f.off as usize).min(end)..end))
     }
 
     /// Readahead: loads block `index` of a slice into the cache in the
@@ -186,11 +230,24 @@ impl Vfs {
             return;
         }
         let (store, cache) = (self.store.clone(), self.cache.clone());
+        let disk = self.config.disk_cache.clone();
         let len = block_len(size, bs, index);
         tokio::spawn(async move {
-            if let Ok(data) = store.get(&key, 0, len as usize).await {
-                if data.len() == len as usize {
-                    cache.put(key.clone(), data);
+            let mut data = None;
+            if let Some(disk) = &disk {
+                data = disk.get(&key, 0, len as usize).await;
+            }
+            if data.as_ref().map(|d| d.len()) != Some(len as usize) {
+                data = store.get(&key, 0, len as usize).await.ok();
+                if let (Some(disk), Some(d)) = (&disk, &data) {
+                    if d.len() == len as usize {
+                        disk.put(&key, d.clone()).await;
+                    }
+                }
+            }
+            if let Some(d) = data {
+                if d.len() == len as usize {
+                    cache.put(key.clone(), d);
                 }
             }
             cache.done_loading(&key);

@@ -89,10 +89,15 @@ impl Writer {
                 });
             }
             let slice = self.slices.last_mut().expect("a slice was just ensured");
+            if slice.tail.capacity() == 0 && bytes.len() < t.block_size as usize {
+                slice.tail.reserve(t.block_size as usize);
+            }
             slice.tail.extend_from_slice(bytes);
             slice.len += piece.len;
             while slice.tail.len() >= t.block_size as usize {
-                let rest = slice.tail.split_off(t.block_size as usize);
+                let mut rest = Vec::with_capacity(t.block_size as usize);
+                rest.extend_from_slice(&slice.tail[t.block_size as usize..]);
+                slice.tail.truncate(t.block_size as usize);
                 let block = Bytes::from(std::mem::replace(&mut slice.tail, rest));
                 let key = block_key(t.volume, slice.id, slice.next_block, t.block_size);
                 slice.uploads.push(upload(t.store, key, block));

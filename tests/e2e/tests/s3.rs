@@ -16,8 +16,26 @@ fn files_round_trip_through_s3_and_deletes_free_objects() {
     }
     drop(f);
     fs::write(m.p("small"), b"small").unwrap();
-    // 256 MiB in 4 MiB blocks, plus the small file
-    assert_eq!(s3.keys("jfs-e2e").len(), 65);
+    // the bucket holds exactly the blocks of the committed slices: 256 MiB
+    // in 4 MiB blocks plus the small file, unless a write was split in more slices
+    let keys = s3.keys("jfs-e2e");
+    let blocks: usize = v
+        .sql("SELECT sum((size + 4194303) / 4194304) FROM jfs.slice_ref")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        keys.len(),
+        blocks,
+        "{keys:#?}\n{}",
+        v.sql("SELECT * FROM jfs.slice")
+    );
+    assert!(keys.len() >= 65, "{keys:#?}");
+    if keys.len() > 65 {
+        eprintln!(
+            "a write was split into more slices:\n{}",
+            v.sql("SELECT * FROM jfs.slice")
+        );
+    }
     assert!(s3
         .keys("jfs-e2e")
         .iter()
@@ -61,4 +79,42 @@ fn a_write_that_cannot_reach_s3_fails_and_promises_nothing() {
         "0"
     );
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn the_disk_cache_serves_reads_while_s3_is_away() {
+    let mut s3 = S3Server::start();
+    let v = Volume::s3("s3cache", &s3, "jfs-e2e-cache");
+    let cache = v.dir.path().join("cache");
+    let cache_arg = cache.to_str().unwrap().to_string();
+    let blocks_in_cache = || {
+        fn count(p: &std::path::Path) -> usize {
+            fs::read_dir(p).map_or(0, |rd| {
+                rd.flatten()
+                    .map(|e| {
+                        if e.path().is_dir() {
+                            count(&e.path())
+                        } else {
+                            1
+                        }
+                    })
+                    .sum()
+            })
+        }
+        count(&cache)
+    };
+    {
+        let m = v.mount("a", &["--cache-dir", &cache_arg, "--cache-size", "64"]);
+        fs::write(m.p("f"), pattern(4, 9 << 20)).unwrap();
+        assert!(fs::read(m.p("f")).unwrap() == pattern(4, 9 << 20));
+        assert!(
+            eventually(10, || blocks_in_cache() == 3),
+            "cached: {}",
+            blocks_in_cache()
+        );
+    }
+    s3.stop();
+    // a new process (empty memory) finds every block on the local disk
+    let m = v.mount("b", &["--cache-dir", &cache_arg, "--cache-size", "64"]);
+    assert!(fs::read(m.p("f")).unwrap() == pattern(4, 9 << 20));
 }
