@@ -1,5 +1,6 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info.
 mod format;
+mod info;
 mod mount;
 mod status;
 mod umount;
@@ -32,6 +33,8 @@ enum Command {
     Umount(umount::UmountArgs),
     /// Show a volume's settings, usage and mounted clients
     Status(status::StatusArgs),
+    /// Show the inode, chunks, slices and objects of paths inside a mount
+    Info(info::InfoArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mount(a) => mount::run(a),
         Command::Umount(a) => umount::run(a),
         Command::Status(a) => runtime()?.block_on(status::run(a)),
+        Command::Info(a) => info::run(a),
     }
 }
 

@@ -16,7 +16,7 @@ use fuser::{
 };
 
 use crate::meta::{ns_to_time, time_to_ns, Attr, NodeType};
-use crate::vfs::Vfs;
+use crate::vfs::{Vfs, CONTROL_INODE};
 
 pub struct JfsFuse {
     vfs: Arc<Vfs>,
@@ -341,9 +341,15 @@ impl Filesystem for JfsFuse {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        // the control file's answers have no length: read them past the page cache
+        let flags = if ino.0 == CONTROL_INODE {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
         self.run(move |vfs| async move {
             match vfs.open(ino.0, write).await {
-                Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Ok((fh, _)) => reply.opened(FileHandle(fh), flags),
                 Err(e) => reply.error(err(e)),
             }
         });

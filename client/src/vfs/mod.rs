@@ -1,6 +1,8 @@
 //! The virtual file system: open files and handles, write buffers and the read path over
 //! `meta` and `object`. Nothing here knows about FUSE; errors are errno values.
 pub mod background;
+mod control;
+pub use control::CONTROL_INODE;
 pub mod layout;
 mod reader;
 mod writer;
@@ -77,6 +79,8 @@ pub struct OpenFile {
 }
 
 enum Handle {
+    /// An open `.jfs.control`: the answer to the last request written.
+    Control { answer: tokio::sync::Mutex<Vec<u8>> },
     File {
         file: Arc<OpenFile>,
         last_read_end: AtomicU64,
@@ -229,11 +233,17 @@ impl Vfs {
     // ----- namespace -----
 
     pub async fn lookup(&self, parent: u64, name: &[u8]) -> VfsResult<Attr> {
+        if parent == 1 && name == control::CONTROL_NAME {
+            return Ok(control::control_attr());
+        }
         let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
         Ok(self.overlay(attr).await)
     }
 
     pub async fn getattr(&self, inode: u64) -> VfsResult<Attr> {
+        if inode == control::CONTROL_INODE {
+            return Ok(control::control_attr());
+        }
         let attr = self.meta.getattr(inode).await.map_err(errno)?;
         Ok(self.overlay(attr).await)
     }
@@ -344,6 +354,9 @@ impl Vfs {
         atime: Option<Option<i64>>,
         mtime: Option<Option<i64>>,
     ) -> VfsResult<Attr> {
+        if inode == control::CONTROL_INODE {
+            return Ok(control::control_attr());
+        }
         self.writable()?;
         let mut set = 0;
         if mode.is_some() {
@@ -403,6 +416,14 @@ impl Vfs {
     /// Opens a file: registers the handle and refreshes what this mount
     /// knows of the file (close-to-open consistency).
     pub async fn open(&self, inode: u64, write: bool) -> VfsResult<(u64, Attr)> {
+        if inode == control::CONTROL_INODE {
+            let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+            let handle = Handle::Control {
+                answer: tokio::sync::Mutex::new(Vec::new()),
+            };
+            self.handles.lock().unwrap().insert(fh, Arc::new(handle));
+            return Ok((fh, control::control_attr()));
+        }
         if write {
             self.writable()?;
         }
@@ -481,6 +502,12 @@ impl Vfs {
 
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> VfsResult<Vec<u8>> {
         let handle = self.file_handle(fh)?;
+        if let Handle::Control { answer } = &*handle {
+            let answer = answer.lock().await;
+            let start = (offset as usize).min(answer.len());
+            let end = (start + size as usize).min(answer.len());
+            return Ok(answer[start..end].to_vec());
+        }
         let Handle::File {
             file,
             last_read_end,
@@ -495,8 +522,13 @@ impl Vfs {
     }
 
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> VfsResult<u32> {
-        self.writable()?;
         let handle = self.file_handle(fh)?;
+        if let Handle::Control { answer } = &*handle {
+            let request = String::from_utf8_lossy(data).to_string();
+            *answer.lock().await = self.control(&request).await.into_bytes();
+            return Ok(data.len() as u32);
+        }
+        self.writable()?;
         let Handle::File { file, .. } = &*handle else {
             return Err(libc::EISDIR);
         };
@@ -517,7 +549,7 @@ impl Vfs {
         let handle = self.file_handle(fh)?;
         match &*handle {
             Handle::File { file, .. } => self.flush_file(file, false).await,
-            Handle::Dir { .. } => Ok(()),
+            Handle::Dir { .. } | Handle::Control { .. } => Ok(()),
         }
     }
 
@@ -526,6 +558,7 @@ impl Vfs {
         match &*handle {
             Handle::File { file, .. } => self.flush_file(file, true).await,
             Handle::Dir { .. } => self.meta.sync().await.map_err(errno),
+            Handle::Control { .. } => Ok(()),
         }
     }
 

@@ -1,0 +1,103 @@
+//! The control file: a hidden `.jfs.control` in the mount's root through which
+//! commands run by `jfs` (info now; rmr and clone later) talk to the mount that
+//! serves a path, without a META_URL. Write one request line, read the answer.
+use std::fmt::Write as _;
+
+use super::layout::{block_count, block_len, CHUNK_SIZE};
+use super::Vfs;
+use crate::meta::{Attr, NodeType};
+use crate::object::block_key;
+
+/// The control file's name in the root directory.
+pub const CONTROL_NAME: &[u8] = b".jfs.control";
+/// Its inode: far above any id the database hands out.
+pub const CONTROL_INODE: u64 = 0x7FFF_FFFF_FFFF_0001;
+
+/// The control file's attributes.
+pub fn control_attr() -> Attr {
+    Attr {
+        inode: CONTROL_INODE,
+        kind: NodeType::File,
+        mode: 0o666,
+        uid: 0,
+        gid: 0,
+        atime: 0,
+        mtime: 0,
+        ctime: 0,
+        nlink: 1,
+        length: 0,
+        rdev: 0,
+        parent: 1,
+    }
+}
+
+impl Vfs {
+    /// Runs one request line and returns the answer (errors as text).
+    pub(super) async fn control(&self, request: &str) -> String {
+        let mut words = request.split_whitespace();
+        let answer = match (words.next(), words.next()) {
+            (Some("info"), Some(inode)) => match inode.parse::<u64>() {
+                Ok(inode) => self.info(inode).await,
+                Err(_) => Err(format!("bad inode {inode:?}")),
+            },
+            _ => Err(format!(
+                "unknown request {:?}; known: info INODE",
+                request.trim()
+            )),
+        };
+        match answer {
+            Ok(text) => text,
+            Err(e) => format!("error: {e}\n"),
+        }
+    }
+
+    /// Inode, type, length, and for files every chunk's slices and objects.
+    async fn info(&self, inode: u64) -> Result<String, String> {
+        let attr = self
+            .getattr(inode)
+            .await
+            .map_err(|e| std::io::Error::from_raw_os_error(e).to_string())?;
+        let mut out = String::new();
+        let _ = writeln!(out, "inode: {}", attr.inode);
+        let _ = writeln!(out, "type: {:?}", attr.kind);
+        let _ = writeln!(out, "length: {}", attr.length);
+        let _ = writeln!(out, "nlink: {}", attr.nlink);
+        if attr.kind != NodeType::File {
+            return Ok(out);
+        }
+        let chunks = attr.length.div_ceil(CHUNK_SIZE);
+        let _ = writeln!(out, "chunks: {chunks}");
+        let bs = self.volume.block_size;
+        let mut objects = 0;
+        for chunk in 0..chunks {
+            let slices = self
+                .meta
+                .read_chunk(inode, chunk as u32)
+                .await
+                .map_err(|e| e.to_string())?;
+            for s in slices {
+                let _ = writeln!(
+                    out,
+                    "  chunk {chunk} pos {} len {}: slice {} (size {}, from {}){}",
+                    s.pos,
+                    s.len,
+                    s.id,
+                    s.size,
+                    s.off,
+                    if s.id == 0 { " hole" } else { "" }
+                );
+                if s.id == 0 {
+                    continue;
+                }
+                for index in 0..block_count(s.size, bs) {
+                    let key =
+                        block_key(&self.volume.name, s.id, index, block_len(s.size, bs, index));
+                    let _ = writeln!(out, "    object {key}");
+                    objects += 1;
+                }
+            }
+        }
+        let _ = writeln!(out, "objects: {objects}");
+        Ok(out)
+    }
+}
