@@ -111,16 +111,8 @@ $$;
 
 CREATE FUNCTION getattr(p_inode bigint) RETURNS attr
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    r attr;
 BEGIN
-    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
-           n.parent, n.tier
-      INTO r FROM node n WHERE n.inode = p_inode;
-    IF NOT FOUND THEN
-        r.errno := 2;
-    END IF;
-    RETURN r;
+    RETURN _attr(p_inode);
 END
 $$;
 

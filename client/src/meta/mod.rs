@@ -160,18 +160,7 @@ impl Meta {
     /// `META_PASSWORD`, which keeps it out of the process list.
     pub async fn connect(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
         let meta = Meta::pool(meta_url, max_connections)?;
-        let client = meta
-            .pool
-            .get()
-            .await
-            .map_err(|e| unreachable(meta_url, e))?;
-        let has_ext = client
-            .query_opt(
-                "SELECT extversion FROM pg_extension WHERE extname = 'jfs'",
-                &[],
-            )
-            .await?;
-        if has_ext.is_none() {
+        if !meta.has_extension(meta_url).await? {
             anyhow::bail!(
                 "database {} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)",
                 redact_url(meta_url)
@@ -184,18 +173,8 @@ impl Meta {
     /// and the role may create it.
     pub async fn connect_for_format(meta_url: &str) -> anyhow::Result<Meta> {
         let meta = Meta::pool(meta_url, 2)?;
-        let client = meta
-            .pool
-            .get()
-            .await
-            .map_err(|e| unreachable(meta_url, e))?;
-        let has_ext = client
-            .query_opt(
-                "SELECT extversion FROM pg_extension WHERE extname = 'jfs'",
-                &[],
-            )
-            .await?;
-        if has_ext.is_none() {
+        if !meta.has_extension(meta_url).await? {
+            let client = meta.pool.get().await?;
             client
                 .batch_execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS jfs")
                 .await
@@ -208,6 +187,20 @@ impl Meta {
                 })?;
         }
         Ok(meta)
+    }
+
+    /// Connects (a first connection tells whether the database is reachable)
+    /// and says whether the jfs extension is installed.
+    async fn has_extension(&self, meta_url: &str) -> anyhow::Result<bool> {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| unreachable(meta_url, e))?;
+        let row = client
+            .query_opt("SELECT 1 FROM pg_extension WHERE extname = 'jfs'", &[])
+            .await?;
+        Ok(row.is_some())
     }
 
     fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {

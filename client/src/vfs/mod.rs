@@ -122,6 +122,14 @@ fn errno(e: crate::meta::MetaError) -> i32 {
     e.errno()
 }
 
+/// The control file's name in the root is taken.
+fn reserved_name(parent: u64, name: &[u8]) -> VfsResult<()> {
+    if parent == 1 && name == control::CONTROL_NAME {
+        return Err(libc::EEXIST);
+    }
+    Ok(())
+}
+
 /// A directory entry as readdir gives it to the kernel: FUSE offset, name, attributes.
 pub struct ListedEntry {
     pub offset: u64,
@@ -261,6 +269,7 @@ impl Vfs {
         target: Option<&[u8]>,
     ) -> VfsResult<Attr> {
         self.writable()?;
+        reserved_name(parent, name)?;
         let inode = self.inode_ids.next(&self.meta).await?;
         self.meta
             .mknod(
@@ -284,6 +293,7 @@ impl Vfs {
 
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
+        reserved_name(parent, name)?;
         let attr = self.meta.link(inode, parent, name).await.map_err(errno)?;
         Ok(self.overlay(attr).await)
     }
@@ -323,6 +333,8 @@ impl Vfs {
         flags: u32,
     ) -> VfsResult<()> {
         self.writable()?;
+        reserved_name(parent, name)?;
+        reserved_name(new_parent, new_name)?;
         let r = self
             .meta
             .rename(

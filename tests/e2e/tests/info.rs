@@ -35,6 +35,9 @@ fn info_shows_inode_chunks_slices_and_objects() {
     assert!(fs::read_dir(&m.path)
         .unwrap()
         .all(|e| e.unwrap().file_name() != ".jfs.control"));
+    let taken = fs::write(m.p(".jfs.control.x"), b"fine").is_ok()
+        && fs::create_dir(m.p(".jfs.control")).is_err();
+    assert!(taken, "the control file's name must stay reserved");
     let out = jfs().args(["info", "/tmp"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a jfs mount"));
