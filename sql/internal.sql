@@ -109,21 +109,21 @@ BEGIN
 END
 $$;
 
--- Drops the slices of chunks >= p_from_chunk of a file: slice rows deleted,
+-- Drops the slices of chunks >= p_from_chunk of files: slice rows deleted,
 -- references released, slices whose last reference went away queued in
 -- delslice for the mounts to delete their objects. Slice references are
 -- locked in id order so concurrent drops of shared slices cannot deadlock.
-CREATE FUNCTION _drop_slices(p_inode bigint, p_from_chunk integer) RETURNS void
+CREATE FUNCTION _drop_slices(p_inodes bigint[], p_from_chunk integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_freed bigint[];
 BEGIN
     PERFORM 1 FROM slice_ref
      WHERE slice_id IN (SELECT slice_id FROM slice
-                         WHERE inode = p_inode AND chunk_index >= p_from_chunk AND slice_id <> 0)
+                         WHERE inode = ANY (p_inodes) AND chunk_index >= p_from_chunk AND slice_id <> 0)
      ORDER BY slice_id FOR UPDATE;
     WITH gone AS (
-        DELETE FROM slice WHERE inode = p_inode AND chunk_index >= p_from_chunk
+        DELETE FROM slice WHERE inode = ANY (p_inodes) AND chunk_index >= p_from_chunk
         RETURNING slice_id
     ), counts AS (
         SELECT slice_id, count(*)::integer AS n FROM gone WHERE slice_id <> 0 GROUP BY slice_id
@@ -143,26 +143,39 @@ BEGIN
 END
 $$;
 
--- Removes a node whose last link is gone and that no session holds open:
--- its data references, symlink target, xattrs, stats and its usage.
-CREATE FUNCTION _free_node(p_inode bigint) RETURNS void
+-- Removes nodes whose last link is gone and that no session holds open:
+-- their data references, symlink targets, xattrs, stats and usage, set-based.
+CREATE FUNCTION _free_nodes(p_inodes bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v node;
+    v_files bigint[];
+    v_count bigint;
+    v_space bigint;
 BEGIN
-    DELETE FROM node WHERE inode = p_inode RETURNING * INTO v;
-    IF NOT FOUND THEN
+    WITH gone AS (
+        DELETE FROM node WHERE inode = ANY (p_inodes) RETURNING inode, type, length
+    )
+    SELECT array_agg(inode) FILTER (WHERE type = 1 AND length > 0), count(*), coalesce(sum(_space(length)), 0)
+      INTO v_files, v_count, v_space
+      FROM gone;
+    IF v_count = 0 THEN
         RETURN;
     END IF;
-    IF v.type = 1 AND v.length > 0 THEN
-        PERFORM _drop_slices(p_inode, 0);
-    ELSIF v.type = 3 THEN
-        DELETE FROM symlink WHERE inode = p_inode;
-    ELSIF v.type = 2 THEN
-        DELETE FROM dir_stats WHERE inode = p_inode;
+    IF v_files IS NOT NULL THEN
+        PERFORM _drop_slices(v_files, 0);
     END IF;
-    DELETE FROM xattr WHERE inode = p_inode;
-    PERFORM _charge(-1, -_space(v.length));
+    DELETE FROM symlink WHERE inode = ANY (p_inodes);
+    DELETE FROM dir_stats WHERE inode = ANY (p_inodes);
+    DELETE FROM xattr WHERE inode = ANY (p_inodes);
+    PERFORM _charge(-v_count, -v_space);
+END
+$$;
+
+-- One node: see _free_nodes.
+CREATE FUNCTION _free_node(p_inode bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM _free_nodes(ARRAY[p_inode]);
 END
 $$;
 

@@ -16,7 +16,7 @@ DECLARE
     n node;
 BEGIN
     IF p_length < p.length THEN
-        PERFORM _drop_slices(p.inode, ((p_length + v_chunk - 1) / v_chunk)::integer);
+        PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
         IF p_length % v_chunk <> 0 THEN
             v_boundary := p_length / v_chunk;
             v_pos := p_length % v_chunk;

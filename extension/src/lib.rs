@@ -47,6 +47,11 @@ pgrx::extension_sql_file!(
     requires = ["namespace"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/batch.sql",
+    name = "batch",
+    requires = ["namespace"]
+);
+pgrx::extension_sql_file!(
     "../../sql/people.sql",
     name = "people",
     requires = ["namespace"]
