@@ -150,8 +150,16 @@ impl Volume {
             ])
             .arg(&log)
             .args(extra);
-        ok(&mut cmd);
-        Mount { path, log }
+        let out = ok(&mut cmd);
+        // "jfs mounted at PATH (pid N, log FILE)"
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pid = text
+            .split("(pid ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        Mount { path, log, pid }
     }
 
     /// Runs SQL in this volume's database.
@@ -177,11 +185,23 @@ pub fn is_mounted(path: &Path) -> bool {
 pub struct Mount {
     pub path: PathBuf,
     pub log: PathBuf,
+    /// The background mount process.
+    pub pid: u32,
 }
 
 impl Mount {
     pub fn p(&self, rel: &str) -> PathBuf {
         self.path.join(rel)
+    }
+
+    /// Kills the mount process as a crash would (no unmount, no session close).
+    pub fn crash(&self) {
+        assert!(self.pid > 0, "unknown mount pid");
+        ok(Command::new("kill").args(["-9", &self.pid.to_string()]));
+        let _ = Command::new("fusermount3")
+            .arg("-uz")
+            .arg(&self.path)
+            .status();
     }
 
     /// Unmounts and waits until the mount process has let go.
