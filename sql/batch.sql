@@ -74,3 +74,125 @@ BEGIN
          ORDER BY u.i;
 END
 $$;
+
+-- Removes the tree p_name of p_parent (a directory and everything below it;
+-- a non-directory is simply unlinked), at most p_limit entries per call so
+-- that no transaction grows without bound: files first, then directories
+-- that became empty, deepest first, the tree's root last. Call again until
+-- done; a step that stops halfway leaves a smaller, consistent tree. The
+-- directories of the tree are locked for the step, so a concurrent create
+-- inside either lands before (and a later step removes it) or finds its
+-- directory gone (ENOENT). Hard links from outside the tree survive; files
+-- the session p_sid has open stay until released.
+CREATE FUNCTION rmr(p_parent bigint, p_name bytea, p_limit integer DEFAULT 100000, p_sid bigint DEFAULT 0,
+                    p_open_inodes bigint[] DEFAULT '{}')
+RETURNS TABLE (errno integer, removed bigint, done boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_root bigint;
+    v_root_type smallint;
+    v_mode text;
+    v_dirs bigint[];
+    v_depths integer[];
+    v_files record;
+    v_zero bigint[];
+    v_keep bigint[] := '{}';
+    v_gone bigint[];
+    v_removed bigint := 0;
+    v_count bigint;
+    v_limit integer := greatest(coalesce(p_limit, 100000), 1);
+BEGIN
+    SELECT e.inode, e.type, s.meta_durability INTO v_root, v_root_type, v_mode
+      FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+    IF v_root IS NULL THEN
+        RETURN QUERY SELECT CASE WHEN _is_dot(p_name) THEN 22 ELSE _missing(p_parent, p_name) END, 0::bigint, true;
+        RETURN;
+    END IF;
+    IF v_root_type <> 2 THEN
+        RETURN QUERY SELECT b.errno, (b.errno = 0)::integer::bigint, true
+                       FROM batch_unlink(p_parent, ARRAY[p_name], p_sid, p_open_inodes) b;
+        RETURN;
+    END IF;
+    PERFORM _durability(v_mode);
+
+    -- the tree's directories, with their depth below the root
+    WITH RECURSIVE t(inode, depth) AS (
+        SELECT v_root, 0
+        UNION ALL
+        SELECT e.inode, t.depth + 1 FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
+    )
+    SELECT array_agg(t.inode ORDER BY t.depth), array_agg(t.depth ORDER BY t.depth) INTO v_dirs, v_depths FROM t;
+
+    -- up to p_limit non-directories in them
+    SELECT array_agg(f.parent) AS parents, array_agg(f.name) AS names, array_agg(f.inode) AS inodes INTO v_files
+      FROM (SELECT e.parent, e.name, e.inode FROM edge e
+             WHERE e.parent = ANY (v_dirs) AND e.type <> 2 LIMIT v_limit) f;
+
+    -- lock the directories and those nodes together, in inode order
+    PERFORM 1 FROM node n WHERE n.inode = ANY (v_dirs || coalesce(v_files.inodes, '{}'))
+     ORDER BY n.inode FOR UPDATE;
+
+    IF v_files.inodes IS NOT NULL THEN
+        WITH gone AS (
+            DELETE FROM edge e
+             USING unnest(v_files.parents, v_files.names, v_files.inodes) AS f(parent, name, inode)
+             WHERE e.parent = f.parent AND e.name = f.name AND e.inode = f.inode
+            RETURNING e.inode
+        ), per_node AS (
+            SELECT g.inode, count(*)::integer AS n FROM gone g GROUP BY g.inode
+        ), dropped AS (
+            UPDATE node x SET nlink = x.nlink - p.n, ctime = v_now FROM per_node p
+             WHERE x.inode = p.inode
+            RETURNING x.inode, x.nlink
+        )
+        SELECT (SELECT count(*) FROM gone), (SELECT array_agg(d.inode) FROM dropped d WHERE d.nlink = 0)
+          INTO v_count, v_zero;
+        v_removed := v_removed + v_count;
+        IF v_zero IS NOT NULL THEN
+            IF p_sid > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+                SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(v_zero) z WHERE z = ANY (p_open_inodes);
+                INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
+            END IF;
+            PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep)));
+        END IF;
+        IF v_count >= v_limit THEN
+            RETURN QUERY SELECT 0, v_removed, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- directories that are empty now, deepest first
+    FOR d IN REVERSE coalesce(v_depths[cardinality(v_depths)], 0)..1 LOOP
+        WITH gone AS (
+            DELETE FROM edge e
+             WHERE e.inode IN (SELECT u.i FROM unnest(v_dirs, v_depths) u(i, dep) WHERE u.dep = d)
+               AND e.type = 2
+               AND NOT EXISTS (SELECT 1 FROM edge c WHERE c.parent = e.inode)
+            RETURNING e.parent, e.inode
+        ), per_parent AS (
+            SELECT g.parent, count(*)::integer AS n FROM gone g GROUP BY g.parent
+        ), relinked AS (
+            UPDATE node x SET nlink = x.nlink - p.n, mtime = v_now, ctime = v_now FROM per_parent p
+             WHERE x.inode = p.parent
+            RETURNING x.inode
+        )
+        SELECT array_agg(g.inode) INTO v_gone FROM gone g;
+        IF v_gone IS NOT NULL THEN
+            PERFORM _free_nodes(v_gone);
+            v_removed := v_removed + cardinality(v_gone);
+        END IF;
+    END LOOP;
+
+    -- the root itself, once empty
+    IF NOT _dir_is_empty(v_root) THEN
+        RETURN QUERY SELECT 0, v_removed, false;
+        RETURN;
+    END IF;
+    PERFORM 1 FROM node n WHERE n.inode = p_parent FOR NO KEY UPDATE;
+    DELETE FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_root;
+    UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
+    PERFORM _free_nodes(ARRAY[v_root]);
+    RETURN QUERY SELECT 0, v_removed + 1, true;
+END
+$$;
