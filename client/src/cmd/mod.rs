@@ -1,7 +1,8 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr.
 mod format;
 mod info;
 mod mount;
+mod rmr;
 mod status;
 mod umount;
 
@@ -35,6 +36,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Show the inode, chunks, slices and objects of paths inside a mount
     Info(info::InfoArgs),
+    /// Remove whole trees inside a mount, server-side in bounded transactions
+    Rmr(rmr::RmrArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Umount(a) => umount::run(a),
         Command::Status(a) => runtime()?.block_on(status::run(a)),
         Command::Info(a) => info::run(a),
+        Command::Rmr(a) => rmr::run(a),
     }
 }
 

@@ -1,4 +1,5 @@
 //! `jfs mount`: serve a volume through FUSE, in the foreground or as a daemon (-d).
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -298,7 +299,23 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     config.n_threads = Some(4);
     config.clone_fd = true;
     let fs = JfsFuse::new(vfs.clone(), rt.handle().clone());
-    let served = fuser::mount(fs, &mountpoint, &config)
+    let served = fuser::Session::new(fs, &mountpoint, &config)
+        .and_then(|session| {
+            let notifier = session.notifier();
+            let handle = rt.handle().clone();
+            // the kernel is told from a task of its own, never from inside the
+            // request that caused it (that could deadlock on the kernel's locks)
+            vfs.set_entry_forgetter(Box::new(move |parent, name| {
+                let (notifier, name) = (notifier.clone(), name.to_vec());
+                handle.spawn(async move {
+                    let name = std::ffi::OsStr::from_bytes(&name);
+                    if let Err(e) = notifier.inval_entry(fuser::INodeNo(parent), name) {
+                        tracing::debug!("forgetting entry {name:?} of {parent}: {e}");
+                    }
+                });
+            }));
+            session.run()
+        })
         .with_context(|| format!("mounting on {}", mountpoint.display()));
     rt.block_on(async {
         vfs.flush_all().await;

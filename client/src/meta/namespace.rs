@@ -193,3 +193,27 @@ impl Meta {
         attr_from_row(&row)
     }
 }
+
+impl Meta {
+    /// One bounded step of removing the tree `name` of `parent`: (entries removed, done).
+    pub async fn rmr(
+        &self,
+        parent: u64,
+        name: &[u8],
+        limit: i32,
+        sid: i64,
+        open: &[i64],
+    ) -> Result<(u64, bool)> {
+        let row = self
+            .call_one(
+                "SELECT * FROM jfs.rmr($1, $2, $3, $4, $5)",
+                &[&(parent as i64), &name, &limit, &sid, &open],
+            )
+            .await?;
+        check_errno(&row)?;
+        Ok((
+            row.try_get::<_, i64>("removed")? as u64,
+            row.try_get("done")?,
+        ))
+    }
+}

@@ -40,8 +40,12 @@ impl Vfs {
                 Ok(inode) => self.info(inode).await,
                 Err(_) => Err(format!("bad inode {inode:?}")),
             },
+            (Some("rmr"), Some(parent)) => match (parent.parse::<u64>(), words.next().map(hex)) {
+                (Ok(parent), Some(Ok(name))) => self.rmr_step(parent, &name).await,
+                _ => Err("usage: rmr PARENT_INODE NAME_IN_HEX".to_string()),
+            },
             _ => Err(format!(
-                "unknown request {:?}; known: info INODE",
+                "unknown request {:?}; known: info INODE, rmr PARENT_INODE NAME_IN_HEX",
                 request.trim()
             )),
         };
@@ -49,6 +53,27 @@ impl Vfs {
             Ok(text) => text,
             Err(e) => format!("error: {e}\n"),
         }
+    }
+
+    /// One step of removing a tree (up to 10,000 entries, one transaction):
+    /// answers "removed N done|more". On the last step the kernel forgets
+    /// the entry so the mount shows the result at once.
+    async fn rmr_step(&self, parent: u64, name: &[u8]) -> Result<String, String> {
+        if self.config.read_only {
+            return Err(std::io::Error::from_raw_os_error(libc::EROFS).to_string());
+        }
+        let (removed, done) = self
+            .meta
+            .rmr(parent, name, 10_000, self.sid(), &self.open_inodes())
+            .await
+            .map_err(|e| e.to_string())?;
+        if done {
+            self.forget_entry(parent, name);
+        }
+        Ok(format!(
+            "removed {removed} {}\n",
+            if done { "done" } else { "more" }
+        ))
     }
 
     /// Inode, type, length, and for files every chunk's slices and objects.
@@ -100,4 +125,15 @@ impl Vfs {
         let _ = writeln!(out, "objects: {objects}");
         Ok(out)
     }
+}
+
+/// Bytes from hex digits (names travel in hex: they may hold any byte but "/" and NUL).
+fn hex(s: &str) -> Result<Vec<u8>, ()> {
+    if !s.len().is_multiple_of(2) {
+        return Err(());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| ()))
+        .collect()
 }

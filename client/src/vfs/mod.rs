@@ -111,7 +111,12 @@ pub struct Vfs {
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
     cache: BlockCache,
+    /// Set by the FUSE layer: makes the kernel forget a directory entry.
+    forget_entry: std::sync::OnceLock<EntryForgetter>,
 }
+
+/// Makes the kernel drop its cache of entry (parent, name).
+pub type EntryForgetter = Box<dyn Fn(u64, &[u8]) + Send + Sync>;
 
 pub type VfsResult<T> = Result<T, i32>;
 
@@ -157,6 +162,18 @@ impl Vfs {
             files: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            forget_entry: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Installs how the kernel is told to forget entries (by the FUSE layer).
+    pub fn set_entry_forgetter(&self, f: EntryForgetter) {
+        let _ = self.forget_entry.set(f);
+    }
+
+    fn forget_entry(&self, parent: u64, name: &[u8]) {
+        if let Some(f) = self.forget_entry.get() {
+            f(parent, name);
         }
     }
 

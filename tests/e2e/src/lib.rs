@@ -138,18 +138,15 @@ impl Volume {
         let mut cmd = jfs();
         cmd.args(["mount", &self.url])
             .arg(&path)
-            .args([
-                "-d",
-                "--gc-interval",
-                "1",
-                "--attr-cache",
-                "0",
-                "--entry-cache",
-                "0",
-                "--log",
-            ])
+            .args(["-d", "--gc-interval", "1", "--log"])
             .arg(&log)
             .args(extra);
+        // no kernel caching unless a test asks for it
+        for flag in ["--attr-cache", "--entry-cache"] {
+            if !extra.contains(&flag) {
+                cmd.args([flag, "0"]);
+            }
+        }
         let out = ok(&mut cmd);
         // "jfs mounted at PATH (pid N, log FILE)"
         let text = String::from_utf8_lossy(&out.stdout);
