@@ -1,5 +1,25 @@
 -- Batch operations: many entries in one call and one transaction, set-based.
 
+-- Nodes that just lost their last link (nlink 0 stored): those the session
+-- p_sid has open (p_open_inodes) stay in sustained until released, the rest
+-- are freed. Nodes that had links have no sustained rows, so nobody else
+-- holds them.
+CREATE FUNCTION _release_unlinked(p_zero bigint[], p_sid bigint, p_open_inodes bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_keep bigint[] := '{}';
+BEGIN
+    IF p_zero IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_sid > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+        SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(p_zero) z WHERE z = ANY (p_open_inodes);
+        INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
+    END IF;
+    PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(p_zero) z WHERE NOT z = ANY (v_keep)));
+END
+$$;
+
 -- Removes the non-directory entries p_names of p_parent: entries deleted,
 -- nlink decremented, nodes at zero links freed (or kept for session p_sid if
 -- listed in p_open_inodes), their slices released and freed slices queued in
@@ -17,7 +37,6 @@ DECLARE
     v_done_names bytea[];
     v_done_inodes bigint[];
     v_zero bigint[];
-    v_keep bigint[] := '{}';
 BEGIN
     SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
@@ -50,14 +69,7 @@ BEGIN
            (SELECT array_agg(d.inode) FROM dropped d WHERE d.nlink = 0)
       INTO v_done_names, v_done_inodes, v_zero;
 
-    IF v_zero IS NOT NULL THEN
-        -- nodes that had links have no sustained rows: only this session can keep them
-        IF p_sid > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
-            SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(v_zero) z WHERE z = ANY (p_open_inodes);
-            INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
-        END IF;
-        PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep)));
-    END IF;
+    PERFORM _release_unlinked(v_zero, p_sid, p_open_inodes);
     IF v_done_names IS NOT NULL AND _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE node.inode = p_parent;
     END IF;
@@ -97,7 +109,6 @@ DECLARE
     v_depths integer[];
     v_files record;
     v_zero bigint[];
-    v_keep bigint[] := '{}';
     v_gone bigint[];
     v_removed bigint := 0;
     v_count bigint;
@@ -149,13 +160,7 @@ BEGIN
         SELECT (SELECT count(*) FROM gone), (SELECT array_agg(d.inode) FROM dropped d WHERE d.nlink = 0)
           INTO v_count, v_zero;
         v_removed := v_removed + v_count;
-        IF v_zero IS NOT NULL THEN
-            IF p_sid > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
-                SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(v_zero) z WHERE z = ANY (p_open_inodes);
-                INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
-            END IF;
-            PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep)));
-        END IF;
+        PERFORM _release_unlinked(v_zero, p_sid, p_open_inodes);
         IF v_count >= v_limit THEN
             RETURN QUERY SELECT 0, v_removed, false;
             RETURN;

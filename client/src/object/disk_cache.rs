@@ -89,22 +89,7 @@ impl DiskCache {
         }
         self.index.lock().unwrap().touch(key);
         let path = self.path(key);
-        let read = tokio::task::spawn_blocking(move || -> io::Result<Bytes> {
-            use std::os::unix::fs::FileExt;
-            let f = std::fs::File::open(path)?;
-            let mut buf = vec![0u8; len];
-            let mut done = 0;
-            while done < len {
-                let n = f.read_at(&mut buf[done..], off + done as u64)?;
-                if n == 0 {
-                    break;
-                }
-                done += n;
-            }
-            buf.truncate(done);
-            Ok(Bytes::from(buf))
-        })
-        .await;
+        let read = tokio::task::spawn_blocking(move || super::read_range(&path, off, len)).await;
         match read {
             Ok(Ok(b)) => Some(b),
             _ => {

@@ -1,6 +1,5 @@
 //! The `file` backend: objects as files under a local directory.
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -65,22 +64,9 @@ impl ObjectStore for FileStore {
 
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes> {
         let path = self.path(key)?;
-        tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&path)?;
-            let mut buf = vec![0u8; len];
-            let mut done = 0;
-            while done < len {
-                let n = file.read_at(&mut buf[done..], off + done as u64)?;
-                if n == 0 {
-                    break;
-                }
-                done += n;
-            }
-            buf.truncate(done);
-            Ok(Bytes::from(buf))
-        })
-        .await
-        .map_err(io::Error::other)?
+        tokio::task::spawn_blocking(move || super::read_range(&path, off, len))
+            .await
+            .map_err(io::Error::other)?
     }
 
     async fn delete(&self, key: &str) -> io::Result<()> {

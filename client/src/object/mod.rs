@@ -52,6 +52,23 @@ pub async fn open(
     }
 }
 
+/// Reads up to `len` bytes at `off` of a local file (fewer only at its end).
+pub(crate) fn read_range(path: &std::path::Path, off: u64, len: usize) -> io::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        let n = file.read_at(&mut buf[done..], off + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    buf.truncate(done);
+    Ok(Bytes::from(buf))
+}
+
 /// Runs an object operation with up to 4 attempts and exponential backoff
 /// on errors that may pass (timeouts, interruptions, refused connections).
 pub async fn with_retries<T, F, Fut>(what: &str, mut op: F) -> io::Result<T>
