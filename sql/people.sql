@@ -105,3 +105,78 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The message of an errno returned by the procedures.
+CREATE FUNCTION _errno_text(p_errno integer) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE p_errno
+        WHEN 2 THEN 'No such file or directory' WHEN 17 THEN 'File exists'
+        WHEN 20 THEN 'Not a directory' WHEN 21 THEN 'Is a directory'
+        WHEN 22 THEN 'Invalid argument' WHEN 28 THEN 'No space left on device'
+        WHEN 36 THEN 'File name too long' WHEN 39 THEN 'Directory not empty'
+        WHEN 122 THEN 'Disk quota exceeded'
+        ELSE 'errno ' || p_errno END
+$$;
+
+-- An absolute path split into its directory's inode and its last name
+-- (as bytes); an error for '/' or a missing directory.
+CREATE FUNCTION _split_path(p_fn text, p_path text, OUT parent bigint, OUT name bytea)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_path text := rtrim(p_path, '/');
+    v_dir text;
+BEGIN
+    IF p_path IS NULL OR left(p_path, 1) <> '/' OR v_path = '' THEN
+        RAISE EXCEPTION '%: % is not an absolute path below the root', p_fn, coalesce(p_path, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Paths start at the volume''s root, e.g. ''/data/x''.';
+    END IF;
+    v_dir := regexp_replace(v_path, '/[^/]*$', '');
+    parent := resolve(CASE WHEN v_dir = '' THEN '/' ELSE v_dir END);
+    name := convert_to(regexp_replace(v_path, '^.*/', ''), 'UTF8');
+    IF parent IS NULL THEN
+        RAISE EXCEPTION '%: %: No such file or directory', p_fn, CASE WHEN v_dir = '' THEN '/' ELSE v_dir END
+            USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+
+-- Removes the tree at p_path (or the file) in one transaction; returns the
+-- number of entries removed. For huge trees, call jfs.rmr(parent, name,
+-- limit) repeatedly (each call its own transaction) or use `jfs rmr`.
+CREATE FUNCTION rmr(p_path text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    p record := _split_path('jfs.rmr', p_path);
+    r record;
+BEGIN
+    SELECT * INTO r FROM rmr(p.parent, p.name, 2147483647);
+    IF r.errno <> 0 THEN
+        RAISE EXCEPTION 'jfs.rmr: %: %', p_path, _errno_text(r.errno) USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN r.removed;
+END
+$$;
+
+-- Clones the file or tree at p_src to the new path p_dst in one transaction
+-- (see jfs.clone_node: a snapshot of the source, data shared copy-on-write).
+CREATE FUNCTION clone(p_src text, p_dst text, OUT inode bigint, OUT nodes bigint, OUT space bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_src bigint := resolve(p_src);
+    d record;
+    r record;
+BEGIN
+    IF v_src IS NULL THEN
+        RAISE EXCEPTION 'jfs.clone: %: No such file or directory', coalesce(p_src, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
+    END IF;
+    d := _split_path('jfs.clone', p_dst);
+    SELECT * INTO r FROM clone_node(v_src, d.parent, d.name);
+    IF r.errno <> 0 THEN
+        RAISE EXCEPTION 'jfs.clone: %: %', p_dst, _errno_text(r.errno)
+            USING ERRCODE = CASE r.errno WHEN 17 THEN 'duplicate_object' WHEN 2 THEN 'undefined_object'
+                                         ELSE 'invalid_parameter_value' END;
+    END IF;
+    inode := r.inode; nodes := r.nodes; space := r.space;
+END
+$$;

@@ -52,9 +52,14 @@ pgrx::extension_sql_file!(
     requires = ["namespace"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/clone.sql",
+    name = "clone",
+    requires = ["batch"]
+);
+pgrx::extension_sql_file!(
     "../../sql/people.sql",
     name = "people",
-    requires = ["namespace"]
+    requires = ["clone"]
 );
 pgrx::extension_sql_file!(
     "../../sql/fsck.sql",

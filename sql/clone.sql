@@ -1,0 +1,144 @@
+-- Clone: a file or a whole tree copied in one transaction, sharing its data.
+
+-- Copies the node p_src (a file, or a directory with everything below it) to
+-- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
+-- one reserved range; entries, slices, symlink targets and xattrs are copied;
+-- each shared slice gains one reference per new slice row, so the clone is
+-- copy-on-write (a later write to either side makes new slices). Hard links
+-- inside the tree stay hard links in the clone (nlink counts the entries in
+-- the clone); a link from outside the tree is not followed. Modes and times
+-- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes.
+--
+-- Snapshot: the whole source is read and copied by ONE SQL statement, so it
+-- is read under one MVCC snapshot: a write, rename or create committed while
+-- the clone runs is in it entirely or not at all, for every file together.
+-- The source is not locked; the only shared rows written are slice_ref
+-- counters. If a slice of the snapshot lost its last reference meanwhile (the
+-- source was truncated or removed after the snapshot), the clone fails with
+-- serialization_failure (40001) and the caller retries.
+--
+-- Cost: the transaction inserts one row per node, entry, slice, xattr of the
+-- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
+-- batched mode, so a clone is all or nothing.
+--
+-- Returns errno 0 with the new root's inode, the nodes created and the space
+-- charged; else errno: 2 no source / no destination directory, 20 the
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name.
+CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
+                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
+RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_dst_name);
+    par record;
+    v_src_type smallint;
+    v_res record;
+BEGIN
+    IF v_errno <> 0 THEN
+        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF _is_dot(p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
+    IF v_src_type IS NULL THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    -- the destination directory: stays a directory, gains an entry (and a
+    -- link when the clone is a directory)
+    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
+      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
+    IF NOT FOUND OR par.type <> 2 THEN
+        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    PERFORM _durability(par.meta_durability);
+
+    -- the one statement: read the source tree and write its copy
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_src WHERE v_src_type = 2
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    ), entries AS (
+        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
+    ), links AS (
+        -- entries naming each node inside the clone (the root: the new entry)
+        SELECT x.inode, count(*)::integer AS k
+          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
+    ), numbered AS (
+        SELECT l.inode, l.k, row_number() OVER (ORDER BY l.inode) - 1 AS i FROM links l
+    ), ids AS (
+        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
+         WHERE c.name = 'inode'
+        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
+    ), map AS (
+        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
+    ), new_nodes AS (
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier)
+        SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
+               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
+               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
+               n.tier
+          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
+        RETURNING node.inode, node.type, node.length
+    ), new_entries AS (
+        INSERT INTO edge (parent, name, inode, type)
+        SELECT mp.new, en.name, mi.new, en.type
+          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
+        UNION ALL
+        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
+        RETURNING 1
+    ), old_slices AS (
+        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
+    ), new_slices AS (
+        -- seq is kept: it orders the slices of one chunk, and the inode is new
+        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
+        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
+        RETURNING 1
+    ), shared AS (
+        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
+    ), referenced AS (
+        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
+        RETURNING r.slice_id
+    ), new_targets AS (
+        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
+        RETURNING 1
+    ), new_xattrs AS (
+        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
+        RETURNING 1
+    )
+    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
+           (SELECT count(*) FROM map) AS mapped,
+           (SELECT count(*) FROM new_nodes) AS nodes,
+           (SELECT coalesce(sum(_space(CASE WHEN nn.type = 1 THEN nn.length ELSE 0 END)), 0)::bigint FROM new_nodes nn) AS space,
+           (SELECT count(*) FROM shared) AS shared,
+           (SELECT count(*) FROM referenced) AS referenced,
+           (SELECT count(*) FROM new_entries) + (SELECT count(*) FROM new_slices)
+             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs) AS rows
+      INTO v_res;
+
+    IF v_res.nodes <> v_res.mapped THEN
+        -- the source itself went away between the first look and the copy
+        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
+    ELSIF v_res.referenced <> v_res.shared THEN
+        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
+            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
+    END IF;
+    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
+     WHERE node.inode = p_dst_parent;
+    PERFORM _charge(v_res.nodes, v_res.space);
+    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
+EXCEPTION
+    WHEN unique_violation THEN
+        -- the name was taken by a create that committed after the check above
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN no_data_found THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+END
+$$;
