@@ -90,3 +90,17 @@ BEGIN
     RETURN v_count;
 END
 $$;
+
+-- For `jfs gc`: what the database says of each slice id found in object
+-- storage: 'referenced' (slice rows use it), 'pending' (freed, queued in
+-- delslice), or 'unreferenced' (no row knows it: a client stored blocks and
+-- died before committing them, or the slice was forgotten after deletion).
+CREATE FUNCTION slice_states(p_slice_ids bigint[])
+RETURNS TABLE (slice_id bigint, state text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT u.id,
+           CASE WHEN EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = u.id) THEN 'referenced'
+                WHEN EXISTS (SELECT 1 FROM delslice d WHERE d.slice_id = u.id) THEN 'pending'
+                ELSE 'unreferenced' END
+      FROM unnest(p_slice_ids) u(id)
+$$;

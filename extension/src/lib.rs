@@ -51,11 +51,7 @@ pgrx::extension_sql_file!(
     name = "batch",
     requires = ["namespace"]
 );
-pgrx::extension_sql_file!(
-    "../../sql/clone.sql",
-    name = "clone",
-    requires = ["batch"]
-);
+pgrx::extension_sql_file!("../../sql/clone.sql", name = "clone", requires = ["batch"]);
 pgrx::extension_sql_file!(
     "../../sql/people.sql",
     name = "people",

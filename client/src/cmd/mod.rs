@@ -1,5 +1,7 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc.
+mod clone;
 mod format;
+mod gc;
 mod info;
 mod mount;
 mod rmr;
@@ -38,6 +40,10 @@ enum Command {
     Info(info::InfoArgs),
     /// Remove whole trees inside a mount, server-side in bounded transactions
     Rmr(rmr::RmrArgs),
+    /// Clone a file or a whole tree inside a mount: one transaction, a snapshot, data shared
+    Clone(clone::CloneArgs),
+    /// Find (and with --delete remove) objects no slice references and freed slices' objects
+    Gc(gc::GcArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -64,6 +70,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(a) => runtime()?.block_on(status::run(a)),
         Command::Info(a) => info::run(a),
         Command::Rmr(a) => rmr::run(a),
+        Command::Clone(a) => clone::run(a),
+        Command::Gc(a) => runtime()?.block_on(gc::run(a)),
     }
 }
 

@@ -16,7 +16,7 @@ use fuser::{
 };
 
 use crate::meta::{ns_to_time, time_to_ns, Attr, NodeType};
-use crate::vfs::{Vfs, CONTROL_INODE};
+use crate::vfs::{Caller, Vfs, CONTROL_INODE};
 
 pub struct JfsFuse {
     vfs: Arc<Vfs>,
@@ -405,7 +405,7 @@ impl Filesystem for JfsFuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -416,8 +416,12 @@ impl Filesystem for JfsFuse {
         reply: ReplyWrite,
     ) {
         let data = data.to_vec();
+        let caller = Caller {
+            uid: req.uid(),
+            gid: req.gid(),
+        };
         self.run(move |vfs| async move {
-            match vfs.write(fh.0, offset, &data).await {
+            match vfs.write(fh.0, offset, &data, caller).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(err(e)),
             }

@@ -81,4 +81,26 @@ impl Meta {
             .await?;
         Ok(())
     }
+
+    /// What the database says of each slice id: "referenced", "pending"
+    /// (queued for deletion) or "unreferenced".
+    pub async fn slice_states(&self, ids: &[i64]) -> Result<Vec<(u64, String)>> {
+        let rows = self
+            .call("SELECT * FROM jfs.slice_states($1)", &[&ids])
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<_, i64>("slice_id")? as u64, r.try_get("state")?)))
+            .collect()
+    }
+
+    /// How many freed slices wait in the delslice queue.
+    pub async fn pending_delslice_count(&self) -> Result<u64> {
+        let row = self
+            .call_one(
+                "SELECT count(*) AS n FROM jfs.pending_delslices('0', 2147483647)",
+                &[],
+            )
+            .await?;
+        Ok(row.try_get::<_, i64>("n")? as u64)
+    }
 }

@@ -216,4 +216,30 @@ impl Meta {
             row.try_get("done")?,
         ))
     }
+
+    /// Clones node `src` (a file or a whole tree) to the new entry `name` of
+    /// `dst_parent` in one transaction, owned by `owner` (uid, gid) or as the
+    /// source: (new inode, nodes created, space charged).
+    pub async fn clone_node(
+        &self,
+        src: u64,
+        dst_parent: u64,
+        name: &[u8],
+        owner: Option<(u32, u32)>,
+    ) -> Result<(u64, u64, u64)> {
+        let uid = owner.map(|(u, _)| i64::from(u));
+        let gid = owner.map(|(_, g)| i64::from(g));
+        let row = self
+            .call_one(
+                "SELECT * FROM jfs.clone_node($1, $2, $3, $4, $5)",
+                &[&(src as i64), &(dst_parent as i64), &name, &uid, &gid],
+            )
+            .await?;
+        check_errno(&row)?;
+        Ok((
+            row.try_get::<_, i64>("inode")? as u64,
+            row.try_get::<_, i64>("nodes")? as u64,
+            row.try_get::<_, i64>("space")? as u64,
+        ))
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::ObjectStore;
+use super::{ObjectInfo, ObjectStore};
 
 pub struct FileStore {
     root: PathBuf,
@@ -76,6 +76,49 @@ impl ObjectStore for FileStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    async fn list(&self, prefix: &str) -> io::Result<Vec<ObjectInfo>> {
+        let root = self.root.clone();
+        let prefix = prefix.to_string();
+        tokio::task::spawn_blocking(move || {
+            // walk from the deepest directory the prefix names
+            let start = match prefix.rfind('/') {
+                Some(i) => root.join(&prefix[..i]),
+                None => root.clone(),
+            };
+            let mut out = Vec::new();
+            let mut dirs = vec![start];
+            while let Some(dir) = dirs.pop() {
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
+                for entry in entries {
+                    let entry = entry?;
+                    let meta = entry.metadata()?;
+                    if meta.is_dir() {
+                        dirs.push(entry.path());
+                        continue;
+                    }
+                    let Ok(rel) = entry.path().strip_prefix(&root).map(|p| p.to_path_buf()) else {
+                        continue;
+                    };
+                    let key = rel.to_string_lossy().to_string();
+                    if key.starts_with(&prefix) {
+                        out.push(ObjectInfo {
+                            key,
+                            size: meta.len(),
+                            modified: meta.modified()?,
+                        });
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(io::Error::other)?
     }
 
     fn describe(&self) -> String {

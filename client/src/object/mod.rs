@@ -24,8 +24,33 @@ pub trait ObjectStore: Send + Sync {
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes>;
     /// Deletes an object; a missing object is not an error.
     async fn delete(&self, key: &str) -> io::Result<()>;
+    /// Every object whose key starts with `prefix`, in no particular order.
+    async fn list(&self, prefix: &str) -> io::Result<Vec<ObjectInfo>>;
     /// Where this store is, for messages (no secrets).
     fn describe(&self) -> String;
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    pub modified: std::time::SystemTime,
+}
+
+/// The slice id, block index and block size in a block key made by
+/// [`block_key`] for `volume`; None for any other key.
+pub fn parse_block_key(volume: &str, key: &str) -> Option<(u64, u32, u32)> {
+    let name = key.rsplit('/').next()?;
+    let mut parts = name.split('_');
+    let id: u64 = parts.next()?.parse().ok()?;
+    let index: u32 = parts.next()?.parse().ok()?;
+    let size: u32 = parts.next()?.parse().ok()?;
+    // the whole key must be exactly the one block_key makes
+    if parts.next().is_some() || block_key(volume, id, index, size) != key {
+        return None;
+    }
+    Some((id, index, size))
 }
 
 /// The key of block `index` (of `size` bytes) of slice `id`:
@@ -118,6 +143,23 @@ mod tests {
             block_key("myjfs", 1234567, 3, 1000),
             "myjfs/chunks/1/1234/1234567_3_1000"
         );
+    }
+
+    #[test]
+    fn block_keys_parse_back() {
+        let key = block_key("vol", 12_345_678, 3, 4_194_304);
+        assert_eq!(key, "vol/chunks/12/12345/12345678_3_4194304");
+        assert_eq!(
+            parse_block_key("vol", &key),
+            Some((12_345_678, 3, 4_194_304))
+        );
+        assert_eq!(parse_block_key("other", &key), None);
+        assert_eq!(
+            parse_block_key("vol", "vol/chunks/0/0/7_0_4096.tmp.1.2"),
+            None
+        );
+        assert_eq!(parse_block_key("vol", "vol/chunks/9/9/7_0_4096"), None);
+        assert_eq!(parse_block_key("vol", "vol/chunks/0/0/7_0"), None);
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 
-use super::ObjectStore;
+use super::{ObjectInfo, ObjectStore};
 
 /// Where a bucket URL points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,6 +212,38 @@ impl ObjectStore for S3Store {
                 } else {
                     Err(e)
                 }
+            }
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> io::Result<Vec<ObjectInfo>> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.addr.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| to_io(&format!("list {prefix}"), e))?;
+            for o in page.contents() {
+                let Some(key) = o.key() else { continue };
+                let modified = o
+                    .last_modified()
+                    .and_then(|t| std::time::SystemTime::try_from(*t).ok())
+                    .unwrap_or(std::time::UNIX_EPOCH);
+                out.push(ObjectInfo {
+                    key: key.to_string(),
+                    size: o.size().unwrap_or(0).max(0) as u64,
+                    modified,
+                });
+            }
+            match page.next_continuation_token() {
+                Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_string()),
+                _ => return Ok(out),
             }
         }
     }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::layout::{block_count, block_len};
 use super::Vfs;
-use crate::object::block_key;
+use crate::meta::{Meta, VolumeInfo};
+use crate::object::{block_key, ObjectStore};
 
 /// How often and how patiently the background jobs run.
 #[derive(Debug, Clone)]
@@ -62,29 +63,37 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(cfg.gc_interval).await;
-            if let Err(e) = drain_delslices(&vfs, cfg.gc_delay).await {
+            if let Err(e) =
+                drain_delslices(&vfs.meta, vfs.store.as_ref(), &vfs.volume, cfg.gc_delay).await
+            {
                 tracing::warn!("deleting freed slices: {e}");
             }
         }
     });
 }
 
-/// Deletes the objects of slices whose last reference went away; returns
-/// how many slices were done.
-pub async fn drain_delslices(vfs: &Vfs, delay: Duration) -> anyhow::Result<usize> {
+/// Deletes the objects of slices whose last reference went away at least
+/// `delay` ago (the delslice queue), then forgets them; returns how many
+/// slices were done. Used by mounts in the background and by `jfs gc`.
+pub async fn drain_delslices(
+    meta: &Meta,
+    store: &dyn ObjectStore,
+    volume: &VolumeInfo,
+    delay: Duration,
+) -> anyhow::Result<usize> {
     let mut total = 0;
     loop {
-        let pending = vfs.meta.pending_delslices(delay.as_secs(), 1000).await?;
+        let pending = meta.pending_delslices(delay.as_secs(), 1000).await?;
         if pending.is_empty() {
             return Ok(total);
         }
         let mut done = Vec::with_capacity(pending.len());
         for (id, size) in pending {
-            let bs = vfs.volume.block_size;
+            let bs = volume.block_size;
             let mut ok = true;
             for index in 0..block_count(size, bs) {
-                let key = block_key(&vfs.volume.name, id, index, block_len(size, bs, index));
-                if let Err(e) = vfs.store.delete(&key).await {
+                let key = block_key(&volume.name, id, index, block_len(size, bs, index));
+                if let Err(e) = store.delete(&key).await {
                     tracing::warn!("deleting {key}: {e}");
                     ok = false;
                 }
@@ -94,12 +103,9 @@ pub async fn drain_delslices(vfs: &Vfs, delay: Duration) -> anyhow::Result<usize
             }
         }
         if done.is_empty() {
-            anyhow::bail!(
-                "no freed slice could be deleted from {}",
-                vfs.store.describe()
-            );
+            anyhow::bail!("no freed slice could be deleted from {}", store.describe());
         }
         total += done.len();
-        vfs.meta.forget_delslices(&done).await?;
+        meta.forget_delslices(&done).await?;
     }
 }

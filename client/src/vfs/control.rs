@@ -1,6 +1,6 @@
 //! The control file: a hidden `.jfs.control` in the mount's root through which
-//! commands run by `jfs` (info now; rmr and clone later) talk to the mount that
-//! serves a path, without a META_URL. Write one request line, read the answer.
+//! commands run by `jfs` (info, rmr, clone) talk to the mount that serves a
+//! path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
 use super::layout::{block_count, block_len, CHUNK_SIZE};
@@ -12,6 +12,30 @@ use crate::object::block_key;
 pub const CONTROL_NAME: &[u8] = b".jfs.control";
 /// Its inode: far above any id the database hands out.
 pub const CONTROL_INODE: u64 = 0x7FFF_FFFF_FFFF_0001;
+
+/// Who wrote a control request (from the FUSE request, not from the request text).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Caller {
+    /// Whether the caller has all of `want` (4 read, 2 write, 1 search) on a
+    /// node, by its owner/group/other bits (root always).
+    fn may(&self, attr: &Attr, want: u32) -> bool {
+        let bits = if self.uid == 0 {
+            return true;
+        } else if self.uid == attr.uid {
+            attr.mode >> 6
+        } else if self.gid == attr.gid {
+            attr.mode >> 3
+        } else {
+            attr.mode
+        };
+        bits & want == want
+    }
+}
 
 /// The control file's attributes.
 pub fn control_attr() -> Attr {
@@ -33,7 +57,7 @@ pub fn control_attr() -> Attr {
 
 impl Vfs {
     /// Runs one request line and returns the answer (errors as text).
-    pub(super) async fn control(&self, request: &str) -> String {
+    pub(super) async fn control(&self, request: &str, caller: Caller) -> String {
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
             (Some("info"), Some(inode)) => match inode.parse::<u64>() {
@@ -44,8 +68,24 @@ impl Vfs {
                 (Ok(parent), Some(Ok(name))) => self.rmr_step(parent, &name).await,
                 _ => Err("usage: rmr PARENT_INODE NAME_IN_HEX".to_string()),
             },
+            (Some("clone"), Some(src)) => {
+                let dst_parent = words.next().map(str::parse::<u64>);
+                let name = words.next().map(hex);
+                let preserve = words.next() == Some("preserve");
+                match (src.parse::<u64>(), dst_parent, name) {
+                    (Ok(src), Some(Ok(dst_parent)), Some(Ok(name))) => {
+                        self.clone_tree(src, dst_parent, &name, preserve, caller)
+                            .await
+                    }
+                    _ => Err(
+                        "usage: clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve]"
+                            .to_string(),
+                    ),
+                }
+            }
             _ => Err(format!(
-                "unknown request {:?}; known: info INODE, rmr PARENT_INODE NAME_IN_HEX",
+                "unknown request {:?}; known: info INODE, rmr PARENT_INODE NAME_IN_HEX, \
+                 clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve]",
                 request.trim()
             )),
         };
@@ -74,6 +114,38 @@ impl Vfs {
             "removed {removed} {}\n",
             if done { "done" } else { "more" }
         ))
+    }
+
+    /// Clones `src` (a file or a tree) to the new entry `name` of `dst_parent`
+    /// in one transaction: answers "cloned INODE NODES SPACE". The caller
+    /// needs read on the source and write+search on the destination
+    /// directory; the clone is owned by the caller unless root asks to
+    /// preserve owners.
+    async fn clone_tree(
+        &self,
+        src: u64,
+        dst_parent: u64,
+        name: &[u8],
+        preserve: bool,
+        caller: Caller,
+    ) -> Result<String, String> {
+        let os_err = |e: i32| std::io::Error::from_raw_os_error(e).to_string();
+        if self.config.read_only {
+            return Err(os_err(libc::EROFS));
+        }
+        let source = self.getattr(src).await.map_err(os_err)?;
+        let dir = self.getattr(dst_parent).await.map_err(os_err)?;
+        if !caller.may(&source, 4) || !caller.may(&dir, 3) {
+            return Err(os_err(libc::EACCES));
+        }
+        let owner = (!preserve || caller.uid != 0).then_some((caller.uid, caller.gid));
+        let (inode, nodes, space) = self
+            .meta
+            .clone_node(src, dst_parent, name, owner)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.forget_entry(dst_parent, name);
+        Ok(format!("cloned {inode} {nodes} {space}\n"))
     }
 
     /// Inode, type, length, and for files every chunk's slices and objects.

@@ -2,7 +2,7 @@
 //! `meta` and `object`. Nothing here knows about FUSE; errors are errno values.
 pub mod background;
 mod control;
-pub use control::CONTROL_INODE;
+pub use control::{Caller, CONTROL_INODE};
 pub mod layout;
 mod reader;
 mod writer;
@@ -550,11 +550,12 @@ impl Vfs {
         Ok(data)
     }
 
-    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> VfsResult<u32> {
+    /// write(2); `caller` is who wrote (used by control requests only).
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8], caller: Caller) -> VfsResult<u32> {
         let handle = self.file_handle(fh)?;
         if let Handle::Control { answer } = &*handle {
             let request = String::from_utf8_lossy(data).to_string();
-            *answer.lock().await = self.control(&request).await.into_bytes();
+            *answer.lock().await = self.control(&request, caller).await.into_bytes();
             return Ok(data.len() as u32);
         }
         self.writable()?;

@@ -1,0 +1,72 @@
+//! `jfs clone SRC DST`: copy a file or a whole tree inside a mount as one
+//! transaction in PostgreSQL (a snapshot of SRC; data shared, copy-on-write).
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::info::ask_mount;
+
+#[derive(Args, Debug)]
+pub struct CloneArgs {
+    /// A file or directory inside a mounted jfs
+    src: PathBuf,
+    /// The new path (must not exist), in the same mount
+    dst: PathBuf,
+    /// Keep the source's owners (root only; others always own their clone)
+    #[arg(short, long)]
+    preserve: bool,
+}
+
+pub fn run(a: CloneArgs) -> anyhow::Result<()> {
+    let src = std::fs::symlink_metadata(&a.src)
+        .with_context(|| format!("{} does not exist", a.src.display()))?;
+    let name = a
+        .dst
+        .file_name()
+        .with_context(|| format!("{} has no name to create", a.dst.display()))?;
+    let parent = match a.dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::fs::metadata(&parent)
+        .with_context(|| format!("{} does not exist", parent.display()))?;
+    if !dir.is_dir() {
+        anyhow::bail!("{} is not a directory", parent.display());
+    }
+    if dir.dev() != src.dev() {
+        anyhow::bail!(
+            "{} and {} are not in the same jfs mount",
+            a.src.display(),
+            parent.display()
+        );
+    }
+    let hex: String = name.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let started = Instant::now();
+    if src.is_dir() {
+        eprint!("cloning {} ...", a.src.display());
+    }
+    let request = format!(
+        "clone {} {} {hex}{}\n",
+        src.ino(),
+        dir.ino(),
+        if a.preserve { " preserve" } else { "" }
+    );
+    let answer = ask_mount(Path::new(&parent), &request)
+        .with_context(|| format!("clone {} to {}", a.src.display(), a.dst.display()))?;
+    let nodes: u64 = answer
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("unexpected answer from the mount: {answer:?}"))?;
+    eprintln!(
+        "\r{} -> {}: {nodes} nodes cloned in {:.2} s",
+        a.src.display(),
+        a.dst.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
