@@ -37,6 +37,9 @@ unix_socket_directories = '$dir'
 listen_addresses = '$listen'
 max_connections = 200
 shared_buffers = 256MB
+# batches (rmr, clone) write ~100 MB of WAL per 100,000 files: room for it
+wal_buffers = 64MB
+max_wal_size = 4GB
 CONF
   as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; echo "PostgreSQL in $dir did not start (log: $dir/postgres.log)" >&2; return 1; }

@@ -1,22 +1,37 @@
 -- Batch operations: many entries in one call and one transaction, set-based.
 
--- Nodes that just lost their last link (nlink 0 stored): those the session
--- p_sid has open (p_open_inodes) stay in sustained until released, the rest
--- are freed. Nodes that had links have no sustained rows, so nobody else
--- holds them.
-CREATE FUNCTION _release_unlinked(p_zero bigint[], p_sid bigint, p_open_inodes bigint[]) RETURNS void
+-- Drops one link of a node per element of p_inodes (the entries just
+-- deleted; a node named twice loses two): nodes keeping other links get a
+-- lower nlink; nodes left with none are freed, except those the session p_sid
+-- has open (p_open_inodes), which stay with nlink 0 in sustained until
+-- released. Nodes about to be freed are not updated first (for a big batch
+-- that halves the rows written).
+CREATE FUNCTION _drop_links(p_inodes bigint[], p_now bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_zero bigint[];
     v_keep bigint[] := '{}';
 BEGIN
-    IF p_zero IS NULL THEN
+    IF p_inodes IS NULL THEN
         RETURN;
     END IF;
-    IF p_sid > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
-        SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(p_zero) z WHERE z = ANY (p_open_inodes);
+    WITH per_node AS (
+        SELECT i AS inode, count(*)::integer AS n FROM unnest(p_inodes) i GROUP BY i
+    ), linked AS (
+        UPDATE node x SET nlink = x.nlink - p.n, ctime = p_now FROM per_node p
+         WHERE x.inode = p.inode AND x.nlink > p.n
+        RETURNING x.inode
+    )
+    SELECT array_agg(p.inode) INTO v_zero FROM per_node p WHERE p.inode NOT IN (SELECT l.inode FROM linked l);
+    IF v_zero IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_sid > 0 AND cardinality(p_open_inodes) > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+        SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(v_zero) z WHERE z = ANY (p_open_inodes);
+        UPDATE node SET nlink = 0, ctime = p_now WHERE inode = ANY (v_keep);
         INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
     END IF;
-    PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(p_zero) z WHERE NOT z = ANY (v_keep)));
+    PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep)));
 END
 $$;
 
@@ -36,7 +51,6 @@ DECLARE
     v_targets bigint[];
     v_done_names bytea[];
     v_done_inodes bigint[];
-    v_zero bigint[];
 BEGIN
     SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
@@ -58,18 +72,9 @@ BEGIN
     WITH gone AS (
         DELETE FROM edge e WHERE e.parent = p_parent AND e.name = ANY (p_names) AND e.type <> 2
         RETURNING e.name, e.inode
-    ), per_node AS (
-        SELECT g.inode, count(*)::integer AS n FROM gone g GROUP BY g.inode
-    ), dropped AS (
-        UPDATE node x SET nlink = x.nlink - p.n, ctime = v_now FROM per_node p
-         WHERE x.inode = p.inode
-        RETURNING x.inode, x.nlink
     )
-    SELECT (SELECT array_agg(g.name) FROM gone g), (SELECT array_agg(g.inode) FROM gone g),
-           (SELECT array_agg(d.inode) FROM dropped d WHERE d.nlink = 0)
-      INTO v_done_names, v_done_inodes, v_zero;
-
-    PERFORM _release_unlinked(v_zero, p_sid, p_open_inodes);
+    SELECT array_agg(g.name), array_agg(g.inode) INTO v_done_names, v_done_inodes FROM gone g;
+    PERFORM _drop_links(v_done_inodes, v_now, p_sid, p_open_inodes);
     IF v_done_names IS NOT NULL AND _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE node.inode = p_parent;
     END IF;
@@ -108,7 +113,6 @@ DECLARE
     v_dirs bigint[];
     v_depths integer[];
     v_files record;
-    v_zero bigint[];
     v_gone bigint[];
     v_removed bigint := 0;
     v_count bigint;
@@ -150,17 +154,10 @@ BEGIN
              USING unnest(v_files.parents, v_files.names, v_files.inodes) AS f(parent, name, inode)
              WHERE e.parent = f.parent AND e.name = f.name AND e.inode = f.inode
             RETURNING e.inode
-        ), per_node AS (
-            SELECT g.inode, count(*)::integer AS n FROM gone g GROUP BY g.inode
-        ), dropped AS (
-            UPDATE node x SET nlink = x.nlink - p.n, ctime = v_now FROM per_node p
-             WHERE x.inode = p.inode
-            RETURNING x.inode, x.nlink
         )
-        SELECT (SELECT count(*) FROM gone), (SELECT array_agg(d.inode) FROM dropped d WHERE d.nlink = 0)
-          INTO v_count, v_zero;
+        SELECT count(*), array_agg(g.inode) INTO v_count, v_gone FROM gone g;
         v_removed := v_removed + v_count;
-        PERFORM _release_unlinked(v_zero, p_sid, p_open_inodes);
+        PERFORM _drop_links(v_gone, v_now, p_sid, p_open_inodes);
         IF v_count >= v_limit THEN
             RETURN QUERY SELECT 0, v_removed, false;
             RETURN;
