@@ -72,7 +72,7 @@ BEGIN
         SELECT x.inode, count(*)::integer AS k
           FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
     ), numbered AS (
-        SELECT l.inode, l.k, row_number() OVER (ORDER BY l.inode) - 1 AS i FROM links l
+        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
     ), ids AS (
         UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
          WHERE c.name = 'inode'
