@@ -51,6 +51,7 @@ DECLARE
     v_targets bigint[];
     v_done_names bytea[];
     v_done_inodes bigint[];
+    v_spaces bigint[];
 BEGIN
     SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
@@ -73,7 +74,12 @@ BEGIN
         DELETE FROM edge e WHERE e.parent = p_parent AND e.name = ANY (p_names) AND e.type <> 2
         RETURNING e.name, e.inode
     )
-    SELECT array_agg(g.name), array_agg(g.inode) INTO v_done_names, v_done_inodes FROM gone g;
+    SELECT array_agg(g.name), array_agg(g.inode), array_agg(_node_space(n.type, n.length))
+      INTO v_done_names, v_done_inodes, v_spaces
+      FROM gone g JOIN node n ON n.inode = g.inode;
+    IF v_done_inodes IS NOT NULL THEN
+        PERFORM _uncharge_entries(array_fill(p_parent, ARRAY[cardinality(v_done_inodes)]), v_spaces);
+    END IF;
     PERFORM _drop_links(v_done_inodes, v_now, p_sid, p_open_inodes);
     IF v_done_names IS NOT NULL AND _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE node.inode = p_parent;
@@ -114,6 +120,9 @@ DECLARE
     v_depths integer[];
     v_files record;
     v_gone bigint[];
+    v_parents bigint[];
+    v_spaces bigint[];
+    v_pqroot bigint;
     v_removed bigint := 0;
     v_count bigint;
     v_limit integer := greatest(coalesce(p_limit, 100000), 1);
@@ -153,10 +162,13 @@ BEGIN
             DELETE FROM edge e
              USING unnest(v_files.parents, v_files.names, v_files.inodes) AS f(parent, name, inode)
              WHERE e.parent = f.parent AND e.name = f.name AND e.inode = f.inode
-            RETURNING e.inode
+            RETURNING e.parent, e.inode
         )
-        SELECT count(*), array_agg(g.inode) INTO v_count, v_gone FROM gone g;
+        SELECT count(*), array_agg(g.inode), array_agg(g.parent), array_agg(_node_space(n.type, n.length))
+          INTO v_count, v_gone, v_parents, v_spaces
+          FROM gone g JOIN node n ON n.inode = g.inode;
         v_removed := v_removed + v_count;
+        PERFORM _uncharge_entries(v_parents, v_spaces);
         PERFORM _drop_links(v_gone, v_now, p_sid, p_open_inodes);
         IF v_count >= v_limit THEN
             RETURN QUERY SELECT 0, v_removed, false;
@@ -179,8 +191,9 @@ BEGIN
              WHERE x.inode = p.parent
             RETURNING x.inode
         )
-        SELECT array_agg(g.inode) INTO v_gone FROM gone g;
+        SELECT array_agg(g.inode), array_agg(g.parent) INTO v_gone, v_parents FROM gone g;
         IF v_gone IS NOT NULL THEN
+            PERFORM _uncharge_entries(v_parents, array_fill(4096::bigint, ARRAY[cardinality(v_gone)]));
             PERFORM _free_nodes(v_gone);
             v_removed := v_removed + cardinality(v_gone);
         END IF;
@@ -193,7 +206,9 @@ BEGIN
     END IF;
     PERFORM 1 FROM node n WHERE n.inode = p_parent FOR NO KEY UPDATE;
     DELETE FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_root;
-    UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
+    UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
+    RETURNING qroot INTO v_pqroot;
+    PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
     PERFORM _free_nodes(ARRAY[v_root]);
     RETURN QUERY SELECT 0, v_removed + 1, true;
 END

@@ -21,9 +21,14 @@
 -- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
 -- batched mode, so a clone is all or nothing.
 --
+-- Usage: the clone's entries count under the destination's directory quotas,
+-- its nodes for the volume and their owners; a clone that would pass a limit
+-- is not made (28 ENOSPC, 122 EDQUOT).
+--
 -- Returns errno 0 with the new root's inode, the nodes created and the space
 -- charged; else errno: 2 no source / no destination directory, 20 the
--- destination parent is not a directory, 17 the name exists, 22/36 bad name.
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name,
+-- 28/122 over a limit.
 CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
                            p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
 RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
@@ -34,6 +39,9 @@ DECLARE
     par record;
     v_src_type smallint;
     v_res record;
+    v_roots bigint[];
+    v_quota_errno integer := 0;
+    v_owner record;
 BEGIN
     IF v_errno <> 0 THEN
         RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
@@ -49,7 +57,8 @@ BEGIN
     END IF;
     -- the destination directory: stays a directory, gains an entry (and a
     -- link when the clone is a directory)
-    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
+    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
+      INTO par
       FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
     IF NOT FOUND OR par.type <> 2 THEN
         RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
@@ -80,20 +89,27 @@ BEGIN
     ), map AS (
         SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
     ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier)
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot)
         SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
                CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
                CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END
           FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
-        RETURNING node.inode, node.type, node.length
+        RETURNING node.inode, node.type, node.length, node.uid, node.gid
     ), new_entries AS (
         INSERT INTO edge (parent, name, inode, type)
         SELECT mp.new, en.name, mi.new, en.type
           FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
         UNION ALL
         SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
-        RETURNING 1
+        RETURNING edge.parent, edge.inode
+    ), entry_usage AS (
+        -- what the new entries add to each directory holding them
+        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
+    ), owner_usage AS (
+        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_nodes nn GROUP BY nn.uid, nn.gid
     ), old_slices AS (
         SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
     ), new_slices AS (
@@ -116,10 +132,17 @@ BEGIN
     SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
            (SELECT count(*) FROM map) AS mapped,
            (SELECT count(*) FROM new_nodes) AS nodes,
-           (SELECT coalesce(sum(_space(CASE WHEN nn.type = 1 THEN nn.length ELSE 0 END)), 0)::bigint FROM new_nodes nn) AS space,
+           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
+           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
+           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
+           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
+           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
+           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
+           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
+           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
            (SELECT count(*) FROM shared) AS shared,
            (SELECT count(*) FROM referenced) AS referenced,
-           (SELECT count(*) FROM new_entries) + (SELECT count(*) FROM new_slices)
+           (SELECT count(*) FROM new_slices)
              + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs) AS rows
       INTO v_res;
 
@@ -132,7 +155,40 @@ BEGIN
     END IF;
     UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
      WHERE node.inode = p_dst_parent;
-    PERFORM _charge(v_res.nodes, v_res.space);
+
+    -- usage: every entry of the clone is under the destination's quota
+    -- roots (the new directories have no quota of their own); the new
+    -- nodes count for the volume and their owners. Over a limit, the
+    -- whole clone is undone.
+    v_roots := _quota_roots(par.qroot);
+    IF par.quota_limits THEN
+        v_quota_errno := _quota_check(false, NULL, NULL, v_roots,
+                                      (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
+                                      (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp));
+        IF v_quota_errno = 0 THEN
+            v_quota_errno := _quota_check(true, NULL, NULL, '{}', v_res.nodes, v_res.space);
+        END IF;
+        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
+                                     u(uid, gid, inodes, space)
+        LOOP
+            EXIT WHEN v_quota_errno <> 0;
+            v_quota_errno := _quota_check(false, v_owner.uid, v_owner.gid, '{}', v_owner.inodes, v_owner.space);
+        END LOOP;
+    END IF;
+    IF v_quota_errno <> 0 THEN
+        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
+    END IF;
+    PERFORM _quota_add(false, NULL, NULL, v_roots,
+                       (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i), (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp));
+    PERFORM _quota_add(true, NULL, NULL, '{}', v_res.nodes, v_res.space);
+    IF par.owner_quotas THEN
+        PERFORM _quota_add(false, ow.uid, ow.gid, '{}', ow.inodes, ow.space)
+           FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces) ow(uid, gid, inodes, space);
+    END IF;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
+    SELECT u.dir, _stripe(), u.space, u.inodes FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes) u(dir, space, inodes)
+        ON CONFLICT ON CONSTRAINT dir_stats_pkey
+        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
     RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
 EXCEPTION
     WHEN unique_violation THEN
@@ -140,5 +196,7 @@ EXCEPTION
         RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
     WHEN no_data_found THEN
         RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN SQLSTATE 'JQ000' THEN
+        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
 END
 $$;

@@ -14,6 +14,7 @@ DECLARE
     s setting := _begin();
     v_now bigint := _now();
     v_end bigint;
+    v_errno integer;
     n node;
 BEGIN
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
@@ -30,14 +31,18 @@ BEGIN
     ELSIF n.type <> 1 THEN
         RETURN _err(22);
     END IF;
+    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
+    -- a longer file must fit the quotas: refused before anything changes
+    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
         ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
-    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
     UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
      WHERE inode = p_inode;
-    PERFORM _charge(0, _space(v_end) - _space(n.length));
     n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
     RETURN _to_attr(n);
 END

@@ -1,6 +1,27 @@
 -- The invariant checker: every row it returns is a broken invariant. The
 -- test suites run it after every test; people can run it any time
 -- (it reads the whole namespace, so it is slow on big volumes).
+-- The nearest directory at or above p_dir with a quota (0: none), by walking up.
+CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_cur bigint := p_dir;
+BEGIN
+    FOR i IN 1..100000 LOOP
+        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
+            RETURN v_cur;
+        ELSIF v_cur = 1 THEN
+            RETURN 0;
+        END IF;
+        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
+        IF v_cur IS NULL OR v_cur = 0 THEN
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN 0;
+END
+$$;
+
 CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     -- an entry must point at an existing node of the same type, in a directory
@@ -71,12 +92,26 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
       FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
     UNION ALL
-    -- the volume's usage counters = a recount of the namespace
-    SELECT 'usage', NULL::bigint,
-           pg_catalog.format('counted %s inodes / %s bytes, recorded %s / %s', c.inodes, c.space, u.inodes, u.space)
-      FROM (SELECT count(*) AS inodes, coalesce(sum(_space(CASE WHEN type = 1 THEN length ELSE 0 END)), 0) AS space
-              FROM node) c,
-           (SELECT coalesce(sum(inodes), 0) AS inodes, coalesce(sum(space), 0) AS space
-              FROM quota_usage WHERE quota_id = 0) u
-     WHERE EXISTS (SELECT 1 FROM setting) AND (c.inodes <> u.inodes OR c.space <> u.space)
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes, recorded %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(r.inodes, 0), coalesce(r.space, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
 $$;

@@ -89,15 +89,6 @@ BEGIN
 END
 $$;
 
--- Adds to the volume's usage (quota 0) on this backend's stripe.
-CREATE FUNCTION _charge(p_inodes bigint, p_space bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE quota_usage SET inodes = inodes + p_inodes, space = space + p_space
-     WHERE quota_id = 0 AND stripe = pg_catalog.pg_backend_pid() % 16;
-END
-$$;
-
 -- Reserves the next p_count ids of a counter; returns the first.
 CREATE FUNCTION _next_ids(p_name text, p_count bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -144,30 +135,34 @@ END
 $$;
 
 -- Removes nodes whose last link is gone and that no session holds open:
--- their data references, symlink targets, xattrs, stats and usage, set-based.
+-- their data references, symlink targets, xattrs, their figures as
+-- directories, and their usage (volume, owners), set-based. Their entries
+-- are gone already (and were uncharged by whoever removed them).
 CREATE FUNCTION _free_nodes(p_inodes bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_files bigint[];
-    v_count bigint;
-    v_space bigint;
+    v record;
 BEGIN
     WITH gone AS (
-        DELETE FROM node WHERE inode = ANY (p_inodes) RETURNING inode, type, length
+        DELETE FROM node WHERE inode = ANY (p_inodes) RETURNING inode, type, length, uid, gid
     )
-    SELECT array_agg(inode) FILTER (WHERE type = 1 AND length > 0), count(*), coalesce(sum(_space(length)), 0)
-      INTO v_files, v_count, v_space
+    SELECT array_agg(inode) FILTER (WHERE type = 1 AND length > 0) AS files,
+           array_agg(inode) FILTER (WHERE type = 2) AS dirs,
+           array_agg(uid) AS uids, array_agg(gid) AS gids, array_agg(_node_space(type, length)) AS spaces
+      INTO v
       FROM gone;
-    IF v_count = 0 THEN
+    IF v.uids IS NULL THEN
         RETURN;
     END IF;
-    IF v_files IS NOT NULL THEN
-        PERFORM _drop_slices(v_files, 0);
+    IF v.files IS NOT NULL THEN
+        PERFORM _drop_slices(v.files, 0);
     END IF;
     DELETE FROM symlink WHERE inode = ANY (p_inodes);
-    DELETE FROM dir_stats WHERE inode = ANY (p_inodes);
     DELETE FROM xattr WHERE inode = ANY (p_inodes);
-    PERFORM _charge(-v_count, -v_space);
+    IF v.dirs IS NOT NULL THEN
+        PERFORM _forget_dirs(v.dirs);
+    END IF;
+    PERFORM _uncharge_nodes(v.uids, v.gids, v.spaces);
 END
 $$;
 

@@ -147,11 +147,13 @@ BEGIN
     -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
     -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
     IF p_type = 2 THEN
-        SELECT d.type, d.mode, d.gid, d.tier, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
-          FROM node d, setting s WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
+        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
+               s.quota_limits, s.owner_quotas
+          INTO par FROM node d, setting s WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
-        SELECT d.type, d.mode, d.gid, d.tier, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
-          FROM node d, setting s WHERE d.inode = p_parent FOR KEY SHARE OF d;
+        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
+               s.quota_limits, s.owner_quotas
+          INTO par FROM node d, setting s WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
     IF NOT FOUND THEN
         RETURN _err(2);
@@ -177,10 +179,18 @@ BEGIN
     n.rdev := CASE WHEN p_type IN (5, 6) THEN coalesce(p_rdev, 0) ELSE 0 END;
     n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
     n.tier := par.tier;
+    n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
 
+    -- the new node and its entry, within every limit
+    v_errno := _charge_new(true, n.uid, n.gid, p_parent, par.qroot, 1, 4096, par.quota_limits, par.owner_quotas);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
     INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
         ON CONFLICT (parent, name) DO NOTHING;
     IF NOT FOUND THEN
+        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096);
+        PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
         RETURN _err(17);
     END IF;
     INSERT INTO node VALUES (n.*);
@@ -192,7 +202,6 @@ BEGIN
     ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
     END IF;
-    PERFORM _charge(1, 4096);
     RETURN _to_attr(n);
 END
 $$;
@@ -228,6 +237,8 @@ DECLARE
     v_now bigint := _now();
     v_errno integer := _check_name(p_name);
     v_ptype smallint;
+    v_pqroot bigint;
+    v_limits boolean;
     n node;
 BEGIN
     IF v_errno <> 0 THEN
@@ -237,7 +248,7 @@ BEGIN
     END IF;
     PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
     SELECT * INTO n FROM node WHERE inode = p_inode;
-    SELECT type INTO v_ptype FROM node WHERE inode = p_parent;
+    SELECT d.type, d.qroot, st.quota_limits INTO v_ptype, v_pqroot, v_limits FROM node d, setting st WHERE d.inode = p_parent;
     IF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
         RETURN _err(2);
     ELSIF n.type = 2 THEN
@@ -245,9 +256,15 @@ BEGIN
     ELSIF v_ptype <> 2 THEN
         RETURN _err(20);
     END IF;
+    -- a new entry: counted under p_parent and the directory quotas above it
+    v_errno := _charge_new(false, n.uid, n.gid, p_parent, v_pqroot, 1, _node_space(n.type, n.length), v_limits, false);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
     INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, p_inode, n.type)
         ON CONFLICT (parent, name) DO NOTHING;
     IF NOT FOUND THEN
+        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length));
         RETURN _err(17);
     END IF;
     UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;
@@ -285,15 +302,16 @@ BEGIN
         END IF;
         -- lock order: ascending inode
         IF p_parent < v.inode THEN
-            SELECT mtime, ctime INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
             SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
         ELSE
             SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-            SELECT mtime, ctime INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
         END IF;
         -- the entry may have changed while we waited for the locks
         DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
         IF FOUND THEN
+            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length));
             c.nlink := c.nlink - 1;
             c.ctime := v_now;
             IF c.nlink > 0 THEN
@@ -321,6 +339,7 @@ DECLARE
     v_now bigint := _now();
     v_child bigint;
     v_type smallint;
+    v_pqroot bigint;
     n node;
 BEGIN
     IF p_name = '\x2e'::bytea THEN
@@ -343,9 +362,11 @@ BEGIN
             DELETE FROM edge WHERE parent = p_parent AND name = p_name;
             DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
             DELETE FROM xattr WHERE inode = v_child;
-            DELETE FROM dir_stats WHERE inode = v_child;
-            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
-            PERFORM _charge(-1, -4096);
+            PERFORM _forget_dirs(ARRAY[v_child]);
+            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
+            RETURNING qroot INTO v_pqroot;
+            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
+            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
             n.nlink := 0;
             RETURN _to_attr(n);
         END IF;

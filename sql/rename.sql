@@ -46,6 +46,9 @@ DECLARE
     v_locked_tree boolean := false;
     v_now_src bigint; v_now_dst bigint;
     v_nlink integer;
+    v_src_node node;
+    v_dst_node node;
+    v_gone node;
 BEGIN
     replaced := 0;
     IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
@@ -124,7 +127,25 @@ BEGIN
             END IF;
         END IF;
 
+        -- usage: a move between directories under different quota roots
+        -- must fit the new roots' limits (checked before anything changes)
+        IF v_cross THEN
+            SELECT * INTO v_src_node FROM node WHERE node.inode = v_src;
+            errno := _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent, false);
+            IF errno = 0 AND v_exchange THEN
+                SELECT * INTO v_dst_node FROM node WHERE node.inode = v_dst;
+                errno := _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent, false);
+            END IF;
+            IF errno <> 0 THEN
+                RETURN;
+            END IF;
+        END IF;
+
         IF v_exchange THEN
+            IF v_cross THEN
+                PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent, true);
+                PERFORM _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent, true);
+            END IF;
             UPDATE edge SET inode = v_dst, type = v_dst_type WHERE parent = p_parent AND name = p_name;
             UPDATE edge SET inode = v_src, type = v_src_type WHERE parent = p_new_parent AND name = p_new_name;
             UPDATE node SET ctime = v_now,
@@ -145,12 +166,15 @@ BEGIN
             IF v_dst IS NOT NULL THEN
                 DELETE FROM edge WHERE parent = p_new_parent AND name = p_new_name;
                 replaced := v_dst;
+                SELECT * INTO v_gone FROM node WHERE node.inode = v_dst;
+                PERFORM _uncharge_entry(p_new_parent, (SELECT n.qroot FROM node n WHERE n.inode = p_new_parent),
+                                        1, _node_space(v_gone.type, v_gone.length));
                 IF v_dst_type = 2 THEN
                     DELETE FROM node WHERE node.inode = v_dst;
                     DELETE FROM xattr WHERE xattr.inode = v_dst;
-                    DELETE FROM dir_stats WHERE dir_stats.inode = v_dst;
+                    PERFORM _forget_dirs(ARRAY[v_dst]);
                     UPDATE node SET nlink = nlink - 1 WHERE node.inode = p_new_parent;
-                    PERFORM _charge(-1, -4096);
+                    PERFORM _uncharge_nodes(ARRAY[v_gone.uid], ARRAY[v_gone.gid], ARRAY[4096::bigint]);
                     replaced_nlink := 0;
                 ELSE
                     UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
@@ -159,6 +183,9 @@ BEGIN
                         PERFORM _free_node(v_dst);
                     END IF;
                 END IF;
+            END IF;
+            IF v_cross THEN
+                PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent, true);
             END IF;
             UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
              WHERE parent = p_parent AND name = p_name;

@@ -10,7 +10,9 @@
 -- node        inode -> type, mode (07777 bits), uid, gid, atime/mtime/ctime in
 --             nanoseconds since the Unix epoch, nlink, length (bytes), rdev,
 --             parent (directories only: the directory holding it; 0 otherwise),
---             tier (0 = volume default, 1..3 = jfs.tier). Root is inode 1.
+--             tier (0 = volume default, 1..3 = jfs.tier), qroot (directories
+--             only: the nearest directory with a quota, itself included; 0 =
+--             none). Root is inode 1.
 --             type: 1 file, 2 directory, 3 symlink, 4 fifo, 5 block device,
 --                   6 char device, 7 socket (JuiceFS's numbering).
 -- edge        (parent, name bytea) -> inode, type (copy of node.type), cookie.
@@ -30,12 +32,13 @@
 -- flock/plock BSD and POSIX locks held by sessions (logic arrives with locking).
 -- delfile     inodes whose data is still to be dereferenced (large deletes).
 -- delslice    slice id -> size, queued_at: objects waiting for deletion.
--- dir_stats   directory inode -> space and inodes of its direct children.
--- quota       id -> kind ('fs', 'dir', 'user', 'group'), key (0, inode, uid,
---             gid), limits (0 = none). The volume quota has id 0.
--- quota_usage (quota id, stripe) -> used space and inodes; the sum over stripes
---             is the usage. Each transaction updates one stripe, so concurrent
---             writers do not queue on one row.
+-- dir_stats   (directory inode, stripe) -> space and inodes of its direct
+--             children (entries); the sum over the stripes is the figure.
+-- quota       (kind, key) -> limits (0 = none): ('fs', 0) the volume,
+--             ('dir', inode) a directory's subtree, ('user', uid), ('group', gid).
+-- quota_usage (kind, key, stripe) -> used space and inodes; the sum over the
+--             16 stripes is the usage. Each transaction updates the stripe of
+--             its backend, so concurrent writers do not queue on one row.
 -- tier        id 0..3 -> object storage class ('' = the bucket's default).
 --
 -- Space is charged in 4 KiB units of file length (directories and symlinks one
@@ -50,11 +53,13 @@ CREATE TABLE setting (
     block_size      integer NOT NULL CHECK (block_size BETWEEN 65536 AND 67108864
                                             AND block_size % 65536 = 0),
     trash_days      integer NOT NULL DEFAULT 0 CHECK (trash_days >= 0),
-    capacity        bigint  NOT NULL DEFAULT 0 CHECK (capacity >= 0),
-    inodes          bigint  NOT NULL DEFAULT 0 CHECK (inodes >= 0),
     meta_durability text    NOT NULL DEFAULT 'fsync' CHECK (meta_durability IN ('fsync', 'always')),
     -- parent mtime/ctime updates younger than this are skipped (JuiceFS --skip-dir-mtime)
     skip_dir_mtime_ns bigint NOT NULL DEFAULT 100000000 CHECK (skip_dir_mtime_ns >= 0),
+    -- kept by the quota functions, read by the hot paths to skip work:
+    -- some quota has a limit / some user or group quota exists
+    quota_limits    boolean NOT NULL DEFAULT false,
+    owner_quotas    boolean NOT NULL DEFAULT false,
     formatted_at    timestamptz NOT NULL DEFAULT now()
 );
 
@@ -82,7 +87,8 @@ CREATE TABLE node (
     length  bigint   NOT NULL DEFAULT 0 CHECK (length >= 0),
     rdev    bigint   NOT NULL DEFAULT 0,
     parent  bigint   NOT NULL DEFAULT 0,
-    tier    smallint NOT NULL DEFAULT 0 CHECK (tier BETWEEN 0 AND 3)
+    tier    smallint NOT NULL DEFAULT 0 CHECK (tier BETWEEN 0 AND 3),
+    qroot   bigint   NOT NULL DEFAULT 0
 );
 
 CREATE SEQUENCE edge_cookie START 16;
@@ -178,26 +184,28 @@ CREATE TABLE delslice (
 );
 
 CREATE TABLE dir_stats (
-    inode  bigint PRIMARY KEY,
-    space  bigint NOT NULL DEFAULT 0,
-    inodes bigint NOT NULL DEFAULT 0
+    inode  bigint   NOT NULL,
+    stripe smallint NOT NULL,
+    space  bigint   NOT NULL DEFAULT 0,
+    inodes bigint   NOT NULL DEFAULT 0,
+    PRIMARY KEY (inode, stripe)
 );
 
 CREATE TABLE quota (
-    id         bigint  PRIMARY KEY,
     kind       text    NOT NULL CHECK (kind IN ('fs', 'dir', 'user', 'group')),
     key        bigint  NOT NULL,
     max_space  bigint  NOT NULL DEFAULT 0 CHECK (max_space >= 0),
     max_inodes bigint  NOT NULL DEFAULT 0 CHECK (max_inodes >= 0),
-    UNIQUE (kind, key)
+    PRIMARY KEY (kind, key)
 );
 
 CREATE TABLE quota_usage (
-    quota_id bigint   NOT NULL,
+    kind     text     NOT NULL,
+    key      bigint   NOT NULL,
     stripe   smallint NOT NULL,
     space    bigint   NOT NULL DEFAULT 0,
     inodes   bigint   NOT NULL DEFAULT 0,
-    PRIMARY KEY (quota_id, stripe)
+    PRIMARY KEY (kind, key, stripe)
 );
 
 CREATE TABLE tier (

@@ -5,7 +5,8 @@
 
 -- Sets the length of the locked regular file p: shrinking drops the slices
 -- of whole chunks past the end and covers the rest of the boundary chunk
--- with a hole slice (id 0), so growing it again later reads zeros.
+-- with a hole slice (id 0), so growing it again later reads zeros. The
+-- caller has charged the change of space (_charge_space).
 CREATE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -28,7 +29,6 @@ BEGIN
         END IF;
     END IF;
     UPDATE node SET length = p_length, mtime = p_now, ctime = p_now WHERE inode = p.inode RETURNING * INTO n;
-    PERFORM _charge(0, _space(p_length) - _space(p.length));
     RETURN n;
 END
 $$;
@@ -44,6 +44,10 @@ DECLARE
     s setting := _begin();
     v_now bigint := _now();
     v_set integer := coalesce(p_set, 0);
+    v_errno integer;
+    v_new_uid bigint;
+    v_new_gid bigint;
+    f record;
     n node;
 BEGIN
     IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
@@ -66,7 +70,28 @@ BEGIN
             RETURN _err(22);
         END IF;
         IF p_length <> n.length THEN
+            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true);
+            IF v_errno <> 0 THEN
+                RETURN _err(v_errno);
+            END IF;
             n := _truncate(n, p_length, v_now);
+        END IF;
+    END IF;
+    IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
+        -- a new owner: the node's usage moves to the new user/group quotas
+        v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
+        v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
+        SELECT quota_limits, owner_quotas INTO f FROM setting;
+        IF f.quota_limits THEN
+            v_errno := _quota_check(false, v_new_uid, v_new_gid, '{}', 1, _node_space(n.type, n.length));
+            IF v_errno <> 0 THEN
+                RETURN _err(v_errno);
+            END IF;
+        END IF;
+        IF f.owner_quotas THEN
+            PERFORM _quota_add(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
+                               CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', -1, -_node_space(n.type, n.length));
+            PERFORM _quota_add(false, v_new_uid, v_new_gid, '{}', 1, _node_space(n.type, n.length));
         END IF;
     END IF;
     IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;

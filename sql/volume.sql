@@ -63,9 +63,9 @@ BEGIN
             RETURN;
         END IF;
         UPDATE setting SET name = p_name, storage = p_storage, bucket = p_bucket,
-               block_size = p_block_size, trash_days = p_trash_days, capacity = p_capacity,
-               inodes = p_inodes, meta_durability = p_meta_durability;
-        UPDATE quota SET max_space = p_capacity, max_inodes = p_inodes WHERE id = 0;
+               block_size = p_block_size, trash_days = p_trash_days, meta_durability = p_meta_durability;
+        UPDATE quota SET max_space = p_capacity, max_inodes = p_inodes WHERE kind = 'fs' AND key = 0;
+        PERFORM _quota_flags();
         IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
             INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''))
                 ON CONFLICT (id) DO UPDATE SET access_key = coalesce(p_access_key, secret.access_key),
@@ -77,9 +77,8 @@ BEGIN
     END IF;
 
     uuid := coalesce(p_uuid, gen_random_uuid());
-    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability)
-    VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_capacity, p_inodes,
-            p_meta_durability);
+    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, meta_durability)
+    VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_meta_durability);
     IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
         INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''));
     END IF;
@@ -88,14 +87,16 @@ BEGIN
     INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, parent)
     VALUES (1, 2, 511, 0, 0, v_now, v_now, v_now, 2, 0, 1)
         ON CONFLICT (inode) DO NOTHING;
-    INSERT INTO quota (id, kind, key, max_space, max_inodes) VALUES (0, 'fs', 0, p_capacity, p_inodes)
-        ON CONFLICT (id) DO NOTHING;
-    INSERT INTO quota_usage (quota_id, stripe, space, inodes)
-    SELECT 0, s, CASE WHEN s = 0 THEN 4096 ELSE 0 END, CASE WHEN s = 0 THEN 1 ELSE 0 END
+    -- the volume's quota (its capacity and inodes) counts the root already
+    INSERT INTO quota (kind, key, max_space, max_inodes) VALUES ('fs', 0, p_capacity, p_inodes)
+        ON CONFLICT (kind, key) DO NOTHING;
+    INSERT INTO quota_usage (kind, key, stripe, space, inodes)
+    SELECT 'fs', 0, s, CASE WHEN s = 0 THEN 4096 ELSE 0 END, CASE WHEN s = 0 THEN 1 ELSE 0 END
       FROM generate_series(0, 15) s
         ON CONFLICT DO NOTHING;
     INSERT INTO tier (id, storage_class) SELECT t, '' FROM generate_series(0, 3) t
         ON CONFLICT DO NOTHING;
+    PERFORM _quota_flags();
     errno := 0;
     message := pg_catalog.format('volume %L formatted (uuid %s)', p_name, uuid);
 END
@@ -112,12 +113,12 @@ DECLARE
     v_cap bigint;
     v_inodes bigint;
 BEGIN
-    SELECT capacity, inodes INTO v_cap, v_inodes FROM setting;
+    SELECT max_space, max_inodes INTO v_cap, v_inodes FROM quota WHERE kind = 'fs' AND key = 0;
     IF NOT FOUND THEN
         errno := 5; RETURN;
     END IF;
     SELECT coalesce(sum(space), 0), coalesce(sum(quota_usage.inodes), 0) INTO v_used_space, used_inodes
-      FROM quota_usage WHERE quota_id = 0;
+      FROM quota_usage WHERE kind = 'fs' AND key = 0;
     total_space := CASE WHEN v_cap > 0 THEN v_cap ELSE 1125899906842624 END;
     avail_space := greatest(total_space - v_used_space, 0);
     avail_inodes := CASE WHEN v_inodes > 0 THEN greatest(v_inodes - used_inodes, 0) ELSE 10485760 END;
@@ -165,8 +166,8 @@ $$;
 CREATE FUNCTION volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
                        OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT meta_durability text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, s.capacity, s.inodes, s.meta_durability
-      FROM setting s
+    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.meta_durability
+      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
 $$;
 
 -- The object store's keys, for mounts. VOLATILE so that jfs.grant_reader,

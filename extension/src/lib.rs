@@ -11,9 +11,14 @@ pgrx::extension_sql_file!(
     requires = ["schema"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/usage.sql",
+    name = "usage",
+    requires = ["internal"]
+);
+pgrx::extension_sql_file!(
     "../../sql/volume.sql",
     name = "volume",
-    requires = ["internal"]
+    requires = ["usage"]
 );
 pgrx::extension_sql_file!(
     "../../sql/namespace.sql",
@@ -58,8 +63,13 @@ pgrx::extension_sql_file!(
     requires = ["clone"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/quota.sql",
+    name = "quota",
+    requires = ["people"]
+);
+pgrx::extension_sql_file!(
     "../../sql/fsck.sql",
     name = "fsck",
-    requires = ["namespace"]
+    requires = ["quota"]
 );
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

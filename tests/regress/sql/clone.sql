@@ -25,7 +25,7 @@ SELECT inode AS outside FROM jfs.mknod(1, 'outside', 2, 493, 0, 0) \gset
 SELECT inode AS o FROM jfs.mknod(:outside, 'o', 1, 420, 0, 0) \gset
 SELECT errno FROM jfs.write_slice(:o, 0, 0, 104, 4096, 0, 4096);
 SELECT errno FROM jfs.link(:o, :src, 'o');
-SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE quota_id = 0;
+SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE kind = 'fs';
 
 -- the whole tree
 SELECT nodes, space FROM jfs.clone('/src', '/copy');
@@ -45,7 +45,7 @@ SELECT (SELECT parent FROM jfs.getattr(jfs.resolve('/copy/d'))) = jfs.resolve('/
        (SELECT parent FROM jfs.getattr(jfs.resolve('/copy'))) = 1 AS root_parent;
 -- each shared slice gained one reference per new slice row
 SELECT slice_id, refs FROM jfs.slice_ref ORDER BY 1;
-SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE quota_id = 0;
+SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE kind = 'fs';
 SELECT nlink FROM jfs.getattr(1);
 SELECT * FROM jfs.fsck();
 
@@ -75,7 +75,7 @@ SELECT * FROM jfs.clone('/nope', '/x');
 SELECT * FROM jfs.clone('/src', '/nope/x');
 SELECT * FROM jfs.clone('/src', 'relative');
 SELECT * FROM jfs.clone('/src', '/');
-SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE quota_id = 0;
+SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE kind = 'fs';
 
 -- refcounts exact: remove the source, then every clone: each slice queued exactly once
 SELECT jfs.rmr('/src');
@@ -87,7 +87,7 @@ SELECT slice_id FROM jfs.delslice ORDER BY 1;
 SELECT jfs.rmr('/outside');
 SELECT slice_id FROM jfs.slice_ref;
 SELECT slice_id FROM jfs.delslice ORDER BY 1;
-SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE quota_id = 0;
+SELECT sum(inodes) AS inodes, sum(space) AS space FROM jfs.quota_usage WHERE kind = 'fs';
 SELECT name FROM jfs.ls('/');
 SELECT * FROM jfs.rmr('/gone');
 SELECT * FROM jfs.fsck();

@@ -10,7 +10,8 @@ SELECT errno, message FROM jfs.format('vol1', p_capacity => -1);
 SELECT count(*) AS formatted FROM jfs.setting;
 SELECT errno, uuid, message
   FROM jfs.format('vol1', 'file', '/var/tmp/jfs-blocks', p_uuid => '00000000-0000-0000-0000-0000000000a1');
-SELECT name, uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability FROM jfs.setting;
+SELECT name, uuid, storage, bucket, block_size, trash_days, max_space AS capacity, max_inodes AS inodes, meta_durability
+  FROM jfs.setting, jfs.quota WHERE kind = 'fs';
 -- the root directory is inode 1, its own parent, with 2 links
 SELECT errno, inode, type, mode, uid, gid, nlink, length, parent, atime = mtime AND mtime = ctime AS same_times,
        mtime > 1700000000000000000 AS ns_times
@@ -22,7 +23,7 @@ SELECT name FROM jfs.setting;
 -- force changes the settings and keeps the uuid and the namespace
 SELECT errno FROM jfs.mknod(1, 'kept', 1, 420, 0, 0);
 SELECT errno, uuid, message FROM jfs.format('vol2', p_capacity => 1073741824, p_inodes => 1000, p_force => true);
-SELECT name, uuid, capacity, inodes FROM jfs.setting;
+SELECT name, uuid, max_space AS capacity, max_inodes AS inodes FROM jfs.setting, jfs.quota WHERE kind = 'fs';
 SELECT name FROM jfs.ls('/');
 SELECT errno, total_space, avail_space, used_inodes, avail_inodes FROM jfs.statfs();
 -- the block size cannot change once data exists

@@ -1,0 +1,406 @@
+-- Usage accounting, done by the procedure that makes a change, in its
+-- transaction (no client keeps counts):
+--   per node   the volume ('fs', 0) and the owner's quotas ('user', uid) and
+--              ('group', gid): a node counts one inode and its space once,
+--              however many names it has;
+--   per entry  dir_stats of the directory holding the entry and every
+--              directory quota ('dir', r) at or above that directory: a file
+--              with two names in two directories counts under both.
+-- Space is whole 4 KiB units of a file's length (at least one), one unit for
+-- the other types (_node_space). Counters are striped: a transaction writes
+-- the stripe of its backend (16 rows per quota and per directory), readers sum.
+--
+-- Limits are checked, before anything changes, when usage grows: errno 28
+-- ENOSPC for the volume, 122 EDQUOT for the others. Far from a limit the check
+-- sums the stripes without locking. Within 128 MiB or 128 inodes of a limit
+-- it first takes the quota row's lock, so transactions near a limit pass one
+-- at a time and the last one that fits is exact. A limit is overshot only when
+-- transactions that each started farther than that from it land together:
+-- by at most one in-flight slice (64 MiB) per parallel writer.
+
+CREATE FUNCTION _stripe() RETURNS smallint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (pg_catalog.pg_backend_pid() % 16)::smallint $$;
+
+-- Space charged for a node of type p_type and length p_length.
+CREATE FUNCTION _node_space(p_type smallint, p_length bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN p_type = 1 THEN _space(p_length) ELSE 4096 END $$;
+
+-- The directory quotas charged for an entry of a directory whose qroot is
+-- p_qroot: that root, then the roots above it, nearest first.
+CREATE FUNCTION _quota_roots(p_qroot bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_roots bigint[] := '{}';
+    v_root bigint := coalesce(p_qroot, 0);
+BEGIN
+    WHILE v_root > 0 AND cardinality(v_roots) < 10000 LOOP
+        v_roots := v_roots || v_root;
+        SELECT p.qroot INTO v_root FROM node r JOIN node p ON p.inode = r.parent
+         WHERE r.inode = v_root AND r.inode <> 1;
+        IF NOT FOUND THEN
+            v_root := 0;
+        END IF;
+    END LOOP;
+    RETURN v_roots;
+END
+$$;
+
+-- 0 if adding p_inodes and p_space fits every limit concerned, else the
+-- errno: the volume's (p_fs), user p_uid's and group p_gid's (NULL: not
+-- concerned), and those of the directory quotas p_roots (a root listed n
+-- times is charged n times). Changes nothing but row locks near a limit.
+CREATE FUNCTION _quota_check(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[],
+                             p_inodes bigint, p_space bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    q record;
+    u record;
+    v_times bigint;
+BEGIN
+    IF p_inodes <= 0 AND p_space <= 0 THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT l.kind, l.key, l.max_space, l.max_inodes FROM quota l
+         WHERE ((l.kind = 'fs' AND l.key = 0 AND p_fs) OR (l.kind = 'user' AND l.key = p_uid)
+                OR (l.kind = 'group' AND l.key = p_gid))
+           AND ((l.max_space > 0 AND p_space > 0) OR (l.max_inodes > 0 AND p_inodes > 0))
+        UNION ALL
+        SELECT l.kind, l.key, l.max_space, l.max_inodes FROM quota l
+         WHERE l.kind = 'dir' AND l.key = ANY (p_roots)
+           AND ((l.max_space > 0 AND p_space > 0) OR (l.max_inodes > 0 AND p_inodes > 0))
+    LOOP
+        v_times := CASE WHEN q.kind = 'dir' THEN (SELECT count(*) FROM unnest(p_roots) k WHERE k = q.key) ELSE 1 END;
+        SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
+          FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key;
+        IF (q.max_space > 0 AND u.space + p_space * v_times > q.max_space - 134217728)
+           OR (q.max_inodes > 0 AND u.inodes + p_inodes * v_times > q.max_inodes - 128) THEN
+            -- near the limit: one transaction at a time, on a fresh sum
+            PERFORM 1 FROM quota l WHERE l.kind = q.kind AND l.key = q.key FOR NO KEY UPDATE;
+            SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
+              FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key;
+            IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space * v_times > q.max_space)
+               OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes * v_times > q.max_inodes) THEN
+                RETURN CASE WHEN q.kind = 'fs' THEN 28 ELSE 122 END;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN 0;
+END
+$$;
+
+-- Adds p_inodes and p_space (either sign) to the quotas named as in
+-- _quota_check. No check.
+CREATE FUNCTION _quota_add(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[],
+                           p_inodes bigint, p_space bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+BEGIN
+    IF p_inodes = 0 AND p_space = 0 THEN
+        RETURN;
+    END IF;
+    IF p_fs THEN
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+         WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = v_stripe;
+    END IF;
+    IF p_uid IS NOT NULL OR p_gid IS NOT NULL THEN
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+         WHERE ((x.kind = 'user' AND x.key = p_uid) OR (x.kind = 'group' AND x.key = p_gid))
+           AND x.stripe = v_stripe;
+    END IF;
+    IF cardinality(p_roots) > 0 THEN
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * r.n, space = x.space + p_space * r.n
+          FROM (SELECT k, count(*) AS n FROM unnest(p_roots) k GROUP BY k) r
+         WHERE x.kind = 'dir' AND x.key = r.k AND x.stripe = v_stripe;
+    END IF;
+END
+$$;
+
+-- Adds to the direct-children figures of directory p_dir.
+CREATE FUNCTION _dir_stats_add(p_dir bigint, p_inodes bigint, p_space bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+BEGIN
+    UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes
+     WHERE d.inode = p_dir AND d.stripe = v_stripe;
+    IF NOT FOUND THEN
+        INSERT INTO dir_stats AS d (inode, stripe, space, inodes) VALUES (p_dir, v_stripe, p_space, p_inodes)
+            ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+    END IF;
+END
+$$;
+
+-- One statement for the usual case: adds p_inodes / p_space to the quotas
+-- named as in _quota_check and to dir_stats of p_dir (0: none), unless
+-- (p_check) one of those with a limit would come within the headroom of it:
+-- then nothing is written and those quotas are returned ('kind:key') for the
+-- exact, locked check. NULL when applied.
+CREATE FUNCTION _usage_apply(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
+                             p_inodes bigint, p_space bigint, p_check boolean) RETURNS text[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+    v_near text[];
+BEGIN
+    WITH targets(kind, key, n) AS (
+        SELECT 'fs'::text, 0::bigint, 1::bigint WHERE p_fs
+        UNION ALL SELECT 'user', p_uid, 1 WHERE p_uid IS NOT NULL
+        UNION ALL SELECT 'group', p_gid, 1 WHERE p_gid IS NOT NULL
+        UNION ALL SELECT 'dir', k, count(*) FROM unnest(p_roots) k GROUP BY k
+    ), near AS (
+        SELECT t.kind || ':' || t.key AS quota
+          FROM targets t JOIN quota q ON q.kind = t.kind AND q.key = t.key
+         WHERE p_check
+           AND ((q.max_space > 0 AND p_space > 0) OR (q.max_inodes > 0 AND p_inodes > 0))
+           AND EXISTS (SELECT 1 FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key
+                        HAVING (q.max_space > 0 AND sum(x.space) + p_space * t.n > q.max_space - 134217728)
+                            OR (q.max_inodes > 0 AND sum(x.inodes) + p_inodes * t.n > q.max_inodes - 128))
+    ), counted AS (
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
+          FROM targets t
+         WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe AND NOT EXISTS (SELECT 1 FROM near)
+        RETURNING 1
+    ), stats AS (
+        INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
+        SELECT p_dir, v_stripe, p_space, p_inodes WHERE p_dir > 0 AND NOT EXISTS (SELECT 1 FROM near)
+            ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes
+        RETURNING 1
+    )
+    SELECT array_agg(near.quota) INTO v_near FROM near;
+    RETURN v_near;
+END
+$$;
+
+-- Charges p_inodes / p_space to the quotas named as in _quota_check and to
+-- dir_stats of p_dir (0: none). With p_check, growth is refused when it
+-- would pass a limit: nothing changes and the errno is returned. Far from
+-- every limit that is one statement (_usage_apply); near one, the quota's
+-- row lock is taken and the check is exact.
+CREATE FUNCTION _charge(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
+                        p_inodes bigint, p_space bigint, p_check boolean) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_errno integer;
+BEGIN
+    IF p_uid IS NULL AND p_gid IS NULL AND cardinality(p_roots) = 0 AND NOT p_check THEN
+        -- no quota but the volume's counters, nothing to check: two plain updates
+        IF p_fs THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+             WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = _stripe();
+        END IF;
+        IF p_dir > 0 THEN
+            PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+        END IF;
+        RETURN 0;
+    END IF;
+    IF _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space,
+                    p_check AND (p_inodes > 0 OR p_space > 0)) IS NULL THEN
+        RETURN 0;
+    END IF;
+    v_errno := _quota_check(p_fs, p_uid, p_gid, p_roots, p_inodes, p_space);
+    IF v_errno <> 0 THEN
+        RETURN v_errno;
+    END IF;
+    PERFORM _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space, false);
+    RETURN 0;
+END
+$$;
+
+-- Charges what a new node (p_node: for the volume and, when p_owners, its
+-- owner's quotas) and a new entry of directory p_dir (whose qroot is
+-- p_qroot) add. When p_limits (some quota has a limit) every limit is
+-- checked first, and nothing changes when one would be passed: its errno is
+-- returned. p_limits and p_owners are setting.quota_limits/owner_quotas,
+-- read by the caller after it locked its rows.
+CREATE FUNCTION _charge_new(p_node boolean, p_uid bigint, p_gid bigint, p_dir bigint, p_qroot bigint,
+                            p_inodes bigint, p_space bigint, p_limits boolean, p_owners boolean) RETURNS integer
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN _charge(p_node, CASE WHEN p_node AND p_owners THEN p_uid END, CASE WHEN p_node AND p_owners THEN p_gid END,
+                   CASE WHEN p_qroot > 0 THEN _quota_roots(p_qroot) ELSE '{}' END, p_dir, p_inodes, p_space, p_limits);
+END
+$$;
+
+-- Uncharges a removed entry of directory p_dir (qroot p_qroot): its
+-- dir_stats and the directory quotas above it. No check.
+CREATE FUNCTION _uncharge_entry(p_dir bigint, p_qroot bigint, p_inodes bigint, p_space bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM _charge(false, NULL, NULL, CASE WHEN p_qroot > 0 THEN _quota_roots(p_qroot) ELSE '{}' END, p_dir,
+                    -p_inodes, -p_space, false);
+END
+$$;
+
+-- Charges a change of p_space in the space of file p_inode (owned by
+-- p_uid/p_gid): to the volume and the owner's quotas once, and to every
+-- entry naming it (dir_stats and the directory quotas above each). When
+-- p_check and the space grows, limits are checked first and the errno of
+-- the one that would be passed is returned, with nothing changed.
+CREATE FUNCTION _charge_space(p_inode bigint, p_uid bigint, p_gid bigint, p_space bigint, p_check boolean)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_dirs bigint[];
+    v_roots bigint[] := '{}';
+    e record;
+    v_errno integer;
+    f record;
+BEGIN
+    IF p_space = 0 THEN
+        RETURN 0;
+    END IF;
+    SELECT quota_limits, owner_quotas INTO f FROM setting;
+    FOR e IN SELECT ed.parent, p.qroot FROM edge ed JOIN node p ON p.inode = ed.parent WHERE ed.inode = p_inode LOOP
+        v_dirs := v_dirs || e.parent;
+        IF e.qroot > 0 THEN
+            v_roots := v_roots || _quota_roots(e.qroot);
+        END IF;
+    END LOOP;
+    -- the volume and owners once, every entry's directory quotas
+    v_errno := _charge(true, CASE WHEN f.owner_quotas THEN p_uid END, CASE WHEN f.owner_quotas THEN p_gid END,
+                       v_roots, 0, 0, p_space, p_check AND f.quota_limits);
+    IF v_errno = 0 AND v_dirs IS NOT NULL THEN
+        PERFORM _dir_stats_add(d, 0, p_space) FROM unnest(v_dirs) d;
+    END IF;
+    RETURN v_errno;
+END
+$$;
+
+-- Uncharges removed entries, set-based: entry i was in directory
+-- p_parents[i] and counted p_spaces[i]. dir_stats of each directory and the
+-- directory quotas above them (grouped by qroot) lose them.
+CREATE FUNCTION _uncharge_entries(p_parents bigint[], p_spaces bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+    g record;
+BEGIN
+    IF p_parents IS NULL THEN
+        RETURN;
+    END IF;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
+    SELECT e.parent, v_stripe, -sum(e.space), -count(*)
+      FROM unnest(p_parents, p_spaces) e(parent, space) GROUP BY e.parent
+        ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+    FOR g IN
+        SELECT p.qroot, count(*) AS n, sum(e.space) AS space
+          FROM unnest(p_parents, p_spaces) e(parent, space) JOIN node p ON p.inode = e.parent
+         WHERE p.qroot > 0
+         GROUP BY p.qroot
+    LOOP
+        PERFORM _quota_add(false, NULL, NULL, _quota_roots(g.qroot), -g.n, -g.space);
+    END LOOP;
+END
+$$;
+
+-- Uncharges removed nodes from the volume and their owners' quotas,
+-- set-based (node i was owned by p_uids[i], p_gids[i] and counted p_spaces[i]).
+CREATE FUNCTION _uncharge_nodes(p_uids bigint[], p_gids bigint[], p_spaces bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+BEGIN
+    IF p_uids IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE quota_usage x SET inodes = x.inodes - cardinality(p_spaces),
+           space = x.space - (SELECT sum(sp) FROM unnest(p_spaces) sp)
+     WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = v_stripe;
+    IF (SELECT owner_quotas FROM setting) THEN
+        UPDATE quota_usage x SET inodes = x.inodes - g.n, space = x.space - g.space
+          FROM (SELECT 'user'::text AS kind, n.uid AS key, count(*) AS n, sum(n.space) AS space
+                  FROM unnest(p_uids, p_spaces) n(uid, space) GROUP BY n.uid
+                UNION ALL
+                SELECT 'group', n.gid, count(*), sum(n.space) FROM unnest(p_gids, p_spaces) n(gid, space) GROUP BY n.gid) g
+         WHERE x.kind = g.kind AND x.key = g.key AND x.stripe = v_stripe;
+    END IF;
+END
+$$;
+
+-- Forgets directories that are gone: their dir_stats and their quotas.
+CREATE FUNCTION _forget_dirs(p_dirs bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM dir_stats WHERE inode = ANY (p_dirs);
+    IF EXISTS (SELECT 1 FROM quota WHERE kind = 'dir' AND key = ANY (p_dirs)) THEN
+        DELETE FROM quota WHERE kind = 'dir' AND key = ANY (p_dirs);
+        DELETE FROM quota_usage WHERE kind = 'dir' AND key = ANY (p_dirs);
+    END IF;
+END
+$$;
+
+-- The usage of everything below directory p_dir (its subtree, without p_dir's
+-- own entry): a quota root's counters, else the sum of dir_stats over its
+-- subtree's directories.
+CREATE FUNCTION _subtree_usage(p_dir bigint, OUT inodes bigint, OUT space bigint)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = p_dir) THEN
+        SELECT coalesce(sum(x.inodes), 0), coalesce(sum(x.space), 0) INTO inodes, space
+          FROM quota_usage x WHERE x.kind = 'dir' AND x.key = p_dir;
+        RETURN;
+    END IF;
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_dir
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    )
+    SELECT coalesce(sum(s.inodes), 0), coalesce(sum(s.space), 0) INTO inodes, space
+      FROM dir_stats s WHERE s.inode IN (SELECT d.inode FROM dirs d);
+END
+$$;
+
+-- Moves entry p_node (type p_type, length p_length) from directory p_from to
+-- directory p_to, as rename does: dir_stats of both, and, when they are under
+-- different quota roots, the entry and (for a directory) everything below it
+-- from the old roots to the new ones, and the subtree's qroot. With p_apply
+-- false it only checks the new roots' limits (returns the errno).
+CREATE FUNCTION _move_entry(p_node bigint, p_type smallint, p_length bigint, p_from bigint, p_to bigint,
+                            p_apply boolean) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_space bigint := _node_space(p_type, p_length);
+    v_from_root bigint;
+    v_to_root bigint;
+    v_sub record;
+    v_inodes bigint := 1;
+BEGIN
+    IF p_from = p_to THEN
+        RETURN 0;
+    END IF;
+    SELECT qroot INTO v_from_root FROM node WHERE inode = p_from;
+    SELECT qroot INTO v_to_root FROM node WHERE inode = p_to;
+    IF v_from_root <> v_to_root AND p_type = 2 THEN
+        v_sub := _subtree_usage(p_node);
+        v_inodes := v_inodes + v_sub.inodes;
+        v_space := v_space + v_sub.space;
+    END IF;
+    IF NOT p_apply THEN
+        IF v_from_root = v_to_root OR NOT (SELECT quota_limits FROM setting) THEN
+            RETURN 0;
+        END IF;
+        RETURN _quota_check(false, NULL, NULL, _quota_roots(v_to_root), v_inodes, v_space);
+    END IF;
+    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));
+    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length));
+    IF v_from_root <> v_to_root THEN
+        PERFORM _quota_add(false, NULL, NULL, _quota_roots(v_from_root), -v_inodes, -v_space);
+        PERFORM _quota_add(false, NULL, NULL, _quota_roots(v_to_root), v_inodes, v_space);
+        IF p_type = 2 THEN
+            -- the moved directories that took their qroot from above now take the new one
+            WITH RECURSIVE dirs(inode) AS (
+                SELECT p_node
+                UNION ALL
+                SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+                 WHERE NOT EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = e.inode)
+            )
+            UPDATE node n SET qroot = v_to_root
+             WHERE n.inode IN (SELECT d.inode FROM dirs d) AND n.qroot = v_from_root;
+        END IF;
+    END IF;
+    RETURN 0;
+END
+$$;

@@ -1,0 +1,102 @@
+-- quotas: each kind refuses what would pass it, with the right errno, and usage stays exact
+SET client_min_messages = warning;
+\set VERBOSITY terse
+DROP EXTENSION IF EXISTS jfs CASCADE;
+CREATE EXTENSION jfs;
+SELECT errno FROM jfs.format('regress');
+SELECT * FROM jfs.usage;
+-- /a (quota 3 inodes), /a/sub, /b (quota 64 KiB space)
+SELECT inode AS a FROM jfs.mknod(1, 'a', 2, 493, 0, 0) \gset
+SELECT inode AS sub FROM jfs.mknod(:a, 'sub', 2, 493, 0, 0) \gset
+SELECT inode AS b FROM jfs.mknod(1, 'b', 2, 493, 0, 0) \gset
+SELECT inode AS pre FROM jfs.mknod(:sub, 'pre', 1, 420, 1000, 1000) \gset
+SELECT * FROM jfs.set_quota('/a', 0, 3);
+SELECT * FROM jfs.set_quota('/b', 65536, 0);
+-- the new quota counted what was there once; sub now charges /a
+SELECT kind, path, max_space, used_space, max_inodes, used_inodes FROM jfs.quotas ORDER BY kind, path;
+SELECT (SELECT qroot FROM jfs.node WHERE inode = :sub) = :a AS sub_under_a;
+
+-- directory quota, inodes: the third entry fits, the fourth is refused
+SELECT errno FROM jfs.mknod(:sub, 'x', 1, 420, 1000, 1000);
+SELECT errno FROM jfs.mknod(:a, 'y', 1, 420, 1000, 1000);
+SELECT errno FROM jfs.symlink(:a, 'z', 'y', 1000, 1000);
+SELECT errno FROM jfs.link(:pre, :sub, 'pre2');
+SELECT used_inodes FROM jfs.quotas WHERE path = '/a';
+-- a hard link from outside counts under /a too (each entry); user quotas count the inode once
+SELECT inode AS o FROM jfs.mknod(1, 'o', 1, 420, 1000, 1000) \gset
+SELECT errno FROM jfs.link(:o, :a, 'olink');
+SELECT errno FROM jfs.unlink(:sub, 'x');
+SELECT errno FROM jfs.link(:o, :a, 'olink');
+SELECT used_inodes FROM jfs.quotas WHERE path = '/a';
+
+-- directory quota, space: writes that grow a file past it fail (EDQUOT) and change nothing
+SELECT inode AS f FROM jfs.mknod(:b, 'f', 1, 420, 1000, 1000) \gset
+SELECT errno, length FROM jfs.write_slice(:f, 0, 0, 1, 61440, 0, 61440);
+SELECT errno, length FROM jfs.write_slice(:f, 0, 61440, 2, 8192, 0, 8192);
+SELECT length FROM jfs.getattr(:f);
+SELECT count(*) AS slices FROM jfs.slice WHERE inode = :f;
+SELECT errno FROM jfs.setattr(:f, 8, p_length => 1000000);
+SELECT errno, length FROM jfs.setattr(:f, 8, p_length => 4096);
+SELECT used_space FROM jfs.quotas WHERE path = '/b';
+
+-- rename across quota roots moves usage, and is refused when it does not fit
+SELECT errno FROM jfs.rename(:b, 'f', :a, 'f');
+SELECT errno FROM jfs.rename(:a, 'olink', :b, 'olink');
+SELECT path, used_space, used_inodes FROM jfs.quotas WHERE kind = 'dir' ORDER BY path;
+-- a directory moves with everything below it
+SELECT errno FROM jfs.rename(:a, 'sub', :b, 'sub');
+SELECT path, used_space, used_inodes FROM jfs.quotas WHERE kind = 'dir' ORDER BY path;
+SELECT (SELECT qroot FROM jfs.node WHERE inode = :sub) = :b AS sub_under_b;
+SELECT * FROM jfs.fsck();
+
+-- user and group quotas: per inode, EDQUOT
+SELECT * FROM jfs.set_user_quota(1000, 0, 7);
+SELECT * FROM jfs.set_group_quota(2000, 8192, 0);
+SELECT errno FROM jfs.mknod(1, 'u1', 1, 420, 1000, 1);
+SELECT errno FROM jfs.mknod(1, 'u2', 1, 420, 1000, 1);
+SELECT errno FROM jfs.mknod(1, 'g1', 1, 420, 1, 2000);
+SELECT errno FROM jfs.mknod(1, 'g2', 1, 420, 1, 2000);
+SELECT errno FROM jfs.mknod(1, 'g3', 1, 420, 1, 2000);
+-- chown into a full quota is refused; out of it frees a place
+SELECT errno FROM jfs.setattr(jfs.resolve('/u1'), 4, p_gid => 2000);
+SELECT errno FROM jfs.setattr(jfs.resolve('/g1'), 4, p_gid => 1);
+SELECT errno FROM jfs.mknod(1, 'g3', 1, 420, 1, 2000);
+SELECT kind, uid, gid, max_space, used_space, max_inodes, used_inodes FROM jfs.quotas WHERE kind IN ('user', 'group') ORDER BY kind;
+
+-- the volume: ENOSPC
+SELECT * FROM jfs.set_volume_quota(0, 13);
+SELECT used_inodes FROM jfs.usage;
+SELECT errno FROM jfs.mknod(1, 'v1', 1, 420, 0, 0);
+SELECT errno FROM jfs.mknod(1, 'v2', 1, 420, 0, 0);
+SELECT * FROM jfs.set_volume_quota(0, 0);
+
+-- clone charges the destination
+SELECT * FROM jfs.set_quota('/b', 0, 5);
+SELECT used_inodes FROM jfs.quotas WHERE path = '/b';
+-- /b/sub holds sub/pre: a clone of it in /b adds 2 entries, one too many
+SELECT errno FROM jfs.clone_node(:sub, :b, 'copy');
+SELECT * FROM jfs.set_quota('/b', 0, 0);
+SELECT errno, nodes FROM jfs.clone_node(:sub, :b, 'copy');
+SELECT path, used_inodes FROM jfs.quotas WHERE kind = 'dir' ORDER BY path;
+SELECT * FROM jfs.du('/b');
+SELECT * FROM jfs.fsck();
+
+-- check_quota finds and repairs a corrupted counter
+UPDATE jfs.quota_usage SET inodes = inodes + 42 WHERE kind = 'dir' AND stripe = 3
+   AND key = (SELECT inode FROM jfs.ls('/') WHERE name = 'a');
+SELECT kind, path, counted_inodes, recorded_inodes, ok, repaired FROM jfs.check_quota() WHERE NOT ok;
+SELECT kind, path, ok, repaired FROM jfs.check_quota('dir', NULL, true) WHERE NOT ok;
+SELECT count(*) AS still_wrong FROM jfs.check_quota() WHERE NOT ok;
+
+-- removing a quota: its directories take the nearest quota above
+SELECT jfs.delete_quota('/b');
+SELECT count(*) AS dirs_pointing_at_b FROM jfs.node WHERE qroot = :b;
+SELECT jfs.delete_user_quota(1000), jfs.delete_group_quota(2000), jfs.delete_user_quota(4242);
+SELECT kind, path FROM jfs.quotas ORDER BY kind, path;
+SELECT * FROM jfs.set_quota('/nope', 1, 1);
+SELECT * FROM jfs.set_quota('/o', 1, 1);
+SELECT * FROM jfs.set_user_quota(1, -1, 0);
+-- removing trees removes their quotas and keeps the rest exact
+SELECT jfs.rmr('/a') > 0 AS removed;
+SELECT kind, path FROM jfs.quotas ORDER BY kind, path;
+SELECT * FROM jfs.fsck();
