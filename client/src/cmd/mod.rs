@@ -1,9 +1,10 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc, quota.
 mod clone;
 mod format;
 mod gc;
 mod info;
 mod mount;
+mod quota;
 mod rmr;
 mod status;
 mod umount;
@@ -44,6 +45,8 @@ enum Command {
     Clone(clone::CloneArgs),
     /// Find (and with --delete remove) objects no slice references and freed slices' objects
     Gc(gc::GcArgs),
+    /// Set, show, remove and check quotas of the volume, directories, users and groups
+    Quota(quota::QuotaArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -72,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rmr(a) => rmr::run(a),
         Command::Clone(a) => clone::run(a),
         Command::Gc(a) => runtime()?.block_on(gc::run(a)),
+        Command::Quota(a) => runtime()?.block_on(quota::run(a)),
     }
 }
 

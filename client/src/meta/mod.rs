@@ -7,6 +7,7 @@
 
 mod data;
 mod namespace;
+mod quota;
 mod session;
 mod volume;
 mod xattr;
@@ -20,6 +21,7 @@ use tokio_postgres::{NoTls, Row};
 
 pub use data::SliceRow;
 pub use namespace::DirEntry;
+pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
 pub use volume::{FormatRequest, Statfs, VolumeInfo};
 
 /// A failed metadata call.

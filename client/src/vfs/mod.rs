@@ -566,7 +566,9 @@ impl Vfs {
         let target = self.target();
         state
             .writer
-            .write(&target, offset, data, || self.slice_ids.next(&self.meta))
+            .write(&target, file.inode, offset, data, || {
+                self.slice_ids.next(&self.meta)
+            })
             .await?;
         state.length = state.length.max(offset + data.len() as u64);
         state.chunks.clear();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use super::layout::{split_by_chunk, CHUNK_SIZE};
+use super::layout::{block_count, block_len, split_by_chunk, CHUNK_SIZE};
 use crate::meta::{Attr, Meta, SliceRow};
 use crate::object::{block_key, with_retries, ObjectStore};
 
@@ -60,10 +60,14 @@ impl Writer {
             .unwrap_or(0)
     }
 
-    /// Buffers `data` written at `offset`. `next_slice_id` hands out slice ids.
+    /// Buffers `data` written at `offset` of file `inode`. `next_slice_id`
+    /// hands out slice ids. Writing into another chunk first commits what
+    /// is pending (so a sequential writer commits every 64 MiB, and a full
+    /// quota stops it there with the errno, not only at close).
     pub async fn write<F, Fut>(
         &mut self,
         t: &WriteTarget<'_>,
+        inode: u64,
         offset: u64,
         data: &[u8],
         mut next_slice_id: F,
@@ -77,6 +81,9 @@ impl Writer {
             let appends = matches!(self.slices.last(),
                 Some(s) if s.chunk == piece.chunk && s.pos + s.len == piece.pos);
             if !appends {
+                if self.slices.last().is_some_and(|s| s.chunk != piece.chunk) {
+                    self.flush(t, inode).await?;
+                }
                 let id = next_slice_id().await?;
                 self.slices.push(PendingSlice {
                     chunk: piece.chunk,
@@ -162,7 +169,26 @@ impl Writer {
             match t.meta.write_slice(inode, slice.chunk, row).await {
                 Ok(a) => attr = Some(a),
                 Err(e) => {
-                    tracing::error!("inode {inode}: committing slice {} failed: {e}", slice.id);
+                    if e.errno() == libc::EDQUOT || e.errno() == libc::ENOSPC {
+                        tracing::warn!("inode {inode}: slice {} not committed: {e}", slice.id);
+                    } else {
+                        tracing::error!("inode {inode}: committing slice {} failed: {e}", slice.id);
+                    }
+                    // nothing references its blocks: delete them now rather than leave them to gc
+                    let blocks = block_count(slice.len, t.block_size);
+                    for index in 0..blocks {
+                        let key = block_key(
+                            t.volume,
+                            slice.id,
+                            index,
+                            block_len(slice.len, t.block_size, index),
+                        );
+                        if let Err(e) = t.store.delete(&key).await {
+                            tracing::warn!(
+                                "deleting uncommitted block {key}: {e} (jfs gc will find it)"
+                            );
+                        }
+                    }
                     return Err(e.errno());
                 }
             }

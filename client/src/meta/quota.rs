@@ -1,0 +1,190 @@
+//! Quota procedures: set, delete, check and list quotas (for `jfs quota`).
+use super::{Meta, Result};
+
+/// What a quota limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaTarget {
+    /// The whole volume (format's --capacity / --inodes).
+    Volume,
+    /// A directory's subtree, by its path in the volume ("/a/b").
+    Dir(String),
+    User(u32),
+    Group(u32),
+}
+
+/// One row of `jfs.quotas`.
+#[derive(Debug, Clone)]
+pub struct QuotaRow {
+    pub kind: String,
+    pub path: Option<String>,
+    pub uid: Option<i64>,
+    pub gid: Option<i64>,
+    pub max_space: i64,
+    pub used_space: i64,
+    pub max_inodes: i64,
+    pub used_inodes: i64,
+}
+
+impl QuotaRow {
+    /// Whether this row is the quota `target` names.
+    pub fn is(&self, target: &QuotaTarget) -> bool {
+        match target {
+            QuotaTarget::Volume => self.kind == "fs",
+            QuotaTarget::Dir(p) => {
+                self.kind == "dir" && self.path.as_deref() == Some(normalize(p).as_str())
+            }
+            QuotaTarget::User(u) => self.kind == "user" && self.uid == Some(i64::from(*u)),
+            QuotaTarget::Group(g) => self.kind == "group" && self.gid == Some(i64::from(*g)),
+        }
+    }
+}
+
+/// One row of `jfs.check_quota`.
+#[derive(Debug, Clone)]
+pub struct QuotaCheck {
+    pub kind: String,
+    pub key: i64,
+    pub path: Option<String>,
+    pub counted_inodes: i64,
+    pub counted_space: i64,
+    pub recorded_inodes: i64,
+    pub recorded_space: i64,
+    pub ok: bool,
+    pub repaired: bool,
+}
+
+/// "/a/b/" -> "/a/b"; "" -> "/".
+fn normalize(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+impl Meta {
+    /// Sets a quota's limits (bytes, inodes; 0 = none); a new one counts its usage.
+    pub async fn set_quota(&self, target: &QuotaTarget, space: u64, inodes: u64) -> Result<()> {
+        let (space, inodes) = (space as i64, inodes as i64);
+        match target {
+            QuotaTarget::Volume => {
+                self.call(
+                    "SELECT 1 FROM jfs.set_volume_quota($1, $2)",
+                    &[&space, &inodes],
+                )
+                .await?
+            }
+            QuotaTarget::Dir(path) => {
+                self.call(
+                    "SELECT 1 FROM jfs.set_quota($1, $2, $3)",
+                    &[path, &space, &inodes],
+                )
+                .await?
+            }
+            QuotaTarget::User(uid) => {
+                self.call(
+                    "SELECT 1 FROM jfs.set_user_quota($1, $2, $3)",
+                    &[&i64::from(*uid), &space, &inodes],
+                )
+                .await?
+            }
+            QuotaTarget::Group(gid) => {
+                self.call(
+                    "SELECT 1 FROM jfs.set_group_quota($1, $2, $3)",
+                    &[&i64::from(*gid), &space, &inodes],
+                )
+                .await?
+            }
+        };
+        Ok(())
+    }
+
+    /// Removes a quota; false when there was none.
+    pub async fn delete_quota(&self, target: &QuotaTarget) -> Result<bool> {
+        let row = match target {
+            QuotaTarget::Volume => {
+                self.call_one("SELECT jfs.set_volume_quota(0, 0) IS NOT NULL AS done", &[])
+                    .await?
+            }
+            QuotaTarget::Dir(path) => {
+                self.call_one("SELECT jfs.delete_quota($1) AS done", &[path])
+                    .await?
+            }
+            QuotaTarget::User(uid) => {
+                self.call_one(
+                    "SELECT jfs.delete_user_quota($1) AS done",
+                    &[&i64::from(*uid)],
+                )
+                .await?
+            }
+            QuotaTarget::Group(gid) => {
+                self.call_one(
+                    "SELECT jfs.delete_group_quota($1) AS done",
+                    &[&i64::from(*gid)],
+                )
+                .await?
+            }
+        };
+        Ok(row.try_get("done")?)
+    }
+
+    /// Every quota with its usage (`jfs.quotas`).
+    pub async fn quotas(&self) -> Result<Vec<QuotaRow>> {
+        let rows = self
+            .call(
+                "SELECT kind, path, uid, gid, max_space, used_space, max_inodes, used_inodes \
+                 FROM jfs.quotas ORDER BY kind, path, uid, gid",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(QuotaRow {
+                    kind: r.try_get("kind")?,
+                    path: r.try_get("path")?,
+                    uid: r.try_get("uid")?,
+                    gid: r.try_get("gid")?,
+                    max_space: r.try_get("max_space")?,
+                    used_space: r.try_get("used_space")?,
+                    max_inodes: r.try_get("max_inodes")?,
+                    used_inodes: r.try_get("used_inodes")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Recounts quotas (all, or the one `target` names) and, with `repair`,
+    /// fixes the counters that drifted (`jfs.check_quota`).
+    pub async fn check_quota(
+        &self,
+        target: Option<&QuotaTarget>,
+        repair: bool,
+    ) -> Result<Vec<QuotaCheck>> {
+        let sql = "SELECT * FROM jfs.check_quota($1, \
+                   CASE WHEN $1 = 'dir' THEN jfs.resolve($2) ELSE $3 END, $4)";
+        let (kind, path, key): (Option<&str>, String, Option<i64>) = match target {
+            None => (None, String::new(), None),
+            Some(QuotaTarget::Volume) => (Some("fs"), String::new(), Some(0)),
+            Some(QuotaTarget::Dir(p)) => (Some("dir"), p.clone(), None),
+            Some(QuotaTarget::User(u)) => (Some("user"), String::new(), Some(i64::from(*u))),
+            Some(QuotaTarget::Group(g)) => (Some("group"), String::new(), Some(i64::from(*g))),
+        };
+        let rows = self.call(sql, &[&kind, &path, &key, &repair]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(QuotaCheck {
+                    kind: r.try_get("kind")?,
+                    key: r.try_get("key")?,
+                    path: r.try_get("path")?,
+                    counted_inodes: r.try_get("counted_inodes")?,
+                    counted_space: r.try_get("counted_space")?,
+                    recorded_inodes: r.try_get("recorded_inodes")?,
+                    recorded_space: r.try_get("recorded_space")?,
+                    ok: r.try_get("ok")?,
+                    repaired: r.try_get("repaired")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,115 @@
+//! Quotas through real mounts: a writer stops at a directory quota with
+//! EDQUOT, usage is exact the moment the write fails, parallel writers on
+//! two mounts leave counters equal to a recount, and df shows the capacity.
+use std::fs;
+use std::io::Write;
+use std::process::Command;
+
+use jfs_e2e::{jfs, ok, Volume};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
+    let v = Volume::with_options("quotadd", &["--capacity", "50"]);
+    let m = v.mount("a", &[]);
+    fs::create_dir(m.p("q")).unwrap();
+    ok(jfs().args(["quota", "set", &v.url, "--path", "/q", "--capacity", "1"]));
+
+    // df shows the volume's capacity
+    let out = ok(Command::new("df")
+        .args(["-B1", "--output=size"])
+        .arg(&m.path));
+    let size: u64 = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .expect("df size");
+    assert_eq!(size, 50 * GIB);
+
+    let out = Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "count=2048"])
+        .arg(format!("of={}", m.p("q/big").display()))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "dd wrote 2 GiB under a 1 GiB quota");
+    assert!(said.contains("Disk quota exceeded"), "{said}");
+    // exact now, not after some flush interval
+    let used: u64 = v
+        .sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'")
+        .parse()
+        .unwrap();
+    assert!(used <= GIB && used > GIB - 65 * MIB, "used {used}");
+    let length = fs::metadata(m.p("q/big")).unwrap().len();
+    assert!(length <= GIB && length > GIB - 65 * MIB, "length {length}");
+    assert_eq!(used, length.div_ceil(4096) * 4096);
+    let out = ok(jfs().args(["quota", "get", &v.url, "--path", "/q"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("of 1.00 GiB"));
+
+    // the quota is full: even a new empty file is refused; removing the big one frees it
+    let err = fs::write(m.p("q/more"), vec![7u8; 8 << 20]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EDQUOT), "{err}");
+    assert!(!m.p("q/more").exists());
+    fs::remove_file(m.p("q/big")).unwrap();
+    fs::write(m.p("q/more"), vec![7u8; 8 << 20]).unwrap();
+    assert_eq!(
+        v.sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'"),
+        (8 * MIB).to_string()
+    );
+    ok(jfs().args(["quota", "check", &v.url]));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn parallel_writers_on_two_mounts_leave_exact_usage() {
+    let v = Volume::new("quotapar");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("p")).unwrap();
+    ok(jfs().args(["quota", "set", &v.url, "--path", "/p", "--inodes", "150"]));
+    ok(jfs().args(["quota", "set", &v.url, "--uid", "0", "--capacity", "1"]));
+    let dirs: Vec<_> = (0..4)
+        .map(|i| {
+            let m = if i % 2 == 0 { &a } else { &b };
+            let d = m.p(&format!("p/w{i}"));
+            fs::create_dir(&d).unwrap();
+            d
+        })
+        .collect();
+    // 4 writers, 60 files of 64 KiB each: 240 + 4 entries want in, 150 fit
+    let refused: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = dirs
+            .iter()
+            .map(|d| {
+                s.spawn(move || {
+                    let mut refused = 0;
+                    for n in 0..60 {
+                        let r = fs::File::create(d.join(format!("f{n}")))
+                            .and_then(|mut f| f.write_all(&vec![n as u8; 64 << 10]));
+                        match r {
+                            Ok(()) => {}
+                            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => refused += 1,
+                            Err(e) => panic!("{}: {e}", d.display()),
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert!(refused >= 90, "only {refused} creates refused");
+    assert_eq!(
+        v.sql("SELECT used_inodes FROM jfs.quotas WHERE path = '/p'"),
+        "150"
+    );
+    let out = ok(jfs().args(["quota", "check", &v.url]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("DRIFTED") && text.contains("dir /p"),
+        "{text}"
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
