@@ -161,29 +161,24 @@ BEGIN
     -- nodes count for the volume and their owners. Over a limit, the
     -- whole clone is undone.
     v_roots := _quota_roots(par.qroot);
-    IF par.quota_limits THEN
-        v_quota_errno := _quota_check(false, NULL, NULL, v_roots,
-                                      (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
-                                      (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp));
-        IF v_quota_errno = 0 THEN
-            v_quota_errno := _quota_check(true, NULL, NULL, '{}', v_res.nodes, v_res.space);
-        END IF;
+    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
+                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
+                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
+    IF v_quota_errno = 0 THEN
+        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
+    END IF;
+    IF par.owner_quotas THEN
         FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
                                      u(uid, gid, inodes, space)
         LOOP
             EXIT WHEN v_quota_errno <> 0;
-            v_quota_errno := _quota_check(false, v_owner.uid, v_owner.gid, '{}', v_owner.inodes, v_owner.space);
+            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
+                                     par.quota_limits);
         END LOOP;
     END IF;
     IF v_quota_errno <> 0 THEN
+        -- what was charged already goes with the rest of the clone
         RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
-    END IF;
-    PERFORM _quota_add(false, NULL, NULL, v_roots,
-                       (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i), (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp));
-    PERFORM _quota_add(true, NULL, NULL, '{}', v_res.nodes, v_res.space);
-    IF par.owner_quotas THEN
-        PERFORM _quota_add(false, ow.uid, ow.gid, '{}', ow.inodes, ow.space)
-           FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces) ow(uid, gid, inodes, space);
     END IF;
     INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
     SELECT u.dir, _stripe(), u.space, u.inodes FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes) u(dir, space, inodes)

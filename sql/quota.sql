@@ -88,6 +88,7 @@ BEGIN
             PERFORM _qroot_set(p_key, v_old_root, p_key);
         END IF;
     END IF;
+    PERFORM _quota_reshare(p_kind, p_key, 0, 0);
     PERFORM _quota_flags();
     RETURN QUERY SELECT q.kind, q.key, q.max_space, q.max_inodes, u.space::bigint, u.inodes::bigint
                    FROM quota q,
@@ -223,6 +224,7 @@ BEGIN
         repaired := p_repair AND NOT ok;
         IF repaired THEN
             PERFORM _quota_store(q.kind, q.key, c.inodes, c.space);
+            PERFORM _quota_reshare(q.kind, q.key, 0, 0);
         END IF;
         RETURN NEXT;
     END LOOP;

@@ -128,24 +128,25 @@ BEGIN
         END IF;
 
         -- usage: a move between directories under different quota roots
-        -- must fit the new roots' limits (checked before anything changes)
+        -- must fit the new roots' limits (refused before anything changes)
         IF v_cross THEN
             SELECT * INTO v_src_node FROM node WHERE node.inode = v_src;
-            errno := _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent, false);
-            IF errno = 0 AND v_exchange THEN
-                SELECT * INTO v_dst_node FROM node WHERE node.inode = v_dst;
-                errno := _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent, false);
-            END IF;
+            errno := _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent);
             IF errno <> 0 THEN
                 RETURN;
+            END IF;
+            IF v_exchange THEN
+                SELECT * INTO v_dst_node FROM node WHERE node.inode = v_dst;
+                errno := _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent);
+                IF errno <> 0 THEN
+                    -- undo the first move (it fitted where it was)
+                    PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_new_parent, p_parent);
+                    RETURN;
+                END IF;
             END IF;
         END IF;
 
         IF v_exchange THEN
-            IF v_cross THEN
-                PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent, true);
-                PERFORM _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent, true);
-            END IF;
             UPDATE edge SET inode = v_dst, type = v_dst_type WHERE parent = p_parent AND name = p_name;
             UPDATE edge SET inode = v_src, type = v_src_type WHERE parent = p_new_parent AND name = p_new_name;
             UPDATE node SET ctime = v_now,
@@ -183,9 +184,6 @@ BEGIN
                         PERFORM _free_node(v_dst);
                     END IF;
                 END IF;
-            END IF;
-            IF v_cross THEN
-                PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent, true);
             END IF;
             UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
              WHERE parent = p_parent AND name = p_name;

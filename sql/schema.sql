@@ -39,6 +39,9 @@
 -- quota_usage (kind, key, stripe) -> used space and inodes; the sum over the
 --             16 stripes is the usage. Each transaction updates the stripe of
 --             its backend, so concurrent writers do not queue on one row.
+--             share_space/share_inodes: how far this stripe may grow without
+--             looking at the others (NULL: no limit); the shares of a quota
+--             never add up to more than its limit (see sql/usage.sql).
 -- tier        id 0..3 -> object storage class ('' = the bucket's default).
 --
 -- Space is charged in 4 KiB units of file length (directories and symlinks one
@@ -205,6 +208,8 @@ CREATE TABLE quota_usage (
     stripe   smallint NOT NULL,
     space    bigint   NOT NULL DEFAULT 0,
     inodes   bigint   NOT NULL DEFAULT 0,
+    share_space  bigint,
+    share_inodes bigint,
     PRIMARY KEY (kind, key, stripe)
 );
 

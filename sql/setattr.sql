@@ -82,16 +82,14 @@ BEGIN
         v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
         v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
         SELECT quota_limits, owner_quotas INTO f FROM setting;
-        IF f.quota_limits THEN
-            v_errno := _quota_check(false, v_new_uid, v_new_gid, '{}', 1, _node_space(n.type, n.length));
+        IF f.owner_quotas THEN
+            v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);
             IF v_errno <> 0 THEN
                 RETURN _err(v_errno);
             END IF;
-        END IF;
-        IF f.owner_quotas THEN
-            PERFORM _quota_add(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
-                               CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', -1, -_node_space(n.type, n.length));
-            PERFORM _quota_add(false, v_new_uid, v_new_gid, '{}', 1, _node_space(n.type, n.length));
+            PERFORM _charge(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
+                            CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', 0, -1, -_node_space(n.type, n.length),
+                            false);
         END IF;
     END IF;
     IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;

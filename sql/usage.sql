@@ -11,12 +11,14 @@
 -- the stripe of its backend (16 rows per quota and per directory), readers sum.
 --
 -- Limits are checked, before anything changes, when usage grows: errno 28
--- ENOSPC for the volume, 122 EDQUOT for the others. Far from a limit the check
--- sums the stripes without locking. Within 128 MiB or 128 inodes of a limit
--- it first takes the quota row's lock, so transactions near a limit pass one
--- at a time and the last one that fits is exact. A limit is overshot only when
--- transactions that each started farther than that from it land together:
--- by at most one in-flight slice (64 MiB) per parallel writer.
+-- ENOSPC for the volume, 122 EDQUOT for the others. Each stripe of a limited
+-- quota holds a share: it may grow up to it without looking at the other
+-- stripes, and the shares never add up to more than the limit. That makes
+-- the usual check free (the UPDATE of the stripe does it). A stripe that
+-- would pass its share takes the slow path: it locks all the quota's stripes
+-- (waiting for transactions in flight on them), checks the exact sum, and
+-- shares what is left equally again. So a limit is never passed, even by
+-- many writers at once; near it, they take turns.
 
 CREATE FUNCTION _stripe() RETURNS smallint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (pg_catalog.pg_backend_pid() % 16)::smallint $$;
@@ -46,78 +48,6 @@ BEGIN
 END
 $$;
 
--- 0 if adding p_inodes and p_space fits every limit concerned, else the
--- errno: the volume's (p_fs), user p_uid's and group p_gid's (NULL: not
--- concerned), and those of the directory quotas p_roots (a root listed n
--- times is charged n times). Changes nothing but row locks near a limit.
-CREATE FUNCTION _quota_check(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[],
-                             p_inodes bigint, p_space bigint) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-    q record;
-    u record;
-    v_times bigint;
-BEGIN
-    IF p_inodes <= 0 AND p_space <= 0 THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT l.kind, l.key, l.max_space, l.max_inodes FROM quota l
-         WHERE ((l.kind = 'fs' AND l.key = 0 AND p_fs) OR (l.kind = 'user' AND l.key = p_uid)
-                OR (l.kind = 'group' AND l.key = p_gid))
-           AND ((l.max_space > 0 AND p_space > 0) OR (l.max_inodes > 0 AND p_inodes > 0))
-        UNION ALL
-        SELECT l.kind, l.key, l.max_space, l.max_inodes FROM quota l
-         WHERE l.kind = 'dir' AND l.key = ANY (p_roots)
-           AND ((l.max_space > 0 AND p_space > 0) OR (l.max_inodes > 0 AND p_inodes > 0))
-    LOOP
-        v_times := CASE WHEN q.kind = 'dir' THEN (SELECT count(*) FROM unnest(p_roots) k WHERE k = q.key) ELSE 1 END;
-        SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
-          FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key;
-        IF (q.max_space > 0 AND u.space + p_space * v_times > q.max_space - 134217728)
-           OR (q.max_inodes > 0 AND u.inodes + p_inodes * v_times > q.max_inodes - 128) THEN
-            -- near the limit: one transaction at a time, on a fresh sum
-            PERFORM 1 FROM quota l WHERE l.kind = q.kind AND l.key = q.key FOR NO KEY UPDATE;
-            SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
-              FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key;
-            IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space * v_times > q.max_space)
-               OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes * v_times > q.max_inodes) THEN
-                RETURN CASE WHEN q.kind = 'fs' THEN 28 ELSE 122 END;
-            END IF;
-        END IF;
-    END LOOP;
-    RETURN 0;
-END
-$$;
-
--- Adds p_inodes and p_space (either sign) to the quotas named as in
--- _quota_check. No check.
-CREATE FUNCTION _quota_add(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[],
-                           p_inodes bigint, p_space bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_stripe smallint := _stripe();
-BEGIN
-    IF p_inodes = 0 AND p_space = 0 THEN
-        RETURN;
-    END IF;
-    IF p_fs THEN
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
-         WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = v_stripe;
-    END IF;
-    IF p_uid IS NOT NULL OR p_gid IS NOT NULL THEN
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
-         WHERE ((x.kind = 'user' AND x.key = p_uid) OR (x.kind = 'group' AND x.key = p_gid))
-           AND x.stripe = v_stripe;
-    END IF;
-    IF cardinality(p_roots) > 0 THEN
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * r.n, space = x.space + p_space * r.n
-          FROM (SELECT k, count(*) AS n FROM unnest(p_roots) k GROUP BY k) r
-         WHERE x.kind = 'dir' AND x.key = r.k AND x.stripe = v_stripe;
-    END IF;
-END
-$$;
-
 -- Adds to the direct-children figures of directory p_dir.
 CREATE FUNCTION _dir_stats_add(p_dir bigint, p_inodes bigint, p_space bigint) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -133,57 +63,83 @@ BEGIN
 END
 $$;
 
+-- Sets the shares of quota (p_kind, p_key): each stripe may grow by an
+-- equal part of what is left under the limit after p_inodes/p_space more.
+-- The caller holds the quota's stripes locked (or the node table).
+CREATE FUNCTION _quota_reshare(p_kind text, p_key bigint, p_inodes bigint, p_space bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    q record;
+    u record;
+BEGIN
+    SELECT l.max_space, l.max_inodes INTO q FROM quota l WHERE l.kind = p_kind AND l.key = p_key;
+    SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
+      FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key;
+    UPDATE quota_usage x
+       SET share_space = CASE WHEN q.max_space > 0
+                              THEN x.space + greatest(q.max_space - u.space - greatest(p_space, 0), 0) / 16 END,
+           share_inodes = CASE WHEN q.max_inodes > 0
+                               THEN x.inodes + greatest(q.max_inodes - u.inodes - greatest(p_inodes, 0), 0) / 16 END
+     WHERE x.kind = p_kind AND x.key = p_key;
+END
+$$;
+
 -- One statement for the usual case: adds p_inodes / p_space to the quotas
--- named as in _quota_check and to dir_stats of p_dir (0: none), unless
--- (p_check) one of those with a limit would come within the headroom of it:
--- then nothing is written and those quotas are returned ('kind:key') for the
--- exact, locked check. NULL when applied.
+-- named (the volume's when p_fs, user p_uid's and group p_gid's when not
+-- NULL, the directory quotas p_roots: a root listed n times n times) and to
+-- dir_stats of p_dir (0: none), unless (p_check) a stripe would pass its
+-- share: then nothing is written and those quotas come back ('kind:key').
+-- NULL when applied.
 CREATE FUNCTION _usage_apply(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
                              p_inodes bigint, p_space bigint, p_check boolean) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
-    v_near text[];
+    v_over text[];
 BEGIN
     WITH targets(kind, key, n) AS (
         SELECT 'fs'::text, 0::bigint, 1::bigint WHERE p_fs
         UNION ALL SELECT 'user', p_uid, 1 WHERE p_uid IS NOT NULL
         UNION ALL SELECT 'group', p_gid, 1 WHERE p_gid IS NOT NULL
         UNION ALL SELECT 'dir', k, count(*) FROM unnest(p_roots) k GROUP BY k
-    ), near AS (
+    ), over AS (
         SELECT t.kind || ':' || t.key AS quota
-          FROM targets t JOIN quota q ON q.kind = t.kind AND q.key = t.key
+          FROM targets t JOIN quota_usage x ON x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe
          WHERE p_check
-           AND ((q.max_space > 0 AND p_space > 0) OR (q.max_inodes > 0 AND p_inodes > 0))
-           AND EXISTS (SELECT 1 FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key
-                        HAVING (q.max_space > 0 AND sum(x.space) + p_space * t.n > q.max_space - 134217728)
-                            OR (q.max_inodes > 0 AND sum(x.inodes) + p_inodes * t.n > q.max_inodes - 128))
+           AND ((p_space > 0 AND x.space + p_space * t.n > x.share_space)
+                OR (p_inodes > 0 AND x.inodes + p_inodes * t.n > x.share_inodes))
     ), counted AS (
         UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
           FROM targets t
-         WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe AND NOT EXISTS (SELECT 1 FROM near)
+         WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe AND NOT EXISTS (SELECT 1 FROM over)
         RETURNING 1
     ), stats AS (
         INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
-        SELECT p_dir, v_stripe, p_space, p_inodes WHERE p_dir > 0 AND NOT EXISTS (SELECT 1 FROM near)
+        SELECT p_dir, v_stripe, p_space, p_inodes WHERE p_dir > 0 AND NOT EXISTS (SELECT 1 FROM over)
             ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes
         RETURNING 1
     )
-    SELECT array_agg(near.quota) INTO v_near FROM near;
-    RETURN v_near;
+    SELECT array_agg(over.quota) INTO v_over FROM over;
+    RETURN v_over;
 END
 $$;
 
--- Charges p_inodes / p_space to the quotas named as in _quota_check and to
--- dir_stats of p_dir (0: none). With p_check, growth is refused when it
--- would pass a limit: nothing changes and the errno is returned. Far from
--- every limit that is one statement (_usage_apply); near one, the quota's
--- row lock is taken and the check is exact.
+-- Charges p_inodes / p_space to the quotas named as in _usage_apply and to
+-- dir_stats of p_dir (0: none). With p_check, growth that would pass a limit
+-- is refused: nothing changes and the errno comes back (28 for the volume,
+-- 122 for the others). Usually one statement; when a stripe would pass its
+-- share, the quota's stripes are locked, the exact sum decides, and the
+-- shares are dealt again.
 CREATE FUNCTION _charge(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
                         p_inodes bigint, p_space bigint, p_check boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_errno integer;
+    v_over text[];
+    v_rows bigint;
+    v_done text[];
+    q record;
+    u record;
+    v_n bigint;
 BEGIN
     IF p_uid IS NULL AND p_gid IS NULL AND cardinality(p_roots) = 0 AND NOT p_check THEN
         -- no quota but the volume's counters, nothing to check: two plain updates
@@ -196,14 +152,72 @@ BEGIN
         END IF;
         RETURN 0;
     END IF;
-    IF _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space,
-                    p_check AND (p_inodes > 0 OR p_space > 0)) IS NULL THEN
-        RETURN 0;
+    IF p_check AND (p_inodes > 0 OR p_space > 0)
+       AND (cardinality(p_roots) <= 1 OR cardinality(p_roots) = cardinality(ARRAY(SELECT DISTINCT unnest(p_roots)))) THEN
+        -- the usual case, one statement: if every stripe concerned stays
+        -- within its share, add to all of them; else write nothing (so no
+        -- stripe stays locked while the slow path below locks them in order)
+        WITH fit AS (
+            SELECT count(*) AS rows,
+                   array_agg(x.kind || ':' || x.key) FILTER (WHERE NOT (
+                       (p_space <= 0 OR x.share_space IS NULL OR x.space + p_space <= x.share_space)
+                       AND (p_inodes <= 0 OR x.share_inodes IS NULL OR x.inodes + p_inodes <= x.share_inodes))) AS over
+              FROM quota_usage x
+             WHERE x.stripe = _stripe()
+               AND ((x.kind = 'fs' AND x.key = 0 AND p_fs) OR (x.kind = 'user' AND x.key = p_uid)
+                    OR (x.kind = 'group' AND x.key = p_gid) OR (x.kind = 'dir' AND x.key = ANY (p_roots)))
+        ), counted AS (
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+             WHERE x.stripe = _stripe()
+               AND ((x.kind = 'fs' AND x.key = 0 AND p_fs) OR (x.kind = 'user' AND x.key = p_uid)
+                    OR (x.kind = 'group' AND x.key = p_gid) OR (x.kind = 'dir' AND x.key = ANY (p_roots)))
+               AND (SELECT f.over IS NULL FROM fit f)
+               -- checked again on the row as it is now (another transaction on this stripe may have won)
+               AND (p_space <= 0 OR x.share_space IS NULL OR x.space + p_space <= x.share_space)
+               AND (p_inodes <= 0 OR x.share_inodes IS NULL OR x.inodes + p_inodes <= x.share_inodes)
+            RETURNING x.kind, x.key
+        )
+        SELECT f.over, f.rows, (SELECT array_agg(c.kind || ':' || c.key) FROM counted c)
+          INTO v_over, v_rows, v_done
+          FROM fit f;
+        IF v_over IS NULL AND coalesce(cardinality(v_done), 0) = v_rows THEN
+            IF p_dir > 0 THEN
+                PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+            END IF;
+            RETURN 0;
+        END IF;
+        IF v_over IS NULL THEN
+            -- lost a race at a share's edge: take back what was added, go the slow way
+            UPDATE quota_usage x SET inodes = x.inodes - p_inodes, space = x.space - p_space
+             WHERE x.stripe = _stripe() AND x.kind || ':' || x.key = ANY (v_done);
+            v_over := ARRAY(SELECT x.kind || ':' || x.key FROM quota_usage x
+                             WHERE x.stripe = _stripe()
+                               AND ((x.kind = 'fs' AND x.key = 0 AND p_fs) OR (x.kind = 'user' AND x.key = p_uid)
+                                    OR (x.kind = 'group' AND x.key = p_gid) OR (x.kind = 'dir' AND x.key = ANY (p_roots))));
+        END IF;
+    ELSE
+        v_over := _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space,
+                               p_check AND (p_inodes > 0 OR p_space > 0));
+        IF v_over IS NULL THEN
+            RETURN 0;
+        END IF;
     END IF;
-    v_errno := _quota_check(p_fs, p_uid, p_gid, p_roots, p_inodes, p_space);
-    IF v_errno <> 0 THEN
-        RETURN v_errno;
-    END IF;
+    FOR q IN
+        SELECT l.kind, l.key, l.max_space, l.max_inodes
+          FROM unnest(v_over) o JOIN quota l ON l.kind || ':' || l.key = o
+         ORDER BY l.kind, l.key
+    LOOP
+        -- every stripe of it, so no other transaction changes its usage now
+        PERFORM 1 FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key ORDER BY x.stripe FOR UPDATE;
+        v_n := CASE WHEN q.kind = 'dir' THEN (SELECT count(*) FROM unnest(p_roots) k WHERE k = q.key) ELSE 1 END;
+        SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
+          FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key;
+        IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space * v_n > q.max_space)
+           OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes * v_n > q.max_inodes) THEN
+            RETURN CASE WHEN q.kind = 'fs' THEN 28 ELSE 122 END;
+        END IF;
+        PERFORM _quota_reshare(q.kind, q.key, p_inodes * v_n, p_space * v_n);
+    END LOOP;
     PERFORM _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space, false);
     RETURN 0;
 END
@@ -291,7 +305,7 @@ BEGIN
          WHERE p.qroot > 0
          GROUP BY p.qroot
     LOOP
-        PERFORM _quota_add(false, NULL, NULL, _quota_roots(g.qroot), -g.n, -g.space);
+        PERFORM _charge(false, NULL, NULL, _quota_roots(g.qroot), 0, -g.n, -g.space, false);
     END LOOP;
 END
 $$;
@@ -356,10 +370,10 @@ $$;
 -- Moves entry p_node (type p_type, length p_length) from directory p_from to
 -- directory p_to, as rename does: dir_stats of both, and, when they are under
 -- different quota roots, the entry and (for a directory) everything below it
--- from the old roots to the new ones, and the subtree's qroot. With p_apply
--- false it only checks the new roots' limits (returns the errno).
-CREATE FUNCTION _move_entry(p_node bigint, p_type smallint, p_length bigint, p_from bigint, p_to bigint,
-                            p_apply boolean) RETURNS integer
+-- from the old roots to the new ones (checked against the new roots' limits
+-- first: errno and no change when it does not fit), and the subtree's qroot.
+CREATE FUNCTION _move_entry(p_node bigint, p_type smallint, p_length bigint, p_from bigint, p_to bigint)
+RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_space bigint := _node_space(p_type, p_length);
@@ -367,28 +381,25 @@ DECLARE
     v_to_root bigint;
     v_sub record;
     v_inodes bigint := 1;
+    v_errno integer;
 BEGIN
     IF p_from = p_to THEN
         RETURN 0;
     END IF;
     SELECT qroot INTO v_from_root FROM node WHERE inode = p_from;
     SELECT qroot INTO v_to_root FROM node WHERE inode = p_to;
-    IF v_from_root <> v_to_root AND p_type = 2 THEN
-        v_sub := _subtree_usage(p_node);
-        v_inodes := v_inodes + v_sub.inodes;
-        v_space := v_space + v_sub.space;
-    END IF;
-    IF NOT p_apply THEN
-        IF v_from_root = v_to_root OR NOT (SELECT quota_limits FROM setting) THEN
-            RETURN 0;
-        END IF;
-        RETURN _quota_check(false, NULL, NULL, _quota_roots(v_to_root), v_inodes, v_space);
-    END IF;
-    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));
-    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length));
     IF v_from_root <> v_to_root THEN
-        PERFORM _quota_add(false, NULL, NULL, _quota_roots(v_from_root), -v_inodes, -v_space);
-        PERFORM _quota_add(false, NULL, NULL, _quota_roots(v_to_root), v_inodes, v_space);
+        IF p_type = 2 THEN
+            v_sub := _subtree_usage(p_node);
+            v_inodes := v_inodes + v_sub.inodes;
+            v_space := v_space + v_sub.space;
+        END IF;
+        v_errno := _charge(false, NULL, NULL, _quota_roots(v_to_root), 0, v_inodes, v_space,
+                           (SELECT quota_limits FROM setting));
+        IF v_errno <> 0 THEN
+            RETURN v_errno;
+        END IF;
+        PERFORM _charge(false, NULL, NULL, _quota_roots(v_from_root), 0, -v_inodes, -v_space, false);
         IF p_type = 2 THEN
             -- the moved directories that took their qroot from above now take the new one
             WITH RECURSIVE dirs(inode) AS (
@@ -401,6 +412,8 @@ BEGIN
              WHERE n.inode IN (SELECT d.inode FROM dirs d) AND n.qroot = v_from_root;
         END IF;
     END IF;
+    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));
+    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length));
     RETURN 0;
 END
 $$;

@@ -65,6 +65,7 @@ BEGIN
         UPDATE setting SET name = p_name, storage = p_storage, bucket = p_bucket,
                block_size = p_block_size, trash_days = p_trash_days, meta_durability = p_meta_durability;
         UPDATE quota SET max_space = p_capacity, max_inodes = p_inodes WHERE kind = 'fs' AND key = 0;
+        PERFORM _quota_reshare('fs', 0, 0, 0);
         PERFORM _quota_flags();
         IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
             INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''))
@@ -96,6 +97,7 @@ BEGIN
         ON CONFLICT DO NOTHING;
     INSERT INTO tier (id, storage_class) SELECT t, '' FROM generate_series(0, 3) t
         ON CONFLICT DO NOTHING;
+    PERFORM _quota_reshare('fs', 0, 0, 0);
     PERFORM _quota_flags();
     errno := 0;
     message := pg_catalog.format('volume %L formatted (uuid %s)', p_name, uuid);
