@@ -53,11 +53,22 @@ DECLARE
     v_done_inodes bigint[];
     v_spaces bigint[];
 BEGIN
-    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns INTO par
+    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
     IF par.type IS DISTINCT FROM 2 THEN
         RETURN QUERY SELECT u.n, CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint
                        FROM unnest(p_names) WITH ORDINALITY u(n, i) ORDER BY u.i;
+        RETURN;
+    END IF;
+    IF par.trash_days > 0 AND NOT _in_trash(p_parent) THEN
+        -- with a trash: one unlink per name (each last link moves there), same transaction
+        RETURN QUERY
+            SELECT u.n, CASE WHEN _is_dot(u.n) THEN 21 ELSE x.errno END,
+                   CASE WHEN x.errno = 0 THEN x.inode END
+              FROM unnest(p_names) WITH ORDINALITY u(n, i)
+              CROSS JOIN LATERAL (SELECT * FROM unlink(p_parent, u.n, p_sid, p_open_inodes)
+                                   WHERE NOT _is_dot(u.n)) x
+             ORDER BY u.i;
         RETURN;
     END IF;
     PERFORM _durability(par.meta_durability);
@@ -137,6 +148,14 @@ BEGIN
         RETURN QUERY SELECT b.errno, (b.errno = 0)::integer::bigint, true
                        FROM batch_unlink(p_parent, ARRAY[p_name], p_sid, p_open_inodes) b;
         RETURN;
+    END IF;
+    -- with a trash, the whole tree moves there in one step
+    IF EXISTS (SELECT 1 FROM setting WHERE trash_days > 0) AND NOT _in_trash(p_parent) THEN
+        v_count := (_subtree_usage(v_root)).inodes + 1;
+        IF _to_trash(p_parent, p_name) = 0 THEN
+            RETURN QUERY SELECT 0, v_count, true;
+            RETURN;
+        END IF;
     END IF;
     PERFORM _durability(v_mode);
 

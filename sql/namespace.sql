@@ -285,17 +285,25 @@ DECLARE
     v record;
     par record;
     c node;
+    v_trashed integer;
 BEGIN
     IF _is_dot(p_name) THEN
         RETURN _err(21);
     END IF;
     FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns INTO v
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO v
           FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
         IF NOT FOUND THEN
             RETURN _err(_missing(p_parent, p_name));
         ELSIF v.type = 2 THEN
             RETURN _err(21);
+        END IF;
+        -- with a trash, a last link moves there instead
+        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
+            v_trashed := _to_trash(p_parent, p_name);
+            IF v_trashed = 0 THEN
+                RETURN _attr(v.inode);
+            END IF;
         END IF;
         IF attempt = 1 THEN
             PERFORM _durability(v.meta_durability);
@@ -358,6 +366,10 @@ BEGIN
         IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
             IF NOT _dir_is_empty(v_child) THEN
                 RETURN _err(39);
+            END IF;
+            -- with a trash, the directory moves there instead
+            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
+                RETURN _attr(v_child);
             END IF;
             DELETE FROM edge WHERE parent = p_parent AND name = p_name;
             DELETE FROM node WHERE inode = v_child RETURNING * INTO n;

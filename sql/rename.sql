@@ -164,7 +164,13 @@ BEGIN
             replaced := v_dst;
             SELECT n.nlink INTO replaced_nlink FROM node n WHERE n.inode = v_dst;
         ELSE
-            IF v_dst IS NOT NULL THEN
+            IF v_dst IS NOT NULL AND v_dst_type <> 2
+               AND (SELECT n.nlink FROM node n WHERE n.inode = v_dst) = 1
+               AND _to_trash(p_new_parent, p_new_name) = 0 THEN
+                -- with a trash, the replaced file moves there
+                replaced := v_dst;
+                replaced_nlink := 1;
+            ELSIF v_dst IS NOT NULL THEN
                 DELETE FROM edge WHERE parent = p_new_parent AND name = p_new_name;
                 replaced := v_dst;
                 SELECT * INTO v_gone FROM node WHERE node.inode = v_dst;

@@ -20,8 +20,14 @@
 -- shares what is left equally again. So a limit is never passed, even by
 -- many writers at once; near it, they take turns.
 
+-- This backend's stripe: one of 16, or of jfs.stripes (a setting, 1..16;
+-- 1 turns striping off, for comparisons).
 CREATE FUNCTION _stripe() RETURNS smallint
-LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (pg_catalog.pg_backend_pid() % 16)::smallint $$;
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (pg_catalog.pg_backend_pid()
+            % least(greatest(coalesce(nullif(pg_catalog.current_setting('jfs.stripes', true), '')::integer, 16), 1), 16)
+           )::smallint
+$$;
 
 -- Space charged for a node of type p_type and length p_length.
 CREATE FUNCTION _node_space(p_type smallint, p_length bigint) RETURNS bigint

@@ -62,6 +62,7 @@ pgrx::extension_sql_file!(
     name = "people",
     requires = ["clone"]
 );
-pgrx::extension_sql_file!("../../sql/quota.sql", name = "quota", requires = ["people"]);
+pgrx::extension_sql_file!("../../sql/trash.sql", name = "trash", requires = ["people"]);
+pgrx::extension_sql_file!("../../sql/quota.sql", name = "quota", requires = ["trash"]);
 pgrx::extension_sql_file!("../../sql/fsck.sql", name = "fsck", requires = ["quota"]);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

@@ -1,10 +1,11 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc, quota.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc, quota, restore.
 mod clone;
 mod format;
 mod gc;
 mod info;
 mod mount;
 mod quota;
+mod restore;
 mod rmr;
 mod status;
 mod umount;
@@ -47,6 +48,8 @@ enum Command {
     Gc(gc::GcArgs),
     /// Set, show, remove and check quotas of the volume, directories, users and groups
     Quota(quota::QuotaArgs),
+    /// Put what the trash holds back where it was
+    Restore(restore::RestoreArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -76,6 +79,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Clone(a) => clone::run(a),
         Command::Gc(a) => runtime()?.block_on(gc::run(a)),
         Command::Quota(a) => runtime()?.block_on(quota::run(a)),
+        Command::Restore(a) => runtime()?.block_on(restore::run(a)),
     }
 }
 

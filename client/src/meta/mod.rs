@@ -9,6 +9,7 @@ mod data;
 mod namespace;
 mod quota;
 mod session;
+mod trash;
 mod volume;
 mod xattr;
 

@@ -1,5 +1,5 @@
 //! Background work of a mount: session heartbeats, cleanup of dead sessions,
-//! and deleting the objects of freed slices (the delslice queue).
+//! purging expired trash, and deleting the objects of freed slices (the delslice queue).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +63,13 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(cfg.gc_interval).await;
+            if vfs.volume.trash_days > 0 && !vfs.config.read_only {
+                match vfs.meta.trash_purge(10_000).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("purged {n} expired trash entries"),
+                    Err(e) => tracing::warn!("purging the trash: {e}"),
+                }
+            }
             if let Err(e) =
                 drain_delslices(&vfs.meta, vfs.store.as_ref(), &vfs.volume, cfg.gc_delay).await
             {
