@@ -64,5 +64,6 @@ pgrx::extension_sql_file!(
 );
 pgrx::extension_sql_file!("../../sql/trash.sql", name = "trash", requires = ["people"]);
 pgrx::extension_sql_file!("../../sql/quota.sql", name = "quota", requires = ["trash"]);
-pgrx::extension_sql_file!("../../sql/fsck.sql", name = "fsck", requires = ["quota"]);
+pgrx::extension_sql_file!("../../sql/tier.sql", name = "tier", requires = ["quota"]);
+pgrx::extension_sql_file!("../../sql/fsck.sql", name = "fsck", requires = ["tier"]);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);
