@@ -85,7 +85,7 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
     // the bucket must take, give back and delete an object before we promise anything
     let probe = format!("{}/.jfs-probe-{}", a.name, std::process::id());
     store
-        .put(&probe, Bytes::from_static(b"jfs"))
+        .put(&probe, Bytes::from_static(b"jfs"), "")
         .await
         .with_context(|| format!("cannot write to {}", store.describe()))?;
     let back = store

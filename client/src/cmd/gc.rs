@@ -6,8 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Args;
 
-use crate::meta::{redact_url, Meta, MetaError};
-use crate::object::{self, parse_block_key, ObjectInfo};
+use crate::object::{parse_block_key, ObjectInfo};
 use crate::vfs::background::drain_delslices;
 
 #[derive(Args, Debug)]
@@ -43,16 +42,7 @@ fn mib(bytes: u64) -> String {
 }
 
 pub async fn run(a: GcArgs) -> anyhow::Result<()> {
-    let meta = Meta::connect(&a.meta_url, 2).await?;
-    let volume = match meta.volume().await {
-        Ok(v) => v,
-        Err(MetaError::Errno(libc::ENOENT)) => {
-            anyhow::bail!("{} holds no volume", redact_url(&a.meta_url))
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let keys = meta.volume_secrets().await?;
-    let store = object::open(&volume.storage, &volume.bucket, keys).await?;
+    let (meta, volume, store) = super::open_volume(&a.meta_url).await?;
     let prefix = format!("{}/chunks/", volume.name);
     eprint!("listing {}/{prefix} ...", store.describe());
     let objects = store

@@ -1,4 +1,4 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc, quota, restore.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc, quota, restore, tier, config.
 mod clone;
 mod format;
 mod gc;
@@ -8,6 +8,7 @@ mod quota;
 mod restore;
 mod rmr;
 mod status;
+mod tier;
 mod umount;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +51,10 @@ enum Command {
     Quota(quota::QuotaArgs),
     /// Put what the trash holds back where it was
     Restore(restore::RestoreArgs),
+    /// Storage tiers: set a tree's tier (moving its objects), restore archived objects, status
+    Tier(tier::TierArgs),
+    /// Change a volume's settings: the storage class of a tier id
+    Config(tier::ConfigArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -80,7 +85,31 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gc(a) => runtime()?.block_on(gc::run(a)),
         Command::Quota(a) => runtime()?.block_on(quota::run(a)),
         Command::Restore(a) => runtime()?.block_on(restore::run(a)),
+        Command::Tier(a) => runtime()?.block_on(tier::run(a)),
+        Command::Config(a) => runtime()?.block_on(tier::config(a)),
     }
+}
+
+/// Connects to a volume's database and opens its object store (for the
+/// commands that work on a volume without a mount: gc, tier).
+pub async fn open_volume(
+    meta_url: &str,
+) -> anyhow::Result<(
+    crate::meta::Meta,
+    crate::meta::VolumeInfo,
+    std::sync::Arc<dyn crate::object::ObjectStore>,
+)> {
+    let meta = crate::meta::Meta::connect(meta_url, 2).await?;
+    let volume = match meta.volume().await {
+        Ok(v) => v,
+        Err(crate::meta::MetaError::Errno(libc::ENOENT)) => {
+            anyhow::bail!("{} holds no volume", crate::meta::redact_url(meta_url))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let keys = meta.volume_secrets().await?;
+    let store = crate::object::open(&volume.storage, &volume.bucket, keys).await?;
+    Ok((meta, volume, store))
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

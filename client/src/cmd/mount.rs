@@ -248,11 +248,9 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store.describe(),
             mountpoint.display()
         );
-        Ok::<_, anyhow::Error>((
-            Arc::new(Vfs::new(meta, store, volume, config, sid)),
-            host,
-            info,
-        ))
+        let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
+        vfs.reload_tier_classes().await?;
+        Ok::<_, anyhow::Error>((vfs, host, info))
     })?;
     {
         let _guard = rt.enter();

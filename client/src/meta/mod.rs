@@ -9,6 +9,7 @@ mod data;
 mod namespace;
 mod quota;
 mod session;
+mod tier;
 mod trash;
 mod volume;
 mod xattr;
@@ -23,6 +24,7 @@ use tokio_postgres::{NoTls, Row};
 pub use data::SliceRow;
 pub use namespace::DirEntry;
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
+pub use tier::TierSlice;
 pub use volume::{FormatRequest, Statfs, VolumeInfo};
 
 /// A failed metadata call.
@@ -91,6 +93,8 @@ pub struct Attr {
     pub length: u64,
     pub rdev: u32,
     pub parent: u64,
+    /// Storage tier (0 = the volume default, 1..3 = jfs.tier).
+    pub tier: u8,
 }
 
 /// Nanoseconds since the epoch as a `SystemTime` (negative = before 1970).
@@ -135,6 +139,7 @@ fn attr_from_row(row: &Row) -> Result<Attr> {
         length: row.try_get::<_, i64>("length")? as u64,
         rdev: row.try_get::<_, i64>("rdev")? as u32,
         parent: row.try_get::<_, i64>("parent")? as u64,
+        tier: row.try_get::<_, Option<i16>>("tier")?.unwrap_or(0) as u8,
     })
 }
 

@@ -1,12 +1,12 @@
 //! The `file` backend: objects as files under a local directory.
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ObjectInfo, ObjectStore};
+use super::{is_archive_class, ObjectInfo, ObjectState, ObjectStore};
 
 pub struct FileStore {
     root: PathBuf,
@@ -39,10 +39,51 @@ impl FileStore {
     }
 }
 
+/// The file beside an object that keeps its storage class ("object metadata").
+const CLASS_SUFFIX: &str = ".class";
+
+fn class_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(CLASS_SUFFIX);
+    PathBuf::from(p)
+}
+
+/// Records an object's class (and, for an archive class, whether it was
+/// restored); the default class needs no file.
+fn write_class(meta: &Path, class: &str, restored: bool) -> io::Result<()> {
+    if class.is_empty() || class == "STANDARD" {
+        return match std::fs::remove_file(meta) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    }
+    if let Some(parent) = meta.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(
+        meta,
+        format!("{class}\n{}", if restored { "restored\n" } else { "" }),
+    )
+}
+
+fn read_class(meta: &Path) -> ObjectState {
+    let text = std::fs::read_to_string(meta).unwrap_or_default();
+    let mut lines = text.lines();
+    let class = lines.next().unwrap_or("").to_string();
+    let restored = lines.next() == Some("restored");
+    ObjectState {
+        archived: is_archive_class(&class) && !restored,
+        restoring: false,
+        class,
+    }
+}
+
 #[async_trait]
 impl ObjectStore for FileStore {
-    async fn put(&self, key: &str, data: Bytes) -> io::Result<()> {
+    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
         let path = self.path(key)?;
+        let meta = class_path(&path);
+        let class = class.to_string();
         let tmp = path.with_extension(format!(
             "tmp.{}.{}",
             std::process::id(),
@@ -52,7 +93,9 @@ impl ObjectStore for FileStore {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
             }
-            // write then rename: a reader never sees half an object
+            // the class first, then the object (write then rename: a reader
+            // never sees half an object)
+            write_class(&meta, &class, false)?;
             std::fs::write(&tmp, &data)?;
             std::fs::rename(&tmp, &path).inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp);
@@ -64,18 +107,68 @@ impl ObjectStore for FileStore {
 
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes> {
         let path = self.path(key)?;
-        tokio::task::spawn_blocking(move || super::read_range(&path, off, len))
-            .await
-            .map_err(io::Error::other)?
+        let key = key.to_string();
+        tokio::task::spawn_blocking(move || {
+            let state = read_class(&class_path(&path));
+            if state.archived {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "InvalidObjectState: {key} is archived in {} and not restored",
+                        state.class
+                    ),
+                ));
+            }
+            super::read_range(&path, off, len)
+        })
+        .await
+        .map_err(io::Error::other)?
     }
 
     async fn delete(&self, key: &str) -> io::Result<()> {
         let path = self.path(key)?;
+        let _ = tokio::fs::remove_file(class_path(&path)).await;
         match tokio::fs::remove_file(&path).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    async fn set_class(&self, key: &str, class: &str) -> io::Result<()> {
+        let path = self.path(key)?;
+        if !tokio::fs::try_exists(&path).await? {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no object {key}"),
+            ));
+        }
+        let class = class.to_string();
+        tokio::task::spawn_blocking(move || write_class(&class_path(&path), &class, false))
+            .await
+            .map_err(io::Error::other)?
+    }
+
+    async fn head(&self, key: &str) -> io::Result<ObjectState> {
+        let path = self.path(key)?;
+        if !tokio::fs::try_exists(&path).await? {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no object {key}"),
+            ));
+        }
+        Ok(read_class(&class_path(&path)))
+    }
+
+    async fn restore(&self, key: &str) -> io::Result<bool> {
+        let path = self.path(key)?;
+        let state = self.head(key).await?;
+        if !state.archived {
+            return Ok(true);
+        }
+        // a local directory restores at once
+        write_class(&class_path(&path), &state.class, true)?;
+        Ok(false)
     }
 
     async fn list(&self, prefix: &str) -> io::Result<Vec<ObjectInfo>> {
@@ -106,7 +199,7 @@ impl ObjectStore for FileStore {
                         continue;
                     };
                     let key = rel.to_string_lossy().to_string();
-                    if key.starts_with(&prefix) {
+                    if key.starts_with(&prefix) && !key.ends_with(CLASS_SUFFIX) {
                         out.push(ObjectInfo {
                             key,
                             size: meta.len(),
@@ -135,7 +228,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FileStore::new(dir.path().to_str().unwrap()).unwrap();
         store
-            .put("v/chunks/0/0/1_0_5", Bytes::from_static(b"hello"))
+            .put("v/chunks/0/0/1_0_5", Bytes::from_static(b"hello"), "")
             .await
             .unwrap();
         assert_eq!(
@@ -155,8 +248,31 @@ mod tests {
     async fn refuses_keys_outside_the_root() {
         let dir = tempfile::tempdir().unwrap();
         let store = FileStore::new(dir.path().to_str().unwrap()).unwrap();
-        assert!(store.put("../x", Bytes::new()).await.is_err());
-        assert!(store.put("/abs", Bytes::new()).await.is_err());
+        assert!(store.put("../x", Bytes::new(), "").await.is_err());
+        assert!(store.put("/abs", Bytes::new(), "").await.is_err());
         assert!(FileStore::new("relative/dir").is_err());
+    }
+
+    #[tokio::test]
+    async fn classes_live_beside_the_object_and_archives_need_a_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::new(dir.path().to_str().unwrap()).unwrap();
+        let key = "v/chunks/0/0/1_0_5";
+        store.put(key, Bytes::from_static(b"hello"), "").await.unwrap();
+        assert_eq!(store.head(key).await.unwrap().class, "");
+        store.set_class(key, "STANDARD_IA").await.unwrap();
+        assert_eq!(store.head(key).await.unwrap().class, "STANDARD_IA");
+        store.set_class(key, "GLACIER").await.unwrap();
+        assert!(store.head(key).await.unwrap().archived);
+        let err = store.get(key, 0, 5).await.unwrap_err();
+        assert!(err.to_string().contains("InvalidObjectState"), "{err}");
+        assert!(!store.restore(key).await.unwrap());
+        assert!(store.restore(key).await.unwrap());
+        assert_eq!(&store.get(key, 0, 5).await.unwrap()[..], b"hello");
+        // listing shows objects only; deleting takes the class along
+        let listed = store.list("v/").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        store.delete(key).await.unwrap();
+        assert!(std::fs::read_dir(dir.path().join("v/chunks/0/0")).unwrap().next().is_none());
     }
 }

@@ -18,16 +18,41 @@ pub use s3::S3Store;
 /// Where a volume's blocks live. Keys are relative to the bucket.
 #[async_trait]
 pub trait ObjectStore: Send + Sync {
-    /// Stores a whole object (replacing any object of that key).
-    async fn put(&self, key: &str, data: Bytes) -> io::Result<()>;
+    /// Stores a whole object (replacing any object of that key) in storage
+    /// class `class` ("" = the bucket's default).
+    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()>;
     /// Reads `len` bytes at `off` of an object; fewer only at its end.
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes>;
     /// Deletes an object; a missing object is not an error.
     async fn delete(&self, key: &str) -> io::Result<()>;
     /// Every object whose key starts with `prefix`, in no particular order.
     async fn list(&self, prefix: &str) -> io::Result<Vec<ObjectInfo>>;
+    /// Moves an object into storage class `class` without downloading it
+    /// (a server-side copy onto itself).
+    async fn set_class(&self, key: &str, class: &str) -> io::Result<()>;
+    /// An object's storage class and whether it can be read now.
+    async fn head(&self, key: &str) -> io::Result<ObjectState>;
+    /// Asks for an archived object to be made readable again (for a day);
+    /// true when it is readable already.
+    async fn restore(&self, key: &str) -> io::Result<bool>;
     /// Where this store is, for messages (no secrets).
     fn describe(&self) -> String;
+}
+
+/// Storage classes whose objects cannot be read until restored.
+pub fn is_archive_class(class: &str) -> bool {
+    matches!(class, "GLACIER" | "DEEP_ARCHIVE")
+}
+
+/// What `head` tells of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectState {
+    /// "" or "STANDARD" for the default class.
+    pub class: String,
+    /// In an archive class and not (yet) restored: reads fail.
+    pub archived: bool,
+    /// A restore was asked for and is still running.
+    pub restoring: bool,
 }
 
 /// One listed object.

@@ -8,10 +8,11 @@ use aws_sdk_s3::config::{
 };
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{MetadataDirective, RestoreRequest, StorageClass};
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 
-use super::{ObjectInfo, ObjectStore};
+use super::{is_archive_class, ObjectInfo, ObjectState, ObjectStore};
 
 /// Where a bucket URL points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,11 +165,12 @@ where
 
 #[async_trait]
 impl ObjectStore for S3Store {
-    async fn put(&self, key: &str, data: Bytes) -> io::Result<()> {
+    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
         self.client
             .put_object()
             .bucket(&self.addr.bucket)
             .key(key)
+            .set_storage_class((!class.is_empty()).then(|| StorageClass::from(class)))
             .body(ByteStream::from(data))
             .send()
             .await
@@ -246,6 +248,63 @@ impl ObjectStore for S3Store {
                 _ => return Ok(out),
             }
         }
+    }
+
+    async fn set_class(&self, key: &str, class: &str) -> io::Result<()> {
+        let class = if class.is_empty() { "STANDARD" } else { class };
+        self.client
+            .copy_object()
+            .bucket(&self.addr.bucket)
+            .key(key)
+            .copy_source(format!("{}/{key}", self.addr.bucket))
+            .storage_class(StorageClass::from(class))
+            .metadata_directive(MetadataDirective::Copy)
+            .send()
+            .await
+            .map_err(|e| to_io(&format!("copy {key} into {class}"), e))?;
+        Ok(())
+    }
+
+    async fn head(&self, key: &str) -> io::Result<ObjectState> {
+        let out = self
+            .client
+            .head_object()
+            .bucket(&self.addr.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| to_io(&format!("head {key}"), e))?;
+        let class = out
+            .storage_class()
+            .map(|c| c.as_str().to_string())
+            .unwrap_or_default();
+        // x-amz-restore: ongoing-request="false", expiry-date="..." once restored
+        let restore = out.restore().unwrap_or("");
+        let restored = restore.contains("ongoing-request=\"false\"");
+        Ok(ObjectState {
+            archived: is_archive_class(&class) && !restored,
+            restoring: restore.contains("ongoing-request=\"true\""),
+            class,
+        })
+    }
+
+    async fn restore(&self, key: &str) -> io::Result<bool> {
+        let state = self.head(key).await?;
+        if !state.archived {
+            return Ok(true);
+        }
+        if state.restoring {
+            return Ok(false);
+        }
+        self.client
+            .restore_object()
+            .bucket(&self.addr.bucket)
+            .key(key)
+            .restore_request(RestoreRequest::builder().days(1).build())
+            .send()
+            .await
+            .map_err(|e| to_io(&format!("restore {key}"), e))?;
+        Ok(false)
     }
 
     fn describe(&self) -> String {

@@ -63,6 +63,9 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(cfg.gc_interval).await;
+            if let Err(e) = vfs.reload_tier_classes().await {
+                tracing::warn!("reading the tier classes: {e}");
+            }
             if vfs.volume.trash_days > 0 && !vfs.config.read_only {
                 match vfs.meta.trash_purge(10_000).await {
                     Ok(0) => {}

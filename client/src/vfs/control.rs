@@ -52,6 +52,7 @@ pub fn control_attr() -> Attr {
         length: 0,
         rdev: 0,
         parent: 1,
+        tier: 0,
     }
 }
 

@@ -71,6 +71,8 @@ struct FileState {
     needs_sync: bool,
     /// Its last name went away while open: release it at last close.
     unlinked: bool,
+    /// Its storage tier: new blocks go to that tier's class.
+    tier: u8,
 }
 
 pub struct OpenFile {
@@ -112,6 +114,8 @@ pub struct Vfs {
     next_fh: AtomicU64,
     cache: BlockCache,
     /// Set by the FUSE layer: makes the kernel forget a directory entry.
+    /// Storage class of each tier id (jfs.tier), refreshed in the background.
+    tier_classes: std::sync::RwLock<[String; 4]>,
     forget_entry: std::sync::OnceLock<EntryForgetter>,
 }
 
@@ -163,6 +167,7 @@ impl Vfs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             forget_entry: std::sync::OnceLock::new(),
+            tier_classes: std::sync::RwLock::new(Default::default()),
         }
     }
 
@@ -193,14 +198,35 @@ impl Vfs {
         }
     }
 
-    fn target(&self) -> WriteTarget<'_> {
+    /// Where a file of storage tier `tier` writes.
+    fn target(&self, tier: u8) -> WriteTarget<'_> {
         WriteTarget {
             meta: &self.meta,
             store: &self.store,
             volume: &self.volume.name,
             block_size: self.volume.block_size,
             max_inflight: (self.config.buffer_size / 2 / self.volume.block_size as usize).max(2),
+            class: self.tier_class(tier),
         }
+    }
+
+    /// The storage class tier `tier` maps to ("" = the bucket's default;
+    /// tier 0 is the volume default).
+    pub fn tier_class(&self, tier: u8) -> String {
+        let classes = self.tier_classes.read().unwrap();
+        let class = classes.get(tier as usize).cloned().unwrap_or_default();
+        if class.is_empty() && tier != 0 {
+            classes[0].clone()
+        } else {
+            class
+        }
+    }
+
+    /// Takes the tier -> class mapping anew from the database.
+    pub async fn reload_tier_classes(&self) -> crate::meta::Result<()> {
+        let classes = self.meta.tier_classes().await?;
+        *self.tier_classes.write().unwrap() = classes;
+        Ok(())
     }
 
     fn open_file(&self, inode: u64) -> Option<Arc<OpenFile>> {
@@ -230,7 +256,7 @@ impl Vfs {
 
     /// Commits a file's pending writes (caller holds its state).
     async fn flush_locked(&self, inode: u64, state: &mut FileState) -> VfsResult<()> {
-        let result = state.writer.flush(&self.target(), inode).await;
+        let result = state.writer.flush(&self.target(state.tier), inode).await;
         state.chunks.clear();
         match result {
             Ok(Some(attr)) => {
@@ -480,6 +506,7 @@ impl Vfs {
                             writer: Writer::default(),
                             needs_sync: false,
                             unlinked: false,
+                            tier: attr.tier,
                         }),
                     })
                 })
@@ -563,7 +590,7 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let mut state = file.state.lock().await;
-        let target = self.target();
+        let target = self.target(state.tier);
         state
             .writer
             .write(&target, file.inode, offset, data, || {

@@ -77,6 +77,8 @@ impl BlockCache {
 /// One piece of the answer: `len` bytes at `off` of block `index` of slice
 /// `id` (stored size `size`) go to `dest`.
 struct Fetch {
+    /// The file read (for messages).
+    inode: u64,
     dest: usize,
     key: String,
     id: u64,
@@ -120,6 +122,7 @@ impl Vfs {
                 let mut dest = piece.range_off + (seg.start - piece.pos) as usize;
                 for br in block_reads(size, block_size, off, seg.end - seg.start) {
                     fetches.push(Fetch {
+                        inode: file.inode,
                         dest,
                         key: block_key(&self.volume.name, id, br.index, br.block_len),
                         id,
@@ -192,14 +195,29 @@ impl Vfs {
         } else {
             (f.off, f.len)
         };
-        let data = with_retries(&format!("get {}", f.key), || {
+        let got = with_retries(&format!("get {}", f.key), || {
             self.store.get(&f.key, off as u64, len as usize)
         })
-        .await
-        .map_err(|e| {
-            tracing::error!("reading {} from {}: {e}", f.key, self.store.describe());
-            libc::EIO
-        })?;
+        .await;
+        let data = match got {
+            Ok(data) => data,
+            Err(e) if e.to_string().contains("InvalidObjectState") => {
+                let path = match self.meta.path_of(f.inode).await {
+                    Ok(Some(p)) => p,
+                    _ => format!("inode {}", f.inode),
+                };
+                tracing::error!(
+                    "{path}: block {} is in an archive storage class and not restored; \
+                     run `jfs tier restore META_URL {path}` and read again once it is done",
+                    f.key
+                );
+                return Err(libc::EIO);
+            }
+            Err(e) => {
+                tracing::error!("reading {} from {}: {e}", f.key, self.store.describe());
+                return Err(libc::EIO);
+            }
+        };
         if !whole {
             return Ok(data);
         }

@@ -18,6 +18,8 @@ pub struct WriteTarget<'a> {
     pub block_size: u32,
     /// Uploads in flight per file before a write waits for the oldest.
     pub max_inflight: usize,
+    /// The storage class of the file's tier ("" = the bucket's default).
+    pub class: String,
 }
 
 /// A slice being written: `len` bytes at `pos` of `chunk`; full blocks are
@@ -39,10 +41,19 @@ pub struct Writer {
     failed: Option<io::Error>,
 }
 
-fn upload(store: &Arc<dyn ObjectStore>, key: String, data: Bytes) -> JoinHandle<io::Result<()>> {
+fn upload(
+    store: &Arc<dyn ObjectStore>,
+    key: String,
+    data: Bytes,
+    class: &str,
+) -> JoinHandle<io::Result<()>> {
     let store = store.clone();
+    let class = class.to_string();
     tokio::spawn(async move {
-        with_retries(&format!("put {key}"), || store.put(&key, data.clone())).await
+        with_retries(&format!("put {key}"), || {
+            store.put(&key, data.clone(), &class)
+        })
+        .await
     })
 }
 
@@ -107,7 +118,7 @@ impl Writer {
                 slice.tail.truncate(t.block_size as usize);
                 let block = Bytes::from(std::mem::replace(&mut slice.tail, rest));
                 let key = block_key(t.volume, slice.id, slice.next_block, t.block_size);
-                slice.uploads.push(upload(t.store, key, block));
+                slice.uploads.push(upload(t.store, key, block, &t.class));
                 slice.next_block += 1;
             }
             self.bound_inflight(t.max_inflight).await;
@@ -147,7 +158,7 @@ impl Writer {
             if !slice.tail.is_empty() {
                 let block = Bytes::from(std::mem::take(&mut slice.tail));
                 let key = block_key(t.volume, slice.id, slice.next_block, block.len() as u32);
-                slice.uploads.push(upload(t.store, key, block));
+                slice.uploads.push(upload(t.store, key, block, &t.class));
             }
             for handle in slice.uploads {
                 if let Err(e) = join(handle).await {

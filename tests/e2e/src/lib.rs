@@ -331,6 +331,29 @@ impl S3Server {
     }
 }
 
+impl S3Server {
+    /// Each object's storage class as HeadObject reports it ("STANDARD" when
+    /// the server says none), by key.
+    pub fn classes(&self, bucket: &str) -> Vec<(String, String)> {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
+             aws_secret_access_key='testing', region_name='us-east-1')\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}'):\n    \
+             for o in page.get('Contents', []):\n        \
+             h = s3.head_object(Bucket='{bucket}', Key=o['Key'])\n        \
+             print(o['Key'], h.get('StorageClass', 'STANDARD'))\n",
+            self.endpoint
+        );
+        let out = ok(Command::new(format!("{}/bin/python", venv())).args(["-c", &code]));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, c)| (k.to_string(), c.to_string()))
+            .collect()
+    }
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
         self.stop();
