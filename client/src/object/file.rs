@@ -258,7 +258,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FileStore::new(dir.path().to_str().unwrap()).unwrap();
         let key = "v/chunks/0/0/1_0_5";
-        store.put(key, Bytes::from_static(b"hello"), "").await.unwrap();
+        store
+            .put(key, Bytes::from_static(b"hello"), "")
+            .await
+            .unwrap();
         assert_eq!(store.head(key).await.unwrap().class, "");
         store.set_class(key, "STANDARD_IA").await.unwrap();
         assert_eq!(store.head(key).await.unwrap().class, "STANDARD_IA");
@@ -273,6 +276,9 @@ mod tests {
         let listed = store.list("v/").await.unwrap();
         assert_eq!(listed.len(), 1);
         store.delete(key).await.unwrap();
-        assert!(std::fs::read_dir(dir.path().join("v/chunks/0/0")).unwrap().next().is_none());
+        assert!(std::fs::read_dir(dir.path().join("v/chunks/0/0"))
+            .unwrap()
+            .next()
+            .is_none());
     }
 }
