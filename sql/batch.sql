@@ -66,8 +66,8 @@ BEGIN
             SELECT u.n, CASE WHEN _is_dot(u.n) THEN 21 ELSE x.errno END,
                    CASE WHEN x.errno = 0 THEN x.inode END
               FROM unnest(p_names) WITH ORDINALITY u(n, i)
-              CROSS JOIN LATERAL (SELECT * FROM unlink(p_parent, u.n, p_sid, p_open_inodes)
-                                   WHERE NOT _is_dot(u.n)) x
+              LEFT JOIN LATERAL (SELECT * FROM unlink(p_parent, u.n, p_sid, p_open_inodes)
+                                  WHERE NOT _is_dot(u.n)) x ON true
              ORDER BY u.i;
         RETURN;
     END IF;

@@ -90,7 +90,8 @@ BEGIN
     FOR h IN
         SELECT e.name FROM edge e
          WHERE e.parent = _trash_inode()
-           AND to_timestamp(convert_from(e.name, 'UTF8'), 'YYYY-MM-DD-HH24') AT TIME ZONE 'UTC'
+           AND convert_from(e.name, 'SQL_ASCII') ~ '^\d{4}-\d\d-\d\d-\d\d$'
+           AND to_timestamp(convert_from(e.name, 'SQL_ASCII'), 'YYYY-MM-DD-HH24') AT TIME ZONE 'UTC'
                < (pg_catalog.now() AT TIME ZONE 'UTC') - make_interval(days => v_days) - interval '1 hour'
          ORDER BY e.name
     LOOP

@@ -96,7 +96,7 @@ impl Vfs {
         }
     }
 
-    /// One step of removing a tree (up to 10,000 entries, one transaction):
+    /// One step of removing a tree (up to 100,000 entries, one transaction):
     /// answers "removed N done|more". On the last step the kernel forgets
     /// the entry so the mount shows the result at once.
     async fn rmr_step(&self, parent: u64, name: &[u8]) -> Result<String, String> {
@@ -105,7 +105,7 @@ impl Vfs {
         }
         let (removed, done) = self
             .meta
-            .rmr(parent, name, 10_000, self.sid(), &self.open_inodes())
+            .rmr(parent, name, 100_000, self.sid(), &self.open_inodes())
             .await
             .map_err(|e| e.to_string())?;
         if done {

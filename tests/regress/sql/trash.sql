@@ -57,4 +57,10 @@ SELECT used_inodes FROM jfs.usage;
 SELECT errno FROM jfs.unlink(:a, 'f');
 SELECT errno FROM jfs.unlink((SELECT inode FROM jfs.edge WHERE parent = 9223372032828243968), (SELECT e.name FROM jfs.edge e JOIN jfs.edge h ON e.parent = h.inode WHERE h.parent = 9223372032828243968));
 SELECT count(*) AS left_in_trash FROM jfs.trash;
+-- batch_unlink with a trash: one row per name, last links moved
+SELECT convert_from(name, 'UTF8') AS name, errno FROM jfs.batch_unlink(:a, ARRAY['.'::bytea, 'nope'::bytea, 'h2'::bytea]);
+SELECT name FROM jfs.trash;
+-- a directory made in /.trash by hand does not stop the purge
+SELECT errno FROM jfs.mknod(9223372032828243968, 'not-an-hour', 2, 493, 0, 0);
+SELECT jfs.trash_purge() >= 0 AS purged;
 SELECT * FROM jfs.fsck();
