@@ -52,17 +52,17 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
      WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
     UNION ALL
     -- every node is reachable from the root, unless unlinked and held open
+    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
     SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
       FROM node n
-     WHERE n.inode <> 1
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
        AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
-       AND n.inode NOT IN (
-           WITH RECURSIVE tree(inode) AS (
-               SELECT 1::bigint
-               UNION
-               SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
-           )
-           SELECT tree.inode FROM tree)
     UNION ALL
     SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
       FROM sustained s
