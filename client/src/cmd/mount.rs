@@ -30,7 +30,7 @@ pub struct MountArgs {
     /// Log file of a background mount [default: /var/log/jfs.log, or ~/.jfs/jfs.log]
     #[arg(long)]
     log: Option<PathBuf>,
-    /// Seconds the kernel caches attributes
+    /// Seconds the kernel (and, for directories, the mount) caches attributes; 0 turns caching off
     #[arg(long, default_value_t = 1.0)]
     attr_cache: f64,
     /// Seconds the kernel caches names

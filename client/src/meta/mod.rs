@@ -159,6 +159,12 @@ pub fn redact_url(meta_url: &str) -> String {
 #[derive(Clone)]
 pub struct Meta {
     pool: Pool,
+    config: tokio_postgres::Config,
+}
+
+thread_local! {
+    /// A connection of this thread's own (see [`Meta::use_thread_connection`]).
+    static THREAD_POOL: std::cell::RefCell<Option<Pool>> = const { std::cell::RefCell::new(None) };
 }
 
 impl Meta {
@@ -228,22 +234,26 @@ impl Meta {
         }
         config.keepalives_idle(Duration::from_secs(30));
         config.application_name("jfs");
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(max_connections)
-            .wait_timeout(Some(Duration::from_secs(30)))
-            .create_timeout(Some(Duration::from_secs(5)))
-            .recycle_timeout(Some(Duration::from_secs(5)))
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| anyhow::anyhow!("connection pool: {e}"))?;
-        Ok(Meta { pool })
+        let pool = build_pool(&config, max_connections)?;
+        Ok(Meta { pool, config })
+    }
+
+    /// Gives the calling thread a connection of its own, used by every call
+    /// made on this thread from now on. For threads that run requests to
+    /// completion on a current-thread runtime of their own (the FUSE
+    /// threads): the connection's task lives on that runtime, so a call
+    /// wakes no other thread but PostgreSQL's. Each such thread holds one
+    /// connection besides the shared pool.
+    pub fn use_thread_connection(&self) -> anyhow::Result<()> {
+        let pool = build_pool(&self.config, 1)?;
+        THREAD_POOL.with(|p| *p.borrow_mut() = Some(pool));
+        Ok(())
+    }
+
+    /// A connection: this thread's own if it has one, else one from the pool.
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        let own = THREAD_POOL.with(|p| p.borrow().clone());
+        Ok(own.as_ref().unwrap_or(&self.pool).get().await?)
     }
 
     /// Runs one statement with bounded retries of serialization failures
@@ -253,7 +263,7 @@ impl Meta {
         loop {
             attempt += 1;
             let result = async {
-                let client = self.pool.get().await?;
+                let client = self.client().await?;
                 let stmt = client.prepare_cached(sql).await?;
                 Ok::<_, MetaError>(client.query(&stmt, params).await?)
             }
@@ -276,6 +286,24 @@ impl Meta {
             None => Err(MetaError::Errno(libc::EIO)),
         }
     }
+}
+
+fn build_pool(config: &tokio_postgres::Config, max_connections: usize) -> anyhow::Result<Pool> {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(max_connections)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| anyhow::anyhow!("connection pool: {e}"))
 }
 
 fn unreachable(meta_url: &str, e: deadpool_postgres::PoolError) -> anyhow::Error {

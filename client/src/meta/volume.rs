@@ -13,6 +13,8 @@ pub struct VolumeInfo {
     pub capacity: u64,
     pub inodes: u64,
     pub meta_durability: String,
+    /// A directory's mtime/ctime older than this is updated by a change in it.
+    pub skip_dir_mtime_ns: i64,
 }
 
 /// Space and inodes as statfs(2) reports them.
@@ -67,7 +69,7 @@ impl Meta {
     /// The volume's settings; ENOENT when it is not formatted.
     pub async fn volume(&self) -> Result<VolumeInfo> {
         let rows = self
-            .call("SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability FROM jfs.volume()", &[])
+            .call("SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability, skip_dir_mtime_ns FROM jfs.volume()", &[])
             .await?;
         let row = rows.first().ok_or(MetaError::Errno(libc::ENOENT))?;
         let name: Option<String> = row.try_get("name")?;
@@ -84,6 +86,7 @@ impl Meta {
             capacity: row.try_get::<_, i64>("capacity")? as u64,
             inodes: row.try_get::<_, i64>("inodes")? as u64,
             meta_durability: row.try_get("meta_durability")?,
+            skip_dir_mtime_ns: row.try_get("skip_dir_mtime_ns")?,
         })
     }
 

@@ -59,6 +59,8 @@ pub fn control_attr() -> Attr {
 impl Vfs {
     /// Runs one request line and returns the answer (errors as text).
     pub(super) async fn control(&self, request: &str, caller: Caller) -> String {
+        // rmr, clone and tier change directories behind the attribute cache
+        self.dir_attrs.forget_all();
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
             (Some("info"), Some(inode)) => match inode.parse::<u64>() {

@@ -2,6 +2,7 @@
 //! `meta` and `object`. Nothing here knows about FUSE; errors are errno values.
 pub mod background;
 mod control;
+mod dir_attrs;
 pub use control::{Caller, CONTROL_INODE};
 pub mod layout;
 mod reader;
@@ -117,6 +118,7 @@ pub struct Vfs {
     /// Storage class of each tier id (jfs.tier), refreshed in the background.
     tier_classes: std::sync::RwLock<[String; 4]>,
     forget_entry: std::sync::OnceLock<EntryForgetter>,
+    dir_attrs: dir_attrs::DirAttrs,
 }
 
 /// Makes the kernel drop its cache of entry (parent, name).
@@ -156,6 +158,7 @@ impl Vfs {
     ) -> Vfs {
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),
+            dir_attrs: dir_attrs::DirAttrs::new(config.attr_ttl, volume.skip_dir_mtime_ns),
             meta,
             store,
             volume,
@@ -288,6 +291,7 @@ impl Vfs {
             return Ok(control::control_attr());
         }
         let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
+        self.dir_attrs.put(&attr);
         Ok(self.overlay(attr).await)
     }
 
@@ -295,7 +299,11 @@ impl Vfs {
         if inode == control::CONTROL_INODE {
             return Ok(control::control_attr());
         }
+        if let Some(attr) = self.dir_attrs.get(inode) {
+            return Ok(attr);
+        }
         let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        self.dir_attrs.put(&attr);
         Ok(self.overlay(attr).await)
     }
 
@@ -314,7 +322,8 @@ impl Vfs {
         self.writable()?;
         reserved_name(parent, name)?;
         let inode = self.inode_ids.next(&self.meta).await?;
-        self.meta
+        let attr = self
+            .meta
             .mknod(
                 parent,
                 name,
@@ -327,7 +336,15 @@ impl Vfs {
                 inode,
             )
             .await
-            .map_err(errno)
+            .map_err(errno)?;
+        if kind == NodeType::Dir {
+            // its nlink grew
+            self.dir_attrs.forget(parent);
+            self.dir_attrs.put(&attr);
+        } else {
+            self.dir_attrs.child_created(parent, attr.ctime);
+        }
+        Ok(attr)
     }
 
     pub async fn readlink(&self, inode: u64) -> VfsResult<Vec<u8>> {
@@ -338,6 +355,7 @@ impl Vfs {
         self.writable()?;
         reserved_name(parent, name)?;
         let attr = self.meta.link(inode, parent, name).await.map_err(errno)?;
+        self.dir_attrs.child_created(parent, attr.ctime);
         Ok(self.overlay(attr).await)
     }
 
@@ -355,6 +373,7 @@ impl Vfs {
             .unlink(parent, name, self.sid(), &self.open_inodes())
             .await
             .map_err(errno)?;
+        self.dir_attrs.forget(parent);
         if attr.nlink == 0 {
             self.mark_unlinked(attr.inode).await;
         }
@@ -364,6 +383,8 @@ impl Vfs {
     pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         self.meta.rmdir(parent, name).await.map_err(errno)?;
+        // the parent's nlink, and the directory itself is gone
+        self.dir_attrs.forget_all();
         Ok(())
     }
 
@@ -391,6 +412,8 @@ impl Vfs {
             )
             .await
             .map_err(errno)?;
+        // both parents, a moved directory (its ctime, "..") and a replaced one
+        self.dir_attrs.forget_all();
         if r.replaced != 0 && r.replaced_nlink == 0 {
             self.mark_unlinked(r.replaced).await;
         }
@@ -463,6 +486,7 @@ impl Vfs {
             state.chunks.clear();
         }
         drop(state);
+        self.dir_attrs.put(&attr);
         Ok(self.overlay(attr).await)
     }
 
