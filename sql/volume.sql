@@ -104,16 +104,21 @@ BEGIN
 END
 $$;
 
--- Used and free space and inodes of the volume, as statfs(2) reports them.
--- Without a capacity the volume reports 1 PiB in total; without an inode
--- limit, used + 10 Mi free inodes.
-CREATE FUNCTION statfs(OUT errno integer, OUT total_space bigint, OUT avail_space bigint,
+-- Used and free space and inodes, as statfs(2) reports them: of the volume,
+-- or, for a directory p_inode other than the root (a mount of a
+-- subdirectory), of the nearest directory quota at or above it where that
+-- quota has a limit (the volume's figures where it has none; never more
+-- available than the volume has). Without a capacity the volume reports
+-- 1 PiB in total; without an inode limit, used + 10 Mi free inodes.
+CREATE FUNCTION statfs(p_inode bigint DEFAULT 1, OUT errno integer, OUT total_space bigint, OUT avail_space bigint,
                        OUT used_inodes bigint, OUT avail_inodes bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_used_space bigint;
     v_cap bigint;
     v_inodes bigint;
+    v_root bigint;
+    q record;
 BEGIN
     SELECT max_space, max_inodes INTO v_cap, v_inodes FROM quota WHERE kind = 'fs' AND key = 0;
     IF NOT FOUND THEN
@@ -125,6 +130,25 @@ BEGIN
     avail_space := greatest(total_space - v_used_space, 0);
     avail_inodes := CASE WHEN v_inodes > 0 THEN greatest(v_inodes - used_inodes, 0) ELSE 10485760 END;
     errno := 0;
+    IF p_inode IS NOT NULL AND p_inode <> 1 THEN
+        SELECT n.qroot INTO v_root FROM node n WHERE n.inode = p_inode AND n.type = 2;
+        IF NOT FOUND THEN
+            errno := 2; RETURN;
+        END IF;
+        SELECT l.max_space, l.max_inodes, coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes
+          INTO q
+          FROM quota l LEFT JOIN quota_usage x ON x.kind = l.kind AND x.key = l.key
+         WHERE l.kind = 'dir' AND l.key = v_root
+         GROUP BY l.max_space, l.max_inodes;
+        IF q.max_space > 0 THEN
+            total_space := q.max_space;
+            avail_space := least(greatest(q.max_space - q.space, 0), avail_space);
+        END IF;
+        IF q.max_inodes > 0 THEN
+            used_inodes := q.inodes;
+            avail_inodes := least(greatest(q.max_inodes - q.inodes, 0), avail_inodes);
+        END IF;
+    END IF;
 END
 $$;
 

@@ -30,6 +30,10 @@ pub struct MountArgs {
     /// Log file of a background mount [default: /var/log/jfs.log, or ~/.jfs/jfs.log]
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Mount this directory of the volume (e.g. /projects/a) instead of its root;
+    /// df then shows the nearest directory quota's limit and usage
+    #[arg(long)]
+    subdir: Option<String>,
     /// Seconds the kernel (and, for directories, the mount) caches attributes; 0 turns caching off
     #[arg(long, default_value_t = 1.0)]
     attr_cache: f64,
@@ -160,6 +164,10 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.read_only {
         args.push("--read-only".into());
     }
+    if let Some(subdir) = &a.subdir {
+        args.push("--subdir".into());
+        args.push(subdir.clone());
+    }
     if let Some(dir) = &a.cache_dir {
         args.push("--cache-dir".into());
         args.push(dir.to_string_lossy().into());
@@ -203,6 +211,26 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     )
 }
 
+/// The inode of directory `path` of the volume (for `--subdir`).
+async fn subdir_inode(meta: &Meta, volume: &str, path: &str) -> anyhow::Result<u64> {
+    let mut inode = 1;
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        let attr = match meta.lookup(inode, part.as_bytes()).await {
+            Ok(attr) => attr,
+            Err(MetaError::Errno(e)) => anyhow::bail!(
+                "--subdir {path}: {part:?} in volume {volume}: {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
+            Err(e) => return Err(e.into()),
+        };
+        if attr.kind != crate::meta::NodeType::Dir {
+            anyhow::bail!("--subdir {path}: {part:?} in volume {volume} is not a directory");
+        }
+        inode = attr.inode;
+    }
+    Ok(inode)
+}
+
 /// Mounts in this process and serves until unmounted.
 fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     let rt = super::runtime()?;
@@ -216,6 +244,10 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
                 redact_url(meta_url)
             ),
             Err(e) => return Err(e.into()),
+        };
+        let root = match &a.subdir {
+            Some(path) => subdir_inode(&meta, &volume.name, path).await?,
+            None => 1,
         };
         let keys = meta.volume_secrets().await?;
         let store = object::open(&volume.storage, &volume.bucket, keys).await?;
@@ -235,6 +267,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             None => None,
         };
         let config = VfsConfig {
+            root,
             attr_ttl: Duration::from_secs_f64(a.attr_cache),
             entry_ttl: Duration::from_secs_f64(a.entry_cache),
             buffer_size: a.buffer_size << 20,

@@ -16,7 +16,7 @@ fn gib(bytes: u64) -> String {
 pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
     let meta = Meta::connect(&a.meta_url, 2).await?;
     let v = meta.volume().await?;
-    let s = meta.statfs().await?;
+    let s = meta.statfs(1).await?;
     println!("volume      {} ({})", v.name, v.uuid);
     println!("storage     {} {}", v.storage, v.bucket);
     println!("block size  {} KiB", v.block_size / 1024);

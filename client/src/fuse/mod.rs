@@ -94,14 +94,14 @@ fn kind(t: NodeType) -> FileType {
     }
 }
 
-fn file_attr(a: &Attr) -> FileAttr {
+fn file_attr(vfs: &Vfs, a: &Attr) -> FileAttr {
     let size = if a.kind == NodeType::Dir {
         4096
     } else {
         a.length
     };
     FileAttr {
-        ino: INodeNo(a.inode),
+        ino: INodeNo(vfs.kernel_ino(a.inode)),
         size,
         blocks: size.div_ceil(512),
         atime: ns_to_time(a.atime),
@@ -143,7 +143,7 @@ fn node_type_of_mode(mode: u32) -> Option<NodeType> {
 
 fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Attr, i32>) {
     match r {
-        Ok(a) => reply.entry(&vfs.config.entry_ttl, &file_attr(&a), Generation(0)),
+        Ok(a) => reply.entry(&vfs.config.entry_ttl, &file_attr(vfs, &a), Generation(0)),
         Err(e) => reply.error(err(e)),
     }
 }
@@ -190,15 +190,15 @@ impl Filesystem for JfsFuse {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes().to_vec();
         self.run_here(move |vfs| async move {
-            let r = vfs.lookup(parent.0, &name).await;
+            let r = vfs.lookup(vfs.inode_of(parent.0), &name).await;
             reply_entry(&vfs, reply, r)
         });
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.run_here(move |vfs| async move {
-            match vfs.getattr(ino.0).await {
-                Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&a)),
+            match vfs.getattr(vfs.inode_of(ino.0)).await {
+                Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&vfs, &a)),
                 Err(e) => reply.error(err(e)),
             }
         });
@@ -225,7 +225,7 @@ impl Filesystem for JfsFuse {
         self.run_here(move |vfs| async move {
             let r = vfs
                 .setattr(
-                    ino.0,
+                    vfs.inode_of(ino.0),
                     mode,
                     uid,
                     gid,
@@ -235,7 +235,7 @@ impl Filesystem for JfsFuse {
                 )
                 .await;
             match r {
-                Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&a)),
+                Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&vfs, &a)),
                 Err(e) => reply.error(err(e)),
             }
         });
@@ -243,7 +243,7 @@ impl Filesystem for JfsFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         self.run_here(move |vfs| async move {
-            match vfs.readlink(ino.0).await {
+            match vfs.readlink(vfs.inode_of(ino.0)).await {
                 Ok(t) => reply.data(&t),
                 Err(e) => reply.error(err(e)),
             }
@@ -268,7 +268,7 @@ impl Filesystem for JfsFuse {
             };
             let r = vfs
                 .mknod(
-                    parent.0,
+                    vfs.inode_of(parent.0),
                     &name,
                     t,
                     mode & 0o7777 & !umask,
@@ -296,7 +296,7 @@ impl Filesystem for JfsFuse {
         self.run_here(move |vfs| async move {
             let r = vfs
                 .mknod(
-                    parent.0,
+                    vfs.inode_of(parent.0),
                     &name,
                     NodeType::Dir,
                     mode & 0o7777 & !umask,
@@ -312,16 +312,16 @@ impl Filesystem for JfsFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes().to_vec();
-        self.run_here(
-            move |vfs| async move { reply_empty(reply, vfs.unlink(parent.0, &name).await) },
-        );
+        self.run_here(move |vfs| async move {
+            reply_empty(reply, vfs.unlink(vfs.inode_of(parent.0), &name).await)
+        });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes().to_vec();
-        self.run_here(
-            move |vfs| async move { reply_empty(reply, vfs.rmdir(parent.0, &name).await) },
-        );
+        self.run_here(move |vfs| async move {
+            reply_empty(reply, vfs.rmdir(vfs.inode_of(parent.0), &name).await)
+        });
     }
 
     fn symlink(
@@ -338,7 +338,7 @@ impl Filesystem for JfsFuse {
         self.run_here(move |vfs| async move {
             let r = vfs
                 .mknod(
-                    parent.0,
+                    vfs.inode_of(parent.0),
                     &name,
                     NodeType::Symlink,
                     0o777,
@@ -366,7 +366,13 @@ impl Filesystem for JfsFuse {
         let newname = newname.as_bytes().to_vec();
         self.run_here(move |vfs| async move {
             let r = vfs
-                .rename(parent.0, &name, newparent.0, &newname, flags.bits())
+                .rename(
+                    vfs.inode_of(parent.0),
+                    &name,
+                    vfs.inode_of(newparent.0),
+                    &newname,
+                    flags.bits(),
+                )
                 .await;
             reply_empty(reply, r)
         });
@@ -382,7 +388,9 @@ impl Filesystem for JfsFuse {
     ) {
         let name = newname.as_bytes().to_vec();
         self.run_here(move |vfs| async move {
-            let r = vfs.link(ino.0, newparent.0, &name).await;
+            let r = vfs
+                .link(vfs.inode_of(ino.0), vfs.inode_of(newparent.0), &name)
+                .await;
             reply_entry(&vfs, reply, r)
         });
     }
@@ -396,7 +404,7 @@ impl Filesystem for JfsFuse {
             FopenFlags::empty()
         };
         self.run_here(move |vfs| async move {
-            match vfs.open(ino.0, write).await {
+            match vfs.open(vfs.inode_of(ino.0), write).await {
                 Ok((fh, _)) => reply.opened(FileHandle(fh), flags),
                 Err(e) => reply.error(err(e)),
             }
@@ -417,12 +425,18 @@ impl Filesystem for JfsFuse {
         let (uid, gid) = (req.uid(), req.gid());
         self.run_here(move |vfs| async move {
             match vfs
-                .create(parent.0, &name, mode & 0o7777 & !umask, uid, gid)
+                .create(
+                    vfs.inode_of(parent.0),
+                    &name,
+                    mode & 0o7777 & !umask,
+                    uid,
+                    gid,
+                )
                 .await
             {
                 Ok((fh, a)) => reply.created(
                     &vfs.config.entry_ttl,
-                    &file_attr(&a),
+                    &file_attr(&vfs, &a),
                     Generation(0),
                     FileHandle(fh),
                     FopenFlags::empty(),
@@ -513,7 +527,7 @@ impl Filesystem for JfsFuse {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.run_here(move |vfs| async move {
-            match vfs.opendir(ino.0).await {
+            match vfs.opendir(vfs.inode_of(ino.0)).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(err(e)),
             }
@@ -532,7 +546,7 @@ impl Filesystem for JfsFuse {
             let r = vfs
                 .readdir(fh.0, offset, |e| {
                     !reply.add(
-                        INodeNo(e.attr.inode),
+                        INodeNo(vfs.kernel_ino(e.attr.inode)),
                         e.offset,
                         kind(e.attr.kind),
                         OsStr::from_bytes(&e.name),
@@ -559,11 +573,11 @@ impl Filesystem for JfsFuse {
             let r = vfs
                 .readdir(fh.0, offset, |e| {
                     !reply.add(
-                        INodeNo(e.attr.inode),
+                        INodeNo(vfs.kernel_ino(e.attr.inode)),
                         e.offset,
                         OsStr::from_bytes(&e.name),
                         &ttl,
-                        &file_attr(&e.attr),
+                        &file_attr(&vfs, &e.attr),
                         Generation(0),
                     )
                 })
@@ -629,20 +643,24 @@ impl Filesystem for JfsFuse {
         let name = name.as_bytes().to_vec();
         let value = value.to_vec();
         self.run_here(move |vfs| async move {
-            reply_empty(reply, vfs.setxattr(ino.0, &name, &value, flags).await)
+            reply_empty(
+                reply,
+                vfs.setxattr(vfs.inode_of(ino.0), &name, &value, flags)
+                    .await,
+            )
         });
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.as_bytes().to_vec();
         self.run_here(move |vfs| async move {
-            reply_xattr(reply, size, vfs.getxattr(ino.0, &name).await)
+            reply_xattr(reply, size, vfs.getxattr(vfs.inode_of(ino.0), &name).await)
         });
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.run_here(move |vfs| async move {
-            let r = vfs.listxattr(ino.0).await.map(|names| {
+            let r = vfs.listxattr(vfs.inode_of(ino.0)).await.map(|names| {
                 let mut out = Vec::new();
                 for n in names {
                     out.extend_from_slice(&n);
@@ -656,9 +674,9 @@ impl Filesystem for JfsFuse {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes().to_vec();
-        self.run_here(
-            move |vfs| async move { reply_empty(reply, vfs.removexattr(ino.0, &name).await) },
-        );
+        self.run_here(move |vfs| async move {
+            reply_empty(reply, vfs.removexattr(vfs.inode_of(ino.0), &name).await)
+        });
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {

@@ -111,8 +111,12 @@ impl Meta {
         })
     }
 
-    pub async fn statfs(&self) -> Result<Statfs> {
-        let row = self.call_one("SELECT * FROM jfs.statfs()", &[]).await?;
+    /// Of the volume (`dir` 1) or, for a mounted subdirectory, of its
+    /// nearest directory quota with a limit.
+    pub async fn statfs(&self, dir: u64) -> Result<Statfs> {
+        let row = self
+            .call_one("SELECT * FROM jfs.statfs($1)", &[&(dir as i64)])
+            .await?;
         check_errno(&row)?;
         Ok(Statfs {
             total_space: row.try_get::<_, i64>("total_space")? as u64,

@@ -58,17 +58,18 @@ pub fn control_attr() -> Attr {
 
 impl Vfs {
     /// Runs one request line and returns the answer (errors as text).
+    /// Inodes in requests are the kernel's numbers (`st_ino` on the mount).
     pub(super) async fn control(&self, request: &str, caller: Caller) -> String {
         // rmr, clone and tier change directories behind the attribute cache
         self.dir_attrs.forget_all();
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
             (Some("info"), Some(inode)) => match inode.parse::<u64>() {
-                Ok(inode) => self.info(inode).await,
+                Ok(inode) => self.info(self.inode_of(inode)).await,
                 Err(_) => Err(format!("bad inode {inode:?}")),
             },
             (Some("rmr"), Some(parent)) => match (parent.parse::<u64>(), words.next().map(hex)) {
-                (Ok(parent), Some(Ok(name))) => self.rmr_step(parent, &name).await,
+                (Ok(parent), Some(Ok(name))) => self.rmr_step(self.inode_of(parent), &name).await,
                 _ => Err("usage: rmr PARENT_INODE NAME_IN_HEX".to_string()),
             },
             (Some("clone"), Some(src)) => {
@@ -77,6 +78,7 @@ impl Vfs {
                 let preserve = words.next() == Some("preserve");
                 match (src.parse::<u64>(), dst_parent, name) {
                     (Ok(src), Some(Ok(dst_parent)), Some(Ok(name))) => {
+                        let (src, dst_parent) = (self.inode_of(src), self.inode_of(dst_parent));
                         self.clone_tree(src, dst_parent, &name, preserve, caller)
                             .await
                     }

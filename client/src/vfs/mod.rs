@@ -21,6 +21,9 @@ use writer::{WriteTarget, Writer};
 /// Mount options that shape the VFS.
 #[derive(Clone)]
 pub struct VfsConfig {
+    /// The directory mounted (`--subdir`; 1 = the whole volume): the
+    /// kernel's inode 1 stands for it.
+    pub root: u64,
     pub attr_ttl: Duration,
     pub entry_ttl: Duration,
     /// Memory for write uploads in flight and the read block cache, in bytes.
@@ -133,9 +136,9 @@ fn errno(e: crate::meta::MetaError) -> i32 {
     e.errno()
 }
 
-/// The control file's name in the root is taken.
-fn reserved_name(parent: u64, name: &[u8]) -> VfsResult<()> {
-    if parent == 1 && name == control::CONTROL_NAME {
+/// The control file's name in the mount's root is taken.
+fn reserved_name(root: u64, parent: u64, name: &[u8]) -> VfsResult<()> {
+    if parent == root && name == control::CONTROL_NAME {
         return Err(libc::EEXIST);
     }
     Ok(())
@@ -174,6 +177,25 @@ impl Vfs {
         }
     }
 
+    /// The inode a kernel inode number stands for (the kernel's root, 1, is
+    /// the mounted directory).
+    pub fn inode_of(&self, kernel_ino: u64) -> u64 {
+        if kernel_ino == 1 {
+            self.config.root
+        } else {
+            kernel_ino
+        }
+    }
+
+    /// The kernel's number for an inode.
+    pub fn kernel_ino(&self, inode: u64) -> u64 {
+        if inode == self.config.root {
+            1
+        } else {
+            inode
+        }
+    }
+
     /// Installs how the kernel is told to forget entries (by the FUSE layer).
     pub fn set_entry_forgetter(&self, f: EntryForgetter) {
         let _ = self.forget_entry.set(f);
@@ -181,7 +203,7 @@ impl Vfs {
 
     fn forget_entry(&self, parent: u64, name: &[u8]) {
         if let Some(f) = self.forget_entry.get() {
-            f(parent, name);
+            f(self.kernel_ino(parent), name);
         }
     }
 
@@ -287,7 +309,7 @@ impl Vfs {
     // ----- namespace -----
 
     pub async fn lookup(&self, parent: u64, name: &[u8]) -> VfsResult<Attr> {
-        if parent == 1 && name == control::CONTROL_NAME {
+        if parent == self.config.root && name == control::CONTROL_NAME {
             return Ok(control::control_attr());
         }
         let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
@@ -320,7 +342,7 @@ impl Vfs {
         target: Option<&[u8]>,
     ) -> VfsResult<Attr> {
         self.writable()?;
-        reserved_name(parent, name)?;
+        reserved_name(self.config.root, parent, name)?;
         let inode = self.inode_ids.next(&self.meta).await?;
         let attr = self
             .meta
@@ -353,7 +375,7 @@ impl Vfs {
 
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
-        reserved_name(parent, name)?;
+        reserved_name(self.config.root, parent, name)?;
         let attr = self.meta.link(inode, parent, name).await.map_err(errno)?;
         self.dir_attrs.child_created(parent, attr.ctime);
         Ok(self.overlay(attr).await)
@@ -397,8 +419,8 @@ impl Vfs {
         flags: u32,
     ) -> VfsResult<()> {
         self.writable()?;
-        reserved_name(parent, name)?;
-        reserved_name(new_parent, new_name)?;
+        reserved_name(self.config.root, parent, name)?;
+        reserved_name(self.config.root, new_parent, new_name)?;
         let r = self
             .meta
             .rename(
@@ -790,7 +812,7 @@ impl Vfs {
     // ----- volume, xattrs -----
 
     pub async fn statfs(&self) -> VfsResult<Statfs> {
-        self.meta.statfs().await.map_err(errno)
+        self.meta.statfs(self.config.root).await.map_err(errno)
     }
 
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {

@@ -1,6 +1,7 @@
 //! Quotas through real mounts: a writer stops at a directory quota with
 //! EDQUOT, usage is exact the moment the write fails, parallel writers on
-//! two mounts leave counters equal to a recount, and df shows the capacity.
+//! two mounts leave counters equal to a recount, and df shows the capacity
+//! (of the volume, or of the directory quota of a `--subdir` mount).
 use std::fs;
 use std::io::Write;
 use std::process::Command;
@@ -18,15 +19,7 @@ fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
     ok(jfs().args(["quota", "set", &v.url, "--path", "/q", "--capacity", "1"]));
 
     // df shows the volume's capacity
-    let out = ok(Command::new("df")
-        .args(["-B1", "--output=size"])
-        .arg(&m.path));
-    let size: u64 = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .nth(1)
-        .and_then(|l| l.trim().parse().ok())
-        .expect("df size");
-    assert_eq!(size, 50 * GIB);
+    assert_eq!(df(&m.path)[0], 50 * GIB);
 
     let out = Command::new("dd")
         .args(["if=/dev/zero", "bs=1M", "count=2048"])
@@ -112,4 +105,78 @@ fn parallel_writers_on_two_mounts_leave_exact_usage() {
         "{text}"
     );
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// `df -B1 --output=size,used,itotal,iused` of a path.
+fn df(path: &std::path::Path) -> Vec<u64> {
+    let out = ok(Command::new("df")
+        .args(["-B1", "--output=size,used,itotal,iused"])
+        .arg(path));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
+        .expect("df figures")
+}
+
+#[test]
+fn a_subdirectory_mount_shows_its_quota_in_df() {
+    let v = Volume::with_options("quotasub", &["--capacity", "50"]);
+    let m = v.mount("a", &[]);
+    fs::create_dir_all(m.p("proj/a")).unwrap();
+    ok(jfs().args([
+        "quota",
+        "set",
+        &v.url,
+        "--path",
+        "/proj",
+        "--capacity",
+        "2",
+        "--inodes",
+        "100",
+    ]));
+
+    let sub = v.mount("sub", &["--subdir", "/proj/a"]);
+    fs::write(sub.p("f"), vec![1u8; 3 << 20]).unwrap();
+    fs::create_dir(sub.p("d")).unwrap();
+    // the same files, seen from the root mount
+    assert_eq!(fs::read(m.p("proj/a/f")).unwrap().len(), 3 << 20);
+    assert!(m.p("proj/a/d").is_dir());
+    // ... and the subdirectory mount's df is the quota's: 2 GiB, 100 inodes,
+    // used = a, a/f, a/d
+    let figures = df(&sub.path);
+    assert_eq!(
+        figures,
+        vec![2 * GIB, 3 * MIB + 2 * 4096, 100, 3],
+        "df {figures:?}"
+    );
+    // the root mount's df is still the volume's
+    assert_eq!(df(&m.path)[0], 50 * GIB);
+    // the control file answers on the subdirectory mount, for its inodes
+    let out = ok(jfs().arg("info").arg(sub.p("f")));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("chunks"),
+        "{out:?}"
+    );
+
+    // a missing or non-directory --subdir is refused with its name
+    for bad in ["/proj/nope", "/proj/a/f"] {
+        let mp = v.dir.path().join(format!("bad{}", bad.len()));
+        fs::create_dir_all(&mp).unwrap();
+        let out = jfs()
+            .args(["mount", &v.url])
+            .arg(&mp)
+            .args(["--subdir", bad])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains("--subdir"),
+            "{bad}: {said}"
+        );
+    }
 }

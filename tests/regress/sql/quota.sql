@@ -100,3 +100,18 @@ SELECT * FROM jfs.set_user_quota(1, -1, 0);
 SELECT jfs.rmr('/a') > 0 AS removed;
 SELECT kind, path FROM jfs.quotas ORDER BY kind, path;
 SELECT * FROM jfs.fsck();
+
+-- statfs of a mounted subdirectory: its nearest directory quota with a limit
+SELECT inode AS s FROM jfs.mknod(1, 'sd', 2, 493, 0, 0) \gset
+SELECT inode AS sdeep FROM jfs.mknod(:s, 'deep', 2, 493, 0, 0) \gset
+SELECT errno FROM jfs.mknod(:sdeep, 'f', 1, 420, 0, 0);
+SELECT * FROM jfs.set_quota('/sd', 1048576, 10);
+SELECT errno, total_space, avail_space, used_inodes, avail_inodes FROM jfs.statfs(:sdeep);
+-- a space limit only: inodes are the volume's
+SELECT * FROM jfs.set_quota('/sd', 1048576, 0);
+SELECT total_space, avail_space, used_inodes = (SELECT used_inodes FROM jfs.statfs()) AS volume_inodes
+  FROM jfs.statfs(:sdeep);
+-- no quota above: the volume's figures; not a directory: ENOENT
+SELECT (SELECT row(s.*)::text FROM jfs.statfs(:b) s) = (SELECT row(v.*)::text FROM jfs.statfs() v) AS same_as_volume;
+SELECT errno FROM jfs.statfs((SELECT inode FROM jfs.ls('/sd/deep') WHERE name = 'f'));
+SELECT errno FROM jfs.statfs(-5);
