@@ -1,10 +1,11 @@
 //! Read path: the visible slices of each chunk, block ranges fetched in
 //! parallel, whole blocks cached in memory for sequential readers.
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::future::try_join_all;
+use tokio::sync::Notify;
 
 use super::layout::{block_count, block_len, block_reads, split_by_chunk, visible, Source};
 use super::{OpenFile, Vfs};
@@ -23,9 +24,12 @@ struct CacheInner {
     blocks: HashMap<String, Bytes>,
     order: VecDeque<String>,
     bytes: usize,
-    /// Blocks a prefetch is loading now.
-    loading: HashSet<String>,
+    /// Blocks a prefetch is loading now, and who waits for them.
+    loading: HashMap<String, Arc<Notify>>,
 }
+
+/// Bytes of readahead a sequential reader keeps in flight.
+const READAHEAD_BYTES: u64 = 32 << 20;
 
 impl BlockCache {
     pub fn new(capacity: usize) -> BlockCache {
@@ -37,15 +41,32 @@ impl BlockCache {
 
     /// false if someone is loading `key` already.
     fn start_loading(&self, key: &str) -> bool {
-        self.inner.lock().unwrap().loading.insert(key.to_string())
+        let mut c = self.inner.lock().unwrap();
+        if c.loading.contains_key(key) {
+            return false;
+        }
+        c.loading.insert(key.to_string(), Arc::new(Notify::new()));
+        true
     }
 
-    fn is_loading(&self, key: &str) -> bool {
-        self.inner.lock().unwrap().loading.contains(key)
+    /// Waits until nobody is loading `key` (at most `limit`).
+    async fn wait_loaded(&self, key: &str, limit: std::time::Duration) {
+        let Some(done) = self.inner.lock().unwrap().loading.get(key).cloned() else {
+            return;
+        };
+        let notified = done.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.inner.lock().unwrap().loading.contains_key(key) {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, notified).await;
     }
 
     fn done_loading(&self, key: &str) {
-        self.inner.lock().unwrap().loading.remove(key);
+        if let Some(done) = self.inner.lock().unwrap().loading.remove(key) {
+            done.notify_waiters();
+        }
     }
 
     fn get(&self, key: &str) -> Option<Bytes> {
@@ -159,22 +180,19 @@ impl Vfs {
         };
         if let Some(block) = self.cache.get(&f.key) {
             if sequential {
-                self.prefetch(f.id, f.size, f.index + 1);
+                self.read_ahead(f);
             }
             return Ok(cached(block));
         }
         // a readahead of this block is on its way: wait for it rather than read twice
-        for _ in 0..2000 {
-            if !self.cache.is_loading(&f.key) {
-                break;
+        self.cache
+            .wait_loaded(&f.key, std::time::Duration::from_secs(30))
+            .await;
+        if let Some(block) = self.cache.get(&f.key) {
+            if sequential {
+                self.read_ahead(f);
             }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            if let Some(block) = self.cache.get(&f.key) {
-                if sequential {
-                    self.prefetch(f.id, f.size, f.index + 1);
-                }
-                return Ok(cached(block));
-            }
+            return Ok(cached(block));
         }
         let disk = self.config.disk_cache.clone();
         // with a disk cache every miss fetches (and keeps) the whole block
@@ -184,7 +202,7 @@ impl Vfs {
                 if block.len() == f.block_len as usize {
                     if sequential {
                         self.cache.put(f.key.clone(), block.clone());
-                        self.prefetch(f.id, f.size, f.index + 1);
+                        self.read_ahead(f);
                     }
                     return Ok(cached(block));
                 }
@@ -229,11 +247,22 @@ impl Vfs {
         }
         if sequential {
             self.cache.put(f.key.clone(), data.clone());
-            self.prefetch(f.id, f.size, f.index + 1);
-            self.prefetch(f.id, f.size, f.index + 2);
+            self.read_ahead(f);
         }
         let end = ((f.off + f.len) as usize).min(data.len());
         Ok(data.slice((f.off as usize).min(end)..end))
+    }
+
+    /// Readahead for a sequential reader at `f`: the blocks of its slice in
+    /// the next READAHEAD_BYTES (at least two, at most a quarter of the
+    /// block cache), loading in parallel.
+    fn read_ahead(&self, f: &Fetch) {
+        let bs = self.volume.block_size.max(1) as u64;
+        let budget = READAHEAD_BYTES.min(self.cache.capacity as u64 / 4);
+        let blocks = (budget / bs).max(2) as u32;
+        for i in 1..=blocks {
+            self.prefetch(f.id, f.size, f.index + i);
+        }
     }
 
     /// Readahead: loads block `index` of a slice into the cache in the
