@@ -28,22 +28,14 @@ impl JfsFuse {
         JfsFuse { vfs, rt }
     }
 
-    /// Runs one data request (read, write, fallocate) on the shared
-    /// runtime, where block uploads and readahead run; `f` replies.
-    fn run<F, Fut>(&self, f: F)
-    where
-        F: FnOnce(Arc<Vfs>) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.rt.spawn(f(self.vfs.clone()));
-    }
-
-    /// Runs one metadata request to completion on this FUSE thread, on a
-    /// runtime and with a database connection of the thread's own: the
-    /// request wakes no other thread of ours, which halves its latency on a
-    /// small machine (a metadata request is one round trip to PostgreSQL).
-    /// The kernel sends requests on several threads, so others proceed
-    /// meanwhile. `f` replies.
+    /// Runs one request to completion on this FUSE thread, on a runtime and
+    /// with a database connection of the thread's own: the request wakes no
+    /// other thread of ours, which halves its latency on a small machine (a
+    /// metadata request is one round trip to PostgreSQL, a sequential read
+    /// mostly a copy from the block cache). The kernel sends requests on
+    /// several threads, so others proceed meanwhile; uploads and readahead
+    /// run on the mount's shared runtime (`rt`), as a fallback does.
+    /// `f` replies.
     fn run_here<F, Fut>(&self, f: F)
     where
         F: FnOnce(Arc<Vfs>) -> Fut,
@@ -457,7 +449,7 @@ impl Filesystem for JfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.run(move |vfs| async move {
+        self.run_here(move |vfs| async move {
             match vfs.read(fh.0, offset, size).await {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(err(e)),
@@ -482,7 +474,7 @@ impl Filesystem for JfsFuse {
             uid: req.uid(),
             gid: req.gid(),
         };
-        self.run(move |vfs| async move {
+        self.run_here(move |vfs| async move {
             match vfs.write(fh.0, offset, &data, caller).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(err(e)),
@@ -694,7 +686,7 @@ impl Filesystem for JfsFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.run(move |vfs| async move {
+        self.run_here(move |vfs| async move {
             reply_empty(reply, vfs.fallocate(fh.0, offset, length, mode).await)
         });
     }

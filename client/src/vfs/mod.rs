@@ -122,6 +122,9 @@ pub struct Vfs {
     tier_classes: std::sync::RwLock<[String; 4]>,
     forget_entry: std::sync::OnceLock<EntryForgetter>,
     dir_attrs: dir_attrs::DirAttrs,
+    /// The mount's shared runtime: background work (uploads, readahead)
+    /// runs there, whichever thread started it.
+    runtime: tokio::runtime::Handle,
 }
 
 /// Makes the kernel drop its cache of entry (parent, name).
@@ -152,6 +155,7 @@ pub struct ListedEntry {
 }
 
 impl Vfs {
+    /// Called on the mount's shared runtime, where background work will run.
     pub fn new(
         meta: Meta,
         store: Arc<dyn ObjectStore>,
@@ -162,6 +166,7 @@ impl Vfs {
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),
             dir_attrs: dir_attrs::DirAttrs::new(config.attr_ttl, volume.skip_dir_mtime_ns),
+            runtime: tokio::runtime::Handle::current(),
             meta,
             store,
             volume,
@@ -232,6 +237,7 @@ impl Vfs {
             block_size: self.volume.block_size,
             max_inflight: (self.config.buffer_size / 2 / self.volume.block_size as usize).max(2),
             class: self.tier_class(tier),
+            runtime: &self.runtime,
         }
     }
 
@@ -602,13 +608,13 @@ impl Vfs {
             .ok_or(libc::EBADF)
     }
 
-    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> VfsResult<Vec<u8>> {
+    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> VfsResult<bytes::Bytes> {
         let handle = self.file_handle(fh)?;
         if let Handle::Control { answer } = &*handle {
             let answer = answer.lock().await;
             let start = (offset as usize).min(answer.len());
             let end = (start + size as usize).min(answer.len());
-            return Ok(answer[start..end].to_vec());
+            return Ok(bytes::Bytes::copy_from_slice(&answer[start..end]));
         }
         let Handle::File {
             file,

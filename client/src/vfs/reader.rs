@@ -7,7 +7,9 @@ use bytes::Bytes;
 use futures_util::future::try_join_all;
 use tokio::sync::Notify;
 
-use super::layout::{block_count, block_len, block_reads, split_by_chunk, visible, Source};
+use super::layout::{
+    block_count, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
+};
 use super::{OpenFile, Vfs};
 use crate::object::{block_key, with_retries};
 
@@ -119,7 +121,7 @@ impl Vfs {
         offset: u64,
         size: u32,
         sequential: bool,
-    ) -> Result<Vec<u8>, i32> {
+    ) -> Result<Bytes, i32> {
         let length = {
             let mut state = file.state.lock().await;
             if !state.writer.is_empty() {
@@ -128,13 +130,19 @@ impl Vfs {
             state.length
         };
         if offset >= length || size == 0 {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         let end = (offset + size as u64).min(length);
-        let mut buf = vec![0u8; (end - offset) as usize];
+        let wanted = (end - offset) as usize;
         let block_size = self.volume.block_size;
         let mut fetches = Vec::new();
-        for piece in split_by_chunk(offset, buf.len()) {
+        let pieces = split_by_chunk(offset, wanted);
+        if let Some(last) = pieces.last().filter(|_| sequential) {
+            if (last.pos + last.len) as u64 + self.readahead_bytes() > CHUNK_SIZE {
+                self.read_ahead_next_chunk(file, last.chunk, length).await;
+            }
+        }
+        for piece in pieces {
             let slices = self.chunk_slices(file, piece.chunk).await?;
             for seg in visible(&slices, piece.pos, piece.pos + piece.len) {
                 let Source::Slice { id, size, off } = seg.source else {
@@ -158,6 +166,13 @@ impl Vfs {
             }
         }
         let parts = try_join_all(fetches.iter().map(|f| self.fetch(f, sequential))).await?;
+        if let ([f], [data]) = (&fetches[..], &parts[..]) {
+            // the whole answer from one block (the usual sequential read): no copy
+            if f.dest == 0 && f.len as usize == wanted && data.len() >= wanted {
+                return Ok(data.slice(..wanted));
+            }
+        }
+        let mut buf = vec![0u8; wanted];
         for (f, data) in fetches.iter().zip(parts) {
             if data.len() < f.len as usize {
                 tracing::error!(
@@ -171,7 +186,7 @@ impl Vfs {
             }
             buf[f.dest..f.dest + f.len as usize].copy_from_slice(&data[..f.len as usize]);
         }
-        Ok(buf)
+        Ok(Bytes::from(buf))
     }
 
     async fn fetch(&self, f: &Fetch, sequential: bool) -> Result<Bytes, i32> {
@@ -242,7 +257,8 @@ impl Vfs {
         if let Some(disk) = disk {
             if data.len() == f.block_len as usize {
                 let (key, block) = (f.key.clone(), data.clone());
-                tokio::spawn(async move { disk.put(&key, block).await });
+                self.runtime
+                    .spawn(async move { disk.put(&key, block).await });
             }
         }
         if sequential {
@@ -258,10 +274,36 @@ impl Vfs {
     /// block cache), loading in parallel.
     fn read_ahead(&self, f: &Fetch) {
         let bs = self.volume.block_size.max(1) as u64;
-        let budget = READAHEAD_BYTES.min(self.cache.capacity as u64 / 4);
-        let blocks = (budget / bs).max(2) as u32;
+        let blocks = (self.readahead_bytes() / bs).max(2) as u32;
         for i in 1..=blocks {
             self.prefetch(f.id, f.size, f.index + i);
+        }
+    }
+
+    fn readahead_bytes(&self) -> u64 {
+        READAHEAD_BYTES.min(self.cache.capacity as u64 / 4)
+    }
+
+    /// Near the end of chunk `chunk`, a sequential reader's readahead goes
+    /// on into the next chunk (its slices are read once, then kept with the
+    /// file), so the reader does not stall at every 64 MiB.
+    async fn read_ahead_next_chunk(&self, file: &OpenFile, chunk: u32, length: u64) {
+        let next = chunk + 1;
+        if next as u64 * CHUNK_SIZE >= length {
+            return;
+        }
+        let Ok(slices) = self.chunk_slices(file, next).await else {
+            return;
+        };
+        let end = self
+            .readahead_bytes()
+            .min(length - next as u64 * CHUNK_SIZE) as u32;
+        for seg in visible(&slices, 0, end) {
+            if let Source::Slice { id, size, off } = seg.source {
+                for br in block_reads(size, self.volume.block_size, off, seg.end - seg.start) {
+                    self.prefetch(id, size, br.index);
+                }
+            }
         }
     }
 
@@ -279,7 +321,7 @@ impl Vfs {
         let (store, cache) = (self.store.clone(), self.cache.clone());
         let disk = self.config.disk_cache.clone();
         let len = block_len(size, bs, index);
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             let mut data = None;
             if let Some(disk) = &disk {
                 data = disk.get(&key, 0, len as usize).await;

@@ -20,6 +20,9 @@ pub struct WriteTarget<'a> {
     pub max_inflight: usize,
     /// The storage class of the file's tier ("" = the bucket's default).
     pub class: String,
+    /// The runtime uploads run on (the mount's shared one, whichever
+    /// thread the write came in on).
+    pub runtime: &'a tokio::runtime::Handle,
 }
 
 /// A slice being written: `len` bytes at `pos` of `chunk`; full blocks are
@@ -41,15 +44,10 @@ pub struct Writer {
     failed: Option<io::Error>,
 }
 
-fn upload(
-    store: &Arc<dyn ObjectStore>,
-    key: String,
-    data: Bytes,
-    class: &str,
-) -> JoinHandle<io::Result<()>> {
-    let store = store.clone();
-    let class = class.to_string();
-    tokio::spawn(async move {
+fn upload(t: &WriteTarget<'_>, key: String, data: Bytes) -> JoinHandle<io::Result<()>> {
+    let store = t.store.clone();
+    let class = t.class.clone();
+    t.runtime.spawn(async move {
         with_retries(&format!("put {key}"), || {
             store.put(&key, data.clone(), &class)
         })
@@ -118,7 +116,7 @@ impl Writer {
                 slice.tail.truncate(t.block_size as usize);
                 let block = Bytes::from(std::mem::replace(&mut slice.tail, rest));
                 let key = block_key(t.volume, slice.id, slice.next_block, t.block_size);
-                slice.uploads.push(upload(t.store, key, block, &t.class));
+                slice.uploads.push(upload(t, key, block));
                 slice.next_block += 1;
             }
             self.bound_inflight(t.max_inflight).await;
@@ -158,7 +156,7 @@ impl Writer {
             if !slice.tail.is_empty() {
                 let block = Bytes::from(std::mem::take(&mut slice.tail));
                 let key = block_key(t.volume, slice.id, slice.next_block, block.len() as u32);
-                slice.uploads.push(upload(t.store, key, block, &t.class));
+                slice.uploads.push(upload(t, key, block));
             }
             for handle in slice.uploads {
                 if let Err(e) = join(handle).await {
