@@ -34,12 +34,13 @@ impl JfsFuse {
     /// metadata request is one round trip to PostgreSQL, a sequential read
     /// mostly a copy from the block cache). The kernel sends requests on
     /// several threads, so others proceed meanwhile; uploads and readahead
-    /// run on the mount's shared runtime (`rt`), as a fallback does.
-    /// `f` replies.
+    /// run on the mount's shared runtime (`rt`), which also runs a request
+    /// if this thread could get no runtime of its own. The future may borrow
+    /// the request (a write's data is not copied). `f` replies.
     fn run_here<F, Fut>(&self, f: F)
     where
         F: FnOnce(Arc<Vfs>) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
+        Fut: Future<Output = ()>,
     {
         let fut = f(self.vfs.clone());
         THREAD_RUNTIME.with(|cell| {
@@ -54,7 +55,7 @@ impl JfsFuse {
             }
             match cell.as_ref() {
                 Some(rt) => rt.block_on(fut),
-                None => drop(self.rt.spawn(fut)),
+                None => self.rt.block_on(fut),
             }
         })
     }
@@ -469,13 +470,13 @@ impl Filesystem for JfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let data = data.to_vec();
         let caller = Caller {
             uid: req.uid(),
             gid: req.gid(),
         };
         self.run_here(move |vfs| async move {
-            match vfs.write(fh.0, offset, &data, caller).await {
+            // the request's buffer is borrowed: the write completes on this thread
+            match vfs.write(fh.0, offset, data, caller).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(err(e)),
             }
