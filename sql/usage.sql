@@ -90,141 +90,74 @@ BEGIN
 END
 $$;
 
--- One statement for the usual case: adds p_inodes / p_space to the quotas
--- named (the volume's when p_fs, user p_uid's and group p_gid's when not
--- NULL, the directory quotas p_roots: a root listed n times n times) and to
--- dir_stats of p_dir (0: none), unless (p_check) a stripe would pass its
--- share: then nothing is written and those quotas come back ('kind:key').
--- NULL when applied.
-CREATE FUNCTION _usage_apply(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
-                             p_inodes bigint, p_space bigint, p_check boolean) RETURNS text[]
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_stripe smallint := _stripe();
-    v_over text[];
-BEGIN
-    WITH targets(kind, key, n) AS (
-        SELECT 'fs'::text, 0::bigint, 1::bigint WHERE p_fs
-        UNION ALL SELECT 'user', p_uid, 1 WHERE p_uid IS NOT NULL
-        UNION ALL SELECT 'group', p_gid, 1 WHERE p_gid IS NOT NULL
-        UNION ALL SELECT 'dir', k, count(*) FROM unnest(p_roots) k GROUP BY k
-    ), over AS (
-        SELECT t.kind || ':' || t.key AS quota
-          FROM targets t JOIN quota_usage x ON x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe
-         WHERE p_check
-           AND ((p_space > 0 AND x.space + p_space * t.n > x.share_space)
-                OR (p_inodes > 0 AND x.inodes + p_inodes * t.n > x.share_inodes))
-    ), counted AS (
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
-          FROM targets t
-         WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe AND NOT EXISTS (SELECT 1 FROM over)
-        RETURNING 1
-    ), stats AS (
-        INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
-        SELECT p_dir, v_stripe, p_space, p_inodes WHERE p_dir > 0 AND NOT EXISTS (SELECT 1 FROM over)
-            ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes
-        RETURNING 1
-    )
-    SELECT array_agg(over.quota) INTO v_over FROM over;
-    RETURN v_over;
-END
-$$;
-
--- Charges p_inodes / p_space to the quotas named as in _usage_apply and to
--- dir_stats of p_dir (0: none). With p_check, growth that would pass a limit
--- is refused: nothing changes and the errno comes back (28 for the volume,
--- 122 for the others). Usually one statement; when a stripe would pass its
--- share, the quota's stripes are locked, the exact sum decides, and the
--- shares are dealt again.
+-- Charges p_inodes / p_space to the quotas named (the volume's when p_fs,
+-- user p_uid's and group p_gid's when not NULL, the directory quotas p_roots:
+-- a root listed n times is charged n times) and to dir_stats of p_dir (0:
+-- none). With p_check, growth that would pass a limit is refused: nothing
+-- changes and the errno comes back (28 for the volume, 122 for the others).
+--
+-- The quotas' rows of this backend's stripe are updated one by one in
+-- (kind, key) order, the one lock order of every transaction: updating them
+-- in one statement would lock them in the table's physical order, which
+-- differs between transactions as rows move, and two creators sharing a
+-- stripe would deadlock. A row that would pass its share is not updated; for
+-- that quota (in the same order) every stripe is locked, the exact sum
+-- decides, and the shares are dealt again. So the usual charge is one
+-- UPDATE per quota, each an index probe.
 CREATE FUNCTION _charge(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
                         p_inodes bigint, p_space bigint, p_check boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_over text[];
-    v_rows bigint;
-    v_done text[];
+    v_stripe smallint := _stripe();
+    v_check boolean := p_check AND (p_inodes > 0 OR p_space > 0);
+    t record;
     q record;
     u record;
-    v_n bigint;
+    v_done text[] := '{}';
+    v_done_n bigint[] := '{}';
 BEGIN
-    IF p_uid IS NULL AND p_gid IS NULL AND cardinality(p_roots) = 0 AND NOT p_check THEN
-        -- no quota but the volume's counters, nothing to check: two plain updates
-        IF p_fs THEN
-            UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
-             WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = _stripe();
-        END IF;
-        IF p_dir > 0 THEN
-            PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
-        END IF;
-        RETURN 0;
-    END IF;
-    IF p_check AND (p_inodes > 0 OR p_space > 0)
-       AND (cardinality(p_roots) <= 1 OR cardinality(p_roots) = cardinality(ARRAY(SELECT DISTINCT unnest(p_roots)))) THEN
-        -- the usual case, one statement: if every stripe concerned stays
-        -- within its share, add to all of them; else write nothing (so no
-        -- stripe stays locked while the slow path below locks them in order)
-        WITH fit AS (
-            SELECT count(*) AS rows,
-                   array_agg(x.kind || ':' || x.key) FILTER (WHERE NOT (
-                       (p_space <= 0 OR x.share_space IS NULL OR x.space + p_space <= x.share_space)
-                       AND (p_inodes <= 0 OR x.share_inodes IS NULL OR x.inodes + p_inodes <= x.share_inodes))) AS over
-              FROM quota_usage x
-             WHERE x.stripe = _stripe()
-               AND ((x.kind = 'fs' AND x.key = 0 AND p_fs) OR (x.kind = 'user' AND x.key = p_uid)
-                    OR (x.kind = 'group' AND x.key = p_gid) OR (x.kind = 'dir' AND x.key = ANY (p_roots)))
-        ), counted AS (
-            UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
-             WHERE x.stripe = _stripe()
-               AND ((x.kind = 'fs' AND x.key = 0 AND p_fs) OR (x.kind = 'user' AND x.key = p_uid)
-                    OR (x.kind = 'group' AND x.key = p_gid) OR (x.kind = 'dir' AND x.key = ANY (p_roots)))
-               AND (SELECT f.over IS NULL FROM fit f)
-               -- checked again on the row as it is now (another transaction on this stripe may have won)
-               AND (p_space <= 0 OR x.share_space IS NULL OR x.space + p_space <= x.share_space)
-               AND (p_inodes <= 0 OR x.share_inodes IS NULL OR x.inodes + p_inodes <= x.share_inodes)
-            RETURNING x.kind, x.key
-        )
-        SELECT f.over, f.rows, (SELECT array_agg(c.kind || ':' || c.key) FROM counted c)
-          INTO v_over, v_rows, v_done
-          FROM fit f;
-        IF v_over IS NULL AND coalesce(cardinality(v_done), 0) = v_rows THEN
-            IF p_dir > 0 THEN
-                PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
-            END IF;
-            RETURN 0;
-        END IF;
-        IF v_over IS NULL THEN
-            -- lost a race at a share's edge: take back what was added, go the slow way
-            UPDATE quota_usage x SET inodes = x.inodes - p_inodes, space = x.space - p_space
-             WHERE x.stripe = _stripe() AND x.kind || ':' || x.key = ANY (v_done);
-            v_over := ARRAY(SELECT x.kind || ':' || x.key FROM quota_usage x
-                             WHERE x.stripe = _stripe()
-                               AND ((x.kind = 'fs' AND x.key = 0 AND p_fs) OR (x.kind = 'user' AND x.key = p_uid)
-                                    OR (x.kind = 'group' AND x.key = p_gid) OR (x.kind = 'dir' AND x.key = ANY (p_roots))));
-        END IF;
-    ELSE
-        v_over := _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space,
-                               p_check AND (p_inodes > 0 OR p_space > 0));
-        IF v_over IS NULL THEN
-            RETURN 0;
-        END IF;
-    END IF;
-    FOR q IN
-        SELECT l.kind, l.key, l.max_space, l.max_inodes
-          FROM unnest(v_over) o JOIN quota l ON l.kind || ':' || l.key = o
-         ORDER BY l.kind, l.key
+    FOR t IN
+        SELECT x.kind, x.key, x.n
+          FROM (SELECT 'fs'::text AS kind, 0::bigint AS key, 1::bigint AS n WHERE p_fs
+                UNION ALL SELECT 'user', p_uid, 1 WHERE p_uid IS NOT NULL
+                UNION ALL SELECT 'group', p_gid, 1 WHERE p_gid IS NOT NULL
+                UNION ALL SELECT 'dir', k, count(*) FROM unnest(p_roots) k GROUP BY k) x
+         ORDER BY x.kind, x.key
     LOOP
-        -- every stripe of it, so no other transaction changes its usage now
-        PERFORM 1 FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key ORDER BY x.stripe FOR UPDATE;
-        v_n := CASE WHEN q.kind = 'dir' THEN (SELECT count(*) FROM unnest(p_roots) k WHERE k = q.key) ELSE 1 END;
-        SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
-          FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key;
-        IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space * v_n > q.max_space)
-           OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes * v_n > q.max_inodes) THEN
-            RETURN CASE WHEN q.kind = 'fs' THEN 28 ELSE 122 END;
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
+         WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe
+           AND (NOT v_check
+                OR ((p_space <= 0 OR x.share_space IS NULL OR x.space + p_space * t.n <= x.share_space)
+                    AND (p_inodes <= 0 OR x.share_inodes IS NULL OR x.inodes + p_inodes * t.n <= x.share_inodes)));
+        IF NOT FOUND AND v_check THEN
+            SELECT l.max_space, l.max_inodes INTO q FROM quota l WHERE l.kind = t.kind AND l.key = t.key;
+            IF FOUND THEN
+                -- past this stripe's share: every stripe of it, so no other
+                -- transaction changes its usage now
+                PERFORM 1 FROM quota_usage x WHERE x.kind = t.kind AND x.key = t.key ORDER BY x.stripe FOR UPDATE;
+                SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
+                  FROM quota_usage x WHERE x.kind = t.kind AND x.key = t.key;
+                IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space * t.n > q.max_space)
+                   OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes * t.n > q.max_inodes) THEN
+                    -- refused: take back what the quotas before it got
+                    UPDATE quota_usage x SET inodes = x.inodes - p_inodes * d.n, space = x.space - p_space * d.n
+                      FROM unnest(v_done, v_done_n) d(quota, n)
+                     WHERE x.kind || ':' || x.key = d.quota AND x.stripe = v_stripe;
+                    RETURN CASE WHEN t.kind = 'fs' THEN 28 ELSE 122 END;
+                END IF;
+                PERFORM _quota_reshare(t.kind, t.key, p_inodes * t.n, p_space * t.n);
+                UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
+                 WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe;
+            END IF;
         END IF;
-        PERFORM _quota_reshare(q.kind, q.key, p_inodes * v_n, p_space * v_n);
+        IF v_check THEN
+            v_done := v_done || (t.kind || ':' || t.key);
+            v_done_n := v_done_n || t.n;
+        END IF;
     END LOOP;
-    PERFORM _usage_apply(p_fs, p_uid, p_gid, p_roots, p_dir, p_inodes, p_space, false);
+    IF p_dir > 0 THEN
+        PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+    END IF;
     RETURN 0;
 END
 $$;
@@ -234,14 +167,14 @@ $$;
 -- p_qroot) add. When p_limits (some quota has a limit) every limit is
 -- checked first, and nothing changes when one would be passed: its errno is
 -- returned. p_limits and p_owners are setting.quota_limits/owner_quotas,
--- read by the caller after it locked its rows.
+-- read by the caller after it locked its rows. (A one-expression SQL
+-- function: PostgreSQL inlines it into the caller's statement, which saves
+-- a PL/pgSQL call on every create.)
 CREATE FUNCTION _charge_new(p_node boolean, p_uid bigint, p_gid bigint, p_dir bigint, p_qroot bigint,
                             p_inodes bigint, p_space bigint, p_limits boolean, p_owners boolean) RETURNS integer
-LANGUAGE plpgsql AS $$
-BEGIN
-    RETURN _charge(p_node, CASE WHEN p_node AND p_owners THEN p_uid END, CASE WHEN p_node AND p_owners THEN p_gid END,
-                   CASE WHEN p_qroot > 0 THEN _quota_roots(p_qroot) ELSE '{}' END, p_dir, p_inodes, p_space, p_limits);
-END
+LANGUAGE sql AS $$
+    SELECT _charge(p_node, CASE WHEN p_node AND p_owners THEN p_uid END, CASE WHEN p_node AND p_owners THEN p_gid END,
+                   CASE WHEN p_qroot > 0 THEN _quota_roots(p_qroot) ELSE '{}' END, p_dir, p_inodes, p_space, p_limits)
 $$;
 
 -- Uncharges a removed entry of directory p_dir (qroot p_qroot): its
@@ -290,53 +223,77 @@ END
 $$;
 
 -- Uncharges removed entries, set-based: entry i was in directory
--- p_parents[i] and counted p_spaces[i]. dir_stats of each directory and the
--- directory quotas above them (grouped by qroot) lose them.
+-- p_parents[i] and counted p_spaces[i]. The directory quotas above them
+-- (grouped by qroot) and dir_stats of each directory lose them, in the
+-- lock order of _charge: quota rows, then dir_stats.
 CREATE FUNCTION _uncharge_entries(p_parents bigint[], p_spaces bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
+    v_roots bigint[] := '{}';
+    v_inodes bigint[] := '{}';
+    v_space bigint[] := '{}';
     g record;
 BEGIN
     IF p_parents IS NULL THEN
         RETURN;
     END IF;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
-    SELECT e.parent, v_stripe, -sum(e.space), -count(*)
-      FROM unnest(p_parents, p_spaces) e(parent, space) GROUP BY e.parent
-        ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+    -- every quota root above the entries, with what it loses
     FOR g IN
         SELECT p.qroot, count(*) AS n, sum(e.space) AS space
           FROM unnest(p_parents, p_spaces) e(parent, space) JOIN node p ON p.inode = e.parent
          WHERE p.qroot > 0
          GROUP BY p.qroot
     LOOP
-        PERFORM _charge(false, NULL, NULL, _quota_roots(g.qroot), 0, -g.n, -g.space, false);
+        SELECT v_roots || r.roots, v_inodes || array_fill(g.n, ARRAY[cardinality(r.roots)]),
+               v_space || array_fill(g.space, ARRAY[cardinality(r.roots)])
+          INTO v_roots, v_inodes, v_space
+          FROM (SELECT _quota_roots(g.qroot) AS roots) r;
     END LOOP;
+    FOR g IN
+        SELECT r.root, sum(r.n) AS n, sum(r.space) AS space
+          FROM unnest(v_roots, v_inodes, v_space) r(root, n, space)
+         GROUP BY r.root ORDER BY r.root
+    LOOP
+        UPDATE quota_usage x SET inodes = x.inodes - g.n, space = x.space - g.space
+         WHERE x.kind = 'dir' AND x.key = g.root AND x.stripe = v_stripe;
+    END LOOP;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
+    SELECT e.parent, v_stripe, -sum(e.space), -count(*)
+      FROM unnest(p_parents, p_spaces) e(parent, space) GROUP BY e.parent ORDER BY e.parent
+        ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
 END
 $$;
 
 -- Uncharges removed nodes from the volume and their owners' quotas,
--- set-based (node i was owned by p_uids[i], p_gids[i] and counted p_spaces[i]).
+-- set-based (node i was owned by p_uids[i], p_gids[i] and counted
+-- p_spaces[i]), row by row in the lock order of _charge.
 CREATE FUNCTION _uncharge_nodes(p_uids bigint[], p_gids bigint[], p_spaces bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
+    v_owners boolean;
+    g record;
 BEGIN
     IF p_uids IS NULL THEN
         RETURN;
     END IF;
-    UPDATE quota_usage x SET inodes = x.inodes - cardinality(p_spaces),
-           space = x.space - (SELECT sum(sp) FROM unnest(p_spaces) sp)
-     WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = v_stripe;
-    IF (SELECT owner_quotas FROM setting) THEN
-        UPDATE quota_usage x SET inodes = x.inodes - g.n, space = x.space - g.space
-          FROM (SELECT 'user'::text AS kind, n.uid AS key, count(*) AS n, sum(n.space) AS space
-                  FROM unnest(p_uids, p_spaces) n(uid, space) GROUP BY n.uid
+    SELECT owner_quotas INTO v_owners FROM setting;
+    FOR g IN
+        SELECT x.kind, x.key, x.n, x.space
+          FROM (SELECT 'fs'::text AS kind, 0::bigint AS key, count(*) AS n, sum(n.space) AS space
+                  FROM unnest(p_spaces) n(space)
                 UNION ALL
-                SELECT 'group', n.gid, count(*), sum(n.space) FROM unnest(p_gids, p_spaces) n(gid, space) GROUP BY n.gid) g
+                SELECT 'user', n.uid, count(*), sum(n.space) FROM unnest(p_uids, p_spaces) n(uid, space)
+                 WHERE v_owners GROUP BY n.uid
+                UNION ALL
+                SELECT 'group', n.gid, count(*), sum(n.space) FROM unnest(p_gids, p_spaces) n(gid, space)
+                 WHERE v_owners GROUP BY n.gid) x
+         ORDER BY x.kind, x.key
+    LOOP
+        UPDATE quota_usage x SET inodes = x.inodes - g.n, space = x.space - g.space
          WHERE x.kind = g.kind AND x.key = g.key AND x.stripe = v_stripe;
-    END IF;
+    END LOOP;
 END
 $$;
 
