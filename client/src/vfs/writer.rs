@@ -33,8 +33,59 @@ struct PendingSlice {
     len: u32,
     id: u64,
     next_block: u32,
-    tail: Vec<u8>,
+    tail: BlockBuf,
     uploads: Vec<JoinHandle<io::Result<()>>>,
+}
+
+/// Where a block's bytes start in its buffer: a 4 KiB boundary, so a whole
+/// block can be stored with direct I/O (see the file store).
+const BLOCK_ALIGN: usize = 4096;
+
+/// The bytes of one block being assembled, starting at an aligned address
+/// inside their allocation (as long as they stay within its capacity).
+#[derive(Default)]
+struct BlockBuf {
+    vec: Vec<u8>,
+    start: usize,
+}
+
+impl BlockBuf {
+    fn with_capacity(capacity: usize) -> BlockBuf {
+        let mut vec: Vec<u8> = Vec::with_capacity(capacity + BLOCK_ALIGN);
+        let start = vec.as_ptr().align_offset(BLOCK_ALIGN).min(BLOCK_ALIGN);
+        vec.resize(start, 0);
+        BlockBuf { vec, start }
+    }
+
+    fn is_allocated(&self) -> bool {
+        self.vec.capacity() > 0
+    }
+
+    fn len(&self) -> usize {
+        self.vec.len() - self.start
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn data(&self) -> &[u8] {
+        &self.vec[self.start..]
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        self.vec.extend_from_slice(bytes);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.vec.truncate(self.start + len);
+    }
+
+    /// The bytes, without a copy.
+    fn freeze(self) -> Bytes {
+        let start = self.start;
+        Bytes::from(self.vec).slice(start..)
+    }
 }
 
 /// The not yet committed writes of one file in this mount.
@@ -100,21 +151,21 @@ impl Writer {
                     len: 0,
                     id,
                     next_block: 0,
-                    tail: Vec::new(),
+                    tail: BlockBuf::default(),
                     uploads: Vec::new(),
                 });
             }
             let slice = self.slices.last_mut().expect("a slice was just ensured");
-            if slice.tail.capacity() == 0 && bytes.len() < t.block_size as usize {
-                slice.tail.reserve(t.block_size as usize);
+            if !slice.tail.is_allocated() {
+                slice.tail = BlockBuf::with_capacity((t.block_size as usize).max(bytes.len()));
             }
-            slice.tail.extend_from_slice(bytes);
+            slice.tail.extend(bytes);
             slice.len += piece.len;
             while slice.tail.len() >= t.block_size as usize {
-                let mut rest = Vec::with_capacity(t.block_size as usize);
-                rest.extend_from_slice(&slice.tail[t.block_size as usize..]);
+                let mut rest = BlockBuf::with_capacity(t.block_size as usize);
+                rest.extend(&slice.tail.data()[t.block_size as usize..]);
                 slice.tail.truncate(t.block_size as usize);
-                let block = Bytes::from(std::mem::replace(&mut slice.tail, rest));
+                let block = std::mem::replace(&mut slice.tail, rest).freeze();
                 let key = block_key(t.volume, slice.id, slice.next_block, t.block_size);
                 slice.uploads.push(upload(t, key, block));
                 slice.next_block += 1;
@@ -154,7 +205,7 @@ impl Writer {
         let mut attr = None;
         for mut slice in slices {
             if !slice.tail.is_empty() {
-                let block = Bytes::from(std::mem::take(&mut slice.tail));
+                let block = std::mem::take(&mut slice.tail).freeze();
                 let key = block_key(t.volume, slice.id, slice.next_block, block.len() as u32);
                 slice.uploads.push(upload(t, key, block));
             }
@@ -208,4 +259,23 @@ impl Writer {
 
 async fn join(handle: JoinHandle<io::Result<()>>) -> io::Result<()> {
     handle.await.map_err(io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_buffers_are_aligned_and_keep_their_bytes() {
+        let mut b = BlockBuf::with_capacity(3 * BLOCK_ALIGN);
+        b.extend(&[1u8; 5000]);
+        b.extend(&[2u8; 5000]);
+        assert_eq!(b.len(), 10_000);
+        b.truncate(6000);
+        assert_eq!(&b.data()[4998..5002], &[1, 1, 2, 2]);
+        let frozen = b.freeze();
+        assert_eq!(frozen.len(), 6000);
+        assert!((frozen.as_ptr() as usize).is_multiple_of(BLOCK_ALIGN));
+        assert!(!BlockBuf::default().is_allocated());
+    }
 }
