@@ -116,6 +116,17 @@ DECLARE
     v_done text[] := '{}';
     v_done_n bigint[] := '{}';
 BEGIN
+    IF p_uid IS NULL AND p_gid IS NULL AND coalesce(cardinality(p_roots), 0) = 0 AND NOT v_check THEN
+        -- no quota but the volume's counters, nothing to check: two plain updates
+        IF p_fs THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+             WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = v_stripe;
+        END IF;
+        IF p_dir > 0 THEN
+            PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+        END IF;
+        RETURN 0;
+    END IF;
     FOR t IN
         SELECT x.kind, x.key, x.n
           FROM (SELECT 'fs'::text AS kind, 0::bigint AS key, 1::bigint AS n WHERE p_fs
