@@ -181,9 +181,9 @@ impl Filesystem for JfsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         self.run_here(move |vfs| async move {
-            let r = vfs.lookup(vfs.inode_of(parent.0), &name).await;
+            let r = vfs.lookup(vfs.inode_of(parent.0), name).await;
             reply_entry(&vfs, reply, r)
         });
     }
@@ -253,7 +253,7 @@ impl Filesystem for JfsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         let (uid, gid) = (req.uid(), req.gid());
         self.run_here(move |vfs| async move {
             let Some(t) = node_type_of_mode(mode) else {
@@ -262,7 +262,7 @@ impl Filesystem for JfsFuse {
             let r = vfs
                 .mknod(
                     vfs.inode_of(parent.0),
-                    &name,
+                    name,
                     t,
                     mode & 0o7777 & !umask,
                     uid,
@@ -284,13 +284,13 @@ impl Filesystem for JfsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         let (uid, gid) = (req.uid(), req.gid());
         self.run_here(move |vfs| async move {
             let r = vfs
                 .mknod(
                     vfs.inode_of(parent.0),
-                    &name,
+                    name,
                     NodeType::Dir,
                     mode & 0o7777 & !umask,
                     uid,
@@ -304,16 +304,16 @@ impl Filesystem for JfsFuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         self.run_here(move |vfs| async move {
-            reply_empty(reply, vfs.unlink(vfs.inode_of(parent.0), &name).await)
+            reply_empty(reply, vfs.unlink(vfs.inode_of(parent.0), name).await)
         });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         self.run_here(move |vfs| async move {
-            reply_empty(reply, vfs.rmdir(vfs.inode_of(parent.0), &name).await)
+            reply_empty(reply, vfs.rmdir(vfs.inode_of(parent.0), name).await)
         });
     }
 
@@ -325,20 +325,20 @@ impl Filesystem for JfsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let name = link_name.as_bytes().to_vec();
-        let target = target.as_os_str().as_bytes().to_vec();
+        let name = link_name.as_bytes();
+        let target = target.as_os_str().as_bytes();
         let (uid, gid) = (req.uid(), req.gid());
         self.run_here(move |vfs| async move {
             let r = vfs
                 .mknod(
                     vfs.inode_of(parent.0),
-                    &name,
+                    name,
                     NodeType::Symlink,
                     0o777,
                     uid,
                     gid,
                     0,
-                    Some(&target),
+                    Some(target),
                 )
                 .await;
             reply_entry(&vfs, reply, r)
@@ -355,15 +355,15 @@ impl Filesystem for JfsFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let name = name.as_bytes().to_vec();
-        let newname = newname.as_bytes().to_vec();
+        let name = name.as_bytes();
+        let newname = newname.as_bytes();
         self.run_here(move |vfs| async move {
             let r = vfs
                 .rename(
                     vfs.inode_of(parent.0),
-                    &name,
+                    name,
                     vfs.inode_of(newparent.0),
-                    &newname,
+                    newname,
                     flags.bits(),
                 )
                 .await;
@@ -379,10 +379,10 @@ impl Filesystem for JfsFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let name = newname.as_bytes().to_vec();
+        let name = newname.as_bytes();
         self.run_here(move |vfs| async move {
             let r = vfs
-                .link(vfs.inode_of(ino.0), vfs.inode_of(newparent.0), &name)
+                .link(vfs.inode_of(ino.0), vfs.inode_of(newparent.0), name)
                 .await;
             reply_entry(&vfs, reply, r)
         });
@@ -414,13 +414,13 @@ impl Filesystem for JfsFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         let (uid, gid) = (req.uid(), req.gid());
         self.run_here(move |vfs| async move {
             match vfs
                 .create(
                     vfs.inode_of(parent.0),
-                    &name,
+                    name,
                     mode & 0o7777 & !umask,
                     uid,
                     gid,
@@ -633,21 +633,19 @@ impl Filesystem for JfsFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let name = name.as_bytes().to_vec();
-        let value = value.to_vec();
+        let name = name.as_bytes();
         self.run_here(move |vfs| async move {
             reply_empty(
                 reply,
-                vfs.setxattr(vfs.inode_of(ino.0), &name, &value, flags)
-                    .await,
+                vfs.setxattr(vfs.inode_of(ino.0), name, value, flags).await,
             )
         });
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         self.run_here(move |vfs| async move {
-            reply_xattr(reply, size, vfs.getxattr(vfs.inode_of(ino.0), &name).await)
+            reply_xattr(reply, size, vfs.getxattr(vfs.inode_of(ino.0), name).await)
         });
     }
 
@@ -666,9 +664,9 @@ impl Filesystem for JfsFuse {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let name = name.as_bytes().to_vec();
+        let name = name.as_bytes();
         self.run_here(move |vfs| async move {
-            reply_empty(reply, vfs.removexattr(vfs.inode_of(ino.0), &name).await)
+            reply_empty(reply, vfs.removexattr(vfs.inode_of(ino.0), name).await)
         });
     }
 
