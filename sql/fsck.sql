@@ -1,6 +1,7 @@
 -- The invariant checker: every row it returns is a broken invariant. The
 -- test suites run it after every test; people can run it any time
 -- (it reads the whole namespace, so it is slow on big volumes).
+
 -- The nearest directory at or above p_dir with a quota (0: none), by walking up.
 CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
@@ -19,6 +20,24 @@ BEGIN
         END IF;
     END LOOP;
     RETURN 0;
+END
+$$;
+
+-- The chain of quota root p_root (itself, then the quota roots above it),
+-- by walking up the namespace.
+CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chain bigint[] := '{}';
+    v_cur bigint := p_root;
+    v_parent bigint;
+BEGIN
+    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
+        v_chain := v_chain || v_cur;
+        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
+        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
+    END LOOP;
+    RETURN v_chain;
 END
 $$;
 
@@ -114,4 +133,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     -- a directory's qroot is the nearest quota root at or above it
     SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
       FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
 $$;

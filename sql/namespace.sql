@@ -146,21 +146,26 @@ BEGIN
 
     -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
     -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
+    -- (with the settings and the chain of quota roots the entry is charged to)
     IF p_type = 2 THEN
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas
-          INTO par FROM node d, setting s WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain
+          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
+         WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas
-          INTO par FROM node d, setting s WHERE d.inode = p_parent FOR KEY SHARE OF d;
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain
+          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
+         WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
     IF NOT FOUND THEN
         RETURN _err(2);
     ELSIF par.type <> 2 THEN
         RETURN _err(20);
     END IF;
-    PERFORM _durability(par.meta_durability);
+    IF par.meta_durability = 'fsync' THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
+    END IF;
 
     n.inode := coalesce(p_inode, _next_ids('inode', 1));
     n.type := p_type::smallint;
@@ -182,7 +187,9 @@ BEGIN
     n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
 
     -- the new node and its entry, within every limit
-    v_errno := _charge_new(true, n.uid, n.gid, p_parent, par.qroot, 1, 4096, par.quota_limits, par.owner_quotas);
+    v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
+                       _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
+                       par.quota_limits);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;
@@ -257,7 +264,7 @@ BEGIN
         RETURN _err(20);
     END IF;
     -- a new entry: counted under p_parent and the directory quotas above it
-    v_errno := _charge_new(false, n.uid, n.gid, p_parent, v_pqroot, 1, _node_space(n.type, n.length), v_limits, false);
+    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;

@@ -50,13 +50,23 @@ BEGIN
 END
 $$;
 
--- Keeps setting.quota_limits / owner_quotas (read by the hot paths) true
--- to the quota table.
+-- The keys of the quotas of a kind, for setting.quota_uids/quota_gids: up to
+-- 64 of them (NULL for more; the setting row is read by every create).
+CREATE FUNCTION _quota_keys(p_kind text) RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN count(*) <= 64 THEN coalesce(array_agg(q.key ORDER BY q.key), '{}') END
+      FROM quota q WHERE q.kind = p_kind
+$$;
+
+-- Keeps setting.quota_limits / owner_quotas / quota_uids / quota_gids (read
+-- by the hot paths) true to the quota table.
 CREATE FUNCTION _quota_flags() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE setting SET quota_limits = EXISTS (SELECT 1 FROM quota q WHERE q.max_space > 0 OR q.max_inodes > 0),
-                       owner_quotas = EXISTS (SELECT 1 FROM quota q WHERE q.kind IN ('user', 'group'));
+                       owner_quotas = EXISTS (SELECT 1 FROM quota q WHERE q.kind IN ('user', 'group')),
+                       quota_uids = _quota_keys('user'),
+                       quota_gids = _quota_keys('group');
 END
 $$;
 
@@ -86,6 +96,7 @@ BEGIN
         IF p_kind = 'dir' THEN
             SELECT n.qroot INTO v_old_root FROM node n WHERE n.inode = p_key;
             PERFORM _qroot_set(p_key, v_old_root, p_key);
+            PERFORM _quota_chains();
         END IF;
     END IF;
     PERFORM _quota_reshare(p_kind, p_key, 0, 0);
@@ -114,6 +125,7 @@ BEGIN
         SELECT p.qroot INTO v_above FROM node d JOIN node p ON p.inode = d.parent
          WHERE d.inode = p_key AND d.inode <> 1;
         PERFORM _qroot_set(p_key, p_key, coalesce(v_above, 0));
+        PERFORM _quota_chains();
     END IF;
     PERFORM _quota_flags();
     RETURN true;

@@ -60,9 +60,12 @@ CREATE TABLE setting (
     -- parent mtime/ctime updates younger than this are skipped (JuiceFS --skip-dir-mtime)
     skip_dir_mtime_ns bigint NOT NULL DEFAULT 100000000 CHECK (skip_dir_mtime_ns >= 0),
     -- kept by the quota functions, read by the hot paths to skip work:
-    -- some quota has a limit / some user or group quota exists
+    -- some quota has a limit / some user or group quota exists / the uids
+    -- and gids that have one (NULL: too many to list, try every owner)
     quota_limits    boolean NOT NULL DEFAULT false,
     owner_quotas    boolean NOT NULL DEFAULT false,
+    quota_uids      bigint[] DEFAULT '{}',
+    quota_gids      bigint[] DEFAULT '{}',
     formatted_at    timestamptz NOT NULL DEFAULT now()
 );
 
@@ -199,6 +202,9 @@ CREATE TABLE quota (
     key        bigint  NOT NULL,
     max_space  bigint  NOT NULL DEFAULT 0 CHECK (max_space >= 0),
     max_inodes bigint  NOT NULL DEFAULT 0 CHECK (max_inodes >= 0),
+    -- 'dir' quotas: this root and the quota roots above it, nearest first
+    -- (what an entry below it is charged to; see _quota_chains)
+    chain      bigint[],
     PRIMARY KEY (kind, key)
 );
 

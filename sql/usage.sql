@@ -35,24 +35,45 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT CASE WHEN p_type = 1 THEN _space(p_length) ELSE 4096 END $$;
 
 -- The directory quotas charged for an entry of a directory whose qroot is
--- p_qroot: that root, then the roots above it, nearest first.
+-- p_qroot: that root, then the roots above it, nearest first (the root's
+-- chain, kept by _quota_chains).
 CREATE FUNCTION _quota_roots(p_qroot bigint) RETURNS bigint[]
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_roots bigint[] := '{}';
-    v_root bigint := coalesce(p_qroot, 0);
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_qroot > 0
+                THEN coalesce((SELECT q.chain FROM quota q WHERE q.kind = 'dir' AND q.key = p_qroot), '{}')
+                ELSE '{}'::bigint[] END
+$$;
+
+-- Sets the chain of every directory quota (itself, then the roots above it,
+-- nearest first) from the namespace; after a directory quota comes or goes
+-- and after a directory moves from one quota root to another.
+CREATE FUNCTION _quota_chains() RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
-    WHILE v_root > 0 AND cardinality(v_roots) < 10000 LOOP
-        v_roots := v_roots || v_root;
-        SELECT p.qroot INTO v_root FROM node r JOIN node p ON p.inode = r.parent
-         WHERE r.inode = v_root AND r.inode <> 1;
-        IF NOT FOUND THEN
-            v_root := 0;
-        END IF;
-    END LOOP;
-    RETURN v_roots;
+    WITH RECURSIVE up(key, root, chain) AS (
+        SELECT q.key, q.key, ARRAY[q.key] FROM quota q WHERE q.kind = 'dir'
+        UNION ALL
+        SELECT u.key, p.qroot, u.chain || p.qroot
+          FROM up u JOIN node r ON r.inode = u.root JOIN node p ON p.inode = r.parent
+         WHERE r.inode <> 1 AND p.qroot > 0 AND cardinality(u.chain) < 10000
+    )
+    UPDATE quota q SET chain = c.chain
+      FROM (SELECT DISTINCT ON (u.key) u.key, u.chain FROM up u ORDER BY u.key, cardinality(u.chain) DESC) c
+     WHERE q.kind = 'dir' AND q.key = c.key AND q.chain IS DISTINCT FROM c.chain;
 END
 $$;
+
+-- Whether p_used may grow by p_add within p_share (NULL: no limit).
+CREATE FUNCTION _fits(p_used bigint, p_share bigint, p_add bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT p_add <= 0 OR p_share IS NULL OR p_used + p_add <= p_share $$;
+
+-- An owner's id when it may have a quota (p_owners: some user or group
+-- quota exists; p_ids: the ids that have one, NULL when too many to list),
+-- else NULL: nothing to charge.
+CREATE FUNCTION _owner_key(p_owners boolean, p_ids bigint[], p_id bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN p_owners AND (p_ids IS NULL OR p_id = ANY (p_ids)) THEN p_id END $$;
 
 -- Adds to the direct-children figures of directory p_dir.
 CREATE FUNCTION _dir_stats_add(p_dir bigint, p_inodes bigint, p_space bigint) RETURNS void
@@ -90,6 +111,48 @@ BEGIN
 END
 $$;
 
+-- The quotas _charge names, in (kind, key) order - directory roots by key,
+-- the volume, the group, the user - with how many times each is charged.
+CREATE FUNCTION _quota_list(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[])
+RETURNS TABLE (pos bigint, kind text, key bigint, n bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT row_number() OVER (ORDER BY x.kind, x.key), x.kind, x.key, x.n
+      FROM (SELECT 'dir'::text AS kind, k AS key, count(*) AS n FROM unnest(p_roots) k GROUP BY k
+            UNION ALL SELECT 'fs', 0, 1 WHERE p_fs
+            UNION ALL SELECT 'group', p_gid, 1 WHERE p_gid IS NOT NULL
+            UNION ALL SELECT 'user', p_uid, 1 WHERE p_uid IS NOT NULL) x
+     ORDER BY x.kind, x.key
+$$;
+
+-- Charges p_inodes / p_space to quota (p_kind, p_key) when this stripe's
+-- share is not enough: every stripe of it is locked (in stripe order, so no
+-- other transaction changes its usage now), the exact sum decides, and the
+-- shares are dealt again. Returns the errno when the limit would be passed
+-- (nothing changed), 0 when charged or when there is no such quota.
+CREATE FUNCTION _charge_exact(p_kind text, p_key bigint, p_inodes bigint, p_space bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    q record;
+    u record;
+BEGIN
+    SELECT l.max_space, l.max_inodes INTO q FROM quota l WHERE l.kind = p_kind AND l.key = p_key;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key ORDER BY x.stripe FOR UPDATE;
+    SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
+      FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key;
+    IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space > q.max_space)
+       OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes > q.max_inodes) THEN
+        RETURN CASE WHEN p_kind = 'fs' THEN 28 ELSE 122 END;
+    END IF;
+    PERFORM _quota_reshare(p_kind, p_key, p_inodes, p_space);
+    UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+     WHERE x.kind = p_kind AND x.key = p_key AND x.stripe = _stripe();
+    RETURN 0;
+END
+$$;
+
 -- Charges p_inodes / p_space to the quotas named (the volume's when p_fs,
 -- user p_uid's and group p_gid's when not NULL, the directory quotas p_roots:
 -- a root listed n times is charged n times) and to dir_stats of p_dir (0:
@@ -97,95 +160,69 @@ $$;
 -- changes and the errno comes back (28 for the volume, 122 for the others).
 --
 -- The quotas' rows of this backend's stripe are updated one by one in
--- (kind, key) order, the one lock order of every transaction: updating them
--- in one statement would lock them in the table's physical order, which
--- differs between transactions as rows move, and two creators sharing a
--- stripe would deadlock. A row that would pass its share is not updated; for
--- that quota (in the same order) every stripe is locked, the exact sum
--- decides, and the shares are dealt again. So the usual charge is one
--- UPDATE per quota, each an index probe.
+-- (kind, key) order (_quota_list's), the one lock order of every
+-- transaction: updating them in one statement would lock them in the
+-- table's physical order, which differs between transactions as rows move,
+-- and two creators sharing a stripe would deadlock. The usual charge is one
+-- UPDATE per quota, an index probe that also checks the stripe's share; a
+-- row that would pass its share is not updated, and _charge_exact decides.
+-- The loop counts through the quotas instead of querying _quota_list: a
+-- create pays for every statement here.
 CREATE FUNCTION _charge(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
                         p_inodes bigint, p_space bigint, p_check boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
     v_check boolean := p_check AND (p_inodes > 0 OR p_space > 0);
-    t record;
-    q record;
-    u record;
-    v_done text[] := '{}';
-    v_done_n bigint[] := '{}';
+    v_roots bigint[] := p_roots;
+    v_counts bigint[];
+    v_nroots integer := coalesce(cardinality(p_roots), 0);
+    v_kind text;
+    v_key bigint;
+    v_n bigint;
+    v_errno integer;
 BEGIN
-    IF p_uid IS NULL AND p_gid IS NULL AND coalesce(cardinality(p_roots), 0) = 0 AND NOT v_check THEN
-        -- no quota but the volume's counters, nothing to check: two plain updates
-        IF p_fs THEN
-            UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
-             WHERE x.kind = 'fs' AND x.key = 0 AND x.stripe = v_stripe;
-        END IF;
-        IF p_dir > 0 THEN
-            PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
-        END IF;
-        RETURN 0;
+    IF v_nroots > 1 THEN
+        SELECT array_agg(l.key ORDER BY l.key), array_agg(l.n ORDER BY l.key) INTO v_roots, v_counts
+          FROM _quota_list(false, NULL, NULL, p_roots) l;
+        v_nroots := cardinality(v_roots);
     END IF;
-    FOR t IN
-        SELECT x.kind, x.key, x.n
-          FROM (SELECT 'fs'::text AS kind, 0::bigint AS key, 1::bigint AS n WHERE p_fs
-                UNION ALL SELECT 'user', p_uid, 1 WHERE p_uid IS NOT NULL
-                UNION ALL SELECT 'group', p_gid, 1 WHERE p_gid IS NOT NULL
-                UNION ALL SELECT 'dir', k, count(*) FROM unnest(p_roots) k GROUP BY k) x
-         ORDER BY x.kind, x.key
-    LOOP
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
-         WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe
-           AND (NOT v_check
-                OR ((p_space <= 0 OR x.share_space IS NULL OR x.space + p_space * t.n <= x.share_space)
-                    AND (p_inodes <= 0 OR x.share_inodes IS NULL OR x.inodes + p_inodes * t.n <= x.share_inodes)));
-        IF NOT FOUND AND v_check THEN
-            SELECT l.max_space, l.max_inodes INTO q FROM quota l WHERE l.kind = t.kind AND l.key = t.key;
-            IF FOUND THEN
-                -- past this stripe's share: every stripe of it, so no other
-                -- transaction changes its usage now
-                PERFORM 1 FROM quota_usage x WHERE x.kind = t.kind AND x.key = t.key ORDER BY x.stripe FOR UPDATE;
-                SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
-                  FROM quota_usage x WHERE x.kind = t.kind AND x.key = t.key;
-                IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space * t.n > q.max_space)
-                   OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes * t.n > q.max_inodes) THEN
-                    -- refused: take back what the quotas before it got
-                    UPDATE quota_usage x SET inodes = x.inodes - p_inodes * d.n, space = x.space - p_space * d.n
-                      FROM unnest(v_done, v_done_n) d(quota, n)
-                     WHERE x.kind || ':' || x.key = d.quota AND x.stripe = v_stripe;
-                    RETURN CASE WHEN t.kind = 'fs' THEN 28 ELSE 122 END;
-                END IF;
-                PERFORM _quota_reshare(t.kind, t.key, p_inodes * t.n, p_space * t.n);
-                UPDATE quota_usage x SET inodes = x.inodes + p_inodes * t.n, space = x.space + p_space * t.n
-                 WHERE x.kind = t.kind AND x.key = t.key AND x.stripe = v_stripe;
-            END IF;
+    FOR i IN 1 .. v_nroots + 3 LOOP
+        IF i <= v_nroots THEN
+            v_kind := 'dir';
+            v_key := v_roots[i];
+            v_n := coalesce(v_counts[i], 1);
+        ELSE
+            v_kind := CASE i - v_nroots WHEN 1 THEN 'fs' WHEN 2 THEN 'group' ELSE 'user' END;
+            v_key := CASE i - v_nroots WHEN 1 THEN CASE WHEN p_fs THEN 0 END WHEN 2 THEN p_gid ELSE p_uid END;
+            v_n := 1;
+            CONTINUE WHEN v_key IS NULL;
         END IF;
-        IF v_check THEN
-            v_done := v_done || (t.kind || ':' || t.key);
-            v_done_n := v_done_n || t.n;
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+         WHERE x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+           AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)));
+        IF NOT FOUND AND v_check THEN
+            v_errno := _charge_exact(v_kind, v_key, p_inodes * v_n, p_space * v_n);
+            IF v_errno <> 0 THEN
+                -- refused: take back what the quotas before it got
+                UPDATE quota_usage x SET inodes = x.inodes - p_inodes * l.n, space = x.space - p_space * l.n
+                  FROM _quota_list(p_fs, p_uid, p_gid, p_roots) l
+                 WHERE (l.kind, l.key) < (v_kind, v_key)
+                   AND x.kind = l.kind AND x.key = l.key AND x.stripe = v_stripe;
+                RETURN v_errno;
+            END IF;
         END IF;
     END LOOP;
     IF p_dir > 0 THEN
-        PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes
+         WHERE d.inode = p_dir AND d.stripe = v_stripe;
+        IF NOT FOUND THEN
+            PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+        END IF;
     END IF;
     RETURN 0;
 END
-$$;
-
--- Charges what a new node (p_node: for the volume and, when p_owners, its
--- owner's quotas) and a new entry of directory p_dir (whose qroot is
--- p_qroot) add. When p_limits (some quota has a limit) every limit is
--- checked first, and nothing changes when one would be passed: its errno is
--- returned. p_limits and p_owners are setting.quota_limits/owner_quotas,
--- read by the caller after it locked its rows. (A one-expression SQL
--- function: PostgreSQL inlines it into the caller's statement, which saves
--- a PL/pgSQL call on every create.)
-CREATE FUNCTION _charge_new(p_node boolean, p_uid bigint, p_gid bigint, p_dir bigint, p_qroot bigint,
-                            p_inodes bigint, p_space bigint, p_limits boolean, p_owners boolean) RETURNS integer
-LANGUAGE sql AS $$
-    SELECT _charge(p_node, CASE WHEN p_node AND p_owners THEN p_uid END, CASE WHEN p_node AND p_owners THEN p_gid END,
-                   CASE WHEN p_qroot > 0 THEN _quota_roots(p_qroot) ELSE '{}' END, p_dir, p_inodes, p_space, p_limits)
 $$;
 
 -- Uncharges a removed entry of directory p_dir (qroot p_qroot): its
@@ -193,8 +230,7 @@ $$;
 CREATE FUNCTION _uncharge_entry(p_dir bigint, p_qroot bigint, p_inodes bigint, p_space bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM _charge(false, NULL, NULL, CASE WHEN p_qroot > 0 THEN _quota_roots(p_qroot) ELSE '{}' END, p_dir,
-                    -p_inodes, -p_space, false);
+    PERFORM _charge(false, NULL, NULL, _quota_roots(p_qroot), p_dir, -p_inodes, -p_space, false);
 END
 $$;
 
@@ -216,7 +252,7 @@ BEGIN
     IF p_space = 0 THEN
         RETURN 0;
     END IF;
-    SELECT quota_limits, owner_quotas INTO f FROM setting;
+    SELECT quota_limits, owner_quotas, quota_uids, quota_gids INTO f FROM setting;
     FOR e IN SELECT ed.parent, p.qroot FROM edge ed JOIN node p ON p.inode = ed.parent WHERE ed.inode = p_inode LOOP
         v_dirs := v_dirs || e.parent;
         IF e.qroot > 0 THEN
@@ -224,7 +260,7 @@ BEGIN
         END IF;
     END LOOP;
     -- the volume and owners once, every entry's directory quotas
-    v_errno := _charge(true, CASE WHEN f.owner_quotas THEN p_uid END, CASE WHEN f.owner_quotas THEN p_gid END,
+    v_errno := _charge(true, _owner_key(f.owner_quotas, f.quota_uids, p_uid), _owner_key(f.owner_quotas, f.quota_gids, p_gid),
                        v_roots, 0, 0, p_space, p_check AND f.quota_limits);
     IF v_errno = 0 AND v_dirs IS NOT NULL THEN
         PERFORM _dir_stats_add(d, 0, p_space) FROM unnest(v_dirs) d;
@@ -384,6 +420,8 @@ BEGIN
             )
             UPDATE node n SET qroot = v_to_root
              WHERE n.inode IN (SELECT d.inode FROM dirs d) AND n.qroot = v_from_root;
+            -- quota roots moved with it (or the directory itself) have new roots above
+            PERFORM _quota_chains();
         END IF;
     END IF;
     PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));

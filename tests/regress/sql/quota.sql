@@ -115,3 +115,29 @@ SELECT total_space, avail_space, used_inodes = (SELECT used_inodes FROM jfs.stat
 SELECT (SELECT row(s.*)::text FROM jfs.statfs(:b) s) = (SELECT row(v.*)::text FROM jfs.statfs() v) AS same_as_volume;
 SELECT errno FROM jfs.statfs((SELECT inode FROM jfs.ls('/sd/deep') WHERE name = 'f'));
 SELECT errno FROM jfs.statfs(-5);
+
+-- nested directory quotas: an entry counts under every root above it, and
+-- each root's chain (what its entries are charged to) follows quota and
+-- rename changes
+SELECT inode AS n1 FROM jfs.mknod(1, 'n1', 2, 493, 0, 0) \gset
+SELECT inode AS n2 FROM jfs.mknod(:n1, 'n2', 2, 493, 0, 0) \gset
+SELECT inode AS n3 FROM jfs.mknod(:n2, 'n3', 2, 493, 0, 0) \gset
+SELECT 1 FROM jfs.set_quota('/n1/n2/n3', 0, 100);
+SELECT 1 FROM jfs.set_quota('/n1', 0, 100);
+SELECT errno FROM jfs.mknod(:n3, 'f', 1, 420, 0, 0);
+SELECT key = :n3 AS n3, chain = ARRAY[:n3, :n1]::bigint[] AS chain FROM jfs.quota WHERE kind = 'dir' AND key = :n3;
+SELECT path, used_inodes FROM jfs.quotas WHERE path LIKE '/n1%' ORDER BY path;
+-- /n1/n2 (holding n3) moves to /sd: n3's chain is n3 then /sd
+SELECT errno FROM jfs.rename(:n1, 'n2', :s, 'n2');
+SELECT chain = ARRAY[:n3, :s]::bigint[] AS chain_after_rename FROM jfs.quota WHERE kind = 'dir' AND key = :n3;
+SELECT path, used_inodes FROM jfs.quotas WHERE path LIKE '/n1%' OR path LIKE '/sd%' ORDER BY path;
+-- without /sd's quota, n3 stands alone
+SELECT jfs.delete_quota('/sd');
+SELECT chain = ARRAY[:n3]::bigint[] AS chain_alone FROM jfs.quota WHERE kind = 'dir' AND key = :n3;
+-- a quota above it again: n2 gets one, n3's chain grows; a file below counts under both
+SELECT 1 FROM jfs.set_quota('/sd/n2', 0, 100);
+SELECT chain = ARRAY[:n3, :n2]::bigint[] AS chain_grown FROM jfs.quota WHERE kind = 'dir' AND key = :n3;
+SELECT errno FROM jfs.mknod(:n3, 'g', 1, 420, 0, 0);
+SELECT path, used_inodes FROM jfs.quotas WHERE path LIKE '/sd%' ORDER BY path;
+SELECT * FROM jfs.fsck();
+SELECT count(*) AS drifted FROM jfs.check_quota() WHERE NOT ok;
