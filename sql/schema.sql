@@ -37,8 +37,8 @@
 -- quota       (kind, key) -> limits (0 = none): ('fs', 0) the volume,
 --             ('dir', inode) a directory's subtree, ('user', uid), ('group', gid).
 -- quota_usage (kind, key, stripe) -> used space and inodes; the sum over the
---             16 stripes is the usage. Each transaction updates the stripe of
---             its backend, so concurrent writers do not queue on one row.
+--             16 stripes is the usage. Each transaction updates the stripe its
+--             session claimed, so concurrent writers do not queue on one row.
 --             share_space/share_inodes: how far this stripe may grow without
 --             looking at the others (NULL: no limit); the shares of a quota
 --             never add up to more than its limit (see sql/usage.sql).

@@ -8,7 +8,8 @@
 --              with two names in two directories counts under both.
 -- Space is whole 4 KiB units of a file's length (at least one), one unit for
 -- the other types (_node_space). Counters are striped: a transaction writes
--- the stripe of its backend (16 rows per quota and per directory), readers sum.
+-- the stripe its session claimed (16 rows per quota and per directory),
+-- readers sum.
 --
 -- Limits are checked, before anything changes, when usage grows: errno 28
 -- ENOSPC for the volume, 122 EDQUOT for the others. Each stripe of a limited
@@ -20,11 +21,34 @@
 -- shares what is left equally again. So a limit is never passed, even by
 -- many writers at once; near it, they take turns.
 
--- This backend's stripe: one of 16, or of jfs.stripes (a setting, 1..16;
--- 1 turns striping off, for comparisons).
+-- Claims a stripe for this session: the first of the 16, counting from its
+-- backend's pid, that no other session of the database holds (a session
+-- advisory lock, gone with the session), so up to 16 writing sessions never
+-- share a counter row; pid % 16 when all are held. Kept for the session in
+-- the setting jfs.stripe.
+CREATE FUNCTION _claim_stripe() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_slot integer := pg_catalog.pg_backend_pid() % 16;
+BEGIN
+    FOR i IN 0 .. 15 LOOP
+        -- 0x6a667300: 'jfs\0', the advisory lock space of jfs's stripes
+        IF pg_catalog.pg_try_advisory_lock(1785099008, (pg_catalog.pg_backend_pid() + i) % 16) THEN
+            v_slot := (pg_catalog.pg_backend_pid() + i) % 16;
+            EXIT;
+        END IF;
+    END LOOP;
+    PERFORM pg_catalog.set_config('jfs.stripe', v_slot::text, false);
+    RETURN v_slot;
+END
+$$;
+
+-- This transaction's stripe: the session's (see _claim_stripe), one of 16,
+-- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
+-- comparisons).
 CREATE FUNCTION _stripe() RETURNS smallint
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT (pg_catalog.pg_backend_pid()
+LANGUAGE sql STABLE AS $$
+    SELECT (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
             % least(greatest(coalesce(nullif(pg_catalog.current_setting('jfs.stripes', true), '')::integer, 16), 1), 16)
            )::smallint
 $$;
