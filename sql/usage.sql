@@ -25,9 +25,11 @@
 -- backend's pid, that no other session of the database holds (a session
 -- advisory lock, gone with the session), so up to 16 writing sessions never
 -- share a counter row; pid % 16 when all are held. Kept for the session in
--- the setting jfs.stripe.
+-- the setting jfs.stripe. (Declared STABLE though it takes a lock and sets
+-- a setting: it gives the same answer for the rest of the session, and a
+-- volatile call would keep PostgreSQL from inlining _stripe.)
 CREATE FUNCTION _claim_stripe() RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_slot integer := pg_catalog.pg_backend_pid() % 16;
 BEGIN
