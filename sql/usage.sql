@@ -116,24 +116,34 @@ BEGIN
 END
 $$;
 
--- Sets the shares of quota (p_kind, p_key): each stripe may grow by an
--- equal part of what is left under the limit after p_inodes/p_space more.
--- The caller holds the quota's stripes locked (or the node table).
-CREATE FUNCTION _quota_reshare(p_kind text, p_key bigint, p_inodes bigint, p_space bigint) RETURNS void
+-- Deals the shares of quota (p_kind, p_key) again: each stripe may grow by
+-- an equal part of what is left under the limit after p_inodes/p_space
+-- more. When those would pass the limit nothing changes and the errno comes
+-- back (28 for the volume, 122 for the others); 0 otherwise, and for no
+-- such quota. The caller holds the quota's stripes locked (or the node table).
+CREATE FUNCTION _quota_reshare(p_kind text, p_key bigint, p_inodes bigint, p_space bigint) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     q record;
     u record;
 BEGIN
     SELECT l.max_space, l.max_inodes INTO q FROM quota l WHERE l.kind = p_kind AND l.key = p_key;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
     SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
       FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key;
+    IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space > q.max_space)
+       OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes > q.max_inodes) THEN
+        RETURN CASE WHEN p_kind = 'fs' THEN 28 ELSE 122 END;
+    END IF;
     UPDATE quota_usage x
        SET share_space = CASE WHEN q.max_space > 0
                               THEN x.space + greatest(q.max_space - u.space - greatest(p_space, 0), 0) / 16 END,
            share_inodes = CASE WHEN q.max_inodes > 0
                                THEN x.inodes + greatest(q.max_inodes - u.inodes - greatest(p_inodes, 0), 0) / 16 END
      WHERE x.kind = p_kind AND x.key = p_key;
+    RETURN 0;
 END
 $$;
 
@@ -158,24 +168,18 @@ $$;
 CREATE FUNCTION _charge_exact(p_kind text, p_key bigint, p_inodes bigint, p_space bigint) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-    q record;
-    u record;
+    v_errno integer;
 BEGIN
-    SELECT l.max_space, l.max_inodes INTO q FROM quota l WHERE l.kind = p_kind AND l.key = p_key;
+    PERFORM 1 FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key ORDER BY x.stripe FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    PERFORM 1 FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key ORDER BY x.stripe FOR UPDATE;
-    SELECT coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes INTO u
-      FROM quota_usage x WHERE x.kind = p_kind AND x.key = p_key;
-    IF (q.max_space > 0 AND p_space > 0 AND u.space + p_space > q.max_space)
-       OR (q.max_inodes > 0 AND p_inodes > 0 AND u.inodes + p_inodes > q.max_inodes) THEN
-        RETURN CASE WHEN p_kind = 'fs' THEN 28 ELSE 122 END;
+    v_errno := _quota_reshare(p_kind, p_key, p_inodes, p_space);
+    IF v_errno = 0 THEN
+        UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
+         WHERE x.kind = p_kind AND x.key = p_key AND x.stripe = _stripe();
     END IF;
-    PERFORM _quota_reshare(p_kind, p_key, p_inodes, p_space);
-    UPDATE quota_usage x SET inodes = x.inodes + p_inodes, space = x.space + p_space
-     WHERE x.kind = p_kind AND x.key = p_key AND x.stripe = _stripe();
-    RETURN 0;
+    RETURN v_errno;
 END
 $$;
 
