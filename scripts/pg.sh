@@ -51,8 +51,8 @@ cluster_stop() {
   as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
-# Builds the extension and installs it into the system PostgreSQL 15's
-# extension directory, where every cluster of that installation finds it.
+# Builds the extension and installs it (with migrations/) into the system
+# PostgreSQL 15's extension directory, where every cluster of it finds it.
 install_extension() {
-  cargo pgrx install -p jfs --pg-config /usr/bin/pg_config "$@"
+  PG_CONFIG=/usr/bin/pg_config bash scripts/install-extension.sh "$@"
 }

@@ -1,17 +1,41 @@
 #!/usr/bin/env bash
-# Runs every jfs test: Rust checks, then the SQL regression and isolation
-# suites against a throw-away PostgreSQL 15 cluster. Safe to run again.
+# Runs the jfs tests: Rust checks, the SQL regression and isolation suites,
+# the upgrade check, the client's unit tests and the end-to-end tests, against
+# a throw-away PostgreSQL 15 cluster. Safe to run again.
+#
+#   bash scripts/test.sh                 every suite (what CI runs)
+#   bash scripts/test.sh SUITE...        only these: lint regress isolation
+#                                        upgrade unit e2e, or e2e:NAME for one
+#                                        file of tests/e2e/tests (e2e:quota)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 . scripts/pg.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
+all_suites="lint regress isolation upgrade unit e2e"
+selected=("$@")
+for s in "${selected[@]}"; do
+  case " $all_suites " in
+    *" ${s%%:*} "*) ;;
+    *) echo "unknown suite '$s'; suites: $all_suites (or e2e:NAME)" >&2; exit 2 ;;
+  esac
+done
+# wants SUITE: whether SUITE runs (all of them when none is named)
+wants() {
+  [ ${#selected[@]} -eq 0 ] && return 0
+  local s
+  for s in "${selected[@]}"; do [ "${s%%:*}" = "$1" ] && return 0; done
+  return 1
+}
+
 bash scripts/setup.sh
 
-echo "==> cargo fmt --check, clippy"
-cargo fmt --all --check
-cargo clippy -p jfs-client -p jfs-e2e --all-targets -- -D warnings
+if wants lint; then
+  echo "==> cargo fmt --check, clippy"
+  cargo fmt --all --check
+  cargo clippy -p jfs-client -p jfs-e2e --all-targets -- -D warnings
+fi
 
 echo "==> building the client and the end-to-end tests"
 cargo build -p jfs-client
@@ -55,10 +79,22 @@ run_suite() {
   fi
   passed=$((passed + ok)); failed=$((failed + bad))
 }
-echo "==> pg_regress (tests/regress)"
-run_suite regress "$PGXS_TEST/regress/pg_regress" --dbname=jfs_regress
-echo "==> pg_isolation_regress (tests/isolation)"
-run_suite isolation "$PGXS_TEST/isolation/pg_isolation_regress" --dbname=jfs_isolation
+if wants regress; then
+  echo "==> pg_regress (tests/regress)"
+  run_suite regress "$PGXS_TEST/regress/pg_regress" --dbname=jfs_regress
+fi
+if wants isolation; then
+  echo "==> pg_isolation_regress (tests/isolation)"
+  run_suite isolation "$PGXS_TEST/isolation/pg_isolation_regress" --dbname=jfs_isolation
+fi
+if wants upgrade; then
+  echo "==> upgrade equals install (tests/upgrade)"
+  if bash tests/upgrade/check.sh "$tmp/out/upgrade" 2>&1 | tee "$tmp/out/upgrade.log"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+fi
 
 # cargo_tests LABEL ARGS...: runs cargo test, adds its counts
 cargo_tests() {
@@ -74,10 +110,18 @@ cargo_tests() {
   fi
   passed=$((passed + p)); failed=$((failed + f))
 }
-cargo_tests unit -p jfs-client
+if wants unit; then
+  cargo_tests unit -p jfs-client
+fi
 # end-to-end: real mounts of the jfs binary; one test binary at a time (the
 # fault test stops and starts PostgreSQL)
-cargo_tests e2e -p jfs-e2e -- --test-threads=2
+if wants e2e; then
+  e2e_files=()
+  for s in "${selected[@]}"; do
+    case "$s" in e2e:*) e2e_files+=(--test "${s#e2e:}") ;; esac
+  done
+  cargo_tests e2e -p jfs-e2e "${e2e_files[@]}" -- --test-threads=2
+fi
 
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

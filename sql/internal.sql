@@ -16,11 +16,6 @@ CREATE FUNCTION _now() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS
 $$ SELECT (extract(epoch FROM pg_catalog.now()) * 1000000)::bigint * 1000 $$;
 
--- Space charged for a node of this length: whole 4 KiB units, at least one.
-CREATE FUNCTION _space(p_length bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
-$$ SELECT CASE WHEN p_length <= 0 THEN 4096 ELSE ((p_length + 4095) / 4096) * 4096 END $$;
-
 -- 0 if p_name can be a directory entry, else the errno. '.' and '..' are
 -- checked by the callers, which treat them differently.
 CREATE FUNCTION _check_name(p_name bytea) RETURNS integer

@@ -21,6 +21,11 @@
 -- shares what is left equally again. So a limit is never passed, even by
 -- many writers at once; near it, they take turns.
 
+-- Space charged for a node of this length: whole 4 KiB units, at least one.
+CREATE FUNCTION _space(p_length bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN p_length <= 0 THEN 4096 ELSE ((p_length + 4095) / 4096) * 4096 END $$;
+
 -- Claims a stripe for this session: the first of the 16, counting from its
 -- backend's pid, that no other session of the database holds (a session
 -- advisory lock, gone with the session), so up to 16 writing sessions never

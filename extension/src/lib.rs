@@ -1,69 +1,100 @@
-//! jfs extension glue: loads the file-system schema and procedures from `sql/`, in order.
+//! jfs extension glue: loads the file-system schema and procedures from `sql/`, in dependency order.
 //!
 //! All of jfs's server logic is SQL and PL/pgSQL in the repository's `sql/`
 //! directory, readable on its own; this crate only ships it as an extension.
+//! This build's install script is generated from `sql/`; released versions
+//! are frozen in `migrations/` with the upgrade scripts between them.
+//!
+//! `requires` names, for each file, the files whose functions, types and
+//! views it uses. SQL-language functions and views bind what they use when
+//! they are created, so for them the order is a must; PL/pgSQL binds at
+//! call time, which is what lets a few procedures call each other across
+//! files in a cycle that no load order could state: unlink, rmdir (namespace),
+//! rename and batch_unlink/rmr (batch) move what they remove into the trash
+//! (trash.sql's `_to_trash`), which makes its directories with mknod and
+//! moves by rename. trash.sql is therefore loaded after all of them.
 pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
+pgrx::extension_sql_file!("../../sql/usage.sql", name = "usage", requires = ["schema"]);
 pgrx::extension_sql_file!(
     "../../sql/internal.sql",
     name = "internal",
-    requires = ["schema"]
-);
-pgrx::extension_sql_file!(
-    "../../sql/usage.sql",
-    name = "usage",
-    requires = ["internal"]
-);
-pgrx::extension_sql_file!(
-    "../../sql/volume.sql",
-    name = "volume",
-    requires = ["usage"]
+    requires = ["schema", "usage"]
 );
 pgrx::extension_sql_file!(
     "../../sql/namespace.sql",
     name = "namespace",
-    requires = ["volume"]
+    requires = ["internal", "usage"]
 );
 pgrx::extension_sql_file!(
     "../../sql/rename.sql",
     name = "rename",
-    requires = ["namespace"]
+    requires = ["internal", "usage", "namespace"]
 );
 pgrx::extension_sql_file!(
     "../../sql/readdir.sql",
     name = "readdir",
-    requires = ["namespace"]
+    requires = ["schema"]
 );
 pgrx::extension_sql_file!(
     "../../sql/setattr.sql",
     name = "setattr",
-    requires = ["namespace"]
+    requires = ["internal", "usage"]
 );
 pgrx::extension_sql_file!(
     "../../sql/xattr.sql",
     name = "xattr",
-    requires = ["namespace"]
+    requires = ["internal"]
 );
-pgrx::extension_sql_file!("../../sql/data.sql", name = "data", requires = ["setattr"]);
+pgrx::extension_sql_file!(
+    "../../sql/data.sql",
+    name = "data",
+    requires = ["internal", "usage"]
+);
 pgrx::extension_sql_file!(
     "../../sql/session.sql",
     name = "session",
-    requires = ["namespace"]
+    requires = ["internal"]
 );
 pgrx::extension_sql_file!(
     "../../sql/batch.sql",
     name = "batch",
-    requires = ["namespace"]
+    requires = ["internal", "usage", "namespace"]
 );
-pgrx::extension_sql_file!("../../sql/clone.sql", name = "clone", requires = ["batch"]);
+pgrx::extension_sql_file!(
+    "../../sql/clone.sql",
+    name = "clone",
+    requires = ["internal", "usage"]
+);
 pgrx::extension_sql_file!(
     "../../sql/people.sql",
     name = "people",
-    requires = ["clone"]
+    requires = ["schema", "batch", "clone"]
 );
-pgrx::extension_sql_file!("../../sql/trash.sql", name = "trash", requires = ["people"]);
-pgrx::extension_sql_file!("../../sql/quota.sql", name = "quota", requires = ["trash"]);
-pgrx::extension_sql_file!("../../sql/tier.sql", name = "tier", requires = ["quota"]);
-pgrx::extension_sql_file!("../../sql/fsck.sql", name = "fsck", requires = ["tier"]);
+pgrx::extension_sql_file!(
+    "../../sql/trash.sql",
+    name = "trash",
+    requires = ["namespace", "rename", "batch", "people"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/quota.sql",
+    name = "quota",
+    requires = ["usage", "people"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/volume.sql",
+    name = "volume",
+    requires = ["internal", "usage", "quota"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/tier.sql",
+    name = "tier",
+    requires = ["internal", "people"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/fsck.sql",
+    name = "fsck",
+    requires = ["usage", "people", "quota"]
+);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 /// (a unix-socket directory works as ?host=/run/postgresql). The password can
 /// also come from the META_PASSWORD environment variable.
 #[derive(Parser, Debug)]
-#[command(name = "jfs", version, about, long_about)]
+#[command(name = "jfs", version = crate::meta::VERSION_TEXT, about, long_about)]
 pub struct Cli {
     /// Log more (repeat for more detail); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]

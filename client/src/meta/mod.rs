@@ -11,6 +11,7 @@ mod quota;
 mod session;
 mod tier;
 mod trash;
+mod version;
 mod volume;
 mod xattr;
 
@@ -25,6 +26,7 @@ pub use data::SliceRow;
 pub use namespace::DirEntry;
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
 pub use tier::TierSlice;
+pub use version::{check_extension_version, VERSION_TEXT};
 pub use volume::{FormatRequest, Statfs, VolumeInfo};
 
 /// A failed metadata call.
@@ -174,11 +176,12 @@ impl Meta {
     /// `META_PASSWORD`, which keeps it out of the process list.
     pub async fn connect(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
         let meta = Meta::pool(meta_url, max_connections)?;
-        if !meta.has_extension(meta_url).await? {
-            anyhow::bail!(
+        match meta.extension_version(meta_url).await? {
+            Some(version) => meta.require_version(meta_url, &version)?,
+            None => anyhow::bail!(
                 "database {} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)",
                 redact_url(meta_url)
-            );
+            ),
         }
         Ok(meta)
     }
@@ -187,34 +190,53 @@ impl Meta {
     /// and the role may create it.
     pub async fn connect_for_format(meta_url: &str) -> anyhow::Result<Meta> {
         let meta = Meta::pool(meta_url, 2)?;
-        if !meta.has_extension(meta_url).await? {
-            let client = meta.pool.get().await?;
-            client
-                .batch_execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS jfs")
-                .await
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "cannot create the jfs extension in {}: {e}; \
-                         a superuser must run CREATE EXTENSION jfs there (after `cargo pgrx install -p jfs`)",
-                        redact_url(meta_url)
-                    )
-                })?;
+        if let Some(version) = meta.extension_version(meta_url).await? {
+            meta.require_version(meta_url, &version)?;
+            return Ok(meta);
+        }
+        let client = meta.pool.get().await?;
+        client
+            .batch_execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS jfs")
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create the jfs extension in {}: {e}; \
+                     a superuser must run CREATE EXTENSION jfs there (after scripts/install-extension.sh)",
+                    redact_url(meta_url)
+                )
+            })?;
+        drop(client);
+        match meta.extension_version(meta_url).await? {
+            Some(version) => meta.require_version(meta_url, &version)?,
+            None => anyhow::bail!(
+                "CREATE EXTENSION jfs in {} left no extension",
+                redact_url(meta_url)
+            ),
         }
         Ok(meta)
     }
 
     /// Connects (a first connection tells whether the database is reachable)
-    /// and says whether the jfs extension is installed.
-    async fn has_extension(&self, meta_url: &str) -> anyhow::Result<bool> {
+    /// and returns the installed jfs extension's version, if any.
+    async fn extension_version(&self, meta_url: &str) -> anyhow::Result<Option<String>> {
         let client = self
             .pool
             .get()
             .await
             .map_err(|e| unreachable(meta_url, e))?;
         let row = client
-            .query_opt("SELECT 1 FROM pg_extension WHERE extname = 'jfs'", &[])
+            .query_opt(
+                "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'jfs'",
+                &[],
+            )
             .await?;
-        Ok(row.is_some())
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Stops with what to do when this client does not work with `version`.
+    fn require_version(&self, meta_url: &str, version: &str) -> anyhow::Result<()> {
+        check_extension_version(version)
+            .map_err(|why| anyhow::anyhow!("{} ({})", why, redact_url(meta_url)))
     }
 
     fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {

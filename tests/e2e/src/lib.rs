@@ -47,6 +47,22 @@ pub fn meta_url(db: &str) -> String {
     format!("postgres://{}@{host}:{}/{db}", env("PGUSER"), env("PGPORT"))
 }
 
+/// The database of volume `name`.
+fn database_name(name: &str) -> String {
+    format!("jfs_e2e_{}", name.replace(['-', '.'], "_"))
+}
+
+/// Drops and makes again the (empty) database of volume `name`.
+fn fresh_database(name: &str) -> String {
+    let db = database_name(name);
+    psql(
+        "postgres",
+        &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+    );
+    psql("postgres", &format!("CREATE DATABASE {db}"));
+    db
+}
+
 /// A formatted volume in its own database, with its own block directory.
 pub struct Volume {
     pub db: String,
@@ -92,13 +108,28 @@ impl Volume {
         Volume::format(name, dir, &args)
     }
 
-    fn format(name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
-        let db = format!("jfs_e2e_{}", name.replace('-', "_"));
+    /// A volume (blocks in a directory) formatted on extension version
+    /// `version`, a release frozen in migrations/, not the current one.
+    pub fn on_release(name: &str, version: &str) -> Volume {
+        let dir = tempfile::Builder::new()
+            .prefix("jfs-e2e-")
+            .tempdir()
+            .unwrap();
+        let db = fresh_database(name);
         psql(
-            "postgres",
-            &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+            &db,
+            &format!("SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '{version}'"),
         );
-        psql("postgres", &format!("CREATE DATABASE {db}"));
+        let bucket = dir.path().join("bucket");
+        let args = ["--storage", "file", "--bucket", bucket.to_str().unwrap()];
+        Volume::format_in(db, name, dir, &args)
+    }
+
+    fn format(name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
+        Volume::format_in(fresh_database(name), name, dir, format_args)
+    }
+
+    fn format_in(db: String, name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
         let url = meta_url(&db);
         let mut cmd = jfs();
         cmd.args(["format", &url, name]).args(format_args);

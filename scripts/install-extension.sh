@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the jfs extension and installs it into a PostgreSQL: the library,
+# the control file, the current version's install script (generated from
+# sql/ by cargo pgrx), and every script of migrations/ (frozen releases and
+# upgrades), so that ALTER EXTENSION jfs UPDATE finds its way from any
+# released version.
+#
+#   bash scripts/install-extension.sh [--release]      into /usr/bin/pg_config's PostgreSQL
+#   PG_CONFIG=/path/to/pg_config bash scripts/install-extension.sh --release
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+pg_config=${PG_CONFIG:-/usr/bin/pg_config}
+cargo pgrx install -p jfs --pg-config "$pg_config" "$@"
+extdir="$("$pg_config" --sharedir)/extension"
+SUDO=""; [ -w "$extdir" ] || SUDO=sudo
+$SUDO install -m 644 migrations/jfs--*.sql "$extdir/"
+echo "installed jfs $(sed -n "s/^default_version = '\(.*\)'/\1/p" "$extdir/jfs.control") and $(ls migrations/jfs--*.sql | wc -l) migration script(s) into $extdir"

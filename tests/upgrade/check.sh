@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Upgrade equals install: for every frozen release in migrations/ (jfs--X.sql),
+# CREATE EXTENSION jfs VERSION 'X' then ALTER EXTENSION jfs UPDATE must give
+# exactly the schema of a fresh CREATE EXTENSION jfs of the current version:
+# the same members, config-dump registrations, DDL, privileges and seed rows.
+# Also checks that frozen scripts are unchanged (migrations/SHA256SUMS).
+#
+# Usage: tests/upgrade/check.sh OUTDIR   (PGHOST, PGPORT, PGUSER of a cluster
+# where the current build of the extension is installed; scripts/test.sh
+# runs it as the suite "upgrade")
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: tests/upgrade/check.sh OUTDIR}
+mkdir -p "$out"
+q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
+
+echo "-- frozen install scripts are unchanged"
+(cd migrations && sha256sum --quiet -c SHA256SUMS) || {
+  echo "FAILED: a frozen script in migrations/ differs from migrations/SHA256SUMS:" \
+       "released scripts are never edited; put the change in a new upgrade script" >&2
+  exit 1
+}
+for f in migrations/jfs--*.sql; do
+  grep -q "  ${f#migrations/}\$" migrations/SHA256SUMS || {
+    case "$f" in
+      migrations/jfs--*--*.sql) ;;   # upgrade scripts: the newest one may still change before its release
+      *) echo "FAILED: $f is not listed in migrations/SHA256SUMS" >&2; exit 1 ;;
+    esac
+  }
+done
+
+current=$(q -d postgres -c "SELECT default_version FROM pg_available_extensions WHERE name = 'jfs'")
+workspace=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+[ -n "$current" ] || { echo "FAILED: the jfs extension is not installed in this PostgreSQL" >&2; exit 1; }
+[ "$current" = "$workspace" ] || {
+  echo "FAILED: installed jfs default_version $current is not the workspace version $workspace: reinstall the extension" >&2
+  exit 1
+}
+
+# snapshot DB PREFIX: the extension's members and registrations, then (with
+# the members detached so that pg_dump prints them) its DDL and its rows
+snapshot() {
+  local db=$1 prefix=$2
+  q -d "$db" >"$prefix.extension" <<'SQL'
+SELECT extname, extversion, extrelocatable, extnamespace::regnamespace FROM pg_extension WHERE extname = 'jfs';
+SQL
+  q -d "$db" >"$prefix.config" <<'SQL'
+SELECT c::regclass::text || ' ' || coalesce(e.extcondition[u.i], '')
+FROM pg_extension e, unnest(e.extconfig) WITH ORDINALITY AS u(c, i)
+WHERE e.extname = 'jfs' ORDER BY 1;
+SQL
+  q -d "$db" >"$prefix.members" <<'SQL'
+SELECT pg_describe_object(d.classid, d.objid, d.objsubid)
+FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'jfs'
+ORDER BY 1;
+SQL
+  q -d "$db" <<'SQL'
+DO $$
+DECLARE member text;
+BEGIN
+  FOR member IN
+    SELECT pg_describe_object(d.classid, d.objid, d.objsubid)
+    FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'jfs'
+  LOOP
+    EXECUTE 'ALTER EXTENSION jfs DROP ' || member;
+  END LOOP;
+END $$;
+SQL
+  # pg_dump 15.14+ prints \restrict lines with a random key
+  pg_dump --schema-only -n jfs -d "$db" | grep -v -e '^\\restrict' -e '^\\unrestrict' >"$prefix.schema.sql"
+  pg_dump --data-only -n jfs -d "$db" | grep -v -e '^\\restrict' -e '^\\unrestrict' >"$prefix.data.sql"
+}
+
+fresh_db() {
+  q -d postgres -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)"
+  q -d postgres -c "CREATE DATABASE $1"
+}
+
+fresh_db jfs_upgrade_fresh
+q -d jfs_upgrade_fresh -c "SET client_min_messages = warning; CREATE EXTENSION jfs"
+snapshot jfs_upgrade_fresh "$out/fresh"
+
+failed=0; checked=0
+for script in migrations/jfs--*.sql; do
+  name=${script#migrations/jfs--}; name=${name%.sql}
+  case "$name" in *--*) continue ;; esac   # upgrade scripts
+  [ "$name" != "$current" ] || continue
+  echo "-- $name -> $current"
+  fresh_db jfs_upgrade_from
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$name'"
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE"
+  snapshot jfs_upgrade_from "$out/from-$name"
+  for part in extension config members schema.sql data.sql; do
+    if ! diff -u "$out/fresh.$part" "$out/from-$name.$part" >"$out/from-$name.$part.diff"; then
+      echo "FAILED: jfs $name upgraded to $current differs from a fresh install ($part; - fresh, + upgraded):"
+      head -100 "$out/from-$name.$part.diff"
+      failed=$((failed + 1))
+    fi
+  done
+  checked=$((checked + 1))
+done
+q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_fresh WITH (FORCE)"
+q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_from WITH (FORCE)"
+[ "$checked" -gt 0 ] || { echo "FAILED: no frozen release older than $current in migrations/" >&2; exit 1; }
+[ "$failed" -eq 0 ] || exit 1
+echo "ok: $checked release(s) upgrade to $current exactly as a fresh install"
