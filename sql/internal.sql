@@ -95,21 +95,23 @@ BEGIN
 END
 $$;
 
--- Drops the slices of chunks >= p_from_chunk of files: slice rows deleted,
--- references released, slices whose last reference went away queued in
--- delslice for the mounts to delete their objects. Slice references are
--- locked in id order so concurrent drops of shared slices cannot deadlock.
-CREATE FUNCTION _drop_slices(p_inodes bigint[], p_from_chunk integer) RETURNS void
+-- Drops the slices of chunks p_from_chunk..p_to_chunk of files: slice rows
+-- deleted, references released, slices whose last reference went away
+-- queued in delslice for the mounts to delete their objects. Slice
+-- references are locked in id order so concurrent drops of shared slices
+-- cannot deadlock.
+CREATE FUNCTION _drop_chunks(p_inodes bigint[], p_from_chunk integer, p_to_chunk integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_freed bigint[];
 BEGIN
     PERFORM 1 FROM slice_ref
      WHERE slice_id IN (SELECT slice_id FROM slice
-                         WHERE inode = ANY (p_inodes) AND chunk_index >= p_from_chunk AND slice_id <> 0)
+                         WHERE inode = ANY (p_inodes) AND chunk_index BETWEEN p_from_chunk AND p_to_chunk
+                           AND slice_id <> 0)
      ORDER BY slice_id FOR UPDATE;
     WITH gone AS (
-        DELETE FROM slice WHERE inode = ANY (p_inodes) AND chunk_index >= p_from_chunk
+        DELETE FROM slice WHERE inode = ANY (p_inodes) AND chunk_index BETWEEN p_from_chunk AND p_to_chunk
         RETURNING slice_id
     ), counts AS (
         SELECT slice_id, count(*)::integer AS n FROM gone WHERE slice_id <> 0 GROUP BY slice_id
@@ -126,6 +128,14 @@ BEGIN
     IF v_freed IS NOT NULL THEN
         DELETE FROM slice_ref WHERE slice_id = ANY (v_freed);
     END IF;
+END
+$$;
+
+-- Drops the slices of chunks >= p_from_chunk of files (see _drop_chunks).
+CREATE FUNCTION _drop_slices(p_inodes bigint[], p_from_chunk integer) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM _drop_chunks(p_inodes, p_from_chunk, 2147483647);
 END
 $$;
 

@@ -88,6 +88,11 @@ pgrx::extension_sql_file!(
     requires = ["internal", "usage", "quota"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/compact.sql",
+    name = "compact",
+    requires = ["internal", "people"]
+);
+pgrx::extension_sql_file!(
     "../../sql/tier.sql",
     name = "tier",
     requires = ["internal", "people"]

@@ -5,6 +5,10 @@
 # the same members, config-dump registrations, DDL, privileges and seed rows.
 # Also checks that frozen scripts are unchanged (migrations/SHA256SUMS).
 #
+# Roles granted with jfs.grant_client / grant_reader before the upgrade and
+# again after it (as README's "Upgrading" says) must hold what the same
+# grants give on a fresh install (the dumps' GRANTs).
+#
 # Usage: tests/upgrade/check.sh OUTDIR   (PGHOST, PGPORT, PGUSER of a cluster
 # where the current build of the extension is installed; scripts/test.sh
 # runs it as the suite "upgrade")
@@ -78,8 +82,14 @@ fresh_db() {
   q -d postgres -c "CREATE DATABASE $1"
 }
 
+# roles are the cluster's: made once, granted in each database
+for role in jfs_upgrade_client jfs_upgrade_reader; do
+  q -d postgres -c "DO \$\$BEGIN CREATE ROLE $role; EXCEPTION WHEN duplicate_object THEN NULL; END\$\$"
+done
+grants="SELECT jfs.grant_client('jfs_upgrade_client'); SELECT jfs.grant_reader('jfs_upgrade_reader');"
+
 fresh_db jfs_upgrade_fresh
-q -d jfs_upgrade_fresh -c "SET client_min_messages = warning; CREATE EXTENSION jfs"
+q -d jfs_upgrade_fresh -c "SET client_min_messages = warning; CREATE EXTENSION jfs" -c "$grants" >/dev/null
 snapshot jfs_upgrade_fresh "$out/fresh"
 
 failed=0; checked=0
@@ -89,8 +99,8 @@ for script in migrations/jfs--*.sql; do
   [ "$name" != "$current" ] || continue
   echo "-- $name -> $current"
   fresh_db jfs_upgrade_from
-  q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$name'"
-  q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE"
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$name'" -c "$grants" >/dev/null
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE" -c "$grants" >/dev/null
   snapshot jfs_upgrade_from "$out/from-$name"
   for part in extension config members schema.sql data.sql; do
     if ! diff -u "$out/fresh.$part" "$out/from-$name.$part" >"$out/from-$name.$part.diff"; then

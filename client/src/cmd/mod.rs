@@ -1,5 +1,6 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, gc, quota, restore, tier, config.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config.
 mod clone;
+mod compact;
 mod format;
 mod gc;
 mod info;
@@ -45,6 +46,8 @@ enum Command {
     Rmr(rmr::RmrArgs),
     /// Clone a file or a whole tree inside a mount: one transaction, a snapshot, data shared
     Clone(clone::CloneArgs),
+    /// Rewrite the fragmented chunks of files in trees inside a mount as one slice each
+    Compact(compact::CompactArgs),
     /// Find (and with --delete remove) objects no slice references and freed slices' objects
     Gc(gc::GcArgs),
     /// Set, show, remove and check quotas of the volume, directories, users and groups
@@ -82,6 +85,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Info(a) => info::run(a),
         Command::Rmr(a) => rmr::run(a),
         Command::Clone(a) => clone::run(a),
+        Command::Compact(a) => compact::run(a),
         Command::Gc(a) => runtime()?.block_on(gc::run(a)),
         Command::Quota(a) => runtime()?.block_on(quota::run(a)),
         Command::Restore(a) => runtime()?.block_on(restore::run(a)),

@@ -1,4 +1,4 @@
-//! File layout procedures: write_slice, read_chunk and the delslice queue.
+//! File layout procedures: write_slice, read_chunk, compaction and the delslice queue.
 use super::{attr_from_row, check_errno, Attr, Meta, Result};
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
@@ -51,6 +51,92 @@ impl Meta {
             });
         }
         Ok(slices)
+    }
+
+    /// A chunk's slices for compaction (`jfs.compaction_slices`): the rows,
+    /// the seq of the last one and the file's length (None: no slices).
+    pub async fn compaction_slices(
+        &self,
+        inode: u64,
+        chunk: u32,
+    ) -> Result<Option<(Vec<SliceRow>, i64, u64)>> {
+        let rows = self
+            .call(
+                "SELECT * FROM jfs.compaction_slices($1, $2)",
+                &[&(inode as i64), &(chunk as i32)],
+            )
+            .await?;
+        let Some(last) = rows.last() else {
+            return Ok(None);
+        };
+        let last_seq: i64 = last.try_get("seq")?;
+        let length = last.try_get::<_, i64>("file_length")? as u64;
+        let mut slices = Vec::with_capacity(rows.len());
+        for row in &rows {
+            slices.push(SliceRow {
+                pos: row.try_get::<_, i32>("pos")? as u32,
+                id: row.try_get::<_, i64>("slice_id")? as u64,
+                size: row.try_get::<_, i32>("slice_size")? as u32,
+                off: row.try_get::<_, i32>("slice_off")? as u32,
+                len: row.try_get::<_, i32>("len")? as u32,
+            });
+        }
+        Ok(Some((slices, last_seq, length)))
+    }
+
+    /// Swaps a chunk's `rows` slices (the last with seq `last_seq`) for one
+    /// stored slice of `size` bytes at `pos` (`jfs.compact_chunk`). Errno
+    /// EAGAIN: the chunk changed since it was read.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn compact_chunk(
+        &self,
+        inode: u64,
+        chunk: u32,
+        rows: usize,
+        last_seq: i64,
+        slice_id: u64,
+        size: u32,
+        pos: u32,
+    ) -> Result<()> {
+        let row = self
+            .call_one(
+                "SELECT jfs.compact_chunk($1, $2, $3, $4, $5, $6, $7) AS errno",
+                &[
+                    &(inode as i64),
+                    &(chunk as i32),
+                    &(rows as i32),
+                    &last_seq,
+                    &(slice_id as i64),
+                    &(size as i32),
+                    &(pos as i32),
+                ],
+            )
+            .await?;
+        check_errno(&row)
+    }
+
+    /// Chunks of files at or below `root` with at least `min_slices` slices:
+    /// (inode, chunk, slices).
+    pub async fn fragmented_chunks(
+        &self,
+        root: u64,
+        min_slices: i32,
+    ) -> Result<Vec<(u64, u32, i64)>> {
+        let rows = self
+            .call(
+                "SELECT * FROM jfs.fragmented_chunks($1, $2)",
+                &[&(root as i64), &min_slices],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<_, i64>("inode")? as u64,
+                    r.try_get::<_, i32>("chunk_index")? as u32,
+                    r.try_get::<_, i64>("slices")?,
+                ))
+            })
+            .collect()
     }
 
     /// Slices whose objects are to be deleted: (id, size).

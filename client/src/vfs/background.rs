@@ -1,10 +1,11 @@
 //! Background work of a mount: session heartbeats, cleanup of dead sessions,
-//! purging expired trash, and deleting the objects of freed slices (the delslice queue).
+//! purging expired trash, deleting the objects of freed slices (the delslice
+//! queue), and compacting fragmented chunks.
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{block_count, block_len};
-use super::Vfs;
+use super::{Compacted, Vfs};
 use crate::meta::{Meta, VolumeInfo};
 use crate::object::{block_key, ObjectStore};
 
@@ -48,6 +49,23 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             }
         }
     });
+    if let Some(mut queue) = vfs.take_compaction_queue() {
+        let v = vfs.clone();
+        tokio::spawn(async move {
+            while let Some((inode, chunk)) = queue.recv().await {
+                match v.compact(inode, chunk).await {
+                    Ok(Compacted::Done { slices }) => tracing::debug!(
+                        "inode {inode} chunk {chunk}: {slices} slices compacted into one"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(
+                        "inode {inode} chunk {chunk}: compaction failed: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    ),
+                }
+            }
+        });
+    }
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::layout::{block_count, block_len, CHUNK_SIZE};
-use super::Vfs;
+use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
 use crate::object::block_key;
 
@@ -88,9 +88,13 @@ impl Vfs {
                     ),
                 }
             }
+            (Some("compact"), Some(inode)) => match inode.parse::<u64>() {
+                Ok(inode) => self.compact_step(self.inode_of(inode), caller).await,
+                Err(_) => Err(format!("bad inode {inode:?}")),
+            },
             _ => Err(format!(
                 "unknown request {:?}; known: info INODE, rmr PARENT_INODE NAME_IN_HEX, \
-                 clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve]",
+                 clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact INODE",
                 request.trim()
             )),
         };
@@ -98,6 +102,43 @@ impl Vfs {
             Ok(text) => text,
             Err(e) => format!("error: {e}\n"),
         }
+    }
+
+    /// One step of compacting a tree: the fragmented chunks of the files at
+    /// or below `root`, for about a second; answers "compacted CHUNKS
+    /// SLICES remaining N" (N: fragmented chunks left).
+    async fn compact_step(&self, root: u64, caller: Caller) -> Result<String, String> {
+        let text = |e: i32| std::io::Error::from_raw_os_error(e).to_string();
+        let attr = self.meta.getattr(root).await.map_err(|e| text(e.errno()))?;
+        if !caller.may(&attr, 4) {
+            return Err(text(libc::EACCES));
+        }
+        let fragmented = self
+            .meta
+            .fragmented_chunks(root, 2)
+            .await
+            .map_err(|e| text(e.errno()))?;
+        let started = std::time::Instant::now();
+        let (mut chunks, mut slices, mut tried, mut changed) = (0u64, 0u64, 0u64, 0u64);
+        for &(inode, chunk, _) in &fragmented {
+            if tried > 0 && started.elapsed() > std::time::Duration::from_secs(1) {
+                break;
+            }
+            tried += 1;
+            match self.compact(inode, chunk).await.map_err(text)? {
+                Compacted::Done { slices: n } => {
+                    chunks += 1;
+                    slices += n as u64;
+                }
+                Compacted::Changed => changed += 1,
+                // every slice lies past the end of the file: nothing to rewrite
+                Compacted::Nothing => {}
+            }
+        }
+        let remaining = fragmented.len() as u64 - tried + changed;
+        Ok(format!(
+            "compacted {chunks} {slices} remaining {remaining}\n"
+        ))
     }
 
     /// One step of removing a tree (up to 100,000 entries, one transaction):

@@ -1,15 +1,17 @@
 //! The virtual file system: open files and handles, write buffers and the read path over
 //! `meta` and `object`. Nothing here knows about FUSE; errors are errno values.
 pub mod background;
+mod compact;
 mod control;
 mod dir_attrs;
+pub use compact::Compacted;
 pub use control::{Caller, CONTROL_INODE};
 pub mod layout;
 mod reader;
 mod writer;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,12 +66,26 @@ impl IdRange {
 }
 
 /// State of a file that is open in this mount, shared by its handles.
+///
+/// The ordering rule of the data path: this mount's view of an open file
+/// (its pending writes, its length, the slice lists it has read) changes only
+/// under this state's lock, and every change bumps `generation`. A size
+/// change (truncate, fallocate) commits the pending writes first and makes
+/// its metadata call while holding the lock, so no write is committed after
+/// a size change it preceded, and none is cut by one that came after it. A
+/// read commits pending writes before it reads. What a call made without the
+/// lock brings back from the database (a chunk's slices, attributes) is kept
+/// or trusted only if `generation` did not move meanwhile: a slice list read
+/// before a commit must not be cached after it.
 struct FileState {
-    opens: u32,
     /// Length as this mount knows it: from open, grown by our writes.
     length: u64,
     /// Slices of chunks read since open (open-to-close consistency).
     chunks: HashMap<u32, Arc<Vec<crate::meta::SliceRow>>>,
+    /// 0 when opened, then a new number from one mount-wide counter at
+    /// every change of the file made through this mount: equal non-zero
+    /// generations mean "no change", even across a release and a new open.
+    generation: u64,
     writer: Writer,
     /// Pending writes were committed but not yet synced (fsync durability mode).
     needs_sync: bool,
@@ -77,10 +93,30 @@ struct FileState {
     unlinked: bool,
     /// Its storage tier: new blocks go to that tier's class.
     tier: u8,
+    /// Slices committed per chunk since it was last considered for compaction.
+    commits: HashMap<u32, usize>,
+}
+
+/// The counter of [`FileState::generation`]s.
+static FILE_GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    FILE_GENERATIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+impl FileState {
+    /// Notes a change of the file's data or length: cached slice lists go.
+    fn changed(&mut self) {
+        self.generation = next_generation();
+        self.chunks.clear();
+    }
 }
 
 pub struct OpenFile {
     inode: u64,
+    /// Handles open on it; changed only under `Vfs::files`' lock, so that
+    /// the last release and a new open agree on whether it is still there.
+    opens: std::sync::atomic::AtomicU32,
     state: tokio::sync::Mutex<FileState>,
 }
 
@@ -125,6 +161,26 @@ pub struct Vfs {
     /// The mount's shared runtime: background work (uploads, readahead)
     /// runs there, whichever thread started it.
     runtime: tokio::runtime::Handle,
+    compactions: CompactionQueue,
+}
+
+/// Chunks waiting for a background compaction (each queued once), taken
+/// one at a time by the job `background::spawn` starts.
+struct CompactionQueue {
+    tx: tokio::sync::mpsc::UnboundedSender<(u64, u32)>,
+    rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<(u64, u32)>>>,
+    queued: Mutex<HashSet<(u64, u32)>>,
+}
+
+impl CompactionQueue {
+    fn new() -> CompactionQueue {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        CompactionQueue {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            queued: Mutex::new(HashSet::new()),
+        }
+    }
 }
 
 /// Makes the kernel drop its cache of entry (parent, name).
@@ -179,6 +235,7 @@ impl Vfs {
             next_fh: AtomicU64::new(1),
             forget_entry: std::sync::OnceLock::new(),
             tier_classes: std::sync::RwLock::new(Default::default()),
+            compactions: CompactionQueue::new(),
         }
     }
 
@@ -274,12 +331,14 @@ impl Vfs {
             .collect()
     }
 
-    /// Attributes with what this mount knows better: the length of pending writes.
+    /// Attributes with what this mount knows better of a file open here:
+    /// its length, grown by writes that may not be committed yet (or were
+    /// committed while `attr` was on its way).
     async fn overlay(&self, mut attr: Attr) -> Attr {
         if attr.kind == NodeType::File {
             if let Some(file) = self.open_file(attr.inode) {
                 let state = file.state.lock().await;
-                attr.length = attr.length.max(state.writer.end());
+                attr.length = attr.length.max(state.length);
             }
         }
         attr
@@ -287,8 +346,22 @@ impl Vfs {
 
     /// Commits a file's pending writes (caller holds its state).
     async fn flush_locked(&self, inode: u64, state: &mut FileState) -> VfsResult<()> {
+        if state.writer.is_empty() {
+            return Ok(());
+        }
+        let pending = state.writer.slices_per_chunk();
         let result = state.writer.flush(&self.target(state.tier), inode).await;
-        state.chunks.clear();
+        state.changed();
+        if result.is_ok() {
+            for (chunk, n) in pending {
+                let commits = state.commits.entry(chunk).or_default();
+                *commits += n;
+                if *commits >= compact::COMPACT_AT {
+                    *commits = 0;
+                    self.queue_compaction(inode, chunk);
+                }
+            }
+        }
         match result {
             Ok(Some(attr)) => {
                 state.length = state.length.max(attr.length);
@@ -511,7 +584,7 @@ impl Vfs {
             .map_err(errno)?;
         if let Some(state) = state.as_mut() {
             state.length = attr.length;
-            state.chunks.clear();
+            state.changed();
         }
         drop(state);
         self.dir_attrs.put(&attr);
@@ -534,44 +607,57 @@ impl Vfs {
         if write {
             self.writable()?;
         }
+        let seen = self.file_generation(inode).await;
         let attr = self.meta.getattr(inode).await.map_err(errno)?;
-        self.open_with(attr).await
+        self.open_with(attr, seen).await
     }
 
-    /// Opens a file whose current attributes the caller just got.
-    async fn open_with(&self, attr: Attr) -> VfsResult<(u64, Attr)> {
+    /// The generation of a file open here (None if it is not open).
+    async fn file_generation(&self, inode: u64) -> Option<u64> {
+        let file = self.open_file(inode)?;
+        let generation = file.state.lock().await.generation;
+        Some(generation)
+    }
+
+    /// Opens a file whose attributes the caller got when its generation
+    /// here was `seen` (None: it was not open here).
+    async fn open_with(&self, attr: Attr, seen: Option<u64>) -> VfsResult<(u64, Attr)> {
         let inode = attr.inode;
         if attr.kind == NodeType::Dir {
             return Err(libc::EISDIR);
         }
         let file = {
             let mut files = self.files.lock().unwrap();
-            files
+            let file = files
                 .entry(inode)
                 .or_insert_with(|| {
                     Arc::new(OpenFile {
                         inode,
+                        opens: AtomicU32::new(0),
                         state: tokio::sync::Mutex::new(FileState {
-                            opens: 0,
                             length: attr.length,
                             chunks: HashMap::new(),
+                            generation: 0,
                             writer: Writer::default(),
                             needs_sync: false,
                             unlinked: false,
                             tier: attr.tier,
+                            commits: HashMap::new(),
                         }),
                     })
                 })
-                .clone()
+                .clone();
+            file.opens.fetch_add(1, Ordering::Relaxed);
+            file
         };
-        {
-            let mut state = file.state.lock().await;
-            state.opens += 1;
-            if state.writer.is_empty() {
-                state.length = attr.length;
-                state.chunks.clear();
+        let result = self.refresh_on_open(&file, attr, seen).await;
+        let attr = match result {
+            Ok(attr) => attr,
+            Err(e) => {
+                self.close_file(&file);
+                return Err(e);
             }
-        }
+        };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().unwrap().insert(
             fh,
@@ -580,8 +666,49 @@ impl Vfs {
                 last_read_end: AtomicU64::new(u64::MAX),
             }),
         );
-        let attr = self.overlay(attr).await;
         Ok((fh, attr))
+    }
+
+    /// Close-to-open: what other mounts committed before this open shows
+    /// from now on, unless this mount has writes of the file pending. `attr`
+    /// was read when the file's generation here was `seen`; if the file
+    /// changed here since, it is read again under the lock.
+    async fn refresh_on_open(
+        &self,
+        file: &OpenFile,
+        attr: Attr,
+        seen: Option<u64>,
+    ) -> VfsResult<Attr> {
+        let mut state = file.state.lock().await;
+        if !state.writer.is_empty() {
+            let mut attr = attr;
+            attr.length = attr.length.max(state.length);
+            return Ok(attr);
+        }
+        // generation 0: not changed here since it was opened
+        let unchanged = match seen {
+            None => state.generation == 0,
+            Some(g) => g != 0 && g == state.generation,
+        };
+        let attr = if unchanged {
+            attr
+        } else {
+            self.meta.getattr(file.inode).await.map_err(errno)?
+        };
+        state.length = attr.length;
+        state.changed();
+        Ok(attr)
+    }
+
+    /// Drops one open of `file`: the last one forgets it (caller holds no
+    /// lock of it). Returns whether it was the last.
+    fn close_file(&self, file: &Arc<OpenFile>) -> bool {
+        let mut files = self.files.lock().unwrap();
+        let last = file.opens.fetch_sub(1, Ordering::Relaxed) == 1;
+        if last && files.get(&file.inode).is_some_and(|f| Arc::ptr_eq(f, file)) {
+            files.remove(&file.inode);
+        }
+        last
     }
 
     /// create(2): a new regular file, opened.
@@ -596,7 +723,7 @@ impl Vfs {
         let attr = self
             .mknod(parent, name, NodeType::File, mode, uid, gid, 0, None)
             .await?;
-        self.open_with(attr).await
+        self.open_with(attr, None).await
     }
 
     fn file_handle(&self, fh: u64) -> VfsResult<Arc<Handle>> {
@@ -624,7 +751,17 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let sequential = last_read_end.load(Ordering::Relaxed) == offset;
-        let data = self.read_file(file, offset, size, sequential).await?;
+        let data = match self.read_file(file, offset, size, sequential).await {
+            Err(libc::EIO) => {
+                // the slice lists this mount kept may name slices that were
+                // compacted (or truncated) elsewhere and whose objects are
+                // gone: read them again once
+                tracing::info!("inode {}: reading again with fresh slice lists", file.inode);
+                file.state.lock().await.changed();
+                self.read_file(file, offset, size, sequential).await?
+            }
+            other => other?,
+        };
         last_read_end.store(offset + data.len() as u64, Ordering::Relaxed);
         Ok(data)
     }
@@ -650,7 +787,7 @@ impl Vfs {
             })
             .await?;
         state.length = state.length.max(offset + data.len() as u64);
-        state.chunks.clear();
+        state.changed();
         Ok(data.len() as u32)
     }
 
@@ -683,15 +820,11 @@ impl Vfs {
         };
         let mut state = file.state.lock().await;
         let flushed = self.flush_locked(file.inode, &mut state).await;
-        state.opens -= 1;
-        if state.opens == 0 {
-            self.files.lock().unwrap().remove(&file.inode);
-            if state.unlinked {
-                self.meta
-                    .release(self.sid(), file.inode)
-                    .await
-                    .map_err(errno)?;
-            }
+        if self.close_file(file) && state.unlinked {
+            self.meta
+                .release(self.sid(), file.inode)
+                .await
+                .map_err(errno)?;
         }
         flushed
     }
@@ -710,12 +843,24 @@ impl Vfs {
         if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
             return Ok(());
         }
+        // grow only: the length is compared and set under the file's lock,
+        // after its pending writes (which may already reach past `end`)
         let end = offset + length;
-        let current = file.state.lock().await.length;
-        if end > current {
-            self.setattr(file.inode, None, None, None, Some(end), None, None)
-                .await?;
+        let mut state = file.state.lock().await;
+        if end <= state.length {
+            return Ok(());
         }
+        self.flush_locked(file.inode, &mut state).await?;
+        if end <= state.length {
+            return Ok(());
+        }
+        let attr = self
+            .meta
+            .setattr(file.inode, 8, None, None, None, None, None, Some(end))
+            .await
+            .map_err(errno)?;
+        state.length = attr.length;
+        state.changed();
         Ok(())
     }
 
@@ -846,6 +991,60 @@ impl Vfs {
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         self.meta.removexattr(inode, name).await.map_err(errno)
+    }
+
+    // ----- compaction -----
+
+    /// Queues chunk `chunk` of `inode` for a background compaction (once).
+    fn queue_compaction(&self, inode: u64, chunk: u32) {
+        if self.config.read_only {
+            return;
+        }
+        if self
+            .compactions
+            .queued
+            .lock()
+            .unwrap()
+            .insert((inode, chunk))
+        {
+            let _ = self.compactions.tx.send((inode, chunk));
+        }
+    }
+
+    /// The queue of background compactions, for the job that runs them.
+    pub fn take_compaction_queue(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<(u64, u32)>> {
+        self.compactions.rx.lock().unwrap().take()
+    }
+
+    /// Compacts one chunk of a file now (a queued one: it leaves the queue).
+    pub async fn compact(&self, inode: u64, chunk: u32) -> VfsResult<Compacted> {
+        self.writable()?;
+        let result = self.compact_now(inode, chunk).await;
+        self.compactions
+            .queued
+            .lock()
+            .unwrap()
+            .remove(&(inode, chunk));
+        result
+    }
+
+    async fn compact_now(&self, inode: u64, chunk: u32) -> VfsResult<Compacted> {
+        let file = self.open_file(inode);
+        let tier = match &file {
+            Some(f) => f.state.lock().await.tier,
+            None => self.meta.getattr(inode).await.map_err(errno)?.tier,
+        };
+        let target = self.target(tier);
+        let done =
+            compact::compact_chunk(&target, inode, chunk, || self.slice_ids.next(&self.meta))
+                .await?;
+        if let (Compacted::Done { .. }, Some(f)) = (done, file) {
+            // the slice lists kept here name the old slices
+            f.state.lock().await.changed();
+        }
+        Ok(done)
     }
 
     /// Commits every open file's pending writes (unmount, shutdown).

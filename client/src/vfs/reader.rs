@@ -343,22 +343,35 @@ impl Vfs {
         });
     }
 
-    /// The slices of a chunk, from the file's cache or the database.
+    /// The slices of a chunk, from the file's cache or the database. A list
+    /// read from the database is cached only if the file did not change
+    /// here while it was read (see [`super::FileState`]).
     async fn chunk_slices(
         &self,
         file: &OpenFile,
         chunk: u32,
-    ) -> Result<std::sync::Arc<Vec<crate::meta::SliceRow>>, i32> {
-        if let Some(s) = file.state.lock().await.chunks.get(&chunk) {
-            return Ok(s.clone());
-        }
-        let slices = std::sync::Arc::new(
+    ) -> Result<Arc<Vec<crate::meta::SliceRow>>, i32> {
+        let generation = {
+            let state = file.state.lock().await;
+            if let Some(s) = state.chunks.get(&chunk) {
+                return Ok(s.clone());
+            }
+            state.generation
+        };
+        let slices = Arc::new(
             self.meta
                 .read_chunk(file.inode, chunk)
                 .await
                 .map_err(|e| e.errno())?,
         );
-        file.state.lock().await.chunks.insert(chunk, slices.clone());
+        let mut state = file.state.lock().await;
+        if state.generation == generation {
+            state.chunks.insert(chunk, slices.clone());
+        }
+        drop(state);
+        if slices.len() >= super::compact::COMPACT_AT {
+            self.queue_compaction(file.inode, chunk);
+        }
         Ok(slices)
     }
 }

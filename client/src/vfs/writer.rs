@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use super::layout::{block_count, block_len, split_by_chunk, CHUNK_SIZE};
+use super::layout::{block_count, block_len, split_by_chunk};
 use crate::meta::{Attr, Meta, SliceRow};
 use crate::object::{block_key, with_retries, ObjectStore};
 
@@ -111,13 +111,16 @@ impl Writer {
         self.slices.is_empty() && self.failed.is_none()
     }
 
-    /// The end of the furthest pending write (0 if none).
-    pub fn end(&self) -> u64 {
-        self.slices
-            .iter()
-            .map(|s| s.chunk as u64 * CHUNK_SIZE + s.pos as u64 + s.len as u64)
-            .max()
-            .unwrap_or(0)
+    /// How many slices are pending in each chunk.
+    pub fn slices_per_chunk(&self) -> Vec<(u32, usize)> {
+        let mut out: Vec<(u32, usize)> = Vec::new();
+        for s in &self.slices {
+            match out.iter_mut().find(|(c, _)| *c == s.chunk) {
+                Some((_, n)) => *n += 1,
+                None => out.push((s.chunk, 1)),
+            }
+        }
+        out
     }
 
     /// Buffers `data` written at `offset` of file `inode`. `next_slice_id`
@@ -234,26 +237,24 @@ impl Writer {
                     } else {
                         tracing::error!("inode {inode}: committing slice {} failed: {e}", slice.id);
                     }
-                    // nothing references its blocks: delete them now rather than leave them to gc
-                    let blocks = block_count(slice.len, t.block_size);
-                    for index in 0..blocks {
-                        let key = block_key(
-                            t.volume,
-                            slice.id,
-                            index,
-                            block_len(slice.len, t.block_size, index),
-                        );
-                        if let Err(e) = t.store.delete(&key).await {
-                            tracing::warn!(
-                                "deleting uncommitted block {key}: {e} (jfs gc will find it)"
-                            );
-                        }
-                    }
+                    delete_blocks(t, slice.id, slice.len).await;
                     return Err(e.errno());
                 }
             }
         }
         Ok(attr)
+    }
+}
+
+/// Deletes the blocks of slice `id` (`size` bytes), stored but not
+/// committed: nothing references them, so they go now rather than wait
+/// for `jfs gc`.
+pub(super) async fn delete_blocks(t: &WriteTarget<'_>, id: u64, size: u32) {
+    for index in 0..block_count(size, t.block_size) {
+        let key = block_key(t.volume, id, index, block_len(size, t.block_size, index));
+        if let Err(e) = t.store.delete(&key).await {
+            tracing::warn!("deleting uncommitted block {key}: {e} (jfs gc will find it)");
+        }
     }
 }
 

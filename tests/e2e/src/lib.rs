@@ -108,28 +108,32 @@ impl Volume {
         Volume::format(name, dir, &args)
     }
 
-    /// A volume (blocks in a directory) formatted on extension version
-    /// `version`, a release frozen in migrations/, not the current one.
+    /// A volume (blocks in a directory) made on extension version `version`,
+    /// a release frozen in migrations/, with that release's own SQL
+    /// (`jfs.format`), not with this client (which may not support it).
     pub fn on_release(name: &str, version: &str) -> Volume {
         let dir = tempfile::Builder::new()
             .prefix("jfs-e2e-")
             .tempdir()
             .unwrap();
         let db = fresh_database(name);
-        psql(
-            &db,
-            &format!("SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '{version}'"),
-        );
         let bucket = dir.path().join("bucket");
-        let args = ["--storage", "file", "--bucket", bucket.to_str().unwrap()];
-        Volume::format_in(db, name, dir, &args)
+        std::fs::create_dir_all(&bucket).unwrap();
+        let errno = psql(
+            &db,
+            &format!(
+                "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '{version}'; \
+                 SELECT errno FROM jfs.format('{name}', 'file', '{}')",
+                bucket.display()
+            ),
+        );
+        assert_eq!(errno, "0", "jfs.format of {version}");
+        let url = meta_url(&db);
+        Volume { db, url, dir }
     }
 
     fn format(name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
-        Volume::format_in(fresh_database(name), name, dir, format_args)
-    }
-
-    fn format_in(db: String, name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
+        let db = fresh_database(name);
         let url = meta_url(&db);
         let mut cmd = jfs();
         cmd.args(["format", &url, name]).args(format_args);

@@ -2,7 +2,7 @@
 //! same files after `ALTER EXTENSION jfs UPDATE`, and a client refuses an
 //! extension version it does not support with what to do about it.
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use jfs_e2e::{jfs, ok, pattern, Volume};
@@ -37,13 +37,6 @@ fn python(code: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn set_xattr(path: &Path, name: &str, value: &str) {
-    python(
-        "import os, sys; os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode())",
-        &[path.to_str().unwrap(), name, value],
-    );
-}
-
 fn get_xattr(path: &Path, name: &str) -> String {
     python(
         "import os, sys; print(os.getxattr(sys.argv[1], sys.argv[2]).decode())",
@@ -51,35 +44,114 @@ fn get_xattr(path: &Path, name: &str) -> String {
     )
 }
 
+/// Block size of a volume formatted with `jfs.format`'s defaults.
+const BLOCK_SIZE: usize = 4 << 20;
+
+/// Stores `data` as slice `id` in the volume's bucket, named as the file
+/// store names blocks (`{volume}/chunks/{id/10^6}/{id/10^3}/{id}_{index}_{size}`).
+fn put_slice(v: &Volume, volume: &str, id: u64, data: &[u8]) {
+    for (index, block) in data.chunks(BLOCK_SIZE).enumerate() {
+        let dir = v
+            .bucket()
+            .join(format!("{volume}/chunks/{}/{}", id / 1_000_000, id / 1_000));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(format!("{id}_{index}_{}", block.len())), block).unwrap();
+    }
+}
+
+/// Runs a call of the release's procedures that returns an errno; it must be 0.
+fn call(v: &Volume, sql: &str) {
+    assert_eq!(v.sql(sql), "0", "{sql}");
+}
+
+/// Makes a tree with the release's own procedures (their signatures are
+/// frozen with it, so this keeps working whatever clients come later):
+/// dir/sub/big, small (0640, two names, an xattr), a symlink, a sparse file.
+fn make_tree_with_sql(v: &Volume, volume: &str, release: &str, big: &[u8], small: &[u8]) {
+    let ino: u64 = v.sql("SELECT jfs.alloc_ids('inode', 10)").parse().unwrap();
+    let sid: u64 = v.sql("SELECT jfs.alloc_ids('slice', 10)").parse().unwrap();
+    let name = |n: &str| format!("convert_to('{n}', 'UTF8')");
+    let mknod = |parent: u64, n: &str, kind: i32, mode: i32, target: &str, inode: u64| {
+        call(
+            v,
+            &format!(
+                "SELECT errno FROM jfs.mknod({parent}, {}, {kind}, {mode}, 0, 0, 0, {target}, {inode})",
+                name(n)
+            ),
+        )
+    };
+    let (dir, sub, big_ino, small_ino, link, sparse) =
+        (ino, ino + 1, ino + 2, ino + 3, ino + 4, ino + 5);
+    mknod(1, "dir", 2, 0o755, "NULL", dir);
+    mknod(dir, "sub", 2, 0o755, "NULL", sub);
+    mknod(sub, "big", 1, 0o644, "NULL", big_ino);
+    put_slice(v, volume, sid, big);
+    call(
+        v,
+        &format!(
+            "SELECT errno FROM jfs.write_slice({big_ino}, 0, 0, {sid}, {n}, 0, {n})",
+            n = big.len()
+        ),
+    );
+    mknod(1, "small", 1, 0o640, "NULL", small_ino);
+    put_slice(v, volume, sid + 1, small);
+    call(
+        v,
+        &format!(
+            "SELECT errno FROM jfs.write_slice({small_ino}, 0, 0, {}, {n}, 0, {n})",
+            sid + 1,
+            n = small.len()
+        ),
+    );
+    call(
+        v,
+        &format!(
+            "SELECT errno FROM jfs.link({small_ino}, {dir}, {})",
+            name("hard")
+        ),
+    );
+    call(
+        v,
+        &format!(
+            "SELECT jfs.setxattr({small_ino}, {}, {})",
+            name("user.release"),
+            name(release)
+        ),
+    );
+    mknod(1, "link", 3, 0o777, &name("dir/sub/big"), link);
+    mknod(1, "sparse", 1, 0o644, "NULL", sparse);
+    call(
+        v,
+        &format!(
+            "SELECT errno FROM jfs.setattr({sparse}, 8, p_length => {})",
+            200u64 << 20
+        ),
+    );
+}
+
 #[test]
-fn a_volume_formatted_on_every_release_survives_the_update() {
+fn a_volume_made_on_every_release_survives_the_update() {
     let releases = releases();
     assert!(
         !releases.is_empty(),
         "no release older than {CURRENT} in migrations/"
     );
     for release in releases {
-        let name = format!("release-{}", release.replace('.', "-"));
-        let v = Volume::on_release(&name, &release);
+        let volume = format!("release-{}", release.replace('.', "-"));
+        let v = Volume::on_release(&volume, &release);
         assert_eq!(
             v.sql("SELECT extversion FROM pg_extension WHERE extname = 'jfs'"),
             release
         );
         let big = pattern(41, (5 << 20) + 12345);
-        {
-            let m = v.mount("old", &[]);
-            fs::create_dir_all(m.p("dir/sub")).unwrap();
-            fs::write(m.p("dir/sub/big"), &big).unwrap();
-            fs::write(m.p("small"), b"written on the old release").unwrap();
-            fs::set_permissions(m.p("small"), fs::Permissions::from_mode(0o640)).unwrap();
-            std::os::unix::fs::symlink("dir/sub/big", m.p("link")).unwrap();
-            fs::hard_link(m.p("small"), m.p("dir/hard")).unwrap();
-            set_xattr(&m.p("small"), "user.release", &release);
-            let f = fs::File::create(m.p("sparse")).unwrap();
-            f.set_len(200 << 20).unwrap();
-            drop(f);
-            m.unmount();
-        }
+        let small = b"written on the old release".to_vec();
+        make_tree_with_sql(&v, &volume, &release, &big, &small);
+        assert_eq!(
+            v.sql("SELECT count(*) FROM jfs.fsck()"),
+            "0",
+            "fsck on {release}"
+        );
+
         v.sql("SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE");
         assert_eq!(
             v.sql("SELECT extversion FROM pg_extension WHERE extname = 'jfs'"),
@@ -91,10 +163,7 @@ fn a_volume_formatted_on_every_release_survives_the_update() {
             fs::read(m.p("dir/sub/big")).unwrap() == big,
             "big file after the update from {release}"
         );
-        assert_eq!(
-            fs::read(m.p("dir/hard")).unwrap(),
-            b"written on the old release"
-        );
+        assert_eq!(fs::read(m.p("dir/hard")).unwrap(), small);
         let meta = fs::metadata(m.p("small")).unwrap();
         assert_eq!(meta.mode() & 0o7777, 0o640);
         assert_eq!(meta.nlink(), 2);
@@ -104,7 +173,7 @@ fn a_volume_formatted_on_every_release_survives_the_update() {
         );
         assert_eq!(get_xattr(&m.p("small"), "user.release"), release);
         assert_eq!(fs::metadata(m.p("sparse")).unwrap().len(), 200 << 20);
-        // and it keeps working: write, overwrite, remove
+        // and it keeps working: write, read, remove
         fs::write(m.p("dir/after"), pattern(42, 70_000)).unwrap();
         assert!(fs::read(m.p("dir/after")).unwrap() == pattern(42, 70_000));
         fs::remove_file(m.p("dir/hard")).unwrap();
@@ -127,19 +196,36 @@ fn status(v: &Volume) -> (bool, String) {
     )
 }
 
+/// The oldest extension version this client works with, from `jfs --version`
+/// ("jfs X (works with the jfs extension MIN up to ...)").
+fn client_min() -> String {
+    let out = ok(jfs().arg("--version"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split("extension ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no extension range in {text:?}"))
+        .to_string()
+}
+
 #[test]
 fn a_client_refuses_an_extension_version_it_does_not_support() {
-    let v = Volume::new("version-check");
-    assert!(status(&v).0, "status against the current extension");
-    let min = "0.1.0";
-
-    // an extension older than any this client supports (the catalog says so)
-    v.sql("UPDATE pg_catalog.pg_extension SET extversion = '0.0.9' WHERE extname = 'jfs'");
-    let (ok, err) = status(&v);
-    assert!(!ok);
+    let min = client_min();
+    // a database on a release older than the client supports
+    let oldest = releases()
+        .into_iter()
+        .next()
+        .expect("a release in migrations/");
+    assert!(
+        oldest < min,
+        "this client still supports the oldest release {oldest}"
+    );
+    let v = Volume::on_release("version-old", &oldest);
+    let (ok_status, err) = status(&v);
+    assert!(!ok_status);
     assert!(
         err.contains(&format!(
-            "database has jfs 0.0.9; this client needs >= {min}: run ALTER EXTENSION jfs UPDATE"
+            "database has jfs {oldest}; this client needs >= {min}: run ALTER EXTENSION jfs UPDATE"
         )),
         "{err}"
     );
@@ -152,18 +238,25 @@ fn a_client_refuses_an_extension_version_it_does_not_support() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "mount against jfs 0.0.9 succeeded");
-    assert!(err.contains("database has jfs 0.0.9"), "{err}");
+    assert!(
+        !out.status.success(),
+        "mount against jfs {oldest} succeeded"
+    );
+    assert!(err.contains(&format!("database has jfs {oldest}")), "{err}");
     assert_eq!(
         v.sql("SELECT count(*) FROM jfs.session"),
         "0",
         "a refused mount left a session"
     );
+    v.sql("SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE");
+    assert!(status(&v).0, "status after ALTER EXTENSION jfs UPDATE");
 
-    // a newer one than this client knows
+    // a database on a newer version than this client knows (the catalog says so)
+    let v = Volume::new("version-new");
+    assert!(status(&v).0, "status against the current extension");
     v.sql("UPDATE pg_catalog.pg_extension SET extversion = '99.1.0' WHERE extname = 'jfs'");
-    let (ok, err) = status(&v);
-    assert!(!ok);
+    let (ok_status, err) = status(&v);
+    assert!(!ok_status);
     assert!(err.contains("database has jfs 99.1.0"), "{err}");
     assert!(
         err.contains("upgrade this client to jfs 99.1 or newer"),
@@ -173,7 +266,7 @@ fn a_client_refuses_an_extension_version_it_does_not_support() {
         .args([
             "format",
             &v.url,
-            "version-check",
+            "version-new",
             "--storage",
             "file",
             "--bucket",
@@ -183,7 +276,6 @@ fn a_client_refuses_an_extension_version_it_does_not_support() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("database has jfs 99.1.0"));
-
     v.sql(&format!(
         "UPDATE pg_catalog.pg_extension SET extversion = '{CURRENT}' WHERE extname = 'jfs'"
     ));

@@ -1,0 +1,155 @@
+//! Compaction: a chunk written as many slices is read once, stored again as
+//! one slice, and swapped in by `jfs.compact_chunk` if it did not change.
+//!
+//! Every committed write is a slice, and a read of a chunk merges all of
+//! its slices, so a file rewritten in small pieces (a database file, a log
+//! appended with fsync) gets slower to read with every write. A mount
+//! compacts a chunk in the background once it counts [`COMPACT_AT`] slices
+//! (when it reads the chunk, or after as many commits to it); `jfs compact`
+//! does a whole tree. The swap checks the chunk's last slice, so a write,
+//! truncate or another compaction in between makes it give up (the new
+//! slice's blocks are deleted) rather than lose anything.
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+
+use super::layout::{block_count, block_len, block_reads, visible, Source, CHUNK_SIZE};
+use super::writer::{delete_blocks, WriteTarget};
+use crate::object::{block_key, with_retries};
+
+/// Slices in one chunk from which a mount compacts it in the background.
+pub const COMPACT_AT: usize = 100;
+
+/// Object reads or writes one compaction keeps in flight.
+const PARALLEL_IO: usize = 16;
+
+/// What compacting one chunk did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compacted {
+    /// `slices` slices became one.
+    Done { slices: usize },
+    /// The chunk changed while it was rewritten; nothing was swapped.
+    Changed,
+    /// Nothing to do: the chunk has fewer than two slices, or none within
+    /// the file's length.
+    Nothing,
+}
+
+/// Compacts chunk `chunk` of file `inode` (new blocks go where `t` says).
+pub async fn compact_chunk<F, Fut>(
+    t: &WriteTarget<'_>,
+    inode: u64,
+    chunk: u32,
+    next_slice_id: F,
+) -> Result<Compacted, i32>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, i32>>,
+{
+    let found = t
+        .meta
+        .compaction_slices(inode, chunk)
+        .await
+        .map_err(|e| e.errno())?;
+    let Some((rows, last_seq, length)) = found else {
+        return Ok(Compacted::Nothing);
+    };
+    // bytes past the file's length read as zeros when it grows again: the
+    // new slice stops at the length, and whatever lies beyond goes
+    let chunk_len = length
+        .saturating_sub(chunk as u64 * CHUNK_SIZE)
+        .min(CHUNK_SIZE) as u32;
+    let start = rows.iter().map(|r| r.pos).min().unwrap_or(0);
+    let end = rows
+        .iter()
+        .map(|r| r.pos + r.len)
+        .max()
+        .unwrap_or(0)
+        .min(chunk_len);
+    if rows.len() < 2 || end <= start {
+        return Ok(Compacted::Nothing);
+    }
+
+    let mut fetches = Vec::new();
+    for seg in visible(&rows, start, end) {
+        let Source::Slice { id, size, off } = seg.source else {
+            continue;
+        };
+        let mut dest = (seg.start - start) as usize;
+        for br in block_reads(size, t.block_size, off, seg.end - seg.start) {
+            fetches.push((dest, block_key(t.volume, id, br.index, br.block_len), br));
+            dest += br.len as usize;
+        }
+    }
+    let reads: Vec<_> = fetches
+        .iter()
+        .map(|(_, key, br)| {
+            let (store, key, off, len) =
+                (t.store.clone(), key.clone(), br.off as u64, br.len as usize);
+            async move { with_retries(&format!("get {key}"), || store.get(&key, off, len)).await }
+        })
+        .collect();
+    let parts: Vec<Bytes> = stream::iter(reads)
+        .buffered(PARALLEL_IO)
+        .try_collect()
+        .await
+        .map_err(|e| {
+            tracing::error!("compacting chunk {chunk} of inode {inode}: {e}");
+            libc::EIO
+        })?;
+    let mut buf = vec![0u8; (end - start) as usize];
+    for ((dest, key, br), data) in fetches.iter().zip(parts) {
+        if data.len() < br.len as usize {
+            tracing::error!(
+                "compacting inode {inode}: object {key} is shorter than its slice says"
+            );
+            return Err(libc::EIO);
+        }
+        buf[*dest..*dest + br.len as usize].copy_from_slice(&data[..br.len as usize]);
+    }
+
+    let id = next_slice_id().await?;
+    let size = end - start;
+    let data = Bytes::from(buf);
+    let bs = t.block_size;
+    let writes: Vec<_> = (0..block_count(size, bs))
+        .map(|index| {
+            let len = block_len(size, bs, index);
+            let from = index as usize * bs as usize;
+            let key = block_key(t.volume, id, index, len);
+            let block = data.slice(from..from + len as usize);
+            let (store, class) = (t.store.clone(), t.class.clone());
+            async move {
+                with_retries(&format!("put {key}"), || {
+                    store.put(&key, block.clone(), &class)
+                })
+                .await
+            }
+        })
+        .collect();
+    let stored = stream::iter(writes)
+        .buffer_unordered(PARALLEL_IO)
+        .try_collect::<Vec<()>>()
+        .await;
+    if let Err(e) = stored {
+        tracing::error!("compacting chunk {chunk} of inode {inode}: storing the new slice: {e}");
+        delete_blocks(t, id, size).await;
+        return Err(libc::EIO);
+    }
+    match t
+        .meta
+        .compact_chunk(inode, chunk, rows.len(), last_seq, id, size, start)
+        .await
+    {
+        Ok(()) => Ok(Compacted::Done { slices: rows.len() }),
+        Err(e) => {
+            delete_blocks(t, id, size).await;
+            match e.errno() {
+                libc::EAGAIN | libc::ENOENT => Ok(Compacted::Changed),
+                errno => {
+                    tracing::error!("compacting chunk {chunk} of inode {inode}: {e}");
+                    Err(errno)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! Long random-op runs against an in-memory model: pwrite, ftruncate, pread,
+//! fallocate, fsync and close/reopen on real mounts, every read compared with
+//! what the file must hold. A failure prints the seed, the op number and the
+//! last ops; `JFS_MODEL_SEED=N` reruns one seed, `JFS_MODEL_OPS=N` sets the
+//! length of a run.
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use jfs_e2e::Volume;
+use rustix::fs::FallocateFlags;
+
+/// xorshift64*: small, fast and the same everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, n).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Where in a file the ops land: `base` plus up to `span` bytes, so a run
+/// can sit across a 4 MiB block or a 64 MiB chunk boundary.
+#[derive(Clone, Copy)]
+struct Window {
+    base: u64,
+    span: u64,
+    max_write: u64,
+}
+
+/// What the file must hold: its bytes from `base` (everything before `base`
+/// is zeros once the file is longer), and its length.
+struct Model {
+    window: Window,
+    len: u64,
+    bytes: Vec<u8>,
+}
+
+impl Model {
+    fn new(window: Window) -> Model {
+        Model {
+            window,
+            len: 0,
+            bytes: Vec::new(),
+        }
+    }
+
+    fn ensure(&mut self, end: u64) {
+        let need = end.saturating_sub(self.window.base) as usize;
+        if self.bytes.len() < need {
+            self.bytes.resize(need, 0);
+        }
+    }
+
+    fn write(&mut self, off: u64, data: &[u8]) {
+        let end = off + data.len() as u64;
+        self.ensure(end);
+        let at = (off - self.window.base) as usize;
+        self.bytes[at..at + data.len()].copy_from_slice(data);
+        self.len = self.len.max(end);
+    }
+
+    fn truncate(&mut self, len: u64) {
+        if len < self.len {
+            let keep = len.saturating_sub(self.window.base) as usize;
+            if self.bytes.len() > keep {
+                self.bytes.truncate(keep);
+            }
+        }
+        self.len = len;
+        self.ensure(len);
+    }
+
+    /// The bytes a read of `len` at `off` must return (short at EOF).
+    fn read(&self, off: u64, len: u64) -> Vec<u8> {
+        let end = (off + len).min(self.len);
+        if off >= end {
+            return Vec::new();
+        }
+        let mut out = vec![0u8; (end - off) as usize];
+        let base = self.window.base;
+        for (i, b) in out.iter_mut().enumerate() {
+            let at = off + i as u64;
+            if at >= base {
+                *b = self.bytes.get((at - base) as usize).copied().unwrap_or(0);
+            }
+        }
+        out
+    }
+}
+
+/// One run's description of what happened, for the failure message.
+struct Trail {
+    seed: u64,
+    recent: std::collections::VecDeque<String>,
+}
+
+impl Trail {
+    fn note(&mut self, op: usize, what: String) {
+        if self.recent.len() == 40 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(format!("{op:>7} {what}"));
+    }
+
+    fn fail(&self, op: usize, why: String) -> ! {
+        let recent: Vec<&str> = self.recent.iter().map(String::as_str).collect();
+        panic!(
+            "seed {} failed at op {op}: {why}\nlast ops:\n{}\nrerun with JFS_MODEL_SEED={}",
+            self.seed,
+            recent.join("\n"),
+            self.seed
+        );
+    }
+}
+
+fn open_rw(path: &Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
+/// First byte where two buffers differ.
+fn first_difference(a: &[u8], b: &[u8]) -> usize {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()))
+}
+
+/// Compares a read of [off, off+len) of `f` with the model.
+fn check_read(f: &File, model: &Model, off: u64, len: u64, trail: &Trail, op: usize) {
+    let mut got = vec![0u8; len as usize];
+    let mut n = 0;
+    while n < got.len() {
+        match f.read_at(&mut got[n..], off + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) => trail.fail(op, format!("pread [{off:#x}, +{len:#x}): {e}")),
+        }
+    }
+    got.truncate(n);
+    let want = model.read(off, len);
+    if got != want {
+        let at = first_difference(&got, &want);
+        let last = got
+            .iter()
+            .zip(&want)
+            .rposition(|(x, y)| x != y)
+            .unwrap_or(at);
+        trail.fail(
+            op,
+            format!(
+                "pread [{off:#x}, +{len:#x}) of a file of {:#x}: got {} bytes, want {}; bytes \
+                 differ from {:#x} to {:#x} (first got {:?}, want {:?})",
+                model.len,
+                got.len(),
+                want.len(),
+                off + at as u64,
+                off + last as u64,
+                got.get(at..(at + 8).min(got.len())),
+                want.get(at..(at + 8).min(want.len())),
+            ),
+        );
+    }
+}
+
+/// Runs `ops` random ops with `seed` on `path` (one descriptor, reopened
+/// now and then), reading back through `reader_path` on close when given
+/// (the same file through another mount).
+fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: usize) {
+    let mut rng = Rng::new(seed);
+    let mut model = Model::new(window);
+    let mut trail = Trail {
+        seed,
+        recent: Default::default(),
+    };
+    let mut f = open_rw(path);
+    f.set_len(0).unwrap();
+    let mut stamp = 0u8;
+    for op in 0..ops {
+        let pick = rng.below(100);
+        let off = window.base + rng.below(window.span);
+        match pick {
+            // pwrite of 1 B .. max_write
+            0..=44 => {
+                let len = 1 + rng.below(window.max_write);
+                stamp = stamp.wrapping_add(1).max(1);
+                let data: Vec<u8> = (0..len)
+                    .map(|i| stamp ^ (i as u8).wrapping_mul(31) ^ ((op as u8) << 3))
+                    .collect();
+                trail.note(op, format!("pwrite [{off:#x}, {:#x})", off + len));
+                if let Err(e) = f.write_all_at(&data, off) {
+                    trail.fail(op, format!("pwrite: {e}"));
+                }
+                model.write(off, &data);
+            }
+            // pread and compare
+            45..=74 => {
+                let len = 1 + rng.below(window.max_write * 2);
+                trail.note(op, format!("pread [{off:#x}, {:#x})", off + len));
+                check_read(&f, &model, off, len, &trail, op);
+            }
+            // ftruncate to anywhere in the window (down or up)
+            75..=84 => {
+                trail.note(op, format!("ftruncate {:#x} -> {off:#x}", model.len));
+                if let Err(e) = f.set_len(off) {
+                    trail.fail(op, format!("ftruncate: {e}"));
+                }
+                model.truncate(off);
+            }
+            // fallocate: mode 0 grows the file, KEEP_SIZE leaves the length
+            85..=89 => {
+                let len = 1 + rng.below(window.max_write);
+                let keep = rng.below(2) == 0;
+                let flags = if keep {
+                    FallocateFlags::KEEP_SIZE
+                } else {
+                    FallocateFlags::empty()
+                };
+                trail.note(
+                    op,
+                    format!(
+                        "fallocate{} [{off:#x}, {:#x})",
+                        if keep { " keep_size" } else { "" },
+                        off + len
+                    ),
+                );
+                if let Err(e) = rustix::fs::fallocate(&f, flags, off, len) {
+                    trail.fail(op, format!("fallocate: {e}"));
+                }
+                if !keep && off + len > model.len {
+                    model.truncate(off + len);
+                }
+            }
+            // the length, as stat says it
+            90..=93 => {
+                trail.note(op, "fstat".into());
+                let len = f.metadata().unwrap().len();
+                if len != model.len {
+                    trail.fail(
+                        op,
+                        format!("fstat says length {len:#x}, want {:#x}", model.len),
+                    );
+                }
+            }
+            94..=96 => {
+                trail.note(op, "fsync".into());
+                if let Err(e) = f.sync_all() {
+                    trail.fail(op, format!("fsync: {e}"));
+                }
+            }
+            // close and open again (close-to-open), the whole file checked
+            _ => {
+                trail.note(op, "close, reopen, read all".into());
+                drop(f);
+                if let Some(other) = reader_path {
+                    let g = File::open(other).unwrap();
+                    if g.metadata().unwrap().len() != model.len {
+                        trail.fail(
+                            op,
+                            format!(
+                                "the other mount sees length {:#x}, want {:#x}",
+                                g.metadata().unwrap().len(),
+                                model.len
+                            ),
+                        );
+                    }
+                    check_read(
+                        &g,
+                        &model,
+                        window.base,
+                        window.span + window.max_write,
+                        &trail,
+                        op,
+                    );
+                }
+                f = open_rw(path);
+                check_read(
+                    &f,
+                    &model,
+                    window.base,
+                    window.span + window.max_write,
+                    &trail,
+                    op,
+                );
+            }
+        }
+    }
+    drop(f);
+    let f = File::open(path).unwrap();
+    check_read(&f, &model, 0, model.len, &trail, ops);
+}
+
+fn ops_per_run(default: usize) -> usize {
+    std::env::var("JFS_MODEL_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The fixed seeds, plus one new seed each run (printed), or only
+/// JFS_MODEL_SEED when it is set.
+fn seeds(fixed: &[u64]) -> Vec<u64> {
+    if let Some(seed) = std::env::var("JFS_MODEL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return vec![seed];
+    }
+    let fresh = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        % 1_000_000_007;
+    eprintln!("random seed of this run: {fresh} (JFS_MODEL_SEED={fresh} reruns it)");
+    let mut out = fixed.to_vec();
+    out.push(fresh);
+    out
+}
+
+const SMALL: Window = Window {
+    base: 0,
+    span: 256 << 10,
+    max_write: 64 << 10,
+};
+
+/// Across the first 4 MiB block boundary.
+const ACROSS_BLOCK: Window = Window {
+    base: (4 << 20) - (128 << 10),
+    span: 256 << 10,
+    max_write: 64 << 10,
+};
+
+/// Across the first 64 MiB chunk boundary.
+const ACROSS_CHUNK: Window = Window {
+    base: (64 << 20) - (128 << 10),
+    span: 256 << 10,
+    max_write: 64 << 10,
+};
+
+#[test]
+fn random_ops_on_one_file_match_the_model() {
+    let v = Volume::new("model-one");
+    let m = v.mount("a", &[]);
+    let ops = ops_per_run(40_000);
+    for (i, seed) in seeds(&[1, 2, 3]).into_iter().enumerate() {
+        let window = [SMALL, ACROSS_BLOCK, ACROSS_CHUNK, SMALL][i % 4];
+        let path = m.p(&format!("file-{seed}"));
+        run(&path, None, window, seed, ops);
+        assert_eq!(
+            v.sql("SELECT count(*) FROM jfs.fsck()"),
+            "0",
+            "fsck after seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn random_ops_on_one_mount_read_back_on_another() {
+    let v = Volume::new("model-two");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    let ops = ops_per_run(20_000);
+    for seed in seeds(&[11]) {
+        let name = format!("shared-{seed}");
+        run(&a.p(&name), Some(&b.p(&name)), SMALL, seed, ops);
+        assert_eq!(
+            v.sql("SELECT count(*) FROM jfs.fsck()"),
+            "0",
+            "fsck after seed {seed}"
+        );
+    }
+}
