@@ -26,6 +26,12 @@ if ! grep -qs 'pg15 *= *"/usr/bin/pg_config"' "$HOME/.pgrx/config.toml"; then
   step "cargo pgrx init --pg15 /usr/bin/pg_config"
   cargo pgrx init --pg15 /usr/bin/pg_config
 fi
+# fsx, the file-system exerciser the tests run on mounts (a Rust port of the classic)
+FSX_VERSION=0.3.2
+if ! "$HOME/.cargo/bin/fsx" --version 2>/dev/null | grep -q "$FSX_VERSION"; then
+  step "installing fsx $FSX_VERSION (file-system exerciser for the tests)"
+  cargo install fsx --version "=$FSX_VERSION" --locked
+fi
 # S3-compatible server for the tests: moto (emulates storage classes and archive restores too)
 VENV=${JFS_VENV:-/opt/jfs-test-venv}
 if ! "$VENV/bin/python" -c 'import moto, boto3' 2>/dev/null; then

@@ -70,6 +70,9 @@ pub struct MountArgs {
     /// Seconds the objects of deleted data are kept before deletion
     #[arg(long, default_value_t = 0)]
     gc_delay: u64,
+    /// Slices in a chunk from which this mount compacts it in the background (0: never)
+    #[arg(long, default_value_t = crate::vfs::COMPACT_AT)]
+    compact_at: usize,
 }
 
 fn default_log() -> PathBuf {
@@ -157,6 +160,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         ("--session-timeout", a.session_timeout.to_string()),
         ("--gc-interval", a.gc_interval.to_string()),
         ("--gc-delay", a.gc_delay.to_string()),
+        ("--compact-at", a.compact_at.to_string()),
     ] {
         args.push(flag.into());
         args.push(value);
@@ -237,6 +241,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     let mountpoint = a.mountpoint.canonicalize()?;
     let (vfs, host, info) = rt.block_on(async {
         let meta = Meta::connect(meta_url, a.max_connections).await?;
+        meta.require_client_grants().await?;
         let volume = match meta.volume().await {
             Ok(v) => v,
             Err(MetaError::Errno(libc::ENOENT)) => anyhow::bail!(
@@ -273,6 +278,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             buffer_size: a.buffer_size << 20,
             read_only: a.read_only,
             disk_cache,
+            compact_at: a.compact_at,
         };
         tracing::info!(
             "mounting volume {} ({}, blocks in {}) at {} as session {sid}",

@@ -233,6 +233,33 @@ impl Meta {
         Ok(row.map(|r| r.get(0)))
     }
 
+    /// Stops a mount whose role cannot call every procedure a mount may
+    /// call (granted before an upgrade added some?), saying what to run.
+    pub async fn require_client_grants(&self) -> anyhow::Result<()> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_one(
+                "SELECT current_user::text, count(*), \
+                        string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid) \
+                   FROM pg_catalog.pg_proc p \
+                  WHERE p.pronamespace = 'jfs'::regnamespace AND p.prosecdef \
+                    AND NOT pg_catalog.has_function_privilege(p.oid, 'EXECUTE')",
+                &[],
+            )
+            .await?;
+        let (role, missing): (String, i64) = (row.get(0), row.get(1));
+        if missing > 0 {
+            let names: Option<String> = row.get(2);
+            anyhow::bail!(
+                "role {role} may not call {missing} jfs procedure(s) a mount uses ({}): \
+                 a superuser runs SELECT jfs.grant_client('{role}') (again after every \
+                 ALTER EXTENSION jfs UPDATE)",
+                names.unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+
     /// Stops with what to do when this client does not work with `version`.
     fn require_version(&self, meta_url: &str, version: &str) -> anyhow::Result<()> {
         check_extension_version(version)

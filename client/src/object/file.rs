@@ -48,35 +48,64 @@ fn class_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Records an object's class (and, for an archive class, whether it was
-/// restored); the default class needs no file.
-/// Writes an object's file. A whole block in an aligned buffer (the
-/// writer's) goes with direct I/O: the kernel takes it from our memory, no
-/// copy into the page cache; elsewhere (unaligned tails, file systems without
-/// O_DIRECT such as tmpfs) a plain write.
+/// Writes an object's file and makes its bytes durable (fdatasync) before
+/// it returns. A whole block in an aligned buffer (the writer's) goes with
+/// direct I/O: the kernel takes it from our memory, no copy into the page
+/// cache; elsewhere (unaligned tails, file systems without O_DIRECT such as
+/// tmpfs) a plain write.
 fn write_object(path: &Path, data: &[u8]) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     const ALIGN: usize = 4096;
+    let open = |direct: bool| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(if direct { libc::O_DIRECT } else { 0 })
+            .open(path)
+    };
     if !data.is_empty()
         && (data.as_ptr() as usize).is_multiple_of(ALIGN)
         && data.len().is_multiple_of(ALIGN)
     {
-        let direct = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)
-            .and_then(|mut f| f.write_all(data));
+        let direct = open(true).and_then(|mut f| {
+            f.write_all(data)?;
+            f.sync_data()
+        });
         match direct {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
             done => return done,
         }
     }
-    std::fs::write(path, data)
+    let mut f = open(false)?;
+    f.write_all(data)?;
+    f.sync_data()
 }
 
+/// Makes the entries of directory `dir` durable (a file renamed into it).
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Creates `dir` and its missing parents below `root`, each made durable
+/// in its own parent.
+fn create_dirs(root: &Path, dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| *p != root && p.starts_with(root)) {
+        create_dirs(root, parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        other => other?,
+    }
+    sync_dir(dir.parent().unwrap_or(root))
+}
+
+/// Records an object's class (and, for an archive class, whether it was
+/// restored); the default class needs no file.
 fn write_class(meta: &Path, class: &str, restored: bool) -> io::Result<()> {
     if class.is_empty() || class == "STANDARD" {
         return match std::fs::remove_file(meta) {
@@ -116,17 +145,20 @@ impl ObjectStore for FileStore {
             std::process::id(),
             self.tmp_counter.fetch_add(1, Ordering::Relaxed)
         ));
+        let root = self.root.clone();
         tokio::task::spawn_blocking(move || {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
+            let parent = path.parent().unwrap_or(&root).to_path_buf();
+            create_dirs(&root, &parent)?;
             // the class first, then the object (write then rename: a reader
-            // never sees half an object)
+            // never sees half an object); durable when this returns, as a
+            // slice is committed only after its blocks are stored (fsync of
+            // a file promises its bytes survive an OS crash)
             write_class(&meta, &class, false)?;
             write_object(&tmp, &data)?;
             std::fs::rename(&tmp, &path).inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp);
-            })
+            })?;
+            sync_dir(&parent)
         })
         .await
         .map_err(io::Error::other)?

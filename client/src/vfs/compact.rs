@@ -16,7 +16,8 @@ use super::layout::{block_count, block_len, block_reads, visible, Source, CHUNK_
 use super::writer::{delete_blocks, WriteTarget};
 use crate::object::{block_key, with_retries};
 
-/// Slices in one chunk from which a mount compacts it in the background.
+/// Slices in one chunk from which a mount compacts it in the background
+/// (`jfs mount --compact-at`).
 pub const COMPACT_AT: usize = 100;
 
 /// Object reads or writes one compaction keeps in flight.

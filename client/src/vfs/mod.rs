@@ -4,7 +4,7 @@ pub mod background;
 mod compact;
 mod control;
 mod dir_attrs;
-pub use compact::Compacted;
+pub use compact::{Compacted, COMPACT_AT};
 pub use control::{Caller, CONTROL_INODE};
 pub mod layout;
 mod reader;
@@ -33,6 +33,8 @@ pub struct VfsConfig {
     pub read_only: bool,
     /// A local disk cache of blocks (whole blocks are fetched when it is on).
     pub disk_cache: Option<Arc<crate::object::DiskCache>>,
+    /// Slices in a chunk from which it is compacted in the background (0: never).
+    pub compact_at: usize,
 }
 
 /// Ids of one kind reserved in ranges from the database.
@@ -356,7 +358,7 @@ impl Vfs {
             for (chunk, n) in pending {
                 let commits = state.commits.entry(chunk).or_default();
                 *commits += n;
-                if *commits >= compact::COMPACT_AT {
+                if *commits >= self.config.compact_at {
                     *commits = 0;
                     self.queue_compaction(inode, chunk);
                 }
@@ -997,7 +999,7 @@ impl Vfs {
 
     /// Queues chunk `chunk` of `inode` for a background compaction (once).
     fn queue_compaction(&self, inode: u64, chunk: u32) {
-        if self.config.read_only {
+        if self.config.read_only || self.config.compact_at == 0 {
             return;
         }
         if self

@@ -369,7 +369,7 @@ impl Vfs {
             state.chunks.insert(chunk, slices.clone());
         }
         drop(state);
-        if slices.len() >= super::compact::COMPACT_AT {
+        if self.config.compact_at > 0 && slices.len() >= self.config.compact_at {
             self.queue_compaction(file.inode, chunk);
         }
         Ok(slices)

@@ -179,9 +179,10 @@ fn check_read(f: &File, model: &Model, off: u64, len: u64, trail: &Trail, op: us
     }
 }
 
-/// Runs `ops` random ops with `seed` on `path` (one descriptor, reopened
-/// now and then), reading back through `reader_path` on close when given
-/// (the same file through another mount).
+/// Runs `ops` random ops with `seed` on `path` through two descriptors
+/// (each op picks one; one is closed and reopened now and then), reading
+/// back through `reader_path` on close when given (the same file through
+/// another mount).
 fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: usize) {
     let mut rng = Rng::new(seed);
     let mut model = Model::new(window);
@@ -189,10 +190,12 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
         seed,
         recent: Default::default(),
     };
-    let mut f = open_rw(path);
-    f.set_len(0).unwrap();
+    let mut fds = vec![open_rw(path), open_rw(path)];
+    fds[0].set_len(0).unwrap();
     let mut stamp = 0u8;
     for op in 0..ops {
+        let which = rng.below(2) as usize;
+        let f = &fds[which];
         let pick = rng.below(100);
         let off = window.base + rng.below(window.span);
         match pick {
@@ -203,7 +206,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 let data: Vec<u8> = (0..len)
                     .map(|i| stamp ^ (i as u8).wrapping_mul(31) ^ ((op as u8) << 3))
                     .collect();
-                trail.note(op, format!("pwrite [{off:#x}, {:#x})", off + len));
+                trail.note(op, format!("fd{which} pwrite [{off:#x}, {:#x})", off + len));
                 if let Err(e) = f.write_all_at(&data, off) {
                     trail.fail(op, format!("pwrite: {e}"));
                 }
@@ -212,12 +215,15 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             // pread and compare
             45..=74 => {
                 let len = 1 + rng.below(window.max_write * 2);
-                trail.note(op, format!("pread [{off:#x}, {:#x})", off + len));
-                check_read(&f, &model, off, len, &trail, op);
+                trail.note(op, format!("fd{which} pread [{off:#x}, {:#x})", off + len));
+                check_read(f, &model, off, len, &trail, op);
             }
             // ftruncate to anywhere in the window (down or up)
             75..=84 => {
-                trail.note(op, format!("ftruncate {:#x} -> {off:#x}", model.len));
+                trail.note(
+                    op,
+                    format!("fd{which} ftruncate {:#x} -> {off:#x}", model.len),
+                );
                 if let Err(e) = f.set_len(off) {
                     trail.fail(op, format!("ftruncate: {e}"));
                 }
@@ -235,12 +241,12 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 trail.note(
                     op,
                     format!(
-                        "fallocate{} [{off:#x}, {:#x})",
+                        "fd{which} fallocate{} [{off:#x}, {:#x})",
                         if keep { " keep_size" } else { "" },
                         off + len
                     ),
                 );
-                if let Err(e) = rustix::fs::fallocate(&f, flags, off, len) {
+                if let Err(e) = rustix::fs::fallocate(f, flags, off, len) {
                     trail.fail(op, format!("fallocate: {e}"));
                 }
                 if !keep && off + len > model.len {
@@ -249,7 +255,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             }
             // the length, as stat says it
             90..=93 => {
-                trail.note(op, "fstat".into());
+                trail.note(op, format!("fd{which} fstat"));
                 let len = f.metadata().unwrap().len();
                 if len != model.len {
                     trail.fail(
@@ -259,15 +265,15 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 }
             }
             94..=96 => {
-                trail.note(op, "fsync".into());
+                trail.note(op, format!("fd{which} fsync"));
                 if let Err(e) = f.sync_all() {
                     trail.fail(op, format!("fsync: {e}"));
                 }
             }
             // close and open again (close-to-open), the whole file checked
             _ => {
-                trail.note(op, "close, reopen, read all".into());
-                drop(f);
+                trail.note(op, format!("fd{which} close, reopen, read all"));
+                drop(fds.remove(which));
                 if let Some(other) = reader_path {
                     let g = File::open(other).unwrap();
                     if g.metadata().unwrap().len() != model.len {
@@ -289,9 +295,9 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                         op,
                     );
                 }
-                f = open_rw(path);
+                fds.insert(which, open_rw(path));
                 check_read(
-                    &f,
+                    &fds[which],
                     &model,
                     window.base,
                     window.span + window.max_write,
@@ -301,7 +307,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             }
         }
     }
-    drop(f);
+    drop(fds);
     let f = File::open(path).unwrap();
     check_read(&f, &model, 0, model.len, &trail, ops);
 }

@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use jfs_e2e::{jfs, ok, pattern, Volume};
+use jfs_e2e::{env, jfs, ok, pattern, psql, Volume};
 
 /// The version this build installs (the workspace version).
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
@@ -280,4 +280,42 @@ fn a_client_refuses_an_extension_version_it_does_not_support() {
         "UPDATE pg_catalog.pg_extension SET extversion = '{CURRENT}' WHERE extname = 'jfs'"
     ));
     assert!(status(&v).0, "status after the version is right again");
+}
+
+#[test]
+fn a_mount_whose_role_misses_a_procedure_says_what_to_grant() {
+    let v = Volume::new("grants");
+    psql(
+        "postgres",
+        "DO $$BEGIN CREATE ROLE jfs_e2e_client LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END$$",
+    );
+    v.sql("SELECT jfs.grant_client('jfs_e2e_client')");
+    // as after an upgrade that added a procedure
+    v.sql(
+        "REVOKE EXECUTE ON FUNCTION \
+         jfs.compact_chunk(bigint, integer, integer, bigint, bigint, integer, integer) FROM jfs_e2e_client",
+    );
+    let url = v
+        .url
+        .replacen(&format!("//{}@", env("PGUSER")), "//jfs_e2e_client@", 1);
+    let mnt = v.dir.path().join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let out = jfs()
+        .args(["mount", &url])
+        .arg(&mnt)
+        .arg("-d")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the mount went ahead");
+    assert!(
+        err.contains("role jfs_e2e_client may not call 1 jfs procedure(s)"),
+        "{err}"
+    );
+    assert!(err.contains("jfs.compact_chunk("), "{err}");
+    assert!(
+        err.contains("SELECT jfs.grant_client('jfs_e2e_client')"),
+        "{err}"
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.session"), "0");
 }
