@@ -120,7 +120,7 @@ if wants e2e; then
   for s in "${selected[@]}"; do
     case "$s" in e2e:*) e2e_files+=(--test "${s#e2e:}") ;; esac
   done
-  cargo_tests e2e -p jfs-e2e "${e2e_files[@]}" -- --test-threads=2
+  cargo_tests e2e -p jfs-e2e --no-fail-fast "${e2e_files[@]}" -- --test-threads=2
 fi
 
 echo "tests: $passed passed, $failed failed"

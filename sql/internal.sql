@@ -33,6 +33,19 @@ CREATE FUNCTION _is_dot(p_name bytea) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT p_name = '\x2e'::bytea OR p_name = '\x2e2e'::bytea $$;
 
+-- Whether p_mode is permission bits (07777), alone or with the file-type
+-- bits stat(2) gives node type p_type (S_IFREG for 1, S_IFDIR for 2, ...).
+CREATE FUNCTION _mode_ok(p_mode integer, p_type integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_mode >= 0 AND (p_mode & ~4095) IN (0, CASE p_type WHEN 1 THEN 32768 WHEN 2 THEN 16384
+        WHEN 3 THEN 40960 WHEN 4 THEN 4096 WHEN 5 THEN 24576 WHEN 6 THEN 8192 WHEN 7 THEN 49152 ELSE 0 END)
+$$;
+
+-- Whether p_id can be a uid or gid: 0 .. 2^32 - 2 (2^32 - 1 means "no
+-- change" to chown(2)).
+CREATE FUNCTION _id_ok(p_id bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT p_id BETWEEN 0 AND 4294967294 $$;
+
 -- The volume's durability mode applied to this transaction. In 'fsync'
 -- mode the commit does not wait for the WAL flush (atomic, durable within
 -- the WAL writer delay); jfs.sync() waits for it. In 'always' mode every

@@ -136,7 +136,8 @@ BEGIN
         RETURN _err(v_errno);
     ELSIF _is_dot(p_name) THEN
         RETURN _err(17);
-    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL THEN
+    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
+          OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
         RETURN _err(22);
     ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0) THEN
         RETURN _err(22);

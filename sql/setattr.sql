@@ -53,7 +53,8 @@ BEGIN
     IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
        OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
        OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
-       OR (v_set & 64 <> 0 AND p_ctime IS NULL) THEN
+       OR (v_set & 64 <> 0 AND p_ctime IS NULL)
+       OR (v_set & 2 <> 0 AND NOT _id_ok(p_uid)) OR (v_set & 4 <> 0 AND NOT _id_ok(p_gid)) THEN
         RETURN _err(22);
     END IF;
     IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
@@ -62,6 +63,8 @@ BEGIN
     SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
     IF NOT FOUND THEN
         RETURN _err(2);
+    ELSIF v_set & 1 <> 0 AND NOT _mode_ok(p_mode, n.type) THEN
+        RETURN _err(22);
     END IF;
     IF v_set & 8 <> 0 THEN
         IF n.type = 2 THEN

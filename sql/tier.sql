@@ -10,6 +10,13 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                  'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
 $$;
 
+-- The storage class of every tier id, for the mounts (a client role reads
+-- no table).
+CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
+$$;
+
 -- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
 CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$

@@ -3,7 +3,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 
-use crate::meta::{FormatRequest, Meta};
+use crate::meta::{FormatRequest, Meta, MetaError};
 use crate::object;
 
 #[derive(Args, Debug)]
@@ -100,6 +100,23 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
     store.delete(&probe).await?;
 
     let meta = Meta::connect_for_format(&a.meta_url).await?;
+    // the bucket's place for this name may be another volume's
+    if let Some(owner) = object::bucket_owner(store.as_ref(), &a.name).await? {
+        let ours = match meta.volume().await {
+            Ok(v) => Some(v.uuid),
+            Err(MetaError::Errno(libc::ENOENT)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if ours.as_deref() != Some(owner.as_str()) {
+            anyhow::bail!(
+                "{}/{}/ holds volume {owner} of another database: two volumes in one place \
+                 would overwrite each other's blocks; choose another --bucket or name \
+                 (or remove the old volume's objects first)",
+                store.describe(),
+                a.name
+            );
+        }
+    }
     let req = FormatRequest {
         name: a.name.clone(),
         storage: a.storage.clone(),
@@ -121,6 +138,8 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
     let (errno, message) = meta.format(&req).await?;
     match errno {
         0 => {
+            let volume = meta.volume().await?;
+            object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
             println!("{message}; blocks in {}", store.describe());
             Ok(())
         }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Args;
 
-use crate::object::{parse_block_key, ObjectInfo};
+use crate::object::{parse_block_key, temporary_of, ObjectInfo};
 use crate::vfs::background::drain_delslices;
 
 #[derive(Args, Debug)]
@@ -65,6 +65,12 @@ pub async fn run(a: GcArgs) -> anyhow::Result<()> {
         match parse_block_key(&volume.name, &o.key) {
             Some((id, _, _)) => by_slice.entry(id).or_default().push(o),
             None if young(&o) => add(&mut census.young, &o),
+            // a block file left half-written by a failed write or a killed mount
+            None if temporary_of(&o.key)
+                .is_some_and(|k| parse_block_key(&volume.name, k).is_some()) =>
+            {
+                census.unreferenced.push(o)
+            }
             None => census.foreign.push(o),
         }
     }

@@ -113,6 +113,7 @@ pub async fn open_volume(
     };
     let keys = meta.volume_secrets().await?;
     let store = crate::object::open(&volume.storage, &volume.bucket, keys).await?;
+    crate::object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
     Ok((meta, volume, store))
 }
 

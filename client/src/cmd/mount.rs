@@ -13,7 +13,7 @@ use crate::fuse::JfsFuse;
 use crate::meta::{redact_url, Meta, MetaError};
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
-use crate::vfs::{Vfs, VfsConfig};
+use crate::vfs::{Forget, Vfs, VfsConfig};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
 const URL_FROM_ENV: &str = "-";
@@ -256,6 +256,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         };
         let keys = meta.volume_secrets().await?;
         let store = object::open(&volume.storage, &volume.bucket, keys).await?;
+        object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();
@@ -339,17 +340,29 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     let served = fuser::Session::new(fs, &mountpoint, &config)
         .and_then(|session| {
             let notifier = session.notifier();
-            let handle = rt.handle().clone();
-            // the kernel is told from a task of its own, never from inside the
-            // request that caused it (that could deadlock on the kernel's locks)
-            vfs.set_entry_forgetter(Box::new(move |parent, name| {
-                let (notifier, name) = (notifier.clone(), name.to_vec());
-                handle.spawn(async move {
-                    let name = std::ffi::OsStr::from_bytes(&name);
-                    if let Err(e) = notifier.inval_entry(fuser::INodeNo(parent), name) {
-                        tracing::debug!("forgetting entry {name:?} of {parent}: {e}");
+            // entries are forgotten from a thread of their own, waited for a
+            // moment: the caller (rmr, clone through the control file)
+            // answers once the kernel forgot, yet never deadlocks on the
+            // kernel's locks of the directory if that takes long
+            vfs.set_kernel_forgetter(Box::new(move |what| match what {
+                Forget::Entry { parent, name } => {
+                    let (notifier, name) = (notifier.clone(), name.to_vec());
+                    let (done, wait) = std::sync::mpsc::channel();
+                    std::thread::spawn(move || {
+                        let name = std::ffi::OsStr::from_bytes(&name);
+                        if let Err(e) = notifier.inval_entry(fuser::INodeNo(parent), name) {
+                            tracing::debug!("forgetting entry {name:?} of {parent}: {e}");
+                        }
+                        let _ = done.send(());
+                    });
+                    let _ = wait.recv_timeout(Duration::from_secs(1));
+                }
+                // attributes only: the kernel takes no lock of the inode
+                Forget::Attributes { inode } => {
+                    if let Err(e) = notifier.inval_inode(fuser::INodeNo(inode), -1, 0) {
+                        tracing::debug!("forgetting the attributes of {inode}: {e}");
                     }
-                });
+                }
             }));
             session.run()
         })

@@ -16,7 +16,7 @@ mod volume;
 mod xattr;
 
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::ToSql;
@@ -35,9 +35,9 @@ pub enum MetaError {
     /// The procedure answered with this errno (ENOENT, EEXIST, ...).
     #[error("{}", std::io::Error::from_raw_os_error(*.0))]
     Errno(i32),
-    #[error("metadata database: {0}")]
+    #[error("metadata database: {}", with_causes(.0))]
     Db(#[from] tokio_postgres::Error),
-    #[error("metadata database unreachable: {0}")]
+    #[error("metadata database unreachable: {}", with_causes(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
 }
 
@@ -167,7 +167,12 @@ pub struct Meta {
 thread_local! {
     /// A connection of this thread's own (see [`Meta::use_thread_connection`]).
     static THREAD_POOL: std::cell::RefCell<Option<Pool>> = const { std::cell::RefCell::new(None) };
+    /// When this thread last took its connection.
+    static THREAD_LAST_USE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
+
+/// A thread's connection idle for longer is checked before it is used.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 impl Meta {
     /// Connects to `meta_url` (`postgres://user:pass@host:port/db`; a unix
@@ -302,7 +307,24 @@ impl Meta {
     /// A connection: this thread's own if it has one, else one from the pool.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         let own = THREAD_POOL.with(|p| p.borrow().clone());
-        Ok(own.as_ref().unwrap_or(&self.pool).get().await?)
+        let Some(pool) = own else {
+            return Ok(self.pool.get().await?);
+        };
+        // A thread's connection is driven only while its thread runs a
+        // request, so it learns that the server closed it (a restart) only
+        // when it is used. One that sat idle is asked first (an empty
+        // query, harmless to repeat) and replaced if it is gone: a
+        // statement is then never sent on a dead connection.
+        let idle = THREAD_LAST_USE.with(|t| t.replace(Some(Instant::now())));
+        let client = pool.get().await?;
+        if idle.is_none_or(|t| t.elapsed() < IDLE_CHECK) || client.simple_query("").await.is_ok() {
+            return Ok(client);
+        }
+        tracing::info!(
+            "a database connection of this mount was closed by the server: reconnecting"
+        );
+        drop(deadpool_postgres::Object::take(client));
+        Ok(pool.get().await?)
     }
 
     /// Runs one statement with bounded retries of serialization failures
@@ -357,9 +379,26 @@ fn build_pool(config: &tokio_postgres::Config, max_connections: usize) -> anyhow
 
 fn unreachable(meta_url: &str, e: deadpool_postgres::PoolError) -> anyhow::Error {
     anyhow::anyhow!(
-        "cannot connect to the metadata database {}: {e}",
-        redact_url(meta_url)
+        "cannot connect to the metadata database {}: {}",
+        redact_url(meta_url),
+        with_causes(&e)
     )
+}
+
+/// An error with the errors that caused it: "db error" alone hides what
+/// the server said (`password authentication failed for user ...`).
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn retryable(e: &MetaError) -> bool {

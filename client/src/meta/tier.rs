@@ -17,7 +17,7 @@ impl Meta {
     /// The storage class of tier ids 0..3 ("" = the bucket's default).
     pub async fn tier_classes(&self) -> Result<[String; 4]> {
         let rows = self
-            .call("SELECT id, storage_class FROM jfs.tier ORDER BY id", &[])
+            .call("SELECT id, storage_class FROM jfs.tier_classes()", &[])
             .await?;
         let mut classes: [String; 4] = Default::default();
         for r in rows {

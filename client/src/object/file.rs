@@ -8,6 +8,20 @@ use bytes::Bytes;
 
 use super::{is_archive_class, ObjectInfo, ObjectState, ObjectStore};
 
+/// What marks an object file being written (`KEY.tmp.PID.N`, renamed to
+/// KEY when complete). A killed mount leaves such files behind; `jfs gc`
+/// removes them once they are old.
+const TEMPORARY_MARK: &str = ".tmp.";
+
+/// The object key a leftover temporary file of the file store was written
+/// for, if `key` is one.
+pub fn temporary_of(key: &str) -> Option<&str> {
+    let (object, rest) = key.rsplit_once(TEMPORARY_MARK)?;
+    let (pid, n) = rest.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(n)).then_some(object)
+}
+
 pub struct FileStore {
     root: PathBuf,
     tmp_counter: AtomicU64,
@@ -141,7 +155,8 @@ impl ObjectStore for FileStore {
         let meta = class_path(&path);
         let class = class.to_string();
         let tmp = path.with_extension(format!(
-            "tmp.{}.{}",
+            "{}{}.{}",
+            &TEMPORARY_MARK[1..],
             std::process::id(),
             self.tmp_counter.fetch_add(1, Ordering::Relaxed)
         ));
@@ -154,10 +169,11 @@ impl ObjectStore for FileStore {
             // slice is committed only after its blocks are stored (fsync of
             // a file promises its bytes survive an OS crash)
             write_class(&meta, &class, false)?;
-            write_object(&tmp, &data)?;
-            std::fs::rename(&tmp, &path).inspect_err(|_| {
-                let _ = std::fs::remove_file(&tmp);
-            })?;
+            write_object(&tmp, &data)
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })?;
             sync_dir(&parent)
         })
         .await
@@ -281,6 +297,16 @@ impl ObjectStore for FileStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_files_name_their_object() {
+        assert_eq!(
+            temporary_of("v/chunks/0/0/1_0_5.tmp.123.4"),
+            Some("v/chunks/0/0/1_0_5")
+        );
+        assert_eq!(temporary_of("v/chunks/0/0/1_0_5"), None);
+        assert_eq!(temporary_of("v/chunks/0/0/1_0_5.tmp.x.4"), None);
+    }
 
     #[tokio::test]
     async fn put_get_ranges_delete() {

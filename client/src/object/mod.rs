@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 pub use disk_cache::DiskCache;
-pub use file::FileStore;
+pub use file::{temporary_of, FileStore};
 pub use s3::S3Store;
 
 /// Where a volume's blocks live. Keys are relative to the bucket.
@@ -86,6 +86,47 @@ pub fn block_key(volume: &str, id: u64, index: u32, size: u32) -> String {
         id / 1_000_000,
         id / 1_000
     )
+}
+
+/// The object naming the volume a bucket's `{volume}/` prefix belongs to
+/// (its uuid, as JuiceFS keeps `juicefs_uuid`): two volumes of one name in
+/// one bucket, their slice ids both counting from 1, would overwrite each
+/// other's blocks, and one's gc would delete the other's.
+pub fn owner_key(volume: &str) -> String {
+    format!("{volume}/juicefs_uuid")
+}
+
+/// The uuid of the volume the bucket's `{volume}/` belongs to (None if it
+/// says none).
+pub async fn bucket_owner(store: &dyn ObjectStore, volume: &str) -> anyhow::Result<Option<String>> {
+    match store.get(&owner_key(volume), 0, 64).await {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!(
+            "reading {} in {}: {e}",
+            owner_key(volume),
+            store.describe()
+        )),
+    }
+}
+
+/// Makes sure the bucket belongs to volume `volume` of uuid `uuid`: marks
+/// it when it is not marked yet (volumes formatted before the mark), stops
+/// when it is another volume's.
+pub async fn claim_bucket(store: &dyn ObjectStore, volume: &str, uuid: &str) -> anyhow::Result<()> {
+    match bucket_owner(store, volume).await? {
+        Some(owner) if owner == uuid => Ok(()),
+        Some(owner) => anyhow::bail!(
+            "{}/{volume}/ belongs to another volume (uuid {owner}; this database's volume is {uuid}): \
+             two volumes in one place would overwrite each other's blocks; \
+             format this one with another --bucket or name",
+            store.describe()
+        ),
+        None => store
+            .put(&owner_key(volume), Bytes::from(uuid.to_string()), "")
+            .await
+            .map_err(|e| anyhow::anyhow!("marking {} as volume {uuid}'s: {e}", store.describe())),
+    }
 }
 
 /// Opens the store a volume was formatted with. `keys` are the object

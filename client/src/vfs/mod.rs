@@ -1,5 +1,6 @@
 //! The virtual file system: open files and handles, write buffers and the read path over
 //! `meta` and `object`. Nothing here knows about FUSE; errors are errno values.
+mod acl;
 pub mod background;
 mod compact;
 mod control;
@@ -155,10 +156,10 @@ pub struct Vfs {
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
     cache: BlockCache,
-    /// Set by the FUSE layer: makes the kernel forget a directory entry.
     /// Storage class of each tier id (jfs.tier), refreshed in the background.
     tier_classes: std::sync::RwLock<[String; 4]>,
-    forget_entry: std::sync::OnceLock<EntryForgetter>,
+    /// Set by the FUSE layer: makes the kernel forget what it cached.
+    kernel_forget: std::sync::OnceLock<KernelForgetter>,
     dir_attrs: dir_attrs::DirAttrs,
     /// The mount's shared runtime: background work (uploads, readahead)
     /// runs there, whichever thread started it.
@@ -185,8 +186,16 @@ impl CompactionQueue {
     }
 }
 
-/// Makes the kernel drop its cache of entry (parent, name).
-pub type EntryForgetter = Box<dyn Fn(u64, &[u8]) + Send + Sync>;
+/// What the kernel is to forget (kernel inode numbers).
+pub enum Forget<'a> {
+    /// The entry `name` of directory `parent`.
+    Entry { parent: u64, name: &'a [u8] },
+    /// The attributes of an inode.
+    Attributes { inode: u64 },
+}
+
+/// Makes the kernel drop what it cached.
+pub type KernelForgetter = Box<dyn Fn(Forget<'_>) + Send + Sync>;
 
 pub type VfsResult<T> = Result<T, i32>;
 
@@ -235,7 +244,7 @@ impl Vfs {
             files: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            forget_entry: std::sync::OnceLock::new(),
+            kernel_forget: std::sync::OnceLock::new(),
             tier_classes: std::sync::RwLock::new(Default::default()),
             compactions: CompactionQueue::new(),
         }
@@ -260,14 +269,25 @@ impl Vfs {
         }
     }
 
-    /// Installs how the kernel is told to forget entries (by the FUSE layer).
-    pub fn set_entry_forgetter(&self, f: EntryForgetter) {
-        let _ = self.forget_entry.set(f);
+    /// Installs how the kernel is told to forget what it cached (by the FUSE layer).
+    pub fn set_kernel_forgetter(&self, f: KernelForgetter) {
+        let _ = self.kernel_forget.set(f);
     }
 
     fn forget_entry(&self, parent: u64, name: &[u8]) {
-        if let Some(f) = self.forget_entry.get() {
-            f(self.kernel_ino(parent), name);
+        if let Some(f) = self.kernel_forget.get() {
+            f(Forget::Entry {
+                parent: self.kernel_ino(parent),
+                name,
+            });
+        }
+    }
+
+    fn forget_attributes(&self, inode: u64) {
+        if let Some(f) = self.kernel_forget.get() {
+            f(Forget::Attributes {
+                inode: self.kernel_ino(inode),
+            });
         }
     }
 
@@ -523,7 +543,7 @@ impl Vfs {
         Ok(())
     }
 
-    /// setattr; a size change commits this mount's pending writes first.
+    /// setattr; of a file open here, after its pending writes are committed.
     #[allow(clippy::too_many_arguments)]
     pub async fn setattr(
         &self,
@@ -562,10 +582,14 @@ impl Vfs {
             Some(None) => set |= 256,
             None => {}
         }
+        // any change of a file open here is ordered after its pending
+        // writes: a size change must not be undone or cut by them, and times
+        // set before close (futimens, as tar and cp -p do) must not be
+        // overwritten by the mtime of their commit
         let file = self.open_file(inode);
-        let mut state = match (&file, size) {
-            (Some(f), Some(_)) => Some(f.state.lock().await),
-            _ => None,
+        let mut state = match &file {
+            Some(f) => Some(f.state.lock().await),
+            None => None,
         };
         if let Some(state) = state.as_mut() {
             self.flush_locked(inode, state).await?;
@@ -584,7 +608,7 @@ impl Vfs {
             )
             .await
             .map_err(errno)?;
-        if let Some(state) = state.as_mut() {
+        if let (Some(state), Some(_)) = (state.as_mut(), size) {
             state.length = attr.length;
             state.changed();
         }
@@ -969,6 +993,10 @@ impl Vfs {
     }
 
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
+        if acl::is_acl(name) {
+            // no ACL beyond the mode is ever kept (see acl.rs)
+            return Err(libc::ENODATA);
+        }
         self.meta.getxattr(inode, name).await.map_err(errno)
     }
 
@@ -980,18 +1008,44 @@ impl Vfs {
         flags: i32,
     ) -> VfsResult<()> {
         self.writable()?;
+        if acl::is_acl(name) {
+            return self.set_acl(inode, name, value).await;
+        }
         self.meta
             .setxattr(inode, name, value, flags)
             .await
             .map_err(errno)
     }
 
+    /// An ACL written as an xattr: a minimal access ACL sets the mode's
+    /// permission bits (the kernel checked that the caller owns the node),
+    /// anything else is not supported.
+    async fn set_acl(&self, inode: u64, name: &[u8], value: &[u8]) -> VfsResult<()> {
+        let Some(perm) = acl::minimal_acl_mode(value).filter(|_| name == acl::ACCESS) else {
+            return Err(libc::EOPNOTSUPP);
+        };
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        let mode = (attr.mode & !0o777) | perm;
+        self.setattr(inode, Some(mode), None, None, None, None, None)
+            .await?;
+        // the kernel keeps the old mode otherwise: it does not know an
+        // xattr changed it
+        self.forget_attributes(inode);
+        Ok(())
+    }
+
     pub async fn listxattr(&self, inode: u64) -> VfsResult<Vec<Vec<u8>>> {
-        self.meta.listxattr(inode).await.map_err(errno)
+        let mut names = self.meta.listxattr(inode).await.map_err(errno)?;
+        names.retain(|n| !acl::is_acl(n));
+        Ok(names)
     }
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        if acl::is_acl(name) {
+            // there is none beyond the mode to remove
+            return Ok(());
+        }
         self.meta.removexattr(inode, name).await.map_err(errno)
     }
 

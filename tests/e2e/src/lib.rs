@@ -145,7 +145,8 @@ impl Volume {
         self.dir.path().join("bucket")
     }
 
-    /// Every object file in the bucket.
+    /// Every object file in the bucket but the volume's marker
+    /// (`NAME/juicefs_uuid`): the blocks.
     pub fn objects(&self) -> Vec<PathBuf> {
         fn walk(p: &Path, out: &mut Vec<PathBuf>) {
             if let Ok(rd) = std::fs::read_dir(p) {
@@ -153,7 +154,7 @@ impl Volume {
                     let path = e.path();
                     if path.is_dir() {
                         walk(&path, out);
-                    } else {
+                    } else if path.file_name().is_some_and(|n| n != "juicefs_uuid") {
                         out.push(path);
                     }
                 }

@@ -222,11 +222,21 @@ fn gc_lists_and_deletes_unreferenced_and_freed_objects() {
     assert_eq!(v.sql("SELECT jfs.rmr('/gone')"), "1");
     let old = plant_object(&v, "gcvol", 900_001, Duration::from_secs(7200));
     let young = plant_object(&v, "gcvol", 900_002, Duration::ZERO);
+    // what a mount killed while writing a block leaves behind
+    let planted = plant_object(&v, "gcvol", 900_003, Duration::from_secs(7200));
+    let leftover = planted.with_extension("tmp.4242.7");
+    fs::rename(&planted, &leftover).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&leftover)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(7200))
+        .unwrap();
 
     let out = ok(jfs().args(["gc", &v.url]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(count(&text, "referenced"), 2, "{text}");
-    assert_eq!(count(&text, "unreferenced"), 1, "{text}");
+    assert_eq!(count(&text, "unreferenced"), 2, "{text}");
     assert_eq!(count(&text, "pending delete"), 1, "{text}");
     assert_eq!(count(&text, "too young"), 1, "{text}");
     assert!(
@@ -238,14 +248,15 @@ fn gc_lists_and_deletes_unreferenced_and_freed_objects() {
     );
     assert_eq!(
         v.objects().len(),
-        3 + 2,
+        3 + 3,
         "gc without --delete deleted something"
     );
 
     let out = ok(jfs().args(["gc", &v.url, "--delete"]));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("deleted 1 unreferenced objects"), "{text}");
+    assert!(text.contains("deleted 2 unreferenced objects"), "{text}");
     assert!(!old.exists());
+    assert!(!leftover.exists());
     assert!(
         young.exists(),
         "a young object may be about to be committed"

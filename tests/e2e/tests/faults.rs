@@ -60,6 +60,20 @@ fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
         jfs().args(["status", &meta_url("jfs_e2e_no_such_db")]),
         "cannot connect to the metadata database",
     );
+    // with the server's own words, not a bare "db error"
+    fails_with(
+        jfs().args(["status", &meta_url("jfs_e2e_no_such_db")]),
+        "database \"jfs_e2e_no_such_db\" does not exist",
+    );
+    let no_role = meta_url("postgres").replacen(
+        &format!("//{}@", env("PGUSER")),
+        "//jfs_e2e_no_such_role@",
+        1,
+    );
+    fails_with(
+        jfs().args(["status", &no_role]),
+        "role \"jfs_e2e_no_such_role\" does not exist",
+    );
     fails_with(
         jfs().args(["status", "postgres://u:secret@127.0.0.1:1/db"]),
         "cannot connect",
@@ -108,5 +122,28 @@ fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
     }
     assert_eq!(fs::read(m.p("before")).unwrap(), b"before");
     assert_eq!(fs::read(m.p("after")).unwrap(), b"after");
+
+    // PostgreSQL restarts under an idle mount: no operation after it fails
+    // (every connection the mount holds is dead, none may cost an EIO)
+    for i in 0..20 {
+        fs::write(m.p(&format!("idle-{i}")), format!("file {i}")).unwrap();
+    }
+    pg_ctl("stop");
+    pg_ctl("start");
+    std::thread::sleep(Duration::from_secs(1));
+    let mut failures = Vec::new();
+    for i in 0..100 {
+        let name = format!("idle-{}", i % 20);
+        let result = match i % 4 {
+            0 => fs::metadata(m.p(&name)).map(|_| ()),
+            1 => fs::read(m.p(&name)).map(|_| ()),
+            2 => fs::write(m.p(&format!("new-{i}")), b"new"),
+            _ => fs::read_dir(m.path.clone()).map(|d| assert!(d.count() > 20)),
+        };
+        if let Err(e) = result {
+            failures.push(format!("op {i} on {name}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "after a restart: {failures:?}");
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

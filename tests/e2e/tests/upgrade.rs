@@ -318,4 +318,26 @@ fn a_mount_whose_role_misses_a_procedure_says_what_to_grant() {
         "{err}"
     );
     assert_eq!(v.sql("SELECT count(*) FROM jfs.session"), "0");
+
+    // granted again, the client role mounts and works (it reads no table)
+    v.sql("SELECT jfs.grant_client('jfs_e2e_client')");
+    let out = jfs()
+        .args(["mount", &url])
+        .arg(&mnt)
+        .args(["-d", "--log"])
+        .arg(v.dir.path().join("client.log"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mount as the client role: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::create_dir(mnt.join("d")).unwrap();
+    fs::write(mnt.join("d/f"), pattern(9, 300_000)).unwrap();
+    fs::rename(mnt.join("d/f"), mnt.join("g")).unwrap();
+    assert!(fs::read(mnt.join("g")).unwrap() == pattern(9, 300_000));
+    fs::remove_file(mnt.join("g")).unwrap();
+    ok(jfs().arg("umount").arg(&mnt));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

@@ -45,6 +45,25 @@ SELECT (jfs.mknod(:f, 'x', 1, 420, 0, 0)).errno AS mknod_in_file, (jfs.lookup(:f
 SELECT (jfs.mknod(:d, 'x', 0, 420, 0, 0)).errno AS type0, (jfs.mknod(:d, 'x', 8, 420, 0, 0)).errno AS type8,
        (jfs.mknod(:d, 'x', 1, NULL, 0, 0)).errno AS no_mode, (jfs.mknod(:d, 'x', 3, 511, 0, 0)).errno AS no_target,
        (jfs.mknod(:d, 'x', 3, 511, 0, 0, 0, convert_to(repeat('t', 4097), 'UTF8'))).errno AS long_target;
+-- modes are permission bits, with the node type's S_IF* bits or none; ids 0 .. 2^32 - 2
+SELECT (jfs.mknod(:d, 'x', 1, -1, 0, 0)).errno AS mode_minus_1,
+       (jfs.mknod(:d, 'x', 1, 65535, 0, 0)).errno AS mode_all_bits,
+       (jfs.mknod(:d, 'x', 1, 16877, 0, 0)).errno AS dir_bits_on_a_file,
+       (jfs.mknod(:d, 'x', 1, 420, -5, 0)).errno AS uid_minus_5,
+       (jfs.mknod(:d, 'x', 1, 420, 0, 4294967295)).errno AS gid_2_32_minus_1,
+       (jfs.setattr(:f, 1, -1)).errno AS chmod_minus_1,
+       (jfs.setattr(:f, 1, 16877)).errno AS chmod_dir_bits,
+       (jfs.setattr(:f, 2, p_uid => -5)).errno AS chown_minus_5,
+       (jfs.setattr(:f, 4, p_gid => 4294967295)).errno AS chgrp_2_32_minus_1;
+-- with the type's bits, as stat(2) shows a mode, they are fine
+SELECT errno, mode, uid, gid FROM jfs.mknod(:d, 'typed', 1, 33188, 4294967294, 0);
+SELECT errno, mode FROM jfs.setattr(:f, 1, 33261);
+SELECT errno FROM jfs.unlink(:d, 'typed');
+-- fsck reports owners the checks would have refused (the table checks modes itself)
+BEGIN;
+UPDATE jfs.node SET uid = -5, gid = 4294967295 WHERE inode = :f;
+SELECT problem, detail FROM jfs.fsck();
+ROLLBACK;
 -- nothing above changed the namespace
 SELECT count(*) AS entries_in_d FROM jfs.edge WHERE parent = :d;
 SELECT errno, nlink FROM jfs.getattr(:f);

@@ -1,0 +1,97 @@
+//! POSIX ACL xattrs (`system.posix_acl_access`, `system.posix_acl_default`)
+//! without ACL storage: an access ACL equivalent to a mode sets the mode,
+//! anything more is refused with EOPNOTSUPP, never stored as a plain xattr.
+//!
+//! `cp -a`, `cp -p` and `rsync -A` set permissions by writing the access ACL
+//! (libacl's `acl_set_fd`); storing it as an ordinary xattr made them believe
+//! the mode was set while it stayed 0600/0700.
+
+/// The xattr of a node's access ACL.
+pub const ACCESS: &[u8] = b"system.posix_acl_access";
+/// The xattr of a directory's default ACL.
+pub const DEFAULT: &[u8] = b"system.posix_acl_default";
+
+/// The version in the header of the kernel's ACL xattr format.
+const XATTR_VERSION: u32 = 2;
+const TAG_USER_OBJ: u16 = 0x01;
+const TAG_GROUP_OBJ: u16 = 0x04;
+const TAG_OTHER: u16 = 0x20;
+
+/// Whether `name` is one of the POSIX ACL xattrs.
+pub fn is_acl(name: &[u8]) -> bool {
+    name == ACCESS || name == DEFAULT
+}
+
+/// The permission bits (0o777) an access ACL stands for, if it holds only
+/// the owner, group and other entries (a "minimal" ACL, POSIX 1003.1e);
+/// None for a malformed ACL or one with named users, groups or a mask.
+pub fn minimal_acl_mode(value: &[u8]) -> Option<u32> {
+    let (header, entries) = value.split_first_chunk::<4>()?;
+    if u32::from_le_bytes(*header) != XATTR_VERSION || entries.len() % 8 != 0 {
+        return None;
+    }
+    let (mut user, mut group, mut other) = (None, None, None);
+    for entry in entries.chunks_exact(8) {
+        let tag = u16::from_le_bytes([entry[0], entry[1]]);
+        let perm = u16::from_le_bytes([entry[2], entry[3]]) as u32;
+        if perm > 7 {
+            return None;
+        }
+        let slot = match tag {
+            TAG_USER_OBJ => &mut user,
+            TAG_GROUP_OBJ => &mut group,
+            TAG_OTHER => &mut other,
+            _ => return None,
+        };
+        if slot.replace(perm).is_some() {
+            return None;
+        }
+    }
+    Some(user? << 6 | group? << 3 | other?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+        let mut v = XATTR_VERSION.to_le_bytes().to_vec();
+        for (tag, perm, id) in entries {
+            v.extend_from_slice(&tag.to_le_bytes());
+            v.extend_from_slice(&perm.to_le_bytes());
+            v.extend_from_slice(&id.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn a_minimal_acl_is_a_mode() {
+        let minimal = acl(&[
+            (0x01, 6, u32::MAX),
+            (0x04, 4, u32::MAX),
+            (0x20, 4, u32::MAX),
+        ]);
+        assert_eq!(minimal_acl_mode(&minimal), Some(0o644));
+        let dir = acl(&[
+            (0x01, 7, u32::MAX),
+            (0x04, 5, u32::MAX),
+            (0x20, 0, u32::MAX),
+        ]);
+        assert_eq!(minimal_acl_mode(&dir), Some(0o750));
+    }
+
+    #[test]
+    fn named_entries_a_mask_or_garbage_are_not() {
+        let named = acl(&[
+            (0x01, 6, u32::MAX),
+            (0x02, 6, 1000),
+            (0x04, 4, u32::MAX),
+            (0x10, 6, u32::MAX),
+            (0x20, 4, u32::MAX),
+        ]);
+        assert_eq!(minimal_acl_mode(&named), None);
+        assert_eq!(minimal_acl_mode(&acl(&[(0x01, 6, 0), (0x04, 4, 0)])), None);
+        assert_eq!(minimal_acl_mode(b"junk"), None);
+        assert_eq!(minimal_acl_mode(&[]), None);
+    }
+}
