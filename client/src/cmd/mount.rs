@@ -256,7 +256,12 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         };
         let keys = meta.volume_secrets().await?;
         let store = object::open(&volume.storage, &volume.bucket, keys).await?;
-        object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
+        // the store may be away (a mount can serve its disk cache): then
+        // the bucket is checked at the next mount
+        match object::bucket_owner(store.as_ref(), &volume.name).await {
+            Ok(_) => object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?,
+            Err(e) => tracing::warn!("cannot check which volume the bucket belongs to: {e:#}"),
+        }
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();

@@ -11,6 +11,19 @@ pub struct SliceRow {
     pub len: u32,
 }
 
+impl SliceRow {
+    /// A row with pos, slice_id, slice_size, slice_off and len columns.
+    fn from_row(row: &tokio_postgres::Row) -> Result<SliceRow> {
+        Ok(SliceRow {
+            pos: row.try_get::<_, i32>("pos")? as u32,
+            id: row.try_get::<_, i64>("slice_id")? as u64,
+            size: row.try_get::<_, i32>("slice_size")? as u32,
+            off: row.try_get::<_, i32>("slice_off")? as u32,
+            len: row.try_get::<_, i32>("len")? as u32,
+        })
+    }
+}
+
 impl Meta {
     /// Commits a stored slice into a chunk of a file.
     pub async fn write_slice(&self, inode: u64, chunk: u32, slice: SliceRow) -> Result<Attr> {
@@ -42,13 +55,7 @@ impl Meta {
         let mut slices = Vec::with_capacity(rows.len());
         for row in rows {
             check_errno(&row)?;
-            slices.push(SliceRow {
-                pos: row.try_get::<_, i32>("pos")? as u32,
-                id: row.try_get::<_, i64>("slice_id")? as u64,
-                size: row.try_get::<_, i32>("slice_size")? as u32,
-                off: row.try_get::<_, i32>("slice_off")? as u32,
-                len: row.try_get::<_, i32>("len")? as u32,
-            });
+            slices.push(SliceRow::from_row(&row)?);
         }
         Ok(slices)
     }
@@ -71,16 +78,7 @@ impl Meta {
         };
         let last_seq: i64 = last.try_get("seq")?;
         let length = last.try_get::<_, i64>("file_length")? as u64;
-        let mut slices = Vec::with_capacity(rows.len());
-        for row in &rows {
-            slices.push(SliceRow {
-                pos: row.try_get::<_, i32>("pos")? as u32,
-                id: row.try_get::<_, i64>("slice_id")? as u64,
-                size: row.try_get::<_, i32>("slice_size")? as u32,
-                off: row.try_get::<_, i32>("slice_off")? as u32,
-                len: row.try_get::<_, i32>("len")? as u32,
-            });
-        }
+        let slices = rows.iter().map(SliceRow::from_row).collect::<Result<_>>()?;
         Ok(Some((slices, last_seq, length)))
     }
 

@@ -349,7 +349,8 @@ impl S3Server {
         }
     }
 
-    /// Keys in a bucket (through boto3 from the same venv).
+    /// Keys in a bucket (through boto3 from the same venv) but volumes'
+    /// markers (`NAME/juicefs_uuid`): the blocks.
     pub fn keys(&self, bucket: &str) -> Vec<String> {
         let code = format!(
             "import boto3\n\
@@ -362,6 +363,7 @@ impl S3Server {
         let out = ok(Command::new(format!("{}/bin/python", venv())).args(["-c", &code]));
         String::from_utf8_lossy(&out.stdout)
             .lines()
+            .filter(|k| !k.ends_with("/juicefs_uuid"))
             .map(str::to_string)
             .collect()
     }

@@ -28,6 +28,16 @@ fn scribble(f: &File, model: &mut Vec<u8>, base: u64, span: u64, count: usize, s
     }
 }
 
+fn create_rw(path: &Path) -> File {
+    OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
 fn read_range(path: &Path, off: u64, len: usize) -> Vec<u8> {
     let f = File::open(path).unwrap();
     let mut buf = vec![0u8; len];
@@ -46,13 +56,7 @@ fn a_chunk_rewritten_in_small_pieces_is_compacted_in_the_background() {
     let v = Volume::new("compact-bg");
     let m = v.mount("a", &[]);
     let path = m.p("db");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let f = create_rw(&path);
     let mut model = Vec::new();
     scribble(&f, &mut model, 0, 1 << 20, 1_000, 7);
     drop(f);
@@ -78,13 +82,7 @@ fn jfs_compact_leaves_one_slice_per_chunk_and_the_same_bytes() {
     let b = v.mount("b", &[]);
     fs::create_dir(a.p("tree")).unwrap();
     let path = a.p("tree/two-chunks");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let f = create_rw(&path);
     // fewer slices than a background compaction waits for, in two chunks,
     // the second one across its first block boundary
     let mut first = Vec::new();
