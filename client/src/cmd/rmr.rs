@@ -19,6 +19,9 @@ pub struct RmrArgs {
 
 pub fn run(a: RmrArgs) -> anyhow::Result<()> {
     for path in &a.paths {
+        // the mount answers ENOENT for the entry; name it, not its directory
+        std::fs::symlink_metadata(path)
+            .with_context(|| format!("{} does not exist", path.display()))?;
         let name = path
             .file_name()
             .with_context(|| format!("{} has no name to remove", path.display()))?;

@@ -41,6 +41,11 @@ fn rmr_removes_a_tree_server_side_and_the_kernel_forgets_it() {
     // a missing path, and rm -rf through the mount still works
     let out = jfs().arg("rmr").arg(m.p("tree")).output().unwrap();
     assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("{} does not exist", m.p("tree").display())),
+        "the message names the missing path: {said}"
+    );
     fs::create_dir_all(m.p("again/x")).unwrap();
     fs::write(m.p("again/x/f"), b"f").unwrap();
     ok(Command::new("rm").arg("-rf").arg(m.p("again")));
