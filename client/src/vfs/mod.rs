@@ -72,11 +72,12 @@ impl IdRange {
 ///
 /// The ordering rule of the data path: this mount's view of an open file
 /// (its pending writes, its length, the slice lists it has read) changes only
-/// under this state's lock, and every change bumps `generation`. A size
-/// change (truncate, fallocate) commits the pending writes first and makes
-/// its metadata call while holding the lock, so no write is committed after
-/// a size change it preceded, and none is cut by one that came after it. A
-/// read commits pending writes before it reads. What a call made without the
+/// under this state's lock, and every change bumps `generation`. A change of
+/// the file's attributes (truncate, fallocate, chmod, times) commits the
+/// pending writes first and makes its metadata call while holding the lock,
+/// so no write is committed after a size change it preceded, none is cut by
+/// one that came after it, and times set before close stay. A read commits
+/// pending writes before it reads. What a call made without the
 /// lock brings back from the database (a chunk's slices, attributes) is kept
 /// or trusted only if `generation` did not move meanwhile: a slice list read
 /// before a commit must not be cached after it.
@@ -119,7 +120,7 @@ pub struct OpenFile {
     inode: u64,
     /// Handles open on it; changed only under `Vfs::files`' lock, so that
     /// the last release and a new open agree on whether it is still there.
-    opens: std::sync::atomic::AtomicU32,
+    opens: AtomicU32,
     state: tokio::sync::Mutex<FileState>,
 }
 
@@ -378,7 +379,7 @@ impl Vfs {
             for (chunk, n) in pending {
                 let commits = state.commits.entry(chunk).or_default();
                 *commits += n;
-                if *commits >= self.config.compact_at {
+                if self.config.compact_at > 0 && *commits >= self.config.compact_at {
                     *commits = 0;
                     self.queue_compaction(inode, chunk);
                 }
