@@ -8,6 +8,26 @@
 \echo Use "ALTER EXTENSION jfs UPDATE" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
+-- POSIX ACLs (sql/schema.sql): the volume's switch and the ACL entries.
+-- First, as later functions read them.
+
+ALTER TABLE setting ADD COLUMN enable_acl boolean NOT NULL DEFAULT false;
+
+-- POSIX ACL entries (sql/acl.sql): kind 'a' access, 'd' default; tag as in
+-- the kernel's xattr format; qualifier the uid or gid of a named entry, -1
+-- for the others.
+CREATE TABLE acl (
+    inode     bigint   NOT NULL,
+    kind      "char"   NOT NULL CHECK (kind IN ('a', 'd')),
+    tag       smallint NOT NULL CHECK (tag IN (1, 2, 4, 8, 16, 32)),
+    qualifier bigint   NOT NULL,
+    perm      smallint NOT NULL CHECK (perm BETWEEN 0 AND 7),
+    PRIMARY KEY (inode, kind, tag, qualifier)
+);
+SELECT pg_catalog.pg_extension_config_dump('acl', '');
+REVOKE ALL ON acl FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
 -- Compaction (sql/compact.sql, sql/internal.sql): _drop_chunks drops a range
 -- of chunks, _drop_slices is written with it.
 
@@ -170,99 +190,6 @@ $$;
 CREATE FUNCTION _id_ok(p_id bigint) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT p_id BETWEEN 0 AND 4294967294 $$;
 
-CREATE OR REPLACE FUNCTION mknod(
-    p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
-    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_name);
-    par record;
-    n node;
-BEGIN
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF _is_dot(p_name) THEN
-        RETURN _err(17);
-    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
-          OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
-        RETURN _err(22);
-    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0) THEN
-        RETURN _err(22);
-    ELSIF p_type = 3 AND length(p_target) > 4096 THEN
-        RETURN _err(36);
-    END IF;
-
-    -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
-    -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
-    -- (with the settings and the chain of quota roots the entry is charged to)
-    IF p_type = 2 THEN
-        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain
-          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
-         WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
-    ELSE
-        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain
-          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
-         WHERE d.inode = p_parent FOR KEY SHARE OF d;
-    END IF;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF par.type <> 2 THEN
-        RETURN _err(20);
-    END IF;
-    IF par.meta_durability = 'fsync' THEN
-        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
-    END IF;
-
-    n.inode := coalesce(p_inode, _next_ids('inode', 1));
-    n.type := p_type::smallint;
-    n.mode := p_mode & 4095;
-    n.uid := p_uid;
-    n.gid := p_gid;
-    IF par.mode & 1024 <> 0 THEN
-        n.gid := par.gid;
-        IF p_type = 2 THEN
-            n.mode := n.mode | 1024;
-        END IF;
-    END IF;
-    n.atime := v_now; n.mtime := v_now; n.ctime := v_now;
-    n.nlink := CASE WHEN p_type = 2 THEN 2 ELSE 1 END;
-    n.length := CASE WHEN p_type = 3 THEN length(p_target) ELSE 0 END;
-    n.rdev := CASE WHEN p_type IN (5, 6) THEN coalesce(p_rdev, 0) ELSE 0 END;
-    n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
-    n.tier := par.tier;
-    n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
-
-    -- the new node and its entry, within every limit
-    v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
-                       _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
-                       par.quota_limits);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    END IF;
-    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
-        ON CONFLICT (parent, name) DO NOTHING;
-    IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096);
-        PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
-        RETURN _err(17);
-    END IF;
-    INSERT INTO node VALUES (n.*);
-    IF p_type = 3 THEN
-        INSERT INTO symlink (inode, target) VALUES (n.inode, p_target);
-    END IF;
-    IF p_type = 2 THEN
-        UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
-        UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    END IF;
-    RETURN _to_attr(n);
-END
-$$;
-
 CREATE OR REPLACE FUNCTION setattr(
     p_inode bigint, p_set integer,
     p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
@@ -397,6 +324,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT 'xattr', x.inode, 'xattr of a missing node'
       FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
     UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
     -- slices belong to regular files; a file of length 0 has none
     SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
       FROM slice s LEFT JOIN node n ON n.inode = s.inode
@@ -454,3 +384,715 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
 $$;
 
 REVOKE EXECUTE ON FUNCTION tier_classes() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Administration gets its own grant (sql/security.sql): grant_client no
+-- longer grants format, quotas and tiers; grant_admin does. Roles that
+-- 0.1.0's grant_client gave them lose them here: a DBA runs
+-- jfs.grant_admin for the roles that administer the volume (README,
+-- "Upgrading").
+
+-- The procedures of administration, granted by grant_admin only: (re)format
+-- the volume (its settings, its bucket and keys), set and delete quotas,
+-- define tier classes and move files between them, turn ACLs on.
+CREATE FUNCTION admin_procedures() RETURNS name[]
+LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
+RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
+             'delete_quota', 'delete_user_quota', 'delete_group_quota',
+             'set_tier_class', 'set_tier', 'enable_acl']::name[];
+
+-- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
+-- of administration only when p_admin.
+CREATE FUNCTION _grant_procedures(p_role name, p_admin boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f regprocedure;
+BEGIN
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA jfs TO %I', p_role);
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+              WHERE p.pronamespace = 'jfs'::regnamespace AND p.prosecdef
+                AND (p_admin OR p.proname <> ALL (jfs.admin_procedures()))
+              ORDER BY p.oid
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f, p_role);
+    END LOOP;
+END
+$$;
+
+-- A mount's role: every procedure but those of administration.
+CREATE OR REPLACE FUNCTION grant_client(p_role name) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM jfs._grant_procedures(p_role, false);
+END
+$$;
+
+-- An administrator's role: every procedure.
+CREATE FUNCTION grant_admin(p_role name) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM jfs._grant_procedures(p_role, true);
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION admin_procedures(), _grant_procedures(name, boolean),
+    grant_admin(name) FROM PUBLIC;
+
+DO $$
+DECLARE
+    f regprocedure;
+    grantee name;
+BEGIN
+    FOR f, grantee IN
+        SELECT p.oid::regprocedure, a.grantee::regrole::name
+          FROM pg_proc p, LATERAL aclexplode(p.proacl) a
+         WHERE p.pronamespace = 'jfs'::regnamespace AND p.proname = ANY (jfs.admin_procedures())
+           AND a.grantee <> 0 AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %I', f, grantee);
+    END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- POSIX ACLs stored and enforced (sql/acl.sql); new entries inherit a
+-- directory's default ACL in mknod, which takes the umask (the kernel
+-- leaves it to the file system when ACLs are on); volume() says whether
+-- they are on; what frees or copies nodes frees or copies their ACLs; the
+-- ACL xattrs are listed.
+
+-- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
+-- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
+-- Rows of table acl, one per entry, tagged as in the kernel's xattr format
+-- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
+--
+-- An access ACL shares the node's mode bits: the owner's entry is the
+-- owner bits, the mask (or, without one, the owning group's entry) the
+-- group bits, and other the other bits, so chmod changes them as POSIX
+-- says with no ACL row to update. Its rows are what the mode cannot hold:
+-- the owning group's entry and the named users and groups. A node without
+-- rows has the minimal ACL its mode stands for. A default ACL (directories
+-- only) keeps every entry as a row; new entries in the directory inherit it
+-- (mknod: the umask is then ignored, the mode given is masked by the ACL).
+
+-- Turns POSIX ACLs on for the volume. Returns whether they were off.
+CREATE FUNCTION enable_acl() RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
+    RETURN FOUND;
+END
+$$;
+
+-- Whether an ACL (its entries' tags, qualifiers and permissions) is well
+-- formed: one owner, owning group and other entry, a mask when a named user
+-- or group is present, at most one mask, named entries with valid and
+-- distinct ids, permissions 0..7.
+CREATE FUNCTION _acl_valid(p_tags smallint[], p_ids bigint[], p_perms smallint[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT cardinality(p_tags) = cardinality(p_ids) AND cardinality(p_tags) = cardinality(p_perms)
+       AND count(*) FILTER (WHERE e.tag = 1) = 1
+       AND count(*) FILTER (WHERE e.tag = 4) = 1
+       AND count(*) FILTER (WHERE e.tag = 32) = 1
+       AND count(*) FILTER (WHERE e.tag = 16) <= 1
+       AND (count(*) FILTER (WHERE e.tag IN (2, 8)) = 0 OR count(*) FILTER (WHERE e.tag = 16) = 1)
+       AND bool_and(e.tag IN (1, 2, 4, 8, 16, 32) AND e.perm BETWEEN 0 AND 7)
+       AND bool_and(CASE WHEN e.tag IN (2, 8) THEN _id_ok(e.id) ELSE true END)
+       AND count(DISTINCT (e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END)) = count(*)
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+$$;
+
+-- The mode of a new node made with p_mode under a directory whose default
+-- ACL is given: the special bits kept, the permission bits masked by the
+-- ACL's owner, mask (or owning group) and other entries.
+CREATE FUNCTION _acl_create_mode(p_mode integer, p_tags smallint[], p_perms smallint[]) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT (p_mode & 3584)
+           | (((max(e.perm) FILTER (WHERE e.tag = 1)) & (p_mode >> 6) & 7) << 6)
+           | ((coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4))
+               & (p_mode >> 3) & 7) << 3)
+           | ((max(e.perm) FILTER (WHERE e.tag = 32)) & p_mode & 7)
+      FROM unnest(p_tags, p_perms) AS e(tag, perm)
+$$;
+
+-- Gives the new node p_inode the ACLs its parent's default ACL (tags, ids,
+-- perms) passes on: an access ACL when the default one is more than a
+-- mode (its mask and owner bits are in the mode already), and, to a
+-- directory, the default ACL itself.
+CREATE FUNCTION _acl_inherit(p_inode bigint, p_is_dir boolean, p_tags smallint[], p_ids bigint[],
+                             p_perms smallint[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT p_inode, 'a', e.tag, e.id, e.perm
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+     WHERE e.tag IN (2, 4, 8) AND p_tags && ARRAY[2, 8, 16]::smallint[];
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT p_inode, 'd', e.tag, e.id, e.perm
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+     WHERE p_is_dir;
+$$;
+
+-- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
+-- entries sorted by tag and qualifier (the xattr's order). errno 61
+-- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
+-- 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
+                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_mode integer;
+BEGIN
+    IF NOT (SELECT s.enable_acl FROM setting s) THEN
+        errno := 95; RETURN;
+    END IF;
+    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
+           array_agg(e.perm ORDER BY e.tag, e.id)
+      INTO tags, ids, perms
+      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
+            UNION ALL
+            -- an access ACL's owner, mask and other entries are the mode's bits
+            SELECT t.tag, -1, t.perm
+              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
+                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
+             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
+    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
+END
+$$;
+
+-- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
+-- node p_inode. An access ACL sets the mode's permission bits (see above);
+-- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
+-- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
+-- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
+                        p_perms smallint[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    n record;
+    v_bits integer;
+BEGIN
+    IF NOT s.enable_acl THEN
+        RETURN 95;
+    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
+          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
+        RETURN 22;
+    END IF;
+    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    ELSIF p_kind = 'd' AND n.type <> 2 THEN
+        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
+    END IF;
+    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
+    IF p_tags IS NULL THEN
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    IF p_kind = 'd' THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
+           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
+           | max(e.perm) FILTER (WHERE e.tag = 32)
+      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
+    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
+    END IF;
+    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
+    RETURN 0;
+END
+$$;
+
+-- For people: every ACL entry with its node's path, as getfacl shows it
+-- (the access ACL's owner, mask and other entries come from the mode).
+CREATE VIEW acls AS
+SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
+       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
+                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
+       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
+       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
+       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
+  FROM acl a;
+
+DROP FUNCTION mknod(bigint, bytea, integer, integer, bigint, bigint, bigint, bytea, bigint);
+-- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
+-- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
+-- p_inode is an id from a range the client reserved with alloc_ids; NULL
+-- allocates one here. A directory with the set-group-id bit passes its group
+-- (and, to subdirectories, the bit) on.
+CREATE FUNCTION mknod(
+    p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
+    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL,
+    p_umask integer DEFAULT 0)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_name);
+    par record;
+    n node;
+    v_acl_tags smallint[];
+    v_acl_ids bigint[];
+    v_acl_perms smallint[];
+BEGIN
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF _is_dot(p_name) THEN
+        RETURN _err(17);
+    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
+          OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
+        RETURN _err(22);
+    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0) THEN
+        RETURN _err(22);
+    ELSIF p_type = 3 AND length(p_target) > 4096 THEN
+        RETURN _err(36);
+    END IF;
+
+    -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
+    -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
+    -- (with the settings and the chain of quota roots the entry is charged to)
+    IF p_type = 2 THEN
+        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
+          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
+         WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
+    ELSE
+        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
+          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
+         WHERE d.inode = p_parent FOR KEY SHARE OF d;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    ELSIF par.type <> 2 THEN
+        RETURN _err(20);
+    END IF;
+    IF par.meta_durability = 'fsync' THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
+    END IF;
+
+    -- a directory's default ACL, if any, replaces the umask (sql/acl.sql)
+    IF par.enable_acl AND p_type <> 3 THEN
+        SELECT array_agg(a.tag ORDER BY a.tag, a.qualifier), array_agg(a.qualifier ORDER BY a.tag, a.qualifier),
+               array_agg(a.perm ORDER BY a.tag, a.qualifier)
+          INTO v_acl_tags, v_acl_ids, v_acl_perms
+          FROM acl a WHERE a.inode = p_parent AND a.kind = 'd';
+    END IF;
+
+    n.inode := coalesce(p_inode, _next_ids('inode', 1));
+    n.type := p_type::smallint;
+    IF v_acl_tags IS NULL THEN
+        n.mode := p_mode & 4095 & ~coalesce(p_umask, 0);
+    ELSE
+        n.mode := _acl_create_mode(p_mode & 4095, v_acl_tags, v_acl_perms);
+    END IF;
+    n.uid := p_uid;
+    n.gid := p_gid;
+    IF par.mode & 1024 <> 0 THEN
+        n.gid := par.gid;
+        IF p_type = 2 THEN
+            n.mode := n.mode | 1024;
+        END IF;
+    END IF;
+    n.atime := v_now; n.mtime := v_now; n.ctime := v_now;
+    n.nlink := CASE WHEN p_type = 2 THEN 2 ELSE 1 END;
+    n.length := CASE WHEN p_type = 3 THEN length(p_target) ELSE 0 END;
+    n.rdev := CASE WHEN p_type IN (5, 6) THEN coalesce(p_rdev, 0) ELSE 0 END;
+    n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
+    n.tier := par.tier;
+    n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
+
+    -- the new node and its entry, within every limit
+    v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
+                       _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
+                       par.quota_limits);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
+    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
+        ON CONFLICT (parent, name) DO NOTHING;
+    IF NOT FOUND THEN
+        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096);
+        PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
+        RETURN _err(17);
+    END IF;
+    INSERT INTO node VALUES (n.*);
+    IF p_type = 3 THEN
+        INSERT INTO symlink (inode, target) VALUES (n.inode, p_target);
+    ELSIF v_acl_tags IS NOT NULL THEN
+        PERFORM _acl_inherit(n.inode, p_type = 2, v_acl_tags, v_acl_ids, v_acl_perms);
+    END IF;
+    IF p_type = 2 THEN
+        UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
+    ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
+        UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
+    END IF;
+    RETURN _to_attr(n);
+END
+$$;
+
+DROP FUNCTION volume();
+-- The volume's format, for clients (which may not read the tables).
+CREATE FUNCTION volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
+                       OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT meta_durability text,
+                       OUT skip_dir_mtime_ns bigint, OUT enable_acl boolean)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.meta_durability,
+           s.skip_dir_mtime_ns, s.enable_acl
+      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
+$$;
+
+-- Removes nodes whose last link is gone and that no session holds open:
+-- their data references, symlink targets, xattrs, their figures as
+-- directories, and their usage (volume, owners), set-based. Their entries
+-- are gone already (and were uncharged by whoever removed them).
+CREATE OR REPLACE FUNCTION _free_nodes(p_inodes bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v record;
+BEGIN
+    WITH gone AS (
+        DELETE FROM node WHERE inode = ANY (p_inodes) RETURNING inode, type, length, uid, gid
+    )
+    SELECT array_agg(inode) FILTER (WHERE type = 1 AND length > 0) AS files,
+           array_agg(inode) FILTER (WHERE type = 2) AS dirs,
+           array_agg(uid) AS uids, array_agg(gid) AS gids, array_agg(_node_space(type, length)) AS spaces
+      INTO v
+      FROM gone;
+    IF v.uids IS NULL THEN
+        RETURN;
+    END IF;
+    IF v.files IS NOT NULL THEN
+        PERFORM _drop_slices(v.files, 0);
+    END IF;
+    DELETE FROM symlink WHERE inode = ANY (p_inodes);
+    DELETE FROM xattr WHERE inode = ANY (p_inodes);
+    DELETE FROM acl WHERE inode = ANY (p_inodes);
+    IF v.dirs IS NOT NULL THEN
+        PERFORM _forget_dirs(v.dirs);
+    END IF;
+    PERFORM _uncharge_nodes(v.uids, v.gids, v.spaces);
+END
+$$;
+
+-- Removes the empty directory p_name from p_parent.
+CREATE OR REPLACE FUNCTION rmdir(p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_child bigint;
+    v_type smallint;
+    v_pqroot bigint;
+    n node;
+BEGIN
+    IF p_name = '\x2e'::bytea THEN
+        RETURN _err(22);
+    ELSIF p_name = '\x2e2e'::bytea THEN
+        RETURN _err(39);
+    END IF;
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            RETURN _err(_missing(p_parent, p_name));
+        ELSIF v_type <> 2 THEN
+            RETURN _err(20);
+        END IF;
+        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
+        IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
+            IF NOT _dir_is_empty(v_child) THEN
+                RETURN _err(39);
+            END IF;
+            -- with a trash, the directory moves there instead
+            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
+                RETURN _attr(v_child);
+            END IF;
+            DELETE FROM edge WHERE parent = p_parent AND name = p_name;
+            DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
+            DELETE FROM xattr WHERE inode = v_child;
+            DELETE FROM acl WHERE inode = v_child;
+            PERFORM _forget_dirs(ARRAY[v_child]);
+            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
+            RETURNING qroot INTO v_pqroot;
+            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
+            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
+            n.nlink := 0;
+            RETURN _to_attr(n);
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- Copies the node p_src (a file, or a directory with everything below it) to
+-- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
+-- one reserved range; entries, slices, symlink targets and xattrs are copied;
+-- each shared slice gains one reference per new slice row, so the clone is
+-- copy-on-write (a later write to either side makes new slices). Hard links
+-- inside the tree stay hard links in the clone (nlink counts the entries in
+-- the clone); a link from outside the tree is not followed. Modes and times
+-- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes.
+--
+-- Snapshot: the whole source is read and copied by ONE SQL statement, so it
+-- is read under one MVCC snapshot: a write, rename or create committed while
+-- the clone runs is in it entirely or not at all, for every file together.
+-- The source is not locked; the only shared rows written are slice_ref
+-- counters. If a slice of the snapshot lost its last reference meanwhile (the
+-- source was truncated or removed after the snapshot), the clone fails with
+-- serialization_failure (40001) and the caller retries.
+--
+-- Cost: the transaction inserts one row per node, entry, slice, xattr of the
+-- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
+-- batched mode, so a clone is all or nothing.
+--
+-- Usage: the clone's entries count under the destination's directory quotas,
+-- its nodes for the volume and their owners; a clone that would pass a limit
+-- is not made (28 ENOSPC, 122 EDQUOT).
+--
+-- Returns errno 0 with the new root's inode, the nodes created and the space
+-- charged; else errno: 2 no source / no destination directory, 20 the
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name,
+-- 28/122 over a limit.
+CREATE OR REPLACE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
+                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
+RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_dst_name);
+    par record;
+    v_src_type smallint;
+    v_res record;
+    v_roots bigint[];
+    v_quota_errno integer := 0;
+    v_owner record;
+BEGIN
+    IF v_errno <> 0 THEN
+        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF _is_dot(p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
+    IF v_src_type IS NULL THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    -- the destination directory: stays a directory, gains an entry (and a
+    -- link when the clone is a directory)
+    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
+      INTO par
+      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
+    IF NOT FOUND OR par.type <> 2 THEN
+        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    PERFORM _durability(par.meta_durability);
+
+    -- the one statement: read the source tree and write its copy
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_src WHERE v_src_type = 2
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    ), entries AS (
+        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
+    ), links AS (
+        -- entries naming each node inside the clone (the root: the new entry)
+        SELECT x.inode, count(*)::integer AS k
+          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
+    ), numbered AS (
+        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
+    ), ids AS (
+        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
+         WHERE c.name = 'inode'
+        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
+    ), map AS (
+        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
+    ), new_nodes AS (
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot)
+        SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
+               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
+               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END
+          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
+        RETURNING node.inode, node.type, node.length, node.uid, node.gid
+    ), new_entries AS (
+        INSERT INTO edge (parent, name, inode, type)
+        SELECT mp.new, en.name, mi.new, en.type
+          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
+        UNION ALL
+        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
+        RETURNING edge.parent, edge.inode
+    ), entry_usage AS (
+        -- what the new entries add to each directory holding them
+        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
+    ), owner_usage AS (
+        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_nodes nn GROUP BY nn.uid, nn.gid
+    ), old_slices AS (
+        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
+    ), new_slices AS (
+        -- seq is kept: it orders the slices of one chunk, and the inode is new
+        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
+        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
+        RETURNING 1
+    ), shared AS (
+        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
+    ), referenced AS (
+        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
+        RETURNING r.slice_id
+    ), new_targets AS (
+        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
+        RETURNING 1
+    ), new_xattrs AS (
+        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
+        RETURNING 1
+    ), new_acls AS (
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
+        RETURNING 1
+    )
+    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
+           (SELECT count(*) FROM map) AS mapped,
+           (SELECT count(*) FROM new_nodes) AS nodes,
+           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
+           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
+           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
+           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
+           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
+           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
+           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
+           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
+           (SELECT count(*) FROM shared) AS shared,
+           (SELECT count(*) FROM referenced) AS referenced,
+           (SELECT count(*) FROM new_slices)
+             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
+             + (SELECT count(*) FROM new_acls) AS rows
+      INTO v_res;
+
+    IF v_res.nodes <> v_res.mapped THEN
+        -- the source itself went away between the first look and the copy
+        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
+    ELSIF v_res.referenced <> v_res.shared THEN
+        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
+            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
+    END IF;
+    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
+     WHERE node.inode = p_dst_parent;
+
+    -- usage: every entry of the clone is under the destination's quota
+    -- roots (the new directories have no quota of their own); the new
+    -- nodes count for the volume and their owners. Over a limit, the
+    -- whole clone is undone.
+    v_roots := _quota_roots(par.qroot);
+    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
+                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
+                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
+    IF v_quota_errno = 0 THEN
+        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
+    END IF;
+    IF par.owner_quotas THEN
+        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
+                                     u(uid, gid, inodes, space)
+        LOOP
+            EXIT WHEN v_quota_errno <> 0;
+            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
+                                     par.quota_limits);
+        END LOOP;
+    END IF;
+    IF v_quota_errno <> 0 THEN
+        -- what was charged already goes with the rest of the clone
+        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
+    END IF;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
+    SELECT u.dir, _stripe(), u.space, u.inodes FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes) u(dir, space, inodes)
+        ON CONFLICT ON CONSTRAINT dir_stats_pkey
+        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
+EXCEPTION
+    WHEN unique_violation THEN
+        -- the name was taken by a create that committed after the check above
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN no_data_found THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN SQLSTATE 'JQ000' THEN
+        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
+END
+$$;
+
+-- The names of a node's extended attributes, in byte order, with those of
+-- its POSIX ACLs (sql/acl.sql) when it has any beyond its mode. (An ACL
+-- stored as a plain xattr by 0.1.0 is not listed: it never took effect.)
+CREATE OR REPLACE FUNCTION listxattr(p_inode bigint, OUT errno integer, OUT names bytea[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT coalesce(array_agg(e.name ORDER BY e.name), '{}') INTO names
+      FROM (SELECT x.name FROM xattr x
+             WHERE x.inode = p_inode
+               AND x.name NOT IN ('system.posix_acl_access'::bytea, 'system.posix_acl_default'::bytea)
+            UNION ALL
+            SELECT DISTINCT convert_to(CASE a.kind WHEN 'a' THEN 'system.posix_acl_access'
+                                                   ELSE 'system.posix_acl_default' END, 'UTF8')
+              FROM acl a WHERE a.inode = p_inode) e;
+    errno := 0;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION enable_acl(), _acl_valid(smallint[], bigint[], smallint[]),
+    _acl_create_mode(integer, smallint[], smallint[]),
+    _acl_inherit(bigint, boolean, smallint[], bigint[], smallint[]),
+    get_acl(bigint, "char"), set_acl(bigint, "char", smallint[], bigint[], smallint[]),
+    mknod(bigint, bytea, integer, integer, bigint, bigint, bigint, bytea, bigint, integer),
+    volume() FROM PUBLIC;
+REVOKE ALL ON acls FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- A client role reads no view: `jfs quota` lists quotas through a procedure.
+-- The rows of view quotas, for a client role (`jfs quota get|list|set`),
+-- which reads no table or view itself.
+CREATE FUNCTION list_quotas() RETURNS SETOF quotas
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT * FROM quotas
+$$;
+
+REVOKE EXECUTE ON FUNCTION list_quotas() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- grant_reader also grants the read-only helpers the views call (view
+-- jfs.trash calls jfs._trash_inode()).
+CREATE OR REPLACE FUNCTION grant_reader(p_role name) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f regprocedure;
+BEGIN
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON ALL TABLES IN SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('REVOKE SELECT ON jfs.secret FROM %I', p_role);
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+              WHERE p.pronamespace = 'jfs'::regnamespace AND p.provolatile IN ('s', 'i')
+              ORDER BY p.oid
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f, p_role);
+    END LOOP;
+END
+$$;
+

@@ -128,6 +128,10 @@ BEGIN
     ), new_xattrs AS (
         INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
         RETURNING 1
+    ), new_acls AS (
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
+        RETURNING 1
     )
     SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
            (SELECT count(*) FROM map) AS mapped,
@@ -143,7 +147,8 @@ BEGIN
            (SELECT count(*) FROM shared) AS shared,
            (SELECT count(*) FROM referenced) AS referenced,
            (SELECT count(*) FROM new_slices)
-             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs) AS rows
+             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
+             + (SELECT count(*) FROM new_acls) AS rows
       INTO v_res;
 
     IF v_res.nodes <> v_res.mapped THEN

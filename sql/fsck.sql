@@ -99,6 +99,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT 'xattr', x.inode, 'xattr of a missing node'
       FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
     UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
     -- slices belong to regular files; a file of length 0 has none
     SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
       FROM slice s LEFT JOIN node n ON n.inode = s.inode

@@ -177,6 +177,7 @@ BEGIN
     END IF;
     DELETE FROM symlink WHERE inode = ANY (p_inodes);
     DELETE FROM xattr WHERE inode = ANY (p_inodes);
+    DELETE FROM acl WHERE inode = ANY (p_inodes);
     IF v.dirs IS NOT NULL THEN
         PERFORM _forget_dirs(v.dirs);
     END IF;

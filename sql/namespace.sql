@@ -123,7 +123,8 @@ $$;
 -- (and, to subdirectories, the bit) on.
 CREATE FUNCTION mknod(
     p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
-    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL)
+    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL,
+    p_umask integer DEFAULT 0)
 RETURNS attr
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -131,6 +132,9 @@ DECLARE
     v_errno integer := _check_name(p_name);
     par record;
     n node;
+    v_acl_tags smallint[];
+    v_acl_ids bigint[];
+    v_acl_perms smallint[];
 BEGIN
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
@@ -150,12 +154,12 @@ BEGIN
     -- (with the settings and the chain of quota roots the entry is charged to)
     IF p_type = 2 THEN
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
@@ -168,9 +172,21 @@ BEGIN
         PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
     END IF;
 
+    -- a directory's default ACL, if any, replaces the umask (sql/acl.sql)
+    IF par.enable_acl AND p_type <> 3 THEN
+        SELECT array_agg(a.tag ORDER BY a.tag, a.qualifier), array_agg(a.qualifier ORDER BY a.tag, a.qualifier),
+               array_agg(a.perm ORDER BY a.tag, a.qualifier)
+          INTO v_acl_tags, v_acl_ids, v_acl_perms
+          FROM acl a WHERE a.inode = p_parent AND a.kind = 'd';
+    END IF;
+
     n.inode := coalesce(p_inode, _next_ids('inode', 1));
     n.type := p_type::smallint;
-    n.mode := p_mode & 4095;
+    IF v_acl_tags IS NULL THEN
+        n.mode := p_mode & 4095 & ~coalesce(p_umask, 0);
+    ELSE
+        n.mode := _acl_create_mode(p_mode & 4095, v_acl_tags, v_acl_perms);
+    END IF;
     n.uid := p_uid;
     n.gid := p_gid;
     IF par.mode & 1024 <> 0 THEN
@@ -204,6 +220,8 @@ BEGIN
     INSERT INTO node VALUES (n.*);
     IF p_type = 3 THEN
         INSERT INTO symlink (inode, target) VALUES (n.inode, p_target);
+    ELSIF v_acl_tags IS NOT NULL THEN
+        PERFORM _acl_inherit(n.inode, p_type = 2, v_acl_tags, v_acl_ids, v_acl_perms);
     END IF;
     IF p_type = 2 THEN
         UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
@@ -382,6 +400,7 @@ BEGIN
             DELETE FROM edge WHERE parent = p_parent AND name = p_name;
             DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
             DELETE FROM xattr WHERE inode = v_child;
+            DELETE FROM acl WHERE inode = v_child;
             PERFORM _forget_dirs(ARRAY[v_child]);
             UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
             RETURNING qroot INTO v_pqroot;

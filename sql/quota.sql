@@ -293,6 +293,13 @@ SELECT q.kind,
        LATERAL (SELECT sum(x.space)::bigint AS space, sum(x.inodes)::bigint AS inodes
                   FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u;
 
+-- The rows of view quotas, for a client role (`jfs quota get|list|set`),
+-- which reads no table or view itself.
+CREATE FUNCTION list_quotas() RETURNS SETOF quotas
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT * FROM quotas
+$$;
+
 -- Every directory's direct children: entries and their space.
 CREATE VIEW dir_usage AS
 SELECT s.inode, jfs.path(s.inode) AS path, sum(s.inodes)::bigint AS inodes, sum(s.space)::bigint AS space

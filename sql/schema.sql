@@ -66,7 +66,9 @@ CREATE TABLE setting (
     owner_quotas    boolean NOT NULL DEFAULT false,
     quota_uids      bigint[] DEFAULT '{}',
     quota_gids      bigint[] DEFAULT '{}',
-    formatted_at    timestamptz NOT NULL DEFAULT now()
+    formatted_at    timestamptz NOT NULL DEFAULT now(),
+    -- POSIX ACLs stored and enforced (sql/acl.sql); once on, never off
+    enable_acl      boolean NOT NULL DEFAULT false
 );
 
 CREATE TABLE secret (
@@ -224,6 +226,18 @@ CREATE TABLE tier (
     storage_class text     NOT NULL DEFAULT ''
 );
 
+-- POSIX ACL entries (sql/acl.sql): kind 'a' access, 'd' default; tag as in
+-- the kernel's xattr format; qualifier the uid or gid of a named entry, -1
+-- for the others.
+CREATE TABLE acl (
+    inode     bigint   NOT NULL,
+    kind      "char"   NOT NULL CHECK (kind IN ('a', 'd')),
+    tag       smallint NOT NULL CHECK (tag IN (1, 2, 4, 8, 16, 32)),
+    qualifier bigint   NOT NULL,
+    perm      smallint NOT NULL CHECK (perm BETWEEN 0 AND 7),
+    PRIMARY KEY (inode, kind, tag, qualifier)
+);
+
 -- Composite results of the procedures. errno 0 = success; the other fields
 -- are NULL when errno <> 0.
 CREATE TYPE attr AS (
@@ -267,3 +281,4 @@ SELECT pg_catalog.pg_extension_config_dump('dir_stats', '');
 SELECT pg_catalog.pg_extension_config_dump('quota', '');
 SELECT pg_catalog.pg_extension_config_dump('quota_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('tier', '');
+SELECT pg_catalog.pg_extension_config_dump('acl', '');

@@ -57,14 +57,23 @@ BEGIN
 END
 $$;
 
--- The names of a node's extended attributes, in byte order.
+-- The names of a node's extended attributes, in byte order, with those of
+-- its POSIX ACLs (sql/acl.sql) when it has any beyond its mode. (An ACL
+-- stored as a plain xattr by 0.1.0 is not listed: it never took effect.)
 CREATE FUNCTION listxattr(p_inode bigint, OUT errno integer, OUT names bytea[])
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
         errno := 2; RETURN;
     END IF;
-    SELECT coalesce(array_agg(x.name ORDER BY x.name), '{}') INTO names FROM xattr x WHERE x.inode = p_inode;
+    SELECT coalesce(array_agg(e.name ORDER BY e.name), '{}') INTO names
+      FROM (SELECT x.name FROM xattr x
+             WHERE x.inode = p_inode
+               AND x.name NOT IN ('system.posix_acl_access'::bytea, 'system.posix_acl_default'::bytea)
+            UNION ALL
+            SELECT DISTINCT convert_to(CASE a.kind WHEN 'a' THEN 'system.posix_acl_access'
+                                                   ELSE 'system.posix_acl_default' END, 'UTF8')
+              FROM acl a WHERE a.inode = p_inode) e;
     errno := 0;
 END
 $$;

@@ -102,4 +102,9 @@ pgrx::extension_sql_file!(
     name = "fsck",
     requires = ["usage", "people", "quota"]
 );
+pgrx::extension_sql_file!(
+    "../../sql/acl.sql",
+    name = "acl",
+    requires = ["internal", "people"]
+);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

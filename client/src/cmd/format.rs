@@ -40,6 +40,10 @@ pub struct FormatArgs {
     /// fully at fsync/close; always: every operation is durable when it returns
     #[arg(long, default_value = "fsync")]
     meta_durability: String,
+    /// Store and enforce POSIX ACLs (getfacl/setfacl, default ACLs); once
+    /// on, they stay on
+    #[arg(long)]
+    enable_acl: bool,
     /// Change the settings of an existing volume
     #[arg(long)]
     force: bool,
@@ -138,6 +142,9 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
     let (errno, message) = meta.format(&req).await?;
     match errno {
         0 => {
+            if a.enable_acl {
+                meta.enable_acl().await?;
+            }
             let volume = meta.volume().await?;
             object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
             println!("{message}; blocks in {}", store.describe());

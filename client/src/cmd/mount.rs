@@ -270,13 +270,15 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             mountpoint.display().to_string(),
             env!("CARGO_PKG_VERSION")
         );
-        let sid = meta
-            .session_register(&host, std::process::id() as i32, &info)
-            .await?;
         let disk_cache = match &a.cache_dir {
             Some(dir) => Some(Arc::new(object::DiskCache::open(dir, a.cache_size << 20)?)),
             None => None,
         };
+        // the last step that can fail comes before the session exists,
+        // or takes it away again: a failed mount leaves no session row
+        let sid = meta
+            .session_register(&host, std::process::id() as i32, &info)
+            .await?;
         let config = VfsConfig {
             root,
             attr_ttl: Duration::from_secs_f64(a.attr_cache),
@@ -294,7 +296,10 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             mountpoint.display()
         );
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
-        vfs.reload_tier_classes().await?;
+        if let Err(e) = vfs.reload_tier_classes().await {
+            let _ = vfs.meta.session_close(sid).await;
+            return Err(e.into());
+        }
         Ok::<_, anyhow::Error>((vfs, host, info))
     })?;
     {

@@ -67,6 +67,10 @@ pub struct ConfigArgs {
     /// Storage class (STANDARD_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE...; "" = default)
     #[arg(long, requires = "tier_id")]
     tier_sc: Option<String>,
+    /// Turn POSIX ACLs on (they cannot be turned off; mounts made before
+    /// enforce them once mounted again)
+    #[arg(long)]
+    enable_acl: bool,
 }
 
 /// The object keys of a slice.
@@ -220,6 +224,16 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
 
 pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
     let meta = crate::meta::Meta::connect(&a.meta_url, 1).await?;
+    if a.enable_acl {
+        if meta.enable_acl().await? {
+            println!("POSIX ACLs on (mount again to enforce them)");
+        } else {
+            println!("POSIX ACLs were on already");
+        }
+        if a.tier_id.is_none() {
+            return Ok(());
+        }
+    }
     if let (Some(id), Some(class)) = (a.tier_id, &a.tier_sc) {
         meta.set_tier_class(id, class).await?;
         println!(
@@ -231,7 +245,7 @@ pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
             }
         );
     } else {
-        anyhow::bail!("nothing to change: give --tier-id N --tier-sc CLASS");
+        anyhow::bail!("nothing to change: give --tier-id N --tier-sc CLASS or --enable-acl");
     }
     Ok(())
 }

@@ -169,6 +169,18 @@ impl Filesystem for JfsFuse {
         ] {
             let _ = config.add_capabilities(flag);
         }
+        if self.vfs.volume.enable_acl {
+            // the kernel checks permissions with the ACLs it reads through
+            // getxattr, and leaves the umask to mknod (a directory's
+            // default ACL replaces it)
+            for flag in [InitFlags::FUSE_POSIX_ACL, InitFlags::FUSE_DONT_MASK] {
+                if config.add_capabilities(flag).is_err() {
+                    tracing::warn!(
+                        "the kernel does not offer {flag:?}: POSIX ACLs are not enforced"
+                    );
+                }
+            }
+        }
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_background(64);
@@ -264,7 +276,8 @@ impl Filesystem for JfsFuse {
                     vfs.inode_of(parent.0),
                     name,
                     t,
-                    mode & 0o7777 & !umask,
+                    mode & 0o7777,
+                    umask,
                     uid,
                     gid,
                     rdev,
@@ -292,7 +305,8 @@ impl Filesystem for JfsFuse {
                     vfs.inode_of(parent.0),
                     name,
                     NodeType::Dir,
-                    mode & 0o7777 & !umask,
+                    mode & 0o7777,
+                    umask,
                     uid,
                     gid,
                     0,
@@ -335,6 +349,7 @@ impl Filesystem for JfsFuse {
                     name,
                     NodeType::Symlink,
                     0o777,
+                    0,
                     uid,
                     gid,
                     0,
@@ -418,13 +433,7 @@ impl Filesystem for JfsFuse {
         let (uid, gid) = (req.uid(), req.gid());
         self.run_here(move |vfs| async move {
             match vfs
-                .create(
-                    vfs.inode_of(parent.0),
-                    name,
-                    mode & 0o7777 & !umask,
-                    uid,
-                    gid,
-                )
+                .create(vfs.inode_of(parent.0), name, mode & 0o7777, umask, uid, gid)
                 .await
             {
                 Ok((fh, a)) => reply.created(

@@ -5,6 +5,7 @@
 //! errno, which this module turns into [`MetaError::Errno`]; serialization
 //! failures and deadlocks are retried a bounded number of times.
 
+mod acl;
 mod data;
 mod namespace;
 mod quota;
@@ -22,6 +23,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
+pub use acl::{AclEntry, AclKind};
 pub use data::SliceRow;
 pub use namespace::DirEntry;
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
@@ -35,10 +37,17 @@ pub enum MetaError {
     /// The procedure answered with this errno (ENOENT, EEXIST, ...).
     #[error("{}", std::io::Error::from_raw_os_error(*.0))]
     Errno(i32),
-    #[error("metadata database: {}", with_causes(.0))]
-    Db(#[from] tokio_postgres::Error),
+    /// A statement failed (its causes are in the text, so not a `source`).
+    #[error("metadata database: {}", db_error_text(.0))]
+    Db(tokio_postgres::Error),
     #[error("metadata database unreachable: {}", with_causes(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
+}
+
+impl From<tokio_postgres::Error> for MetaError {
+    fn from(e: tokio_postgres::Error) -> MetaError {
+        MetaError::Db(e)
+    }
 }
 
 impl MetaError {
@@ -248,6 +257,7 @@ impl Meta {
                         string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid) \
                    FROM pg_catalog.pg_proc p \
                   WHERE p.pronamespace = 'jfs'::regnamespace AND p.prosecdef \
+                    AND p.proname <> ALL (jfs.admin_procedures()) \
                     AND NOT pg_catalog.has_function_privilege(p.oid, 'EXECUTE')",
                 &[],
             )
@@ -399,6 +409,20 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+/// A database error with its causes and, when the role lacks a privilege,
+/// the grant that gives it.
+fn db_error_text(e: &tokio_postgres::Error) -> String {
+    let text = with_causes(e);
+    if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+        format!(
+            "{text} (a superuser grants a mount's role SELECT jfs.grant_client('ROLE'), \
+             an administrator's role, for format, quotas and tiers, SELECT jfs.grant_admin('ROLE'))"
+        )
+    } else {
+        text
+    }
 }
 
 fn retryable(e: &MetaError) -> bool {

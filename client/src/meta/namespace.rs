@@ -36,6 +36,8 @@ impl Meta {
     }
 
     /// Creates a node with an inode id from a range this client reserved.
+    /// `umask` applies unless the parent has a default ACL (then `mode` is
+    /// masked by that ACL instead).
     #[allow(clippy::too_many_arguments)]
     pub async fn mknod(
         &self,
@@ -43,6 +45,7 @@ impl Meta {
         name: &[u8],
         kind: i32,
         mode: u32,
+        umask: u32,
         uid: u32,
         gid: u32,
         rdev: u32,
@@ -51,7 +54,7 @@ impl Meta {
     ) -> Result<Attr> {
         let row = self
             .call_one(
-                "SELECT * FROM jfs.mknod($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                "SELECT * FROM jfs.mknod($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 &[
                     &(parent as i64),
                     &name,
@@ -62,6 +65,7 @@ impl Meta {
                     &(rdev as i64),
                     &target,
                     &(inode as i64),
+                    &(umask as i32 & 0o7777),
                 ],
             )
             .await?;

@@ -129,12 +129,13 @@ impl Meta {
         Ok(row.try_get("done")?)
     }
 
-    /// Every quota with its usage (`jfs.quotas`).
+    /// Every quota with its usage (`jfs.list_quotas()`, the rows of view
+    /// `jfs.quotas`).
     pub async fn quotas(&self) -> Result<Vec<QuotaRow>> {
         let rows = self
             .call(
                 "SELECT kind, path, uid, gid, max_space, used_space, max_inodes, used_inodes \
-                 FROM jfs.quotas ORDER BY kind, path, uid, gid",
+                 FROM jfs.list_quotas() ORDER BY kind, path, uid, gid",
                 &[],
             )
             .await?;

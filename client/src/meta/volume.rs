@@ -15,6 +15,8 @@ pub struct VolumeInfo {
     pub meta_durability: String,
     /// A directory's mtime/ctime older than this is updated by a change in it.
     pub skip_dir_mtime_ns: i64,
+    /// POSIX ACLs are stored and enforced (`jfs format --enable-acl`).
+    pub enable_acl: bool,
 }
 
 /// Space and inodes as statfs(2) reports them.
@@ -69,7 +71,7 @@ impl Meta {
     /// The volume's settings; ENOENT when it is not formatted.
     pub async fn volume(&self) -> Result<VolumeInfo> {
         let rows = self
-            .call("SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability, skip_dir_mtime_ns FROM jfs.volume()", &[])
+            .call("SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability, skip_dir_mtime_ns, enable_acl FROM jfs.volume()", &[])
             .await?;
         let row = rows.first().ok_or(MetaError::Errno(libc::ENOENT))?;
         let name: Option<String> = row.try_get("name")?;
@@ -87,6 +89,7 @@ impl Meta {
             inodes: row.try_get::<_, i64>("inodes")? as u64,
             meta_durability: row.try_get("meta_durability")?,
             skip_dir_mtime_ns: row.try_get("skip_dir_mtime_ns")?,
+            enable_acl: row.try_get("enable_acl")?,
         })
     }
 

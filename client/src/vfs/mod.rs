@@ -438,6 +438,7 @@ impl Vfs {
         name: &[u8],
         kind: NodeType,
         mode: u32,
+        umask: u32,
         uid: u32,
         gid: u32,
         rdev: u32,
@@ -453,6 +454,7 @@ impl Vfs {
                 name,
                 kind as i32,
                 mode,
+                umask,
                 uid,
                 gid,
                 rdev,
@@ -744,11 +746,12 @@ impl Vfs {
         parent: u64,
         name: &[u8],
         mode: u32,
+        umask: u32,
         uid: u32,
         gid: u32,
     ) -> VfsResult<(u64, Attr)> {
         let attr = self
-            .mknod(parent, name, NodeType::File, mode, uid, gid, 0, None)
+            .mknod(parent, name, NodeType::File, mode, umask, uid, gid, 0, None)
             .await?;
         self.open_with(attr, None).await
     }
@@ -995,8 +998,16 @@ impl Vfs {
 
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
         if acl::is_acl(name) {
-            // no ACL beyond the mode is ever kept (see acl.rs)
-            return Err(libc::ENODATA);
+            if !self.volume.enable_acl {
+                // no ACL beyond the mode is kept (see acl.rs)
+                return Err(libc::ENODATA);
+            }
+            let entries = self
+                .meta
+                .get_acl(inode, acl::kind_of(name))
+                .await
+                .map_err(errno)?;
+            return Ok(acl::to_xattr(&entries));
         }
         self.meta.getxattr(inode, name).await.map_err(errno)
     }
@@ -1018,10 +1029,20 @@ impl Vfs {
             .map_err(errno)
     }
 
-    /// An ACL written as an xattr: a minimal access ACL sets the mode's
-    /// permission bits (the kernel checked that the caller owns the node),
-    /// anything else is not supported.
+    /// An ACL written as an xattr (the kernel checked that the caller owns
+    /// the node): stored when the volume has ACLs on; else a minimal access
+    /// ACL sets the mode's permission bits and anything more is not
+    /// supported.
     async fn set_acl(&self, inode: u64, name: &[u8], value: &[u8]) -> VfsResult<()> {
+        if self.volume.enable_acl {
+            let entries = acl::parse(value).ok_or(libc::EINVAL)?;
+            self.meta
+                .set_acl(inode, acl::kind_of(name), Some(&entries))
+                .await
+                .map_err(errno)?;
+            self.forget_attributes(inode);
+            return Ok(());
+        }
         let Some(perm) = acl::minimal_acl_mode(value).filter(|_| name == acl::ACCESS) else {
             return Err(libc::EOPNOTSUPP);
         };
@@ -1036,16 +1057,22 @@ impl Vfs {
     }
 
     pub async fn listxattr(&self, inode: u64) -> VfsResult<Vec<Vec<u8>>> {
-        let mut names = self.meta.listxattr(inode).await.map_err(errno)?;
-        names.retain(|n| !acl::is_acl(n));
-        Ok(names)
+        // with ACLs on, the procedure lists the ACLs a node has
+        self.meta.listxattr(inode).await.map_err(errno)
     }
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         if acl::is_acl(name) {
-            // there is none beyond the mode to remove
-            return Ok(());
+            if !self.volume.enable_acl {
+                // there is none beyond the mode to remove
+                return Ok(());
+            }
+            return self
+                .meta
+                .set_acl(inode, acl::kind_of(name), None)
+                .await
+                .map_err(errno);
         }
         self.meta.removexattr(inode, name).await.map_err(errno)
     }

@@ -198,12 +198,13 @@ impl Writer {
     /// Uploads what is left, waits for every upload, then commits the
     /// slices in the order they were written. Returns the file's attributes
     /// after the last commit (None if nothing was pending). On a failed
-    /// upload nothing after it is committed and EIO is returned.
+    /// upload nothing after it is committed and its errno is returned
+    /// ([`store_errno`]).
     pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
         let slices = std::mem::take(&mut self.slices);
         if let Some(e) = self.failed.take() {
             tracing::error!("inode {inode}: an earlier block upload failed: {e}");
-            return Err(libc::EIO);
+            return Err(store_errno(&e));
         }
         let mut attr = None;
         for mut slice in slices {
@@ -219,7 +220,7 @@ impl Writer {
                         slice.id,
                         t.store.describe()
                     );
-                    return Err(libc::EIO);
+                    return Err(store_errno(&e));
                 }
             }
             let row = SliceRow {
@@ -258,6 +259,19 @@ pub(super) async fn delete_blocks(t: &WriteTarget<'_>, id: u64, size: u32) {
     }
 }
 
+/// The errno a failed block upload reports to the writer: a full or
+/// over-quota store file system as itself (ENOSPC, EDQUOT), anything else EIO.
+pub(super) fn store_errno(e: &io::Error) -> i32 {
+    match e.raw_os_error() {
+        Some(errno @ (libc::ENOSPC | libc::EDQUOT)) => errno,
+        _ => match e.kind() {
+            io::ErrorKind::StorageFull => libc::ENOSPC,
+            io::ErrorKind::QuotaExceeded => libc::EDQUOT,
+            _ => libc::EIO,
+        },
+    }
+}
+
 async fn join(handle: JoinHandle<io::Result<()>>) -> io::Result<()> {
     handle.await.map_err(io::Error::other)?
 }
@@ -278,5 +292,18 @@ mod tests {
         assert_eq!(frozen.len(), 6000);
         assert!((frozen.as_ptr() as usize).is_multiple_of(BLOCK_ALIGN));
         assert!(!BlockBuf::default().is_allocated());
+    }
+
+    #[test]
+    fn a_full_store_is_enospc_and_other_failures_eio() {
+        let full = io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(store_errno(&full), libc::ENOSPC);
+        let wrapped = io::Error::new(io::ErrorKind::StorageFull, "bucket full");
+        assert_eq!(store_errno(&wrapped), libc::ENOSPC);
+        assert_eq!(
+            store_errno(&io::Error::from_raw_os_error(libc::EDQUOT)),
+            libc::EDQUOT
+        );
+        assert_eq!(store_errno(&io::Error::other("timeout")), libc::EIO);
     }
 }

@@ -41,10 +41,36 @@ pub fn psql(db: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// META_URL of a database of the test cluster (unix socket).
+/// META_URL of a database of the test cluster (unix socket), as the
+/// superuser: for tests about administration.
 pub fn meta_url(db: &str) -> String {
+    meta_url_as(db, &env("PGUSER"))
+}
+
+/// META_URL of a database of the test cluster as `role`.
+pub fn meta_url_as(db: &str, role: &str) -> String {
     let host = env("PGHOST").replace('/', "%2F");
-    format!("postgres://{}@{host}:{}/{db}", env("PGUSER"), env("PGPORT"))
+    format!("postgres://{role}@{host}:{}/{db}", env("PGPORT"))
+}
+
+/// The role the tests mount and run the CLI as: `jfs.grant_client` only.
+pub const CLIENT_ROLE: &str = "jfs_e2e_client";
+/// The role of administration (format, quotas, tiers): `jfs.grant_admin`.
+pub const ADMIN_ROLE: &str = "jfs_e2e_admin";
+/// The role people query the volume with: `jfs.grant_reader`.
+pub const READER_ROLE: &str = "jfs_e2e_reader";
+
+/// Creates the test roles (login, no other attribute) unless they exist.
+fn create_test_roles() {
+    for role in [CLIENT_ROLE, ADMIN_ROLE, READER_ROLE] {
+        psql(
+            "postgres",
+            &format!(
+                "DO $$ BEGIN CREATE ROLE {role} LOGIN; \
+                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+            ),
+        );
+    }
 }
 
 /// The database of volume `name`.
@@ -66,7 +92,10 @@ fn fresh_database(name: &str) -> String {
 /// A formatted volume in its own database, with its own block directory.
 pub struct Volume {
     pub db: String,
+    /// META_URL as [`CLIENT_ROLE`]: what mounts and the CLI use.
     pub url: String,
+    /// META_URL as [`ADMIN_ROLE`]: format, quotas, tiers.
+    pub admin_url: String,
     pub dir: tempfile::TempDir,
 }
 
@@ -128,17 +157,42 @@ impl Volume {
             ),
         );
         assert_eq!(errno, "0", "jfs.format of {version}");
+        // an upgrade is administration: its tests grant roles themselves
         let url = meta_url(&db);
-        Volume { db, url, dir }
+        let admin_url = url.clone();
+        Volume {
+            db,
+            url,
+            admin_url,
+            dir,
+        }
     }
 
+    /// The database made again, the extension created and the test roles
+    /// granted by the superuser (as a DBA would), then `jfs format` as the
+    /// admin role.
     fn format(name: &str, dir: tempfile::TempDir, format_args: &[&str]) -> Volume {
         let db = fresh_database(name);
-        let url = meta_url(&db);
+        create_test_roles();
+        psql(
+            &db,
+            &format!(
+                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+                 SELECT jfs.grant_client('{CLIENT_ROLE}'), jfs.grant_admin('{ADMIN_ROLE}'), \
+                        jfs.grant_reader('{READER_ROLE}')"
+            ),
+        );
+        let url = meta_url_as(&db, CLIENT_ROLE);
+        let admin_url = meta_url_as(&db, ADMIN_ROLE);
         let mut cmd = jfs();
-        cmd.args(["format", &url, name]).args(format_args);
+        cmd.args(["format", &admin_url, name]).args(format_args);
         ok(&mut cmd);
-        Volume { db, url, dir }
+        Volume {
+            db,
+            url,
+            admin_url,
+            dir,
+        }
     }
 
     pub fn bucket(&self) -> PathBuf {
@@ -195,9 +249,27 @@ impl Volume {
         Mount { path, log, pid }
     }
 
-    /// Runs SQL in this volume's database.
+    /// Runs SQL in this volume's database as the superuser (what tests
+    /// check and set up behind the file system's back).
     pub fn sql(&self, sql: &str) -> String {
         psql(&self.db, sql)
+    }
+
+    /// Runs SQL in this volume's database as [`READER_ROLE`]: the people's
+    /// queries (usage, quotas, tiers) with the reader's grant only.
+    pub fn reader_sql(&self, sql: &str) -> String {
+        let out = ok(Command::new("psql").args([
+            "-XAtq",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-U",
+            READER_ROLE,
+            "-d",
+            &self.db,
+            "-c",
+            sql,
+        ]));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 }
 

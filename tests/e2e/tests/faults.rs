@@ -50,9 +50,35 @@ fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
     // format over an existing volume without --force
     fails_with(
         jfs()
-            .args(["format", &v.url, "faults", "--bucket"])
+            .args(["format", &v.admin_url, "faults", "--bucket"])
             .arg(v.bucket()),
         "already formatted",
+    );
+    // a mount's role may not administer: format, quotas, tiers need grant_admin
+    let mut reformat = jfs();
+    reformat
+        .args(["format", &v.url, "faults", "--force", "--bucket"])
+        .arg(v.dir.path().join("elsewhere"));
+    fails_with(&mut reformat, "jfs.grant_admin");
+    fails_with(
+        jfs().args(["quota", "set", &v.url, "--path", "/", "--inodes", "5"]),
+        "jfs.grant_admin",
+    );
+    fails_with(
+        jfs().args([
+            "config",
+            &v.url,
+            "--tier-id",
+            "1",
+            "--tier-sc",
+            "STANDARD_IA",
+        ]),
+        "jfs.grant_admin",
+    );
+    assert_eq!(
+        v.sql("SELECT count(*) FROM jfs.quota WHERE max_inodes = 5"),
+        "0",
+        "the refused quota was not set"
     );
     // a META_URL that is not a URL, a database that does not exist, a host that does not answer
     fails_with(jfs().args(["status", "not a url"]), "bad META_URL");
@@ -146,4 +172,62 @@ fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
     }
     assert!(failures.is_empty(), "after a restart: {failures:?}");
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// A tmpfs mounted over a directory for the length of a test.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    fn mount(dir: &std::path::Path, size: &str) -> SmallFs {
+        jfs_e2e::ok(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o"])
+                .arg(format!("size={size}"))
+                .arg("tmpfs")
+                .arg(dir),
+        );
+        SmallFs(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_bucket_file_system_is_enospc_and_failed_mounts_leave_no_session() {
+    let v = Volume::new("enospc");
+    let _small = SmallFs::mount(&v.bucket(), "1m");
+    {
+        let m = v.mount("a", &[]);
+        let mut f = fs::File::create(m.p("big")).unwrap();
+        use std::io::Write;
+        f.write_all(&vec![7u8; 8 << 20]).unwrap_or(());
+        let err = f.sync_all().expect_err("8 MiB cannot fit a 1 MiB store");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "fsync: {err}");
+        drop(f);
+        // what fits is still written and read back
+        fs::write(m.p("small"), b"fits").unwrap();
+        assert_eq!(fs::read(m.p("small")).unwrap(), b"fits");
+        m.unmount();
+    }
+    // a mount that fails once its session is registered takes it away again
+    let not_a_dir = v.dir.path().join("cache-file");
+    fs::write(&not_a_dir, b"x").unwrap();
+    let mnt = v.dir.path().join("mnt-fails");
+    fs::create_dir_all(&mnt).unwrap();
+    let out = jfs()
+        .args(["mount", &v.url])
+        .arg(&mnt)
+        .arg("--cache-dir")
+        .arg(&not_a_dir)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a cache directory that is a file must fail the mount"
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.session"), "0");
 }

@@ -1,10 +1,13 @@
 //! What people put in comes back out: attributes set the way everyday tools
 //! set them (tar, cp -p) survive, whatever the order of writes and setattr.
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jfs_e2e::{ok, Volume};
+use jfs_e2e::{ok, pattern, Volume};
 
 /// 2006-01-02 15:04:05.123456789 UTC in nanoseconds.
 const T2006: i64 = 1_136_214_245_123_456_789;
@@ -195,4 +198,265 @@ fn acls_beyond_the_mode_are_refused_not_kept() {
         .map(str::to_string)
         .collect();
     assert_eq!(said, ["EOPNOTSUPP", "0o751", "ENODATA", "[]"], "{said:?}");
+}
+
+/// Everything of one entry a faithful copy keeps: type and mode, owner,
+/// size, mtime to the nanosecond, the bytes or the link target, the other
+/// names of its inode (hard links), and every xattr (ACLs included) by value.
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    mode: String,
+    owner: (u32, u32),
+    size: u64,
+    mtime: (i64, i64),
+    content: Vec<u8>,
+    links: Vec<String>,
+    xattrs: Vec<(String, Vec<u8>)>,
+}
+
+fn xattrs(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut names = vec![0u8; 65536];
+    let n = rustix::fs::llistxattr(path, &mut names).unwrap();
+    let mut out: Vec<(String, Vec<u8>)> = names[..n]
+        .split(|b| *b == 0)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            let name = String::from_utf8_lossy(name).to_string();
+            let mut value = vec![0u8; 65536];
+            let len = rustix::fs::lgetxattr(path, name.as_str(), &mut value).unwrap();
+            value.truncate(len);
+            (name, value)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every entry under `root` by its path relative to it.
+fn snapshot(root: &Path) -> BTreeMap<String, Entry> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, fs::Metadata)>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string();
+            out.push((rel, meta.clone()));
+            if meta.is_dir() {
+                walk(root, &path, out);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    walk(root, root, &mut all);
+    let mut by_inode: HashMap<u64, Vec<String>> = HashMap::new();
+    for (rel, meta) in &all {
+        if !meta.is_dir() {
+            by_inode.entry(meta.ino()).or_default().push(rel.clone());
+        }
+    }
+    all.iter()
+        .map(|(rel, meta)| {
+            let path = root.join(rel);
+            let content = if meta.is_file() {
+                fs::read(&path).unwrap()
+            } else if meta.file_type().is_symlink() {
+                fs::read_link(&path).unwrap().into_os_string().into_vec()
+            } else {
+                Vec::new()
+            };
+            let mut links = by_inode.get(&meta.ino()).cloned().unwrap_or_default();
+            links.sort();
+            let entry = Entry {
+                mode: format!("{:o}", meta.mode()),
+                owner: (meta.uid(), meta.gid()),
+                size: if meta.is_dir() { 0 } else { meta.len() },
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                content,
+                links,
+                xattrs: xattrs(&path),
+            };
+            (rel.clone(), entry)
+        })
+        .collect()
+}
+
+/// Asserts `copy` holds exactly what `source` does, naming what differs.
+fn assert_same_tree(tool: &str, source: &Path, copy: &Path) {
+    let want = snapshot(source);
+    let got = snapshot(copy);
+    let names = |t: &BTreeMap<String, Entry>| t.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&want), names(&got), "{tool}: the names differ");
+    for (rel, w) in &want {
+        let g = &got[rel];
+        assert!(
+            w == g,
+            "{tool}: {rel} differs:\n  source {:?}\n  copy   {:?}",
+            Entry {
+                content: Vec::new(),
+                ..w.clone()
+            },
+            Entry {
+                content: Vec::new(),
+                ..g.clone()
+            },
+        );
+        assert_eq!(w.content, g.content, "{tool}: content of {rel}");
+    }
+}
+
+/// A tree with what copies tend to lose: special mode bits, other owners,
+/// nanosecond times on files, directories and symlinks, hard links,
+/// symlinks (one dangling), a fifo, user xattrs, access and default ACLs.
+fn make_varied_tree(src: &Path) {
+    for d in ["bin", "shared", "team", "team/inner", "private", "empty"] {
+        fs::create_dir_all(src.join(d)).unwrap();
+    }
+    let files: [(&str, &str, &str, usize); 9] = [
+        ("readme", "0644", "0:0", 5_000),
+        ("private/key", "0600", "1000:1000", 64),
+        ("bin/tool", "0755", "0:0", 70_000),
+        ("bin/setuid", "4755", "0:0", 10),
+        ("bin/setgid", "2751", "0:50", 10),
+        ("shared/big", "0664", "1234:5678", 3 * 1024 * 1024 + 17),
+        ("shared/empty", "0444", "0:0", 0),
+        ("team/notes", "0660", "1000:100", 300),
+        ("team/inner/deep", "0640", "4294967294:1", 1),
+    ];
+    for (i, (rel, mode, owner, len)) in files.iter().enumerate() {
+        let path = src.join(rel);
+        fs::write(&path, pattern(i as u64 + 1, *len)).unwrap();
+        ok(Command::new("chown").arg(owner).arg(&path));
+        ok(Command::new("chmod").arg(mode).arg(&path));
+    }
+    fs::hard_link(src.join("readme"), src.join("bin/readme-hard")).unwrap();
+    fs::hard_link(src.join("readme"), src.join("team/readme-too")).unwrap();
+    std::os::unix::fs::symlink("../bin/tool", src.join("shared/tool-link")).unwrap();
+    std::os::unix::fs::symlink("nowhere/at/all", src.join("dangling")).unwrap();
+    ok(Command::new("chown")
+        .args(["-h", "1000:1000"])
+        .arg(src.join("dangling")));
+    ok(Command::new("mkfifo").arg(src.join("team/pipe")));
+    for (rel, name, value) in [
+        ("readme", "user.color", &b"blue"[..]),
+        ("readme", "user.empty", b""),
+        ("shared/big", "user.checksum", b"\x00\x01binary\xff"),
+        ("team", "user.owner", b"team"),
+    ] {
+        rustix::fs::lsetxattr(src.join(rel), name, value, rustix::fs::XattrFlags::empty()).unwrap();
+    }
+    ok(Command::new("setfacl")
+        .args(["-m", "u:1000:rw,g:2000:r"])
+        .arg(src.join("team/notes")));
+    ok(Command::new("setfacl")
+        .args(["-m", "u:1000:rwx,d:u:1000:rwx,d:g::r-x,d:o::---"])
+        .arg(src.join("team")));
+    ok(Command::new("chmod").arg("1777").arg(src.join("shared")));
+    ok(Command::new("chmod")
+        .arg("2770")
+        .arg(src.join("team/inner")));
+    ok(Command::new("chmod").arg("0700").arg(src.join("private")));
+    // times last, deepest first, so no later change moves them
+    let mut all: Vec<PathBuf> = Vec::new();
+    ok(Command::new("find").arg(src).arg("-depth").arg("-print0"))
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .for_each(|p| all.push(PathBuf::from(std::ffi::OsStr::from_bytes(p))));
+    for (i, path) in all.iter().enumerate() {
+        ok(Command::new("touch")
+            .arg("-h")
+            .args([
+                "-d",
+                &format!(
+                    "2011-0{}-0{} 10:10:10.{:09}",
+                    i % 9 + 1,
+                    i % 7 + 1,
+                    123_456_789 + i
+                ),
+            ])
+            .arg(path));
+    }
+}
+
+#[test]
+fn cp_tar_and_rsync_copy_a_tree_onto_the_mount_and_back_exactly() {
+    let v = Volume::with_options("fidelity-tools", &["--enable-acl"]);
+    let m = v.mount("a", &[]);
+    let src = v.dir.path().join("src");
+    make_varied_tree(&src);
+
+    // cp -a onto the mount, and back off it
+    ok(Command::new("cp").arg("-a").arg(&src).arg(m.p("cp")));
+    assert_same_tree("cp -a onto the mount", &src, &m.p("cp"));
+    let back = v.dir.path().join("cp-back");
+    ok(Command::new("cp").arg("-a").arg(m.p("cp")).arg(&back));
+    assert_same_tree("cp -a off the mount", &src, &back);
+
+    // tar c | tar x, with xattrs and ACLs, in both directions
+    let tar_opts = [
+        "--format=posix",
+        "--xattrs",
+        "--xattrs-include=*",
+        "--acls",
+        "--numeric-owner",
+    ];
+    let archive = v.dir.path().join("tree.tar");
+    ok(Command::new("tar")
+        .args(tar_opts)
+        .arg("-cf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&src)
+        .arg("."));
+    fs::create_dir(m.p("tar")).unwrap();
+    ok(Command::new("tar")
+        .args(tar_opts)
+        .arg("-xpf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(m.p("tar")));
+    assert_same_tree("tar x onto the mount", &src, &m.p("tar"));
+    let archive2 = v.dir.path().join("from-mount.tar");
+    ok(Command::new("tar")
+        .args(tar_opts)
+        .arg("-cf")
+        .arg(&archive2)
+        .arg("-C")
+        .arg(m.p("tar"))
+        .arg("."));
+    let back = v.dir.path().join("tar-back");
+    fs::create_dir(&back).unwrap();
+    ok(Command::new("tar")
+        .args(tar_opts)
+        .arg("-xpf")
+        .arg(&archive2)
+        .arg("-C")
+        .arg(&back));
+    assert_same_tree("tar c off the mount", &src, &back);
+
+    // rsync -aHAX onto the mount, then a checksum dry run finds nothing to do
+    let rsync = |from: &Path, to: &Path, extra: &[&str]| {
+        let out = ok(Command::new("rsync")
+            .args(["-aHAX", "--numeric-ids", "-i"])
+            .args(extra)
+            .arg(format!("{}/", from.display()))
+            .arg(to));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    rsync(&src, &m.p("rsync"), &[]);
+    assert_same_tree("rsync -aHAX onto the mount", &src, &m.p("rsync"));
+    let again = rsync(&src, &m.p("rsync"), &["-n", "-c"]);
+    assert_eq!(again, "", "rsync -n -c -aHAX still sees differences");
+    let back = v.dir.path().join("rsync-back");
+    rsync(&m.p("rsync"), &back, &[]);
+    assert_same_tree("rsync -aHAX off the mount", &src, &back);
+
+    // as another mount sees it, and with the metadata consistent
+    let b = v.mount("b", &[]);
+    assert_same_tree("another mount", &src, &b.p("rsync"));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

@@ -16,7 +16,15 @@ fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
     let v = Volume::with_options("quotadd", &["--capacity", "50"]);
     let m = v.mount("a", &[]);
     fs::create_dir(m.p("q")).unwrap();
-    ok(jfs().args(["quota", "set", &v.url, "--path", "/q", "--capacity", "1"]));
+    ok(jfs().args([
+        "quota",
+        "set",
+        &v.admin_url,
+        "--path",
+        "/q",
+        "--capacity",
+        "1",
+    ]));
 
     // df shows the volume's capacity
     assert_eq!(df(&m.path)[0], 50 * GIB);
@@ -31,7 +39,7 @@ fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
     assert!(said.contains("Disk quota exceeded"), "{said}");
     // exact now, not after some flush interval
     let used: u64 = v
-        .sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'")
+        .reader_sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'")
         .parse()
         .unwrap();
     assert!(used <= GIB && used > GIB - 65 * MIB, "used {used}");
@@ -48,7 +56,7 @@ fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
     fs::remove_file(m.p("q/big")).unwrap();
     fs::write(m.p("q/more"), vec![7u8; 8 << 20]).unwrap();
     assert_eq!(
-        v.sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'"),
+        v.reader_sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'"),
         (8 * MIB).to_string()
     );
     ok(jfs().args(["quota", "check", &v.url]));
@@ -61,8 +69,24 @@ fn parallel_writers_on_two_mounts_leave_exact_usage() {
     let a = v.mount("a", &[]);
     let b = v.mount("b", &[]);
     fs::create_dir(a.p("p")).unwrap();
-    ok(jfs().args(["quota", "set", &v.url, "--path", "/p", "--inodes", "150"]));
-    ok(jfs().args(["quota", "set", &v.url, "--uid", "0", "--capacity", "1"]));
+    ok(jfs().args([
+        "quota",
+        "set",
+        &v.admin_url,
+        "--path",
+        "/p",
+        "--inodes",
+        "150",
+    ]));
+    ok(jfs().args([
+        "quota",
+        "set",
+        &v.admin_url,
+        "--uid",
+        "0",
+        "--capacity",
+        "1",
+    ]));
     let dirs: Vec<_> = (0..4)
         .map(|i| {
             let m = if i % 2 == 0 { &a } else { &b };
@@ -95,7 +119,7 @@ fn parallel_writers_on_two_mounts_leave_exact_usage() {
     });
     assert!(refused >= 90, "only {refused} creates refused");
     assert_eq!(
-        v.sql("SELECT used_inodes FROM jfs.quotas WHERE path = '/p'"),
+        v.reader_sql("SELECT used_inodes FROM jfs.quotas WHERE path = '/p'"),
         "150"
     );
     let out = ok(jfs().args(["quota", "check", &v.url]));
@@ -131,7 +155,7 @@ fn a_subdirectory_mount_shows_its_quota_in_df() {
     ok(jfs().args([
         "quota",
         "set",
-        &v.url,
+        &v.admin_url,
         "--path",
         "/proj",
         "--capacity",

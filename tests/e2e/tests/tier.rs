@@ -24,22 +24,36 @@ fn tiers_choose_the_storage_class_and_archives_need_a_restore() {
     let v = Volume::s3("tiervol", &s3, "jfs-e2e-tier");
     ok(jfs().args([
         "config",
-        &v.url,
+        &v.admin_url,
         "--tier-id",
         "1",
         "--tier-sc",
         "STANDARD_IA",
     ]));
-    ok(jfs().args(["config", &v.url, "--tier-id", "3", "--tier-sc", "GLACIER"]));
+    ok(jfs().args([
+        "config",
+        &v.admin_url,
+        "--tier-id",
+        "3",
+        "--tier-sc",
+        "GLACIER",
+    ]));
     let out = jfs()
-        .args(["config", &v.url, "--tier-id", "2", "--tier-sc", "COLD"])
+        .args([
+            "config",
+            &v.admin_url,
+            "--tier-id",
+            "2",
+            "--tier-sc",
+            "COLD",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success(), "an unknown class was accepted");
 
     let m = v.mount("a", &[]);
     fs::create_dir(m.p("ia")).unwrap();
-    ok(jfs().args(["tier", "set", &v.url, "/ia", "--id", "1"]));
+    ok(jfs().args(["tier", "set", &v.admin_url, "/ia", "--id", "1"]));
     // a new file under a tier-1 directory: its blocks are PUT as STANDARD_IA
     fs::write(m.p("ia/f"), pattern(1, 5 << 20)).unwrap();
     assert_eq!(
@@ -51,17 +65,17 @@ fn tiers_choose_the_storage_class_and_archives_need_a_restore() {
     fs::create_dir(m.p("data")).unwrap();
     let data = pattern(2, 3 << 20);
     fs::write(m.p("data/g"), &data).unwrap();
-    ok(jfs().args(["tier", "set", &v.url, "/data", "--id", "1", "-r"]));
+    ok(jfs().args(["tier", "set", &v.admin_url, "/data", "--id", "1", "-r"]));
     assert_eq!(
         classes_of(&s3, "jfs-e2e-tier", "tiervol", 3),
         ["STANDARD_IA"; 3]
     );
     // run again: nothing left to move
-    let out = ok(jfs().args(["tier", "set", &v.url, "/data", "--id", "1", "-r"]));
+    let out = ok(jfs().args(["tier", "set", &v.admin_url, "/data", "--id", "1", "-r"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 objects moved, 1 already"));
 
     // into an archive class: reads are refused (EIO, with a hint in the log) until restored
-    ok(jfs().args(["tier", "set", &v.url, "/data", "--id", "3", "-r"]));
+    ok(jfs().args(["tier", "set", &v.admin_url, "/data", "--id", "3", "-r"]));
     let out = ok(jfs().args(["tier", "status", &v.url, "/data", "-r"]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -88,7 +102,7 @@ fn tiers_choose_the_storage_class_and_archives_need_a_restore() {
     assert_eq!(fs::read(m.p("data/g")).unwrap(), data);
     assert_eq!(fs::read(m.p("ia/f")).unwrap(), pattern(1, 5 << 20));
     assert_eq!(
-        v.sql("SELECT files FROM jfs.tier_usage WHERE tier = 3"),
+        v.reader_sql("SELECT files FROM jfs.tier_usage WHERE tier = 3"),
         "1"
     );
 }
