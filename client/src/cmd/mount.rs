@@ -1,7 +1,6 @@
 //! `jfs mount`: serve a volume through FUSE, in the foreground or as a daemon (-d).
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,11 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 
-use crate::fuse::JfsFuse;
+use crate::fuse::{mountpoint, session};
 use crate::meta::{redact_url, Meta, MetaError};
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
-use crate::vfs::{Forget, Vfs, VfsConfig};
+use crate::vfs::{Vfs, VfsConfig};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
 const URL_FROM_ENV: &str = "-";
@@ -82,31 +81,6 @@ fn default_log() -> PathBuf {
     }
 }
 
-/// Whether `path` is a jfs FUSE mount (per /proc/self/mountinfo).
-pub fn is_mounted(path: &Path) -> bool {
-    let Ok(path) = path.canonicalize() else {
-        return false;
-    };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    info.lines().any(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let sep = fields.iter().position(|f| *f == "-");
-        // fields: ... mount point (5th) ... "-" fstype source options
-        let at = fields
-            .get(4)
-            .map(|p| Path::new(&p.replace("\\040", " ")) == path);
-        let fuse = sep
-            .and_then(|i| fields.get(i + 1))
-            .map(|t| t.starts_with("fuse"));
-        let ours = sep
-            .and_then(|i| fields.get(i + 2))
-            .map(|s| s.starts_with("jfs:"));
-        at == Some(true) && fuse == Some(true) && ours == Some(true)
-    })
-}
-
 pub fn run(a: MountArgs) -> anyhow::Result<()> {
     let meta_url = if a.meta_url == URL_FROM_ENV {
         std::env::var("JFS_META_URL")
@@ -126,7 +100,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<()> {
         a.mountpoint.display()
     );
     anyhow::ensure!(
-        !is_mounted(&a.mountpoint),
+        !mountpoint::is_mounted(&a.mountpoint),
         "{} is already a jfs mount",
         a.mountpoint.display()
     );
@@ -192,7 +166,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         .context("cannot start the background mount")?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if is_mounted(&a.mountpoint) {
+        if mountpoint::is_mounted(&a.mountpoint) {
             println!(
                 "jfs mounted at {} (pid {}, log {})",
                 a.mountpoint.display(),
@@ -325,61 +299,22 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
                 _ = term.recv() => {}
             }
             tracing::info!("signal received: unmounting {}", mp.display());
-            let _ = super::umount::unmount(&mp, false);
+            let _ = mountpoint::unmount(&mp, false);
         });
     }
-    let mut options = vec![
-        fuser::MountOption::FSName(format!("jfs:{}", vfs.volume.name)),
-        fuser::MountOption::Subtype("jfs".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::NoAtime,
-    ];
-    if a.read_only {
-        options.push(fuser::MountOption::RO);
-    }
-    let mut config = fuser::Config::default();
-    config.mount_options = options;
-    config.acl = if a.allow_other {
-        fuser::SessionACL::All
-    } else {
-        fuser::SessionACL::Owner
-    };
-    config.n_threads = Some(4);
-    config.clone_fd = true;
-    let fs = JfsFuse::new(vfs.clone(), rt.handle().clone());
-    let served = fuser::Session::new(fs, &mountpoint, &config)
-        .and_then(|session| {
-            let notifier = session.notifier();
-            // entries are forgotten from a thread of their own, waited for a
-            // moment: the caller (rmr, clone through the control file)
-            // answers once the kernel forgot, yet never deadlocks on the
-            // kernel's locks of the directory if that takes long
-            vfs.set_kernel_forgetter(Box::new(move |what| match what {
-                Forget::Entry { parent, name } => {
-                    let (notifier, name) = (notifier.clone(), name.to_vec());
-                    let (done, wait) = std::sync::mpsc::channel();
-                    std::thread::spawn(move || {
-                        let name = std::ffi::OsStr::from_bytes(&name);
-                        if let Err(e) = notifier.inval_entry(fuser::INodeNo(parent), name) {
-                            tracing::debug!("forgetting entry {name:?} of {parent}: {e}");
-                        }
-                        let _ = done.send(());
-                    });
-                    let _ = wait.recv_timeout(Duration::from_secs(1));
-                }
-                // attributes only: the kernel takes no lock of the inode
-                Forget::Attributes { inode } => {
-                    if let Err(e) = notifier.inval_inode(fuser::INodeNo(inode), -1, 0) {
-                        tracing::debug!("forgetting the attributes of {inode}: {e}");
-                    }
-                }
-            }));
-            session.run()
-        })
-        .with_context(|| format!("mounting on {}", mountpoint.display()));
+    let served = session::serve(
+        vfs.clone(),
+        rt.handle().clone(),
+        &mountpoint,
+        &session::ServeOptions {
+            read_only: a.read_only,
+            allow_other: a.allow_other,
+        },
+    )
+    .with_context(|| format!("mounting on {}", mountpoint.display()));
     rt.block_on(async {
         vfs.flush_all().await;
-        if let Err(e) = vfs.meta.session_close(vfs.sid()).await {
+        if let Err(e) = vfs.close_session().await {
             tracing::warn!("closing session {}: {e}", vfs.sid());
         }
     });

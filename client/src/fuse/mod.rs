@@ -1,5 +1,10 @@
 //! FUSE adapter (fuser): decodes each kernel request, hands it to a tokio task that calls
 //! the VFS, and replies from there, so a slow request never blocks a fast one.
+//! The session (mount options, threads, kernel notifications) is in
+//! `session`, mount points (is mounted, unmount) in `mountpoint`.
+pub mod mountpoint;
+pub mod session;
+
 use std::ffi::OsStr;
 use std::future::Future;
 use std::io;
@@ -15,8 +20,9 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::meta::{ns_to_time, time_to_ns, Attr, NodeType};
-use crate::vfs::{Caller, Vfs, CONTROL_INODE};
+use crate::vfs::{
+    ns_to_time, time_to_ns, Attr, Caller, NewNode, NodeType, SetAttr, TimeSet, Vfs, CONTROL_INODE,
+};
 
 pub struct JfsFuse {
     vfs: Arc<Vfs>,
@@ -71,7 +77,7 @@ fn thread_runtime(vfs: &Vfs) -> anyhow::Result<tokio::runtime::Runtime> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    vfs.meta.use_thread_connection()?;
+    vfs.use_thread_connection()?;
     Ok(rt)
 }
 
@@ -116,11 +122,24 @@ fn err(e: i32) -> Errno {
     Errno::from_i32(e)
 }
 
-fn time_arg(t: Option<TimeOrNow>) -> Option<Option<i64>> {
+fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
     t.map(|t| match t {
-        TimeOrNow::SpecificTime(t) => Some(time_to_ns(t)),
-        TimeOrNow::Now => None,
+        TimeOrNow::SpecificTime(t) => TimeSet::At(time_to_ns(t)),
+        TimeOrNow::Now => TimeSet::Now,
     })
+}
+
+/// A node the kernel asked for, made by `req`'s caller.
+fn new_node<'a>(req: &Request, kind: NodeType, mode: u32, umask: u32) -> NewNode<'a> {
+    NewNode {
+        kind,
+        mode: mode & 0o7777,
+        umask,
+        uid: req.uid(),
+        gid: req.gid(),
+        rdev: 0,
+        target: None,
+    }
 }
 
 fn node_type_of_mode(mode: u32) -> Option<NodeType> {
@@ -228,17 +247,15 @@ impl Filesystem for JfsFuse {
         reply: ReplyAttr,
     ) {
         self.run_here(move |vfs| async move {
-            let r = vfs
-                .setattr(
-                    vfs.inode_of(ino.0),
-                    mode,
-                    uid,
-                    gid,
-                    size,
-                    time_arg(atime),
-                    time_arg(mtime),
-                )
-                .await;
+            let change = SetAttr {
+                mode,
+                uid,
+                gid,
+                length: size,
+                atime: time_arg(atime),
+                mtime: time_arg(mtime),
+            };
+            let r = vfs.setattr(vfs.inode_of(ino.0), &change).await;
             match r {
                 Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&vfs, &a)),
                 Err(e) => reply.error(err(e)),
@@ -266,24 +283,15 @@ impl Filesystem for JfsFuse {
         reply: ReplyEntry,
     ) {
         let name = name.as_bytes();
-        let (uid, gid) = (req.uid(), req.gid());
+        let Some(kind) = node_type_of_mode(mode) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let node = NewNode {
+            rdev,
+            ..new_node(req, kind, mode, umask)
+        };
         self.run_here(move |vfs| async move {
-            let Some(t) = node_type_of_mode(mode) else {
-                return reply.error(Errno::EINVAL);
-            };
-            let r = vfs
-                .mknod(
-                    vfs.inode_of(parent.0),
-                    name,
-                    t,
-                    mode & 0o7777,
-                    umask,
-                    uid,
-                    gid,
-                    rdev,
-                    None,
-                )
-                .await;
+            let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
             reply_entry(&vfs, reply, r)
         });
     }
@@ -298,21 +306,9 @@ impl Filesystem for JfsFuse {
         reply: ReplyEntry,
     ) {
         let name = name.as_bytes();
-        let (uid, gid) = (req.uid(), req.gid());
+        let node = new_node(req, NodeType::Dir, mode, umask);
         self.run_here(move |vfs| async move {
-            let r = vfs
-                .mknod(
-                    vfs.inode_of(parent.0),
-                    name,
-                    NodeType::Dir,
-                    mode & 0o7777,
-                    umask,
-                    uid,
-                    gid,
-                    0,
-                    None,
-                )
-                .await;
+            let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
             reply_entry(&vfs, reply, r)
         });
     }
@@ -341,21 +337,12 @@ impl Filesystem for JfsFuse {
     ) {
         let name = link_name.as_bytes();
         let target = target.as_os_str().as_bytes();
-        let (uid, gid) = (req.uid(), req.gid());
+        let node = NewNode {
+            target: Some(target),
+            ..new_node(req, NodeType::Symlink, 0o777, 0)
+        };
         self.run_here(move |vfs| async move {
-            let r = vfs
-                .mknod(
-                    vfs.inode_of(parent.0),
-                    name,
-                    NodeType::Symlink,
-                    0o777,
-                    0,
-                    uid,
-                    gid,
-                    0,
-                    Some(target),
-                )
-                .await;
+            let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
             reply_entry(&vfs, reply, r)
         });
     }
@@ -430,12 +417,9 @@ impl Filesystem for JfsFuse {
         reply: ReplyCreate,
     ) {
         let name = name.as_bytes();
-        let (uid, gid) = (req.uid(), req.gid());
+        let node = new_node(req, NodeType::File, mode, umask);
         self.run_here(move |vfs| async move {
-            match vfs
-                .create(vfs.inode_of(parent.0), name, mode & 0o7777, umask, uid, gid)
-                .await
-            {
+            match vfs.create(vfs.inode_of(parent.0), name, &node).await {
                 Ok((fh, a)) => reply.created(
                     &vfs.config.entry_ttl,
                     &file_attr(&vfs, &a),

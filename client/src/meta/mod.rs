@@ -25,7 +25,7 @@ use tokio_postgres::{NoTls, Row};
 
 pub use acl::{AclEntry, AclKind};
 pub use data::SliceRow;
-pub use namespace::DirEntry;
+pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
 pub use tier::TierSlice;
 pub use version::{check_extension_version, VERSION_TEXT};

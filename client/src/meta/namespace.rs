@@ -1,5 +1,93 @@
 //! Namespace procedures: lookup, getattr, mknod, symlink, readlink, link, unlink, rmdir, rename, readdir.
-use super::{attr_from_row, check_errno, Attr, Meta, Result};
+use super::{attr_from_row, check_errno, Attr, Meta, NodeType, Result};
+
+/// The bits of `jfs.setattr`'s mask, JuiceFS's values (`sql/setattr.sql`).
+pub mod set_mask {
+    pub const MODE: i32 = 1;
+    pub const UID: i32 = 2;
+    pub const GID: i32 = 4;
+    pub const SIZE: i32 = 8;
+    pub const ATIME: i32 = 16;
+    pub const MTIME: i32 = 32;
+    pub const ATIME_NOW: i32 = 128;
+    pub const MTIME_NOW: i32 = 256;
+}
+
+/// A time to set: a given one (ns since the epoch) or the database's now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSet {
+    At(i64),
+    Now,
+}
+
+/// What a setattr changes; `None` leaves an attribute as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub length: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+}
+
+impl SetAttr {
+    /// The change of a file's length only (truncate, fallocate).
+    pub fn length(length: u64) -> SetAttr {
+        SetAttr {
+            length: Some(length),
+            ..SetAttr::default()
+        }
+    }
+
+    /// The change of the permission bits only.
+    pub fn mode(mode: u32) -> SetAttr {
+        SetAttr {
+            mode: Some(mode),
+            ..SetAttr::default()
+        }
+    }
+
+    /// `jfs.setattr`'s mask for this change.
+    pub fn mask(&self) -> i32 {
+        let bit = |present: bool, bit: i32| if present { bit } else { 0 };
+        let time = |t: Option<TimeSet>, at: i32, now: i32| match t {
+            Some(TimeSet::At(_)) => at,
+            Some(TimeSet::Now) => now,
+            None => 0,
+        };
+        bit(self.mode.is_some(), set_mask::MODE)
+            | bit(self.uid.is_some(), set_mask::UID)
+            | bit(self.gid.is_some(), set_mask::GID)
+            | bit(self.length.is_some(), set_mask::SIZE)
+            | time(self.atime, set_mask::ATIME, set_mask::ATIME_NOW)
+            | time(self.mtime, set_mask::MTIME, set_mask::MTIME_NOW)
+    }
+}
+
+/// The given time of a [`TimeSet`] (`None` for now: the procedure takes it).
+fn given_time(t: Option<TimeSet>) -> Option<i64> {
+    match t {
+        Some(TimeSet::At(ns)) => Some(ns),
+        _ => None,
+    }
+}
+
+/// A node to make (`jfs.mknod`).
+#[derive(Debug, Clone, Copy)]
+pub struct NewNode<'a> {
+    pub kind: NodeType,
+    /// Permission bits (07777); the type comes from `kind`.
+    pub mode: u32,
+    /// Applied unless the parent has a default ACL (which masks instead).
+    pub umask: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Device number of a block or character device.
+    pub rdev: u32,
+    /// A symlink's target.
+    pub target: Option<&'a [u8]>,
+}
 
 /// One directory entry of a readdir(plus) page.
 #[derive(Debug, Clone)]
@@ -35,21 +123,13 @@ impl Meta {
         attr_from_row(&row)
     }
 
-    /// Creates a node with an inode id from a range this client reserved.
-    /// `umask` applies unless the parent has a default ACL (then `mode` is
-    /// masked by that ACL instead).
-    #[allow(clippy::too_many_arguments)]
+    /// Creates node `node` as entry `name` of `parent`, with an inode id
+    /// from a range this client reserved.
     pub async fn mknod(
         &self,
         parent: u64,
         name: &[u8],
-        kind: i32,
-        mode: u32,
-        umask: u32,
-        uid: u32,
-        gid: u32,
-        rdev: u32,
-        target: Option<&[u8]>,
+        node: &NewNode<'_>,
         inode: u64,
     ) -> Result<Attr> {
         let row = self
@@ -58,14 +138,14 @@ impl Meta {
                 &[
                     &(parent as i64),
                     &name,
-                    &kind,
-                    &(mode as i32),
-                    &(uid as i64),
-                    &(gid as i64),
-                    &(rdev as i64),
-                    &target,
+                    &(node.kind as i32),
+                    &(node.mode as i32),
+                    &(node.uid as i64),
+                    &(node.gid as i64),
+                    &(node.rdev as i64),
+                    &node.target,
                     &(inode as i64),
-                    &(umask as i32 & 0o7777),
+                    &(node.umask as i32 & 0o7777),
                 ],
             )
             .await?;
@@ -166,31 +246,20 @@ impl Meta {
         Ok(entries)
     }
 
-    /// Changes attributes; `set` is the bit mask of `jfs.setattr`.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn setattr(
-        &self,
-        inode: u64,
-        set: i32,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        atime: Option<i64>,
-        mtime: Option<i64>,
-        length: Option<u64>,
-    ) -> Result<Attr> {
+    /// Changes the attributes `change` gives.
+    pub async fn setattr(&self, inode: u64, change: &SetAttr) -> Result<Attr> {
         let row = self
             .call_one(
                 "SELECT * FROM jfs.setattr($1, $2, $3, $4, $5, $6, $7, NULL, $8)",
                 &[
                     &(inode as i64),
-                    &set,
-                    &mode.map(|m| m as i32),
-                    &uid.map(|u| u as i64),
-                    &gid.map(|g| g as i64),
-                    &atime,
-                    &mtime,
-                    &length.map(|l| l as i64),
+                    &change.mask(),
+                    &change.mode.map(|m| m as i32),
+                    &change.uid.map(|u| u as i64),
+                    &change.gid.map(|g| g as i64),
+                    &given_time(change.atime),
+                    &given_time(change.mtime),
+                    &change.length.map(|l| l as i64),
                 ],
             )
             .await?;
@@ -245,5 +314,33 @@ impl Meta {
             row.try_get::<_, i64>("nodes")? as u64,
             row.try_get::<_, i64>("space")? as u64,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{set_mask, SetAttr, TimeSet};
+
+    #[test]
+    fn a_change_sets_the_bits_of_what_it_changes() {
+        assert_eq!(SetAttr::default().mask(), 0);
+        assert_eq!(SetAttr::mode(0o644).mask(), set_mask::MODE);
+        assert_eq!(SetAttr::length(0).mask(), set_mask::SIZE);
+        let all = SetAttr {
+            mode: Some(0o600),
+            uid: Some(1),
+            gid: Some(2),
+            length: Some(3),
+            atime: Some(TimeSet::At(4)),
+            mtime: Some(TimeSet::Now),
+        };
+        // the values of sql/setattr.sql
+        assert_eq!(all.mask(), 1 | 2 | 4 | 8 | 16 | 256);
+        let now = SetAttr {
+            atime: Some(TimeSet::Now),
+            mtime: Some(TimeSet::At(5)),
+            ..SetAttr::default()
+        };
+        assert_eq!(now.mask(), 128 | 32);
     }
 }

@@ -12,8 +12,12 @@
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use super::layout::{block_count, block_len, block_reads, visible, Source, CHUNK_SIZE};
 use super::writer::{delete_blocks, WriteTarget};
+use super::{errno, Vfs, VfsResult};
 use crate::object::{block_key, with_retries};
 
 /// Slices in one chunk from which a mount compacts it in the background
@@ -152,5 +156,76 @@ where
                 }
             }
         }
+    }
+}
+
+/// Chunks waiting for a background compaction (each queued once), taken
+/// one at a time by the job `background::spawn` starts.
+pub(super) struct CompactionQueue {
+    tx: tokio::sync::mpsc::UnboundedSender<(u64, u32)>,
+    rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<(u64, u32)>>>,
+    queued: Mutex<HashSet<(u64, u32)>>,
+}
+
+impl CompactionQueue {
+    pub(super) fn new() -> CompactionQueue {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        CompactionQueue {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            queued: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl Vfs {
+    /// Queues chunk `chunk` of `inode` for a background compaction (once).
+    pub(super) fn queue_compaction(&self, inode: u64, chunk: u32) {
+        if self.config.read_only || self.config.compact_at == 0 {
+            return;
+        }
+        if self
+            .compactions
+            .queued
+            .lock()
+            .unwrap()
+            .insert((inode, chunk))
+        {
+            let _ = self.compactions.tx.send((inode, chunk));
+        }
+    }
+
+    /// The queue of background compactions, for the job that runs them.
+    pub fn take_compaction_queue(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<(u64, u32)>> {
+        self.compactions.rx.lock().unwrap().take()
+    }
+
+    /// Compacts one chunk of a file now (a queued one: it leaves the queue).
+    pub async fn compact(&self, inode: u64, chunk: u32) -> VfsResult<Compacted> {
+        self.writable()?;
+        let result = self.compact_now(inode, chunk).await;
+        self.compactions
+            .queued
+            .lock()
+            .unwrap()
+            .remove(&(inode, chunk));
+        result
+    }
+
+    async fn compact_now(&self, inode: u64, chunk: u32) -> VfsResult<Compacted> {
+        let file = self.open_file(inode);
+        let tier = match &file {
+            Some(f) => f.state.lock().await.tier,
+            None => self.meta.getattr(inode).await.map_err(errno)?.tier,
+        };
+        let target = self.target(tier);
+        let done = compact_chunk(&target, inode, chunk, || self.slice_ids.next(&self.meta)).await?;
+        if let (Compacted::Done { .. }, Some(f)) = (done, file) {
+            // the slice lists kept here name the old slices
+            f.state.lock().await.changed();
+        }
+        Ok(done)
     }
 }

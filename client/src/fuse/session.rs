@@ -1,0 +1,81 @@
+//! The FUSE session of a mount: mount options, the threads reading the
+//! kernel's requests, and the notifier through which the VFS makes the
+//! kernel forget entries and attributes.
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::JfsFuse;
+use crate::vfs::{Forget, Vfs};
+
+/// Threads reading requests from the kernel (each with its own runtime and
+/// database connection: see `JfsFuse::run_here`).
+const FUSE_THREADS: usize = 4;
+
+/// How a mount is offered to the kernel.
+pub struct ServeOptions {
+    pub read_only: bool,
+    /// Other users may use the mount (root, or user_allow_other).
+    pub allow_other: bool,
+}
+
+/// Mounts `vfs` on `mountpoint` and serves it until it is unmounted.
+pub fn serve(
+    vfs: Arc<Vfs>,
+    rt: tokio::runtime::Handle,
+    mountpoint: &Path,
+    options: &ServeOptions,
+) -> anyhow::Result<()> {
+    let mut mount_options = vec![
+        fuser::MountOption::FSName(format!("jfs:{}", vfs.volume.name)),
+        fuser::MountOption::Subtype("jfs".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoAtime,
+    ];
+    if options.read_only {
+        mount_options.push(fuser::MountOption::RO);
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = mount_options;
+    config.acl = if options.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    config.n_threads = Some(FUSE_THREADS);
+    config.clone_fd = true;
+    let fs = JfsFuse::new(vfs.clone(), rt);
+    fuser::Session::new(fs, mountpoint, &config)
+        .and_then(|session| {
+            let notifier = session.notifier();
+            // entries are forgotten from a thread of their own, waited for a
+            // moment: the caller (rmr, clone through the control file)
+            // answers once the kernel forgot, yet never deadlocks on the
+            // kernel's locks of the directory if that takes long
+            vfs.set_kernel_forgetter(Box::new(move |what| match what {
+                Forget::Entry { parent, name } => {
+                    let (notifier, name) = (notifier.clone(), name.to_vec());
+                    let (done, wait) = std::sync::mpsc::channel();
+                    std::thread::spawn(move || {
+                        let name = std::ffi::OsStr::from_bytes(&name);
+                        if let Err(e) = notifier.inval_entry(fuser::INodeNo(parent), name) {
+                            tracing::debug!("forgetting entry {name:?} of {parent}: {e}");
+                        }
+                        let _ = done.send(());
+                    });
+                    let _ = wait.recv_timeout(Duration::from_secs(1));
+                }
+                // attributes only: the kernel takes no lock of the inode
+                Forget::Attributes { inode } => {
+                    if let Err(e) = notifier.inval_inode(fuser::INodeNo(inode), -1, 0) {
+                        tracing::debug!("forgetting the attributes of {inode}: {e}");
+                    }
+                }
+            }));
+            session.run()
+        })
+        .with_context(|| format!("mounting on {}", mountpoint.display()))
+}

@@ -1,0 +1,188 @@
+//! Open files and handles: the state a mount keeps of each file open here
+//! (its pending writes, length and slice lists, under one lock: the
+//! ordering rule below), the handle table, and id ranges reserved from the
+//! database.
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::writer::Writer;
+use super::{Vfs, VfsResult};
+use crate::meta::{DirEntry, Meta};
+
+/// Ids of one kind reserved in ranges from the database.
+pub(super) struct IdRange {
+    kind: &'static str,
+    batch: i32,
+    next_end: tokio::sync::Mutex<(u64, u64)>,
+}
+
+impl IdRange {
+    pub(super) fn new(kind: &'static str, batch: i32) -> IdRange {
+        IdRange {
+            kind,
+            batch,
+            next_end: tokio::sync::Mutex::new((0, 0)),
+        }
+    }
+
+    pub(super) async fn next(&self, meta: &Meta) -> Result<u64, i32> {
+        let mut r = self.next_end.lock().await;
+        if r.0 >= r.1 {
+            let first = meta
+                .alloc_ids(self.kind, self.batch)
+                .await
+                .map_err(|e| e.errno())?;
+            *r = (first, first + self.batch as u64);
+        }
+        r.0 += 1;
+        Ok(r.0 - 1)
+    }
+}
+
+/// State of a file that is open in this mount, shared by its handles.
+///
+/// The ordering rule of the data path: this mount's view of an open file
+/// (its pending writes, its length, the slice lists it has read) changes only
+/// under this state's lock, and every change bumps `generation`. A change of
+/// the file's attributes (truncate, fallocate, chmod, times) commits the
+/// pending writes first and makes its metadata call while holding the lock,
+/// so no write is committed after a size change it preceded, none is cut by
+/// one that came after it, and times set before close stay. A read commits
+/// pending writes before it reads. What a call made without the
+/// lock brings back from the database (a chunk's slices, attributes) is kept
+/// or trusted only if `generation` did not move meanwhile: a slice list read
+/// before a commit must not be cached after it.
+pub(super) struct FileState {
+    /// Length as this mount knows it: from open, grown by our writes.
+    pub(super) length: u64,
+    /// Slices of chunks read since open (open-to-close consistency).
+    pub(super) chunks: HashMap<u32, Arc<Vec<crate::meta::SliceRow>>>,
+    /// 0 when opened, then a new number from one mount-wide counter at
+    /// every change of the file made through this mount: equal non-zero
+    /// generations mean "no change", even across a release and a new open.
+    pub(super) generation: u64,
+    pub(super) writer: Writer,
+    /// Pending writes were committed but not yet synced (fsync durability mode).
+    pub(super) needs_sync: bool,
+    /// Its last name went away while open: release it at last close.
+    pub(super) unlinked: bool,
+    /// Its storage tier: new blocks go to that tier's class.
+    pub(super) tier: u8,
+    /// Slices committed per chunk since it was last considered for compaction.
+    pub(super) commits: HashMap<u32, usize>,
+}
+
+/// The counter of [`FileState::generation`]s.
+static FILE_GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    FILE_GENERATIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+impl FileState {
+    /// Notes a change of the file's data or length: cached slice lists go.
+    pub(super) fn changed(&mut self) {
+        self.generation = next_generation();
+        self.chunks.clear();
+    }
+}
+
+pub(super) struct OpenFile {
+    pub(super) inode: u64,
+    /// Handles open on it; changed only under `Vfs::files`' lock, so that
+    /// the last release and a new open agree on whether it is still there.
+    pub(super) opens: AtomicU32,
+    pub(super) state: tokio::sync::Mutex<FileState>,
+}
+
+pub(super) enum Handle {
+    /// An open `.jfs.control`: the answer to the last request written.
+    Control { answer: tokio::sync::Mutex<Vec<u8>> },
+    File {
+        file: Arc<OpenFile>,
+        last_read_end: AtomicU64,
+    },
+    Dir {
+        inode: u64,
+        page: tokio::sync::Mutex<DirPage>,
+    },
+}
+
+/// Entries of a directory handle fetched (after cookie `after`) but not yet
+/// given to the kernel.
+#[derive(Default)]
+pub(super) struct DirPage {
+    pub(super) after: u64,
+    pub(super) entries: Vec<DirEntry>,
+}
+
+impl Vfs {
+    pub(super) fn open_file(&self, inode: u64) -> Option<Arc<OpenFile>> {
+        self.files.lock().unwrap().get(&inode).cloned()
+    }
+
+    /// Inodes open in this mount (for unlink/rename to keep them alive).
+    pub(super) fn open_inodes(&self) -> Vec<i64> {
+        self.files
+            .lock()
+            .unwrap()
+            .keys()
+            .map(|&i| i as i64)
+            .collect()
+    }
+
+    pub(super) fn file_handle(&self, fh: u64) -> VfsResult<Arc<Handle>> {
+        self.handles
+            .lock()
+            .unwrap()
+            .get(&fh)
+            .cloned()
+            .ok_or(libc::EBADF)
+    }
+
+    /// Registers a new handle; returns its number.
+    pub(super) fn add_handle(&self, handle: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().unwrap().insert(fh, Arc::new(handle));
+        fh
+    }
+
+    /// Adds an open of the file `inode` (length and tier as just read),
+    /// making its state when it was not open here.
+    pub(super) fn open_file_state(&self, inode: u64, length: u64, tier: u8) -> Arc<OpenFile> {
+        let mut files = self.files.lock().unwrap();
+        let file = files
+            .entry(inode)
+            .or_insert_with(|| {
+                Arc::new(OpenFile {
+                    inode,
+                    opens: AtomicU32::new(0),
+                    state: tokio::sync::Mutex::new(FileState {
+                        length,
+                        chunks: HashMap::new(),
+                        generation: 0,
+                        writer: Writer::default(),
+                        needs_sync: false,
+                        unlinked: false,
+                        tier,
+                        commits: HashMap::new(),
+                    }),
+                })
+            })
+            .clone();
+        file.opens.fetch_add(1, Ordering::Relaxed);
+        file
+    }
+
+    /// Drops one open of `file`: the last one forgets it (caller holds no
+    /// lock of it). Returns whether it was the last.
+    pub(super) fn close_file(&self, file: &Arc<OpenFile>) -> bool {
+        let mut files = self.files.lock().unwrap();
+        let last = file.opens.fetch_sub(1, Ordering::Relaxed) == 1;
+        if last && files.get(&file.inode).is_some_and(|f| Arc::ptr_eq(f, file)) {
+            files.remove(&file.inode);
+        }
+        last
+    }
+}

@@ -1,0 +1,111 @@
+//! Directory operations: opendir, readdir (pages of entries with their
+//! attributes), releasedir; statfs.
+use crate::meta::{Attr, NodeType, Statfs};
+use crate::vfs::handles::{DirPage, Handle};
+use crate::vfs::{errno, Vfs, VfsResult};
+
+/// Entries fetched from the database per readdir round trip.
+const READDIR_PAGE: i32 = 500;
+
+/// A directory entry as readdir gives it to the kernel: FUSE offset, name, attributes.
+pub struct ListedEntry {
+    pub offset: u64,
+    pub name: Vec<u8>,
+    pub attr: Attr,
+}
+
+impl Vfs {
+    pub async fn opendir(&self, inode: u64) -> VfsResult<u64> {
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        if attr.kind != NodeType::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        let fh = self.add_handle(Handle::Dir {
+            inode,
+            page: tokio::sync::Mutex::new(DirPage::default()),
+        });
+        Ok(fh)
+    }
+
+    /// Entries after FUSE `offset` (0 = start, which adds "." and "..");
+    /// `fill` takes entries until it returns false (the kernel's buffer is full).
+    pub async fn readdir<F>(&self, fh: u64, offset: u64, mut fill: F) -> VfsResult<()>
+    where
+        F: FnMut(&ListedEntry) -> bool,
+    {
+        let handle = self.file_handle(fh)?;
+        let Handle::Dir { inode, page } = &*handle else {
+            return Err(libc::ENOTDIR);
+        };
+        let inode = *inode;
+        if offset < 2 {
+            let dir = self.meta.getattr(inode).await.map_err(errno)?;
+            if offset == 0 {
+                let dot = ListedEntry {
+                    offset: 1,
+                    name: b".".to_vec(),
+                    attr: dir.clone(),
+                };
+                if !fill(&dot) {
+                    return Ok(());
+                }
+            }
+            let parent = self
+                .meta
+                .getattr(if dir.parent == 0 { inode } else { dir.parent })
+                .await
+                .unwrap_or_else(|_| dir.clone());
+            let dotdot = ListedEntry {
+                offset: 2,
+                name: b"..".to_vec(),
+                attr: parent,
+            };
+            if !fill(&dotdot) {
+                return Ok(());
+            }
+        }
+        let mut cookie = if offset <= 2 { 0 } else { offset };
+        let mut page = page.lock().await;
+        loop {
+            if cookie < page.after {
+                // a seek backwards (rewinddir): the cached page does not cover it
+                page.entries.clear();
+            }
+            page.entries.retain(|e| e.cookie > cookie);
+            if page.entries.is_empty() {
+                let entries = self
+                    .meta
+                    .readdirplus(inode, cookie, READDIR_PAGE)
+                    .await
+                    .map_err(errno)?;
+                if entries.is_empty() {
+                    return Ok(());
+                }
+                page.after = cookie;
+                page.entries = entries;
+            }
+            let entries = std::mem::take(&mut page.entries);
+            for (i, e) in entries.iter().enumerate() {
+                let listed = ListedEntry {
+                    offset: e.cookie,
+                    name: e.name.clone(),
+                    attr: self.overlay(e.attr.clone()).await,
+                };
+                if !fill(&listed) {
+                    // the kernel's buffer is full; keep the rest for the next call
+                    page.entries = entries[i..].to_vec();
+                    return Ok(());
+                }
+                cookie = e.cookie;
+            }
+        }
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.lock().unwrap().remove(&fh);
+    }
+
+    pub async fn statfs(&self) -> VfsResult<Statfs> {
+        self.meta.statfs(self.config.root).await.map_err(errno)
+    }
+}

@@ -1,0 +1,300 @@
+//! File operations: open and create (close-to-open consistency), read,
+//! write, flush and fsync (commit, and sync in 'fsync' mode), release,
+//! fallocate; the commit of a file's pending writes.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::meta::{Attr, NewNode, NodeType, SetAttr};
+use crate::vfs::handles::{FileState, Handle, OpenFile};
+use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
+
+impl Vfs {
+    /// Attributes with what this mount knows better of a file open here:
+    /// its length, grown by writes that may not be committed yet (or were
+    /// committed while `attr` was on its way).
+    pub(in crate::vfs) async fn overlay(&self, mut attr: Attr) -> Attr {
+        if attr.kind == NodeType::File {
+            if let Some(file) = self.open_file(attr.inode) {
+                let state = file.state.lock().await;
+                attr.length = attr.length.max(state.length);
+            }
+        }
+        attr
+    }
+
+    /// Commits a file's pending writes (caller holds its state).
+    pub(in crate::vfs) async fn flush_locked(
+        &self,
+        inode: u64,
+        state: &mut FileState,
+    ) -> VfsResult<()> {
+        if state.writer.is_empty() {
+            return Ok(());
+        }
+        let pending = state.writer.slices_per_chunk();
+        let result = state.writer.flush(&self.target(state.tier), inode).await;
+        state.changed();
+        if result.is_ok() {
+            for (chunk, n) in pending {
+                let commits = state.commits.entry(chunk).or_default();
+                *commits += n;
+                if self.config.compact_at > 0 && *commits >= self.config.compact_at {
+                    *commits = 0;
+                    self.queue_compaction(inode, chunk);
+                }
+            }
+        }
+        match result {
+            Ok(Some(attr)) => {
+                state.length = state.length.max(attr.length);
+                state.needs_sync = true;
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Commits a file's pending writes and, in 'fsync' durability mode, waits
+    /// until the metadata is durable: what close() and fsync() promise.
+    pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
+        let mut state = file.state.lock().await;
+        self.flush_locked(file.inode, &mut state).await?;
+        if state.needs_sync && (sync || self.volume.meta_durability == "fsync") {
+            self.meta.sync().await.map_err(errno)?;
+            state.needs_sync = false;
+        }
+        Ok(())
+    }
+
+    /// Opens a file: registers the handle and refreshes what this mount
+    /// knows of the file (close-to-open consistency).
+    pub async fn open(&self, inode: u64, write: bool) -> VfsResult<(u64, Attr)> {
+        if inode == control::CONTROL_INODE {
+            let fh = self.add_handle(Handle::Control {
+                answer: tokio::sync::Mutex::new(Vec::new()),
+            });
+            return Ok((fh, control::control_attr()));
+        }
+        if write {
+            self.writable()?;
+        }
+        let seen = self.file_generation(inode).await;
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        self.open_with(attr, seen).await
+    }
+
+    /// The generation of a file open here (None if it is not open).
+    async fn file_generation(&self, inode: u64) -> Option<u64> {
+        let file = self.open_file(inode)?;
+        let generation = file.state.lock().await.generation;
+        Some(generation)
+    }
+
+    /// Opens a file whose attributes the caller got when its generation
+    /// here was `seen` (None: it was not open here).
+    async fn open_with(&self, attr: Attr, seen: Option<u64>) -> VfsResult<(u64, Attr)> {
+        let inode = attr.inode;
+        if attr.kind == NodeType::Dir {
+            return Err(libc::EISDIR);
+        }
+        let file = self.open_file_state(inode, attr.length, attr.tier);
+        let result = self.refresh_on_open(&file, attr, seen).await;
+        let attr = match result {
+            Ok(attr) => attr,
+            Err(e) => {
+                self.close_file(&file);
+                return Err(e);
+            }
+        };
+        let fh = self.add_handle(Handle::File {
+            file,
+            last_read_end: AtomicU64::new(u64::MAX),
+        });
+        Ok((fh, attr))
+    }
+
+    /// Close-to-open: what other mounts committed before this open shows
+    /// from now on, unless this mount has writes of the file pending. `attr`
+    /// was read when the file's generation here was `seen`; if the file
+    /// changed here since, it is read again under the lock.
+    async fn refresh_on_open(
+        &self,
+        file: &OpenFile,
+        attr: Attr,
+        seen: Option<u64>,
+    ) -> VfsResult<Attr> {
+        let mut state = file.state.lock().await;
+        if !state.writer.is_empty() {
+            let mut attr = attr;
+            attr.length = attr.length.max(state.length);
+            return Ok(attr);
+        }
+        // generation 0: not changed here since it was opened
+        let unchanged = match seen {
+            None => state.generation == 0,
+            Some(g) => g != 0 && g == state.generation,
+        };
+        let attr = if unchanged {
+            attr
+        } else {
+            self.meta.getattr(file.inode).await.map_err(errno)?
+        };
+        state.length = attr.length;
+        state.changed();
+        Ok(attr)
+    }
+
+    /// create(2): `node` (a regular file) made and opened.
+    pub async fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        node: &NewNode<'_>,
+    ) -> VfsResult<(u64, Attr)> {
+        let attr = self.mknod(parent, name, node).await?;
+        self.open_with(attr, None).await
+    }
+
+    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> VfsResult<bytes::Bytes> {
+        let handle = self.file_handle(fh)?;
+        if let Handle::Control { answer } = &*handle {
+            let answer = answer.lock().await;
+            let start = (offset as usize).min(answer.len());
+            let end = (start + size as usize).min(answer.len());
+            return Ok(bytes::Bytes::copy_from_slice(&answer[start..end]));
+        }
+        let Handle::File {
+            file,
+            last_read_end,
+        } = &*handle
+        else {
+            return Err(libc::EISDIR);
+        };
+        let sequential = last_read_end.load(Ordering::Relaxed) == offset;
+        let data = match self.read_file(file, offset, size, sequential).await {
+            Err(libc::EIO) => {
+                // the slice lists this mount kept may name slices that were
+                // compacted (or truncated) elsewhere and whose objects are
+                // gone: read them again once
+                tracing::info!("inode {}: reading again with fresh slice lists", file.inode);
+                file.state.lock().await.changed();
+                self.read_file(file, offset, size, sequential).await?
+            }
+            other => other?,
+        };
+        last_read_end.store(offset + data.len() as u64, Ordering::Relaxed);
+        Ok(data)
+    }
+
+    /// write(2); `caller` is who wrote (used by control requests only).
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8], caller: Caller) -> VfsResult<u32> {
+        let handle = self.file_handle(fh)?;
+        if let Handle::Control { answer } = &*handle {
+            let request = String::from_utf8_lossy(data).to_string();
+            *answer.lock().await = self.control(&request, caller).await.into_bytes();
+            return Ok(data.len() as u32);
+        }
+        self.writable()?;
+        let Handle::File { file, .. } = &*handle else {
+            return Err(libc::EISDIR);
+        };
+        let mut state = file.state.lock().await;
+        let target = self.target(state.tier);
+        state
+            .writer
+            .write(&target, file.inode, offset, data, || {
+                self.slice_ids.next(&self.meta)
+            })
+            .await?;
+        state.length = state.length.max(offset + data.len() as u64);
+        state.changed();
+        Ok(data.len() as u32)
+    }
+
+    /// close(2) of one descriptor: pending writes are committed (and synced
+    /// in 'fsync' mode) so that the error reaches the application.
+    pub async fn flush(&self, fh: u64) -> VfsResult<()> {
+        let handle = self.file_handle(fh)?;
+        match &*handle {
+            Handle::File { file, .. } => self.flush_file(file, false).await,
+            Handle::Dir { .. } | Handle::Control { .. } => Ok(()),
+        }
+    }
+
+    pub async fn fsync(&self, fh: u64) -> VfsResult<()> {
+        let handle = self.file_handle(fh)?;
+        match &*handle {
+            Handle::File { file, .. } => self.flush_file(file, true).await,
+            Handle::Dir { .. } => self.meta.sync().await.map_err(errno),
+            Handle::Control { .. } => Ok(()),
+        }
+    }
+
+    /// The last close of a handle.
+    pub async fn release(&self, fh: u64) -> VfsResult<()> {
+        let Some(handle) = self.handles.lock().unwrap().remove(&fh) else {
+            return Ok(());
+        };
+        let Handle::File { file, .. } = &*handle else {
+            return Ok(());
+        };
+        let mut state = file.state.lock().await;
+        let flushed = self.flush_locked(file.inode, &mut state).await;
+        if self.close_file(file) && state.unlinked {
+            self.meta
+                .release(self.sid(), file.inode)
+                .await
+                .map_err(errno)?;
+        }
+        flushed
+    }
+
+    /// fallocate(2): mode 0 grows the file (the new range reads as zeros),
+    /// FALLOC_FL_KEEP_SIZE needs nothing stored; other modes are refused.
+    pub async fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> VfsResult<()> {
+        self.writable()?;
+        let handle = self.file_handle(fh)?;
+        let Handle::File { file, .. } = &*handle else {
+            return Err(libc::EISDIR);
+        };
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Ok(());
+        }
+        // grow only: the length is compared and set under the file's lock,
+        // after its pending writes (which may already reach past `end`)
+        let end = offset + length;
+        let mut state = file.state.lock().await;
+        if end <= state.length {
+            return Ok(());
+        }
+        self.flush_locked(file.inode, &mut state).await?;
+        if end <= state.length {
+            return Ok(());
+        }
+        let attr = self
+            .meta
+            .setattr(file.inode, &SetAttr::length(end))
+            .await
+            .map_err(errno)?;
+        state.length = attr.length;
+        state.changed();
+        Ok(())
+    }
+
+    /// Commits every open file's pending writes (unmount, shutdown).
+    pub async fn flush_all(&self) {
+        let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
+        for file in files {
+            if let Err(e) = self.flush_file(&file, true).await {
+                tracing::error!(
+                    "inode {}: pending writes lost at unmount: errno {e}",
+                    file.inode
+                );
+            }
+        }
+    }
+}

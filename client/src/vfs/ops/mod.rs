@@ -1,0 +1,7 @@
+//! The operations of the file system by family, each an `impl Vfs` block:
+//! namespace (entries and attributes), files (open, read, write, close),
+//! directories (listing, statfs), extended attributes and ACLs.
+mod dir;
+mod file;
+mod namespace;
+mod xattr;

@@ -1,0 +1,148 @@
+//! Namespace operations: lookup, getattr, mknod (files, directories,
+//! symlinks, devices), link, unlink, rmdir, rename, setattr.
+use crate::meta::{Attr, NewNode, NodeType, SetAttr};
+use crate::vfs::{control, errno, reserved_name, Vfs, VfsResult};
+
+impl Vfs {
+    pub async fn lookup(&self, parent: u64, name: &[u8]) -> VfsResult<Attr> {
+        if parent == self.config.root && name == control::CONTROL_NAME {
+            return Ok(control::control_attr());
+        }
+        let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
+        self.dir_attrs.put(&attr);
+        Ok(self.overlay(attr).await)
+    }
+
+    pub async fn getattr(&self, inode: u64) -> VfsResult<Attr> {
+        if inode == control::CONTROL_INODE {
+            return Ok(control::control_attr());
+        }
+        if let Some(attr) = self.dir_attrs.get(inode) {
+            return Ok(attr);
+        }
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        self.dir_attrs.put(&attr);
+        Ok(self.overlay(attr).await)
+    }
+
+    /// Makes `node` as entry `name` of `parent`.
+    pub async fn mknod(&self, parent: u64, name: &[u8], node: &NewNode<'_>) -> VfsResult<Attr> {
+        self.writable()?;
+        reserved_name(self.config.root, parent, name)?;
+        let inode = self.inode_ids.next(&self.meta).await?;
+        let attr = self
+            .meta
+            .mknod(parent, name, node, inode)
+            .await
+            .map_err(errno)?;
+        if node.kind == NodeType::Dir {
+            // its nlink grew
+            self.dir_attrs.forget(parent);
+            self.dir_attrs.put(&attr);
+        } else {
+            self.dir_attrs.child_created(parent, attr.ctime);
+        }
+        Ok(attr)
+    }
+
+    pub async fn readlink(&self, inode: u64) -> VfsResult<Vec<u8>> {
+        self.meta.readlink(inode).await.map_err(errno)
+    }
+
+    pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
+        self.writable()?;
+        reserved_name(self.config.root, parent, name)?;
+        let attr = self.meta.link(inode, parent, name).await.map_err(errno)?;
+        self.dir_attrs.child_created(parent, attr.ctime);
+        Ok(self.overlay(attr).await)
+    }
+
+    /// Marks an inode that lost its last name while open here.
+    pub(in crate::vfs) async fn mark_unlinked(&self, inode: u64) {
+        if let Some(file) = self.open_file(inode) {
+            file.state.lock().await.unlinked = true;
+        }
+    }
+
+    pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
+        self.writable()?;
+        let attr = self
+            .meta
+            .unlink(parent, name, self.sid(), &self.open_inodes())
+            .await
+            .map_err(errno)?;
+        self.dir_attrs.forget(parent);
+        if attr.nlink == 0 {
+            self.mark_unlinked(attr.inode).await;
+        }
+        Ok(())
+    }
+
+    pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
+        self.writable()?;
+        self.meta.rmdir(parent, name).await.map_err(errno)?;
+        // the parent's nlink, and the directory itself is gone
+        self.dir_attrs.forget_all();
+        Ok(())
+    }
+
+    pub async fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+    ) -> VfsResult<()> {
+        self.writable()?;
+        reserved_name(self.config.root, parent, name)?;
+        reserved_name(self.config.root, new_parent, new_name)?;
+        let r = self
+            .meta
+            .rename(
+                parent,
+                name,
+                new_parent,
+                new_name,
+                flags,
+                self.sid(),
+                &self.open_inodes(),
+            )
+            .await
+            .map_err(errno)?;
+        // both parents, a moved directory (its ctime, "..") and a replaced one
+        self.dir_attrs.forget_all();
+        if r.replaced != 0 && r.replaced_nlink == 0 {
+            self.mark_unlinked(r.replaced).await;
+        }
+        Ok(())
+    }
+
+    /// setattr; of a file open here, after its pending writes are committed.
+    pub async fn setattr(&self, inode: u64, change: &SetAttr) -> VfsResult<Attr> {
+        if inode == control::CONTROL_INODE {
+            return Ok(control::control_attr());
+        }
+        self.writable()?;
+        // any change of a file open here is ordered after its pending
+        // writes: a size change must not be undone or cut by them, and times
+        // set before close (futimens, as tar and cp -p do) must not be
+        // overwritten by the mtime of their commit
+        let file = self.open_file(inode);
+        let mut state = match &file {
+            Some(f) => Some(f.state.lock().await),
+            None => None,
+        };
+        if let Some(state) = state.as_mut() {
+            self.flush_locked(inode, state).await?;
+        }
+        let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
+        if let (Some(state), Some(_)) = (state.as_mut(), change.length) {
+            state.length = attr.length;
+            state.changed();
+        }
+        drop(state);
+        self.dir_attrs.put(&attr);
+        Ok(self.overlay(attr).await)
+    }
+}

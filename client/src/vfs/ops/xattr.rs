@@ -1,0 +1,87 @@
+//! Extended attributes, and POSIX ACLs written and read as the
+//! `system.posix_acl_*` xattrs (stored as ACL rows when the volume has
+//! them on; see `vfs/acl.rs`).
+use crate::meta::SetAttr;
+use crate::vfs::{acl, errno, Vfs, VfsResult};
+
+impl Vfs {
+    pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
+        if acl::is_acl(name) {
+            if !self.volume.enable_acl {
+                // no ACL beyond the mode is kept (see acl.rs)
+                return Err(libc::ENODATA);
+            }
+            let entries = self
+                .meta
+                .get_acl(inode, acl::kind_of(name))
+                .await
+                .map_err(errno)?;
+            return Ok(acl::to_xattr(&entries));
+        }
+        self.meta.getxattr(inode, name).await.map_err(errno)
+    }
+
+    pub async fn setxattr(
+        &self,
+        inode: u64,
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+    ) -> VfsResult<()> {
+        self.writable()?;
+        if acl::is_acl(name) {
+            return self.set_acl(inode, name, value).await;
+        }
+        self.meta
+            .setxattr(inode, name, value, flags)
+            .await
+            .map_err(errno)
+    }
+
+    /// An ACL written as an xattr (the kernel checked that the caller owns
+    /// the node): stored when the volume has ACLs on; else a minimal access
+    /// ACL sets the mode's permission bits and anything more is not
+    /// supported.
+    async fn set_acl(&self, inode: u64, name: &[u8], value: &[u8]) -> VfsResult<()> {
+        if self.volume.enable_acl {
+            let entries = acl::parse(value).ok_or(libc::EINVAL)?;
+            self.meta
+                .set_acl(inode, acl::kind_of(name), Some(&entries))
+                .await
+                .map_err(errno)?;
+            self.forget_attributes(inode);
+            return Ok(());
+        }
+        let Some(perm) = acl::minimal_acl_mode(value).filter(|_| name == acl::ACCESS) else {
+            return Err(libc::EOPNOTSUPP);
+        };
+        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        let mode = (attr.mode & !0o777) | perm;
+        self.setattr(inode, &SetAttr::mode(mode)).await?;
+        // the kernel keeps the old mode otherwise: it does not know an
+        // xattr changed it
+        self.forget_attributes(inode);
+        Ok(())
+    }
+
+    pub async fn listxattr(&self, inode: u64) -> VfsResult<Vec<Vec<u8>>> {
+        // with ACLs on, the procedure lists the ACLs a node has
+        self.meta.listxattr(inode).await.map_err(errno)
+    }
+
+    pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
+        self.writable()?;
+        if acl::is_acl(name) {
+            if !self.volume.enable_acl {
+                // there is none beyond the mode to remove
+                return Ok(());
+            }
+            return self
+                .meta
+                .set_acl(inode, acl::kind_of(name), None)
+                .await
+                .map_err(errno);
+        }
+        self.meta.removexattr(inode, name).await.map_err(errno)
+    }
+}
