@@ -1096,3 +1096,20 @@ BEGIN
 END
 $$;
 
+
+-- ---------------------------------------------------------------------------
+-- jfs gc counts the whole queue of freed slices (it counted one page of
+-- pending_delslices, at most 100,000).
+-- How many freed slices wait in the queue (jfs gc; pending_delslices
+-- gives them in pages).
+CREATE FUNCTION delslice_count() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT count(*) FROM delslice
+$$;
+
+REVOKE EXECUTE ON FUNCTION delslice_count() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Table delfile was never used (deletes queue slices in delslice).
+ALTER EXTENSION jfs DROP TABLE delfile;
+DROP TABLE delfile;

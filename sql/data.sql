@@ -83,6 +83,13 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
      LIMIT least(greatest(p_limit, 1), 100000)
 $$;
 
+-- How many freed slices wait in the queue (jfs gc; pending_delslices
+-- gives them in pages).
+CREATE FUNCTION delslice_count() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT count(*) FROM delslice
+$$;
+
 -- The objects of these slices are deleted: drop them from the queue.
 CREATE FUNCTION forget_delslices(p_slice_ids bigint[]) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$

@@ -30,7 +30,6 @@
 -- session     sid -> a mounted client: host, pid, info, start and last heartbeat.
 -- sustained   (sid, inode): inodes with nlink 0 still open in that session.
 -- flock/plock BSD and POSIX locks held by sessions (logic arrives with locking).
--- delfile     inodes whose data is still to be dereferenced (large deletes).
 -- delslice    slice id -> size, queued_at: objects waiting for deletion.
 -- dir_stats   (directory inode, stripe) -> space and inodes of its direct
 --             children (entries); the sum over the stripes is the figure.
@@ -179,12 +178,6 @@ CREATE TABLE plock (
     PRIMARY KEY (inode, sid, owner)
 );
 
-CREATE TABLE delfile (
-    inode     bigint      PRIMARY KEY,
-    length    bigint      NOT NULL,
-    queued_at timestamptz NOT NULL DEFAULT now()
-);
-
 CREATE TABLE delslice (
     slice_id  bigint      PRIMARY KEY,
     size      integer     NOT NULL,
@@ -275,7 +268,6 @@ SELECT pg_catalog.pg_extension_config_dump('session_sid', '');
 SELECT pg_catalog.pg_extension_config_dump('sustained', '');
 SELECT pg_catalog.pg_extension_config_dump('flock', '');
 SELECT pg_catalog.pg_extension_config_dump('plock', '');
-SELECT pg_catalog.pg_extension_config_dump('delfile', '');
 SELECT pg_catalog.pg_extension_config_dump('delslice', '');
 SELECT pg_catalog.pg_extension_config_dump('dir_stats', '');
 SELECT pg_catalog.pg_extension_config_dump('quota', '');

@@ -18,19 +18,29 @@ pgrx::pg_module_magic!(name, version);
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
 pgrx::extension_sql_file!("../../sql/usage.sql", name = "usage", requires = ["schema"]);
 pgrx::extension_sql_file!(
+    "../../sql/quota_chain.sql",
+    name = "quota_chain",
+    requires = ["usage"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/charge.sql",
+    name = "charge",
+    requires = ["usage", "quota_chain"]
+);
+pgrx::extension_sql_file!(
     "../../sql/internal.sql",
     name = "internal",
-    requires = ["schema", "usage"]
+    requires = ["schema", "charge"]
 );
 pgrx::extension_sql_file!(
     "../../sql/namespace.sql",
     name = "namespace",
-    requires = ["internal", "usage"]
+    requires = ["internal", "charge"]
 );
 pgrx::extension_sql_file!(
     "../../sql/rename.sql",
     name = "rename",
-    requires = ["internal", "usage", "namespace"]
+    requires = ["internal", "charge", "namespace"]
 );
 pgrx::extension_sql_file!(
     "../../sql/readdir.sql",
@@ -40,7 +50,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/setattr.sql",
     name = "setattr",
-    requires = ["internal", "usage"]
+    requires = ["internal", "charge"]
 );
 pgrx::extension_sql_file!(
     "../../sql/xattr.sql",
@@ -50,7 +60,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/data.sql",
     name = "data",
-    requires = ["internal", "usage"]
+    requires = ["internal", "charge"]
 );
 pgrx::extension_sql_file!(
     "../../sql/session.sql",
@@ -60,12 +70,12 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/batch.sql",
     name = "batch",
-    requires = ["internal", "usage", "namespace"]
+    requires = ["internal", "charge", "namespace"]
 );
 pgrx::extension_sql_file!(
     "../../sql/clone.sql",
     name = "clone",
-    requires = ["internal", "usage"]
+    requires = ["internal", "charge"]
 );
 pgrx::extension_sql_file!(
     "../../sql/people.sql",
@@ -80,12 +90,12 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/quota.sql",
     name = "quota",
-    requires = ["usage", "people"]
+    requires = ["charge", "people"]
 );
 pgrx::extension_sql_file!(
     "../../sql/volume.sql",
     name = "volume",
-    requires = ["internal", "usage", "quota"]
+    requires = ["internal", "charge", "quota"]
 );
 pgrx::extension_sql_file!(
     "../../sql/compact.sql",
@@ -100,7 +110,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/fsck.sql",
     name = "fsck",
-    requires = ["usage", "people", "quota"]
+    requires = ["charge", "people", "quota"]
 );
 pgrx::extension_sql_file!(
     "../../sql/acl.sql",

@@ -6,8 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use clap::Args;
 
-use crate::object::{parse_block_key, temporary_of, ObjectInfo};
+use crate::object::{temporary_of, ObjectInfo};
 use crate::vfs::background::drain_delslices;
+use crate::vfs::layout::parse_block_key;
 
 #[derive(Args, Debug)]
 pub struct GcArgs {

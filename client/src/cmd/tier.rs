@@ -10,8 +10,8 @@ use std::io::Write as _;
 use clap::{Args, Subcommand};
 
 use crate::meta::TierSlice;
-use crate::object::{block_key, ObjectState};
-use crate::vfs::layout::{block_count, block_len};
+use crate::object::ObjectState;
+use crate::vfs::layout::slice_blocks;
 
 #[derive(Args, Debug)]
 pub struct TierArgs {
@@ -75,15 +75,8 @@ pub struct ConfigArgs {
 
 /// The object keys of a slice.
 fn keys(volume: &str, block_size: u32, s: &TierSlice) -> Vec<String> {
-    (0..block_count(s.slice_size, block_size))
-        .map(|i| {
-            block_key(
-                volume,
-                s.slice_id,
-                i,
-                block_len(s.slice_size, block_size, i),
-            )
-        })
+    slice_blocks(volume, s.slice_id, s.slice_size, block_size)
+        .map(|(_, _, key)| key)
         .collect()
 }
 

@@ -177,13 +177,11 @@ impl Meta {
             .collect()
     }
 
-    /// How many freed slices wait in the delslice queue.
+    /// How many freed slices wait in the delslice queue (all of them:
+    /// `pending_delslices` pages at most 100,000).
     pub async fn pending_delslice_count(&self) -> Result<u64> {
         let row = self
-            .call_one(
-                "SELECT count(*) AS n FROM jfs.pending_delslices('0', 2147483647)",
-                &[],
-            )
+            .call_one("SELECT jfs.delslice_count() AS n", &[])
             .await?;
         Ok(row.try_get::<_, i64>("n")? as u64)
     }

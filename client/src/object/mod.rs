@@ -63,31 +63,6 @@ pub struct ObjectInfo {
     pub modified: std::time::SystemTime,
 }
 
-/// The slice id, block index and block size in a block key made by
-/// [`block_key`] for `volume`; None for any other key.
-pub fn parse_block_key(volume: &str, key: &str) -> Option<(u64, u32, u32)> {
-    let name = key.rsplit('/').next()?;
-    let mut parts = name.split('_');
-    let id: u64 = parts.next()?.parse().ok()?;
-    let index: u32 = parts.next()?.parse().ok()?;
-    let size: u32 = parts.next()?.parse().ok()?;
-    // the whole key must be exactly the one block_key makes
-    if parts.next().is_some() || block_key(volume, id, index, size) != key {
-        return None;
-    }
-    Some((id, index, size))
-}
-
-/// The key of block `index` (of `size` bytes) of slice `id`:
-/// `{volume}/chunks/{id/1000000}/{id/1000}/{id}_{index}_{size}`, as JuiceFS names them.
-pub fn block_key(volume: &str, id: u64, index: u32, size: u32) -> String {
-    format!(
-        "{volume}/chunks/{}/{}/{id}_{index}_{size}",
-        id / 1_000_000,
-        id / 1_000
-    )
-}
-
 /// The object naming the volume a bucket's `{volume}/` prefix belongs to
 /// (its uuid, as JuiceFS keeps `juicefs_uuid`): two volumes of one name in
 /// one bucket, their slice ids both counting from 1, would overwrite each
@@ -198,35 +173,6 @@ fn transient(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn block_keys_follow_juicefs_layout() {
-        assert_eq!(
-            block_key("vol", 1, 0, 4194304),
-            "vol/chunks/0/0/1_0_4194304"
-        );
-        assert_eq!(
-            block_key("myjfs", 1234567, 3, 1000),
-            "myjfs/chunks/1/1234/1234567_3_1000"
-        );
-    }
-
-    #[test]
-    fn block_keys_parse_back() {
-        let key = block_key("vol", 12_345_678, 3, 4_194_304);
-        assert_eq!(key, "vol/chunks/12/12345/12345678_3_4194304");
-        assert_eq!(
-            parse_block_key("vol", &key),
-            Some((12_345_678, 3, 4_194_304))
-        );
-        assert_eq!(parse_block_key("other", &key), None);
-        assert_eq!(
-            parse_block_key("vol", "vol/chunks/0/0/7_0_4096.tmp.1.2"),
-            None
-        );
-        assert_eq!(parse_block_key("vol", "vol/chunks/9/9/7_0_4096"), None);
-        assert_eq!(parse_block_key("vol", "vol/chunks/0/0/7_0"), None);
-    }
 
     #[tokio::test]
     async fn retries_transient_errors_only() {

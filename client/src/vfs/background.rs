@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::layout::{block_count, block_len};
+use super::layout::slice_blocks;
 use super::{Compacted, Vfs};
 use crate::meta::{Meta, VolumeInfo};
-use crate::object::{block_key, ObjectStore};
+use crate::object::ObjectStore;
 
 /// How often and how patiently the background jobs run.
 #[derive(Debug, Clone)]
@@ -119,8 +119,7 @@ pub async fn drain_delslices(
         for (id, size) in pending {
             let bs = volume.block_size;
             let mut ok = true;
-            for index in 0..block_count(size, bs) {
-                let key = block_key(&volume.name, id, index, block_len(size, bs, index));
+            for (_, _, key) in slice_blocks(&volume.name, id, size, bs) {
                 if let Err(e) = store.delete(&key).await {
                     tracing::warn!("deleting {key}: {e}");
                     ok = false;

@@ -15,10 +15,10 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::layout::{block_count, block_len, block_reads, visible, Source, CHUNK_SIZE};
+use super::layout::{block_key, block_reads, slice_blocks, visible, Source, CHUNK_SIZE};
 use super::writer::{delete_blocks, WriteTarget};
 use super::{errno, Vfs, VfsResult};
-use crate::object::{block_key, with_retries};
+use crate::object::with_retries;
 
 /// Slices in one chunk from which a mount compacts it in the background
 /// (`jfs mount --compact-at`).
@@ -116,11 +116,9 @@ where
     let size = end - start;
     let data = Bytes::from(buf);
     let bs = t.block_size;
-    let writes: Vec<_> = (0..block_count(size, bs))
-        .map(|index| {
-            let len = block_len(size, bs, index);
+    let writes: Vec<_> = slice_blocks(t.volume, id, size, bs)
+        .map(|(index, len, key)| {
             let from = index as usize * bs as usize;
-            let key = block_key(t.volume, id, index, len);
             let block = data.slice(from..from + len as usize);
             let (store, class) = (t.store.clone(), t.class.clone());
             async move {

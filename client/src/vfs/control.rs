@@ -3,10 +3,9 @@
 //! path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
-use super::layout::{block_count, block_len, CHUNK_SIZE};
+use super::layout::{slice_blocks, CHUNK_SIZE};
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
-use crate::object::block_key;
 
 /// The control file's name in the root directory.
 pub const CONTROL_NAME: &[u8] = b".jfs.control";
@@ -232,9 +231,7 @@ impl Vfs {
                 if s.id == 0 {
                     continue;
                 }
-                for index in 0..block_count(s.size, bs) {
-                    let key =
-                        block_key(&self.volume.name, s.id, index, block_len(s.size, bs, index));
+                for (_, _, key) in slice_blocks(&self.volume.name, s.id, s.size, bs) {
                     let _ = writeln!(out, "    object {key}");
                     objects += 1;
                 }

@@ -1,8 +1,15 @@
-//! Chunk, slice and block arithmetic: plain functions, no I/O.
+//! The block layout, owned here and nowhere else: chunk, slice and block
+//! arithmetic and the object keys of blocks; plain functions, no I/O.
 //!
 //! A file is cut into 64 MiB chunks; each write inside a chunk becomes a
-//! slice (later slices shadow earlier ones); a slice is stored as blocks of
-//! the volume's block size, the last one shorter.
+//! slice (later slices shadow earlier ones; a slice with id 0 is a hole); a
+//! slice is stored as blocks of the volume's block size, the last one
+//! shorter, each an object named as JuiceFS names them:
+//! `{volume}/chunks/{id / 1000000}/{id / 1000}/{id}_{index}_{length}`.
+//! Besides blocks, a bucket holds `{volume}/juicefs_uuid`, naming the
+//! volume its prefix belongs to (`object::claim_bucket`). Every key is
+//! made by [`block_key`] and read back by [`parse_block_key`]; a slice's
+//! blocks are listed by [`slice_blocks`].
 use crate::meta::SliceRow;
 
 pub const CHUNK_SIZE: u64 = 64 << 20;
@@ -46,6 +53,44 @@ pub fn block_len(slice_size: u32, block_size: u32, index: u32) -> u32 {
 /// Number of blocks a slice of `slice_size` bytes is stored as.
 pub fn block_count(slice_size: u32, block_size: u32) -> u32 {
     slice_size.div_ceil(block_size)
+}
+
+/// The slice id, block index and block size in a block key made by
+/// [`block_key`] for `volume`; None for any other key.
+pub fn parse_block_key(volume: &str, key: &str) -> Option<(u64, u32, u32)> {
+    let name = key.rsplit('/').next()?;
+    let mut parts = name.split('_');
+    let id: u64 = parts.next()?.parse().ok()?;
+    let index: u32 = parts.next()?.parse().ok()?;
+    let size: u32 = parts.next()?.parse().ok()?;
+    // the whole key must be exactly the one block_key makes
+    if parts.next().is_some() || block_key(volume, id, index, size) != key {
+        return None;
+    }
+    Some((id, index, size))
+}
+
+/// The key of block `index` (of `size` bytes) of slice `id`:
+/// `{volume}/chunks/{id/1000000}/{id/1000}/{id}_{index}_{size}`, as JuiceFS names them.
+pub fn block_key(volume: &str, id: u64, index: u32, size: u32) -> String {
+    format!(
+        "{volume}/chunks/{}/{}/{id}_{index}_{size}",
+        id / 1_000_000,
+        id / 1_000
+    )
+}
+
+/// Every block of slice `id` of `size` bytes: (index, length, key).
+pub fn slice_blocks(
+    volume: &str,
+    id: u64,
+    size: u32,
+    block_size: u32,
+) -> impl Iterator<Item = (u32, u32, String)> + '_ {
+    (0..block_count(size, block_size)).map(move |index| {
+        let len = block_len(size, block_size, index);
+        (index, len, block_key(volume, id, index, len))
+    })
 }
 
 /// A read of part of one block.
@@ -414,5 +459,48 @@ mod tests {
             }
             assert_eq!(at.max(start), end.max(start));
         }
+    }
+
+    #[test]
+    fn block_keys_follow_juicefs_layout() {
+        assert_eq!(
+            block_key("vol", 1, 0, 4194304),
+            "vol/chunks/0/0/1_0_4194304"
+        );
+        assert_eq!(
+            block_key("myjfs", 1234567, 3, 1000),
+            "myjfs/chunks/1/1234/1234567_3_1000"
+        );
+    }
+
+    #[test]
+    fn block_keys_parse_back() {
+        let key = block_key("vol", 12_345_678, 3, 4_194_304);
+        assert_eq!(key, "vol/chunks/12/12345/12345678_3_4194304");
+        assert_eq!(
+            parse_block_key("vol", &key),
+            Some((12_345_678, 3, 4_194_304))
+        );
+        assert_eq!(parse_block_key("other", &key), None);
+        assert_eq!(
+            parse_block_key("vol", "vol/chunks/0/0/7_0_4096.tmp.1.2"),
+            None
+        );
+        assert_eq!(parse_block_key("vol", "vol/chunks/9/9/7_0_4096"), None);
+        assert_eq!(parse_block_key("vol", "vol/chunks/0/0/7_0"), None);
+    }
+
+    #[test]
+    fn a_slice_is_listed_block_by_block() {
+        let blocks: Vec<_> = slice_blocks("v", 5, 10_000, 4096).collect();
+        assert_eq!(
+            blocks,
+            vec![
+                (0, 4096, "v/chunks/0/0/5_0_4096".to_string()),
+                (1, 4096, "v/chunks/0/0/5_1_4096".to_string()),
+                (2, 1808, "v/chunks/0/0/5_2_1808".to_string()),
+            ]
+        );
+        assert_eq!(slice_blocks("v", 5, 0, 4096).count(), 0);
     }
 }

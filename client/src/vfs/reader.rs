@@ -8,10 +8,10 @@ use futures_util::future::try_join_all;
 use tokio::sync::Notify;
 
 use super::layout::{
-    block_count, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
+    block_count, block_key, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
 };
 use super::{OpenFile, Vfs};
-use crate::object::{block_key, with_retries};
+use crate::object::with_retries;
 
 /// Whole blocks recently read, up to a byte budget, oldest dropped first.
 /// Cloning shares the cache.

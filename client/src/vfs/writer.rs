@@ -6,9 +6,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use super::layout::{block_count, block_len, split_by_chunk};
+use super::layout::{block_key, slice_blocks, split_by_chunk};
 use crate::meta::{Attr, Meta, SliceRow};
-use crate::object::{block_key, with_retries, ObjectStore};
+use crate::object::{with_retries, ObjectStore};
 
 /// What a writer needs from the mount.
 pub struct WriteTarget<'a> {
@@ -251,8 +251,7 @@ impl Writer {
 /// committed: nothing references them, so they go now rather than wait
 /// for `jfs gc`.
 pub(super) async fn delete_blocks(t: &WriteTarget<'_>, id: u64, size: u32) {
-    for index in 0..block_count(size, t.block_size) {
-        let key = block_key(t.volume, id, index, block_len(size, t.block_size, index));
+    for (_, _, key) in slice_blocks(t.volume, id, size, t.block_size) {
         if let Err(e) = t.store.delete(&key).await {
             tracing::warn!("deleting uncommitted block {key}: {e} (jfs gc will find it)");
         }

@@ -46,5 +46,10 @@ SELECT count(*) AS not_yet FROM jfs.pending_delslices('1 hour');
 SELECT slice_id - :s AS slice, size FROM jfs.pending_delslices(p_limit => 2);
 SELECT jfs.forget_delslices(ARRAY[:s, :s + 1, 999999]);
 SELECT count(*) AS pending FROM jfs.pending_delslices();
+-- the queue's size is counted whole (pending_delslices pages at most 100,000)
+INSERT INTO jfs.delslice (slice_id, size) SELECT 10000000 + g, 1 FROM generate_series(1, 100005) g;
+SELECT count(*) AS one_page FROM jfs.pending_delslices('0', 2147483647);
+SELECT jfs.delslice_count() AS queued;
+DELETE FROM jfs.delslice WHERE slice_id > 10000000;
 SELECT name, storage, block_size, meta_durability FROM jfs.volume();
 SELECT * FROM jfs.fsck();

@@ -1,0 +1,108 @@
+-- Directory quotas' chains: each directory quota knows the quota roots at
+-- and above it (mknod reads the chain with the parent, so a create charges
+-- without walking up the tree), and a rename moves an entry's usage from
+-- the quotas of its old place to those of its new one. See usage.sql for
+-- the accounting as a whole.
+
+-- The directory quotas charged for an entry of a directory whose qroot is
+-- p_qroot: that root, then the roots above it, nearest first (the root's
+-- chain, kept by _quota_chains).
+CREATE FUNCTION _quota_roots(p_qroot bigint) RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_qroot > 0
+                THEN coalesce((SELECT q.chain FROM quota q WHERE q.kind = 'dir' AND q.key = p_qroot), '{}')
+                ELSE '{}'::bigint[] END
+$$;
+
+-- Sets the chain of every directory quota (itself, then the roots above it,
+-- nearest first) from the namespace; after a directory quota comes or goes
+-- and after a directory moves from one quota root to another.
+CREATE FUNCTION _quota_chains() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    WITH RECURSIVE up(key, root, chain) AS (
+        SELECT q.key, q.key, ARRAY[q.key] FROM quota q WHERE q.kind = 'dir'
+        UNION ALL
+        SELECT u.key, p.qroot, u.chain || p.qroot
+          FROM up u JOIN node r ON r.inode = u.root JOIN node p ON p.inode = r.parent
+         WHERE r.inode <> 1 AND p.qroot > 0 AND cardinality(u.chain) < 10000
+    )
+    UPDATE quota q SET chain = c.chain
+      FROM (SELECT DISTINCT ON (u.key) u.key, u.chain FROM up u ORDER BY u.key, cardinality(u.chain) DESC) c
+     WHERE q.kind = 'dir' AND q.key = c.key AND q.chain IS DISTINCT FROM c.chain;
+END
+$$;
+
+-- The usage of everything below directory p_dir (its subtree, without p_dir's
+-- own entry): a quota root's counters, else the sum of dir_stats over its
+-- subtree's directories.
+CREATE FUNCTION _subtree_usage(p_dir bigint, OUT inodes bigint, OUT space bigint)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = p_dir) THEN
+        SELECT coalesce(sum(x.inodes), 0), coalesce(sum(x.space), 0) INTO inodes, space
+          FROM quota_usage x WHERE x.kind = 'dir' AND x.key = p_dir;
+        RETURN;
+    END IF;
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_dir
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    )
+    SELECT coalesce(sum(s.inodes), 0), coalesce(sum(s.space), 0) INTO inodes, space
+      FROM dir_stats s WHERE s.inode IN (SELECT d.inode FROM dirs d);
+END
+$$;
+
+-- Moves entry p_node (type p_type, length p_length) from directory p_from to
+-- directory p_to, as rename does: dir_stats of both, and, when they are under
+-- different quota roots, the entry and (for a directory) everything below it
+-- from the old roots to the new ones (checked against the new roots' limits
+-- first: errno and no change when it does not fit), and the subtree's qroot.
+CREATE FUNCTION _move_entry(p_node bigint, p_type smallint, p_length bigint, p_from bigint, p_to bigint)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_space bigint := _node_space(p_type, p_length);
+    v_from_root bigint;
+    v_to_root bigint;
+    v_sub record;
+    v_inodes bigint := 1;
+    v_errno integer;
+BEGIN
+    IF p_from = p_to THEN
+        RETURN 0;
+    END IF;
+    SELECT qroot INTO v_from_root FROM node WHERE inode = p_from;
+    SELECT qroot INTO v_to_root FROM node WHERE inode = p_to;
+    IF v_from_root <> v_to_root THEN
+        IF p_type = 2 THEN
+            v_sub := _subtree_usage(p_node);
+            v_inodes := v_inodes + v_sub.inodes;
+            v_space := v_space + v_sub.space;
+        END IF;
+        v_errno := _charge(false, NULL, NULL, _quota_roots(v_to_root), 0, v_inodes, v_space,
+                           (SELECT quota_limits FROM setting));
+        IF v_errno <> 0 THEN
+            RETURN v_errno;
+        END IF;
+        PERFORM _charge(false, NULL, NULL, _quota_roots(v_from_root), 0, -v_inodes, -v_space, false);
+        IF p_type = 2 THEN
+            -- the moved directories that took their qroot from above now take the new one
+            WITH RECURSIVE dirs(inode) AS (
+                SELECT p_node
+                UNION ALL
+                SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+                 WHERE NOT EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = e.inode)
+            )
+            UPDATE node n SET qroot = v_to_root
+             WHERE n.inode IN (SELECT d.inode FROM dirs d) AND n.qroot = v_from_root;
+            -- quota roots moved with it (or the directory itself) have new roots above
+            PERFORM _quota_chains();
+        END IF;
+    END IF;
+    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));
+    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length));
+    RETURN 0;
+END
+$$;
