@@ -9,6 +9,10 @@ use clap::Args;
 use crate::object::{temporary_of, ObjectInfo};
 use crate::vfs::background::drain_delslices;
 use crate::vfs::layout::parse_block_key;
+use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
+
+/// Slice ids asked about per `jfs.slice_states` call.
+const SLICE_STATES_BATCH: usize = 10_000;
 
 #[derive(Args, Debug)]
 pub struct GcArgs {
@@ -43,7 +47,11 @@ fn mib(bytes: u64) -> String {
 }
 
 pub async fn run(a: GcArgs) -> anyhow::Result<()> {
-    let (meta, volume, store) = super::open_volume(&a.meta_url).await?;
+    let OpenVolume {
+        meta,
+        volume,
+        store,
+    } = open_volume(&a.meta_url, 2, BucketCheck::Required).await?;
     let prefix = format!("{}/chunks/", volume.name);
     eprint!("listing {}/{prefix} ...", store.describe());
     let objects = store
@@ -76,7 +84,7 @@ pub async fn run(a: GcArgs) -> anyhow::Result<()> {
         }
     }
     let ids: Vec<i64> = by_slice.keys().map(|&id| id as i64).collect();
-    for (n, batch) in ids.chunks(10_000).enumerate() {
+    for (n, batch) in ids.chunks(SLICE_STATES_BATCH).enumerate() {
         for (id, state) in meta.slice_states(batch).await? {
             for o in by_slice.remove(&id).unwrap_or_default() {
                 match state.as_str() {

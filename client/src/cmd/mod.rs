@@ -94,29 +94,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Connects to a volume's database and opens its object store (for the
-/// commands that work on a volume without a mount: gc, tier).
-pub async fn open_volume(
-    meta_url: &str,
-) -> anyhow::Result<(
-    crate::meta::Meta,
-    crate::meta::VolumeInfo,
-    std::sync::Arc<dyn crate::object::ObjectStore>,
-)> {
-    let meta = crate::meta::Meta::connect(meta_url, 2).await?;
-    let volume = match meta.volume().await {
-        Ok(v) => v,
-        Err(crate::meta::MetaError::Errno(libc::ENOENT)) => {
-            anyhow::bail!("{} holds no volume", crate::meta::redact_url(meta_url))
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let keys = meta.volume_secrets().await?;
-    let store = crate::object::open(&volume.storage, &volume.bucket, keys).await?;
-    crate::object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
-    Ok((meta, volume, store))
-}
-
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()

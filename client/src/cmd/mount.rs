@@ -12,6 +12,7 @@ use crate::fuse::{mountpoint, session};
 use crate::meta::{redact_url, Meta, MetaError};
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
+use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
 use crate::vfs::{Vfs, VfsConfig};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
@@ -214,28 +215,16 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     let rt = super::runtime()?;
     let mountpoint = a.mountpoint.canonicalize()?;
     let (vfs, host, info) = rt.block_on(async {
-        let meta = Meta::connect(meta_url, a.max_connections).await?;
+        let OpenVolume {
+            meta,
+            volume,
+            store,
+        } = open_volume(meta_url, a.max_connections, BucketCheck::WhenReachable).await?;
         meta.require_client_grants().await?;
-        let volume = match meta.volume().await {
-            Ok(v) => v,
-            Err(MetaError::Errno(libc::ENOENT)) => anyhow::bail!(
-                "{} holds no volume: run `jfs format` first",
-                redact_url(meta_url)
-            ),
-            Err(e) => return Err(e.into()),
-        };
         let root = match &a.subdir {
             Some(path) => subdir_inode(&meta, &volume.name, path).await?,
             None => 1,
         };
-        let keys = meta.volume_secrets().await?;
-        let store = object::open(&volume.storage, &volume.bucket, keys).await?;
-        // the store may be away (a mount can serve its disk cache): then
-        // the bucket is checked at the next mount
-        match object::bucket_owner(store.as_ref(), &volume.name).await {
-            Ok(_) => object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?,
-            Err(e) => tracing::warn!("cannot check which volume the bucket belongs to: {e:#}"),
-        }
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();

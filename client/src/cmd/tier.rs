@@ -12,6 +12,7 @@ use clap::{Args, Subcommand};
 use crate::meta::TierSlice;
 use crate::object::ObjectState;
 use crate::vfs::layout::slice_blocks;
+use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
 
 #[derive(Args, Debug)]
 pub struct TierArgs {
@@ -102,7 +103,11 @@ fn progress(label: &str, done: usize, total: usize) {
 pub async fn run(a: TierArgs) -> anyhow::Result<()> {
     match a.action {
         Action::Set(s) => {
-            let (meta, volume, store) = super::open_volume(&s.meta_url).await?;
+            let OpenVolume {
+                meta,
+                volume,
+                store,
+            } = open_volume(&s.meta_url, 2, BucketCheck::Required).await?;
             let changed = meta.set_tier(&s.path, s.id, s.recursive).await?;
             let slices = meta.tier_files(&s.path, s.recursive).await?;
             let fallback = meta.tier_classes().await?[0].clone();
@@ -145,7 +150,11 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
             );
         }
         Action::Restore(p) => {
-            let (meta, volume, store) = super::open_volume(&p.meta_url).await?;
+            let OpenVolume {
+                meta,
+                volume,
+                store,
+            } = open_volume(&p.meta_url, 2, BucketCheck::Required).await?;
             let slices = meta.tier_files(&p.path, p.recursive).await?;
             let keys: Vec<String> = slices
                 .iter()
@@ -173,7 +182,11 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
             );
         }
         Action::Status(p) => {
-            let (meta, volume, store) = super::open_volume(&p.meta_url).await?;
+            let OpenVolume {
+                meta,
+                volume,
+                store,
+            } = open_volume(&p.meta_url, 2, BucketCheck::Required).await?;
             let slices = meta.tier_files(&p.path, p.recursive).await?;
             let mut files: Vec<(u64, u8, String, Vec<String>)> = Vec::new();
             for sl in &slices {

@@ -1,9 +1,18 @@
 //! FUSE adapter (fuser): decodes each kernel request, hands it to a tokio task that calls
 //! the VFS, and replies from there, so a slow request never blocks a fast one.
 //! The session (mount options, threads, kernel notifications) is in
-//! `session`, mount points (is mounted, unmount) in `mountpoint`.
+//! `session`, mount points (is mounted, unmount) in `mountpoint`, the
+//! conversions between the kernel's types and the VFS's in `convert`. This
+//! file is long for a reason: the `Filesystem` impl is one block (a trait
+//! impl cannot be split), one short method per kind of request.
+mod convert;
 pub mod mountpoint;
 pub mod session;
+
+use convert::{
+    err, file_attr, kind, new_node, node_type_of_mode, reply_empty, reply_entry, reply_xattr,
+    time_arg,
+};
 
 use std::ffi::OsStr;
 use std::future::Future;
@@ -14,15 +23,13 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::vfs::{
-    ns_to_time, time_to_ns, Attr, Caller, NewNode, NodeType, SetAttr, TimeSet, Vfs, CONTROL_INODE,
-};
+use crate::vfs::{Caller, NewNode, NodeType, SetAttr, Vfs, CONTROL_INODE};
 
 pub struct JfsFuse {
     vfs: Arc<Vfs>,
@@ -79,101 +86,6 @@ fn thread_runtime(vfs: &Vfs) -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?;
     vfs.use_thread_connection()?;
     Ok(rt)
-}
-
-fn kind(t: NodeType) -> FileType {
-    match t {
-        NodeType::File => FileType::RegularFile,
-        NodeType::Dir => FileType::Directory,
-        NodeType::Symlink => FileType::Symlink,
-        NodeType::Fifo => FileType::NamedPipe,
-        NodeType::BlockDev => FileType::BlockDevice,
-        NodeType::CharDev => FileType::CharDevice,
-        NodeType::Socket => FileType::Socket,
-    }
-}
-
-fn file_attr(vfs: &Vfs, a: &Attr) -> FileAttr {
-    let size = if a.kind == NodeType::Dir {
-        4096
-    } else {
-        a.length
-    };
-    FileAttr {
-        ino: INodeNo(vfs.kernel_ino(a.inode)),
-        size,
-        blocks: size.div_ceil(512),
-        atime: ns_to_time(a.atime),
-        mtime: ns_to_time(a.mtime),
-        ctime: ns_to_time(a.ctime),
-        crtime: ns_to_time(a.ctime),
-        kind: kind(a.kind),
-        perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: a.rdev,
-        blksize: 65536,
-        flags: 0,
-    }
-}
-
-fn err(e: i32) -> Errno {
-    Errno::from_i32(e)
-}
-
-fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
-    t.map(|t| match t {
-        TimeOrNow::SpecificTime(t) => TimeSet::At(time_to_ns(t)),
-        TimeOrNow::Now => TimeSet::Now,
-    })
-}
-
-/// A node the kernel asked for, made by `req`'s caller.
-fn new_node<'a>(req: &Request, kind: NodeType, mode: u32, umask: u32) -> NewNode<'a> {
-    NewNode {
-        kind,
-        mode: mode & 0o7777,
-        umask,
-        uid: req.uid(),
-        gid: req.gid(),
-        rdev: 0,
-        target: None,
-    }
-}
-
-fn node_type_of_mode(mode: u32) -> Option<NodeType> {
-    match mode & libc::S_IFMT {
-        libc::S_IFREG | 0 => Some(NodeType::File),
-        libc::S_IFIFO => Some(NodeType::Fifo),
-        libc::S_IFCHR => Some(NodeType::CharDev),
-        libc::S_IFBLK => Some(NodeType::BlockDev),
-        libc::S_IFSOCK => Some(NodeType::Socket),
-        _ => None,
-    }
-}
-
-fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Attr, i32>) {
-    match r {
-        Ok(a) => reply.entry(&vfs.config.entry_ttl, &file_attr(vfs, &a), Generation(0)),
-        Err(e) => reply.error(err(e)),
-    }
-}
-
-fn reply_empty(reply: ReplyEmpty, r: Result<(), i32>) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(err(e)),
-    }
-}
-
-fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, i32>) {
-    match r {
-        Ok(v) if size == 0 => reply.size(v.len() as u32),
-        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-        Ok(v) => reply.data(&v),
-        Err(e) => reply.error(err(e)),
-    }
 }
 
 impl Filesystem for JfsFuse {

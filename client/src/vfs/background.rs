@@ -100,6 +100,9 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
     });
 }
 
+/// Freed slices taken from the queue per round trip.
+const DELSLICE_PAGE: i32 = 1000;
+
 /// Deletes the objects of slices whose last reference went away at least
 /// `delay` ago (the delslice queue), then forgets them; returns how many
 /// slices were done. Used by mounts in the background and by `jfs gc`.
@@ -111,7 +114,9 @@ pub async fn drain_delslices(
 ) -> anyhow::Result<usize> {
     let mut total = 0;
     loop {
-        let pending = meta.pending_delslices(delay.as_secs(), 1000).await?;
+        let pending = meta
+            .pending_delslices(delay.as_secs(), DELSLICE_PAGE)
+            .await?;
         if pending.is_empty() {
             return Ok(total);
         }

@@ -7,6 +7,9 @@ use super::layout::{slice_blocks, CHUNK_SIZE};
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
 
+/// Entries `jfs rmr` removes per transaction (jfs.rmr's limit).
+const RMR_STEP: i32 = 100_000;
+
 /// The control file's name in the root directory.
 pub const CONTROL_NAME: &[u8] = b".jfs.control";
 /// Its inode: far above any id the database hands out.
@@ -140,7 +143,7 @@ impl Vfs {
         ))
     }
 
-    /// One step of removing a tree (up to 100,000 entries, one transaction):
+    /// One step of removing a tree (up to [`RMR_STEP`] entries, one transaction):
     /// answers "removed N done|more". On the last step the kernel forgets
     /// the entry so the mount shows the result at once.
     async fn rmr_step(&self, parent: u64, name: &[u8]) -> Result<String, String> {
@@ -149,7 +152,7 @@ impl Vfs {
         }
         let (removed, done) = self
             .meta
-            .rmr(parent, name, 100_000, self.sid(), &self.open_inodes())
+            .rmr(parent, name, RMR_STEP, self.sid(), &self.open_inodes())
             .await
             .map_err(|e| e.to_string())?;
         if done {

@@ -13,6 +13,7 @@ mod handles;
 pub mod layout;
 mod ops;
 mod reader;
+pub mod volume;
 mod writer;
 
 pub use crate::meta::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, SetAttr, TimeSet};

@@ -1,0 +1,103 @@
+//! Conversions between the kernel's types (fuser) and the VFS's: node
+//! types and attributes, errno values, times, new nodes; reply helpers.
+use fuser::{
+    Errno, FileAttr, FileType, Generation, INodeNo, ReplyEmpty, ReplyEntry, ReplyXattr, Request,
+    TimeOrNow,
+};
+
+use crate::vfs::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, TimeSet, Vfs};
+
+pub(super) fn kind(t: NodeType) -> FileType {
+    match t {
+        NodeType::File => FileType::RegularFile,
+        NodeType::Dir => FileType::Directory,
+        NodeType::Symlink => FileType::Symlink,
+        NodeType::Fifo => FileType::NamedPipe,
+        NodeType::BlockDev => FileType::BlockDevice,
+        NodeType::CharDev => FileType::CharDevice,
+        NodeType::Socket => FileType::Socket,
+    }
+}
+
+pub(super) fn file_attr(vfs: &Vfs, a: &Attr) -> FileAttr {
+    let size = if a.kind == NodeType::Dir {
+        4096
+    } else {
+        a.length
+    };
+    FileAttr {
+        ino: INodeNo(vfs.kernel_ino(a.inode)),
+        size,
+        blocks: size.div_ceil(512),
+        atime: ns_to_time(a.atime),
+        mtime: ns_to_time(a.mtime),
+        ctime: ns_to_time(a.ctime),
+        crtime: ns_to_time(a.ctime),
+        kind: kind(a.kind),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: 65536,
+        flags: 0,
+    }
+}
+
+pub(super) fn err(e: i32) -> Errno {
+    Errno::from_i32(e)
+}
+
+pub(super) fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
+    t.map(|t| match t {
+        TimeOrNow::SpecificTime(t) => TimeSet::At(time_to_ns(t)),
+        TimeOrNow::Now => TimeSet::Now,
+    })
+}
+
+/// A node the kernel asked for, made by `req`'s caller.
+pub(super) fn new_node<'a>(req: &Request, kind: NodeType, mode: u32, umask: u32) -> NewNode<'a> {
+    NewNode {
+        kind,
+        mode: mode & 0o7777,
+        umask,
+        uid: req.uid(),
+        gid: req.gid(),
+        rdev: 0,
+        target: None,
+    }
+}
+
+pub(super) fn node_type_of_mode(mode: u32) -> Option<NodeType> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG | 0 => Some(NodeType::File),
+        libc::S_IFIFO => Some(NodeType::Fifo),
+        libc::S_IFCHR => Some(NodeType::CharDev),
+        libc::S_IFBLK => Some(NodeType::BlockDev),
+        libc::S_IFSOCK => Some(NodeType::Socket),
+        _ => None,
+    }
+}
+
+pub(super) fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Attr, i32>) {
+    match r {
+        Ok(a) => reply.entry(&vfs.config.entry_ttl, &file_attr(vfs, &a), Generation(0)),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+pub(super) fn reply_empty(reply: ReplyEmpty, r: Result<(), i32>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(err(e)),
+    }
+}
+
+pub(super) fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, i32>) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(err(e)),
+    }
+}
