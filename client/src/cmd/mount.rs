@@ -260,7 +260,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         );
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
         if let Err(e) = vfs.reload_tier_classes().await {
-            let _ = vfs.meta.session_close(sid).await;
+            let _ = vfs.close_session().await;
             return Err(e.into());
         }
         Ok::<_, anyhow::Error>((vfs, host, info))

@@ -53,7 +53,7 @@ pub struct VfsConfig {
 }
 
 pub struct Vfs {
-    pub meta: Meta,
+    meta: Meta,
     store: Arc<dyn ObjectStore>,
     pub volume: VolumeInfo,
     pub config: VfsConfig,
