@@ -1,6 +1,7 @@
 //! Bad input and faults: clear errors, nothing lost.
 use std::fs;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use jfs_e2e::{env, jfs, meta_url, Volume};
@@ -17,6 +18,15 @@ fn fails_with(cmd: &mut Command, needle: &str) {
         text.contains(needle),
         "{cmd:?}: expected {needle:?} in:\n{text}"
     );
+}
+
+/// The tests of this file run one at a time: one of them stops and starts the
+/// shared test cluster, which any other test running then would see as a
+/// connection refused or "the database system is shutting down".
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Stops or starts the test cluster (its output to its log, not to ours:
@@ -46,6 +56,7 @@ fn pg_ctl(action: &str) {
 
 #[test]
 fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
+    let _alone = alone();
     let v = Volume::new("faults");
     // format over an existing volume without --force
     fails_with(
@@ -198,6 +209,7 @@ impl Drop for SmallFs {
 
 #[test]
 fn a_full_bucket_file_system_is_enospc_and_failed_mounts_leave_no_session() {
+    let _alone = alone();
     let v = Volume::new("enospc");
     let _small = SmallFs::mount(&v.bucket(), "1m");
     {
