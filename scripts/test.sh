@@ -72,7 +72,7 @@ run_suite() {
     2>&1 | tee "$log" || true
   local ok bad
   ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]' "$log" || true)
-  bad=$(grep -cE 'FAILED|failed \(|^not ok' "$log" || true)
+  bad=$(grep -cE 'FAILED|failed \(|^not ok|diff command failed' "$log" || true)
   if [ "$bad" -gt 0 ] || [ "$ok" -eq 0 ]; then
     find "$tmp/out/$name" -name regression.diffs -exec head -300 {} \;
     [ "$bad" -gt 0 ] || bad=1

@@ -126,6 +126,7 @@ BEGIN
         RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
     END IF;
     DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
+    PERFORM _log_node_change('setacl', p_inode);
     IF p_tags IS NULL THEN
         UPDATE node SET ctime = _now() WHERE inode = p_inode;
         RETURN 0;

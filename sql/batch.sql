@@ -95,6 +95,8 @@ BEGIN
     IF v_done_names IS NOT NULL AND _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE node.inode = p_parent;
     END IF;
+    INSERT INTO change (op, inode, parent, name)
+    SELECT 'unlink', d.i, p_parent, d.nm FROM unnest(v_done_names, v_done_inodes) d(nm, i);
 
     RETURN QUERY
         SELECT u.n,
@@ -158,6 +160,8 @@ BEGIN
         END IF;
     END IF;
     PERFORM _durability(v_mode);
+    -- one row per step: the tree below the entry loses entries
+    INSERT INTO change (op, inode, parent, name) VALUES ('rmr', v_root, p_parent, p_name);
 
     -- the tree's directories, with their depth below the root
     WITH RECURSIVE t(inode, depth) AS (

@@ -189,6 +189,8 @@ BEGIN
     SELECT u.dir, _stripe(), u.space, u.inodes FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes) u(dir, space, inodes)
         ON CONFLICT ON CONSTRAINT dir_stats_pkey
         DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
+    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
     RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
 EXCEPTION
     WHEN unique_violation THEN

@@ -52,6 +52,7 @@ BEGIN
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
+    PERFORM _log_node_change('compact', p_inode);
     RETURN 0;
 END
 $$;

@@ -44,6 +44,7 @@ BEGIN
     UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
      WHERE inode = p_inode;
     n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
     RETURN _to_attr(n);
 END
 $$;

@@ -228,6 +228,9 @@ BEGIN
     ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
     END IF;
+    INSERT INTO change (op, inode, parent, name, uid, gid)
+    VALUES ((ARRAY['create', 'mkdir', 'symlink', 'mknod', 'mknod', 'mknod', 'mknod'])[p_type],
+            n.inode, p_parent, p_name, n.uid, n.gid);
     RETURN _to_attr(n);
 END
 $$;
@@ -295,6 +298,7 @@ BEGIN
     END IF;
     UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;
     PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
+    INSERT INTO change (op, inode, parent, name, uid, gid) VALUES ('link', n.inode, p_parent, p_name, n.uid, n.gid);
     RETURN _to_attr(n);
 END
 $$;
@@ -357,6 +361,8 @@ BEGIN
             IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
                 UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
             END IF;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
             RETURN _to_attr(c);
         END IF;
     END LOOP;
@@ -407,6 +413,8 @@ BEGIN
             PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
             PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
             n.nlink := 0;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('rmdir', n.inode, p_parent, p_name, n.uid, n.gid);
             RETURN _to_attr(n);
         END IF;
     END LOOP;

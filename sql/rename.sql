@@ -205,6 +205,10 @@ BEGIN
         IF v_cross THEN
             PERFORM _touch_dir(p_new_parent, v_now, v_skip);
         END IF;
+        INSERT INTO change (op, inode, parent, name, parent2, name2, inode2, uid, gid)
+        SELECT CASE WHEN v_exchange THEN 'exchange' ELSE 'rename' END, v_src, p_parent, p_name,
+               p_new_parent, p_new_name, nullif(replaced, 0), n.uid, n.gid
+          FROM node n WHERE n.inode = v_src;
         errno := 0;
         RETURN;
     END LOOP;

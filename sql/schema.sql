@@ -42,6 +42,20 @@
 --             looking at the others (NULL: no limit); the shares of a quota
 --             never add up to more than its limit (see sql/usage.sql).
 -- tier        id 0..3 -> object storage class ('' = the bucket's default).
+-- change      the change log (sql/changelog.sql): one row per change a
+--             procedure made, written in the same transaction, insert-only,
+--             pruned by age and count (setting.changelog_max_age / _rows).
+--             id: order of insertion (a sequence: transactions commit in
+--             another order); xid: the writing transaction (a reader takes a
+--             row as final once every transaction up to it is over); at: its
+--             start; op: what was done; inode: the node changed; parent, name:
+--             the entry made, removed or renamed (for xattr changes name is
+--             the attribute's, parent NULL); parent2, name2: where a rename,
+--             a move into the trash or a clone put it; inode2: the node a
+--             rename replaced or exchanged, a clone's source; uid, gid: the
+--             node's owner after the change; session: the mount that did it
+--             (its connections' application_name is jfs:SID; NULL for SQL
+--             run by people).
 --
 -- Space is charged in 4 KiB units of file length (directories and symlinks one
 -- unit each); every node counts one inode.
@@ -67,7 +81,10 @@ CREATE TABLE setting (
     quota_gids      bigint[] DEFAULT '{}',
     formatted_at    timestamptz NOT NULL DEFAULT now(),
     -- POSIX ACLs stored and enforced (sql/acl.sql); once on, never off
-    enable_acl      boolean NOT NULL DEFAULT false
+    enable_acl      boolean NOT NULL DEFAULT false,
+    -- the change log keeps rows younger than this, and at most this many
+    changelog_max_age  interval NOT NULL DEFAULT '1 day' CHECK (changelog_max_age >= '1 minute'),
+    changelog_max_rows bigint   NOT NULL DEFAULT 10000000 CHECK (changelog_max_rows >= 1000)
 );
 
 CREATE TABLE secret (
@@ -231,6 +248,25 @@ CREATE TABLE acl (
     PRIMARY KEY (inode, kind, tag, qualifier)
 );
 
+CREATE SEQUENCE change_id;
+
+CREATE TABLE change (
+    id      bigint      PRIMARY KEY DEFAULT nextval('change_id'),
+    xid     xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    at      timestamptz NOT NULL DEFAULT now(),
+    op      text        NOT NULL,
+    inode   bigint,
+    parent  bigint,
+    name    bytea,
+    parent2 bigint,
+    name2   bytea,
+    inode2  bigint,
+    uid     bigint,
+    gid     bigint,
+    session bigint      DEFAULT substring(current_setting('application_name') FROM '^jfs:([0-9]{1,18})$')::bigint
+);
+CREATE INDEX change_xid ON change (xid, id);
+
 -- Composite results of the procedures. errno 0 = success; the other fields
 -- are NULL when errno <> 0.
 CREATE TYPE attr AS (
@@ -274,3 +310,5 @@ SELECT pg_catalog.pg_extension_config_dump('quota', '');
 SELECT pg_catalog.pg_extension_config_dump('quota_usage', '');
 SELECT pg_catalog.pg_extension_config_dump('tier', '');
 SELECT pg_catalog.pg_extension_config_dump('acl', '');
+SELECT pg_catalog.pg_extension_config_dump('change', '');
+SELECT pg_catalog.pg_extension_config_dump('change_id', '');

@@ -47,6 +47,7 @@ DECLARE
     v_errno integer;
     v_new_uid bigint;
     v_new_gid bigint;
+    v_truncated boolean := false;
     f record;
     n node;
 BEGIN
@@ -78,6 +79,7 @@ BEGIN
                 RETURN _err(v_errno);
             END IF;
             n := _truncate(n, p_length, v_now);
+            v_truncated := true;
         END IF;
     END IF;
     IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
@@ -104,6 +106,10 @@ BEGIN
     IF v_set & ~8 <> 0 THEN
         UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
          WHERE inode = p_inode;
+    END IF;
+    IF v_set & ~8 <> 0 OR v_truncated THEN
+        INSERT INTO change (op, inode, uid, gid)
+        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
     END IF;
     RETURN _to_attr(n);
 END

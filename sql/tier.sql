@@ -62,6 +62,9 @@ BEGIN
         RETURNING 1
     )
     SELECT count(*) INTO v_changed FROM changed;
+    IF v_changed > 0 THEN
+        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
+    END IF;
     RETURN v_changed;
 END
 $$;

@@ -53,6 +53,7 @@ BEGIN
             ON CONFLICT (inode, name) DO UPDATE SET value = EXCLUDED.value;
     END IF;
     UPDATE node SET ctime = _now() WHERE inode = p_inode;
+    PERFORM _log_node_change('setxattr', p_inode, p_name);
     RETURN 0;
 END
 $$;
@@ -92,6 +93,7 @@ BEGIN
         RETURN 61;
     END IF;
     UPDATE node SET ctime = _now() WHERE inode = p_inode;
+    PERFORM _log_node_change('removexattr', p_inode, p_name);
     RETURN 0;
 END
 $$;

@@ -13,6 +13,8 @@
 //! rename and batch_unlink/rmr (batch) move what they remove into the trash
 //! (trash.sql's `_to_trash`), which makes its directories with mknod and
 //! moves by rename. trash.sql is therefore loaded after all of them.
+//! Likewise the procedures that log a change of a node call changelog.sql's
+//! `_log_node_change`, loaded late because its view needs people.sql.
 pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
@@ -116,5 +118,10 @@ pgrx::extension_sql_file!(
     "../../sql/acl.sql",
     name = "acl",
     requires = ["internal", "people"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/changelog.sql",
+    name = "changelog",
+    requires = ["schema", "people"]
 );
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

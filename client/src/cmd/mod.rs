@@ -1,4 +1,5 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog.
+mod changelog;
 mod clone;
 mod compact;
 mod format;
@@ -56,8 +57,10 @@ enum Command {
     Restore(restore::RestoreArgs),
     /// Storage tiers: set a tree's tier (moving its objects), restore archived objects, status
     Tier(tier::TierArgs),
-    /// Change a volume's settings: the storage class of a tier id
+    /// Change a volume's settings: the storage class of a tier id, ACLs, the change log's retention
     Config(tier::ConfigArgs),
+    /// Print the volume's changes from its change log, oldest first (--follow for new ones)
+    Changelog(changelog::ChangelogArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -91,6 +94,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restore(a) => runtime()?.block_on(restore::run(a)),
         Command::Tier(a) => runtime()?.block_on(tier::run(a)),
         Command::Config(a) => runtime()?.block_on(tier::config(a)),
+        Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
     }
 }
 

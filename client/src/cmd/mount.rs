@@ -242,6 +242,13 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         let sid = meta
             .session_register(&host, std::process::id() as i32, &info)
             .await?;
+        let meta = match meta.for_session(sid) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = meta.session_close(sid).await;
+                return Err(e);
+            }
+        };
         let config = VfsConfig {
             root,
             attr_ttl: Duration::from_secs_f64(a.attr_cache),

@@ -72,6 +72,13 @@ pub struct ConfigArgs {
     /// enforce them once mounted again)
     #[arg(long)]
     enable_acl: bool,
+    /// How long the change log keeps a change (a PostgreSQL interval:
+    /// '2 days', '12 hours'; at least a minute; default 1 day)
+    #[arg(long, value_name = "AGE")]
+    changelog_max_age: Option<String>,
+    /// How many changes the change log keeps at most (default 10,000,000)
+    #[arg(long, value_name = "N")]
+    changelog_max_rows: Option<i64>,
 }
 
 /// The object keys of a slice.
@@ -230,15 +237,14 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
 
 pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
     let meta = crate::meta::Meta::connect(&a.meta_url, 1).await?;
+    let mut changed = false;
     if a.enable_acl {
         if meta.enable_acl().await? {
             println!("POSIX ACLs on (mount again to enforce them)");
         } else {
             println!("POSIX ACLs were on already");
         }
-        if a.tier_id.is_none() {
-            return Ok(());
-        }
+        changed = true;
     }
     if let (Some(id), Some(class)) = (a.tier_id, &a.tier_sc) {
         meta.set_tier_class(id, class).await?;
@@ -250,8 +256,23 @@ pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
                 class
             }
         );
-    } else {
-        anyhow::bail!("nothing to change: give --tier-id N --tier-sc CLASS or --enable-acl");
+        changed = true;
+    }
+    if a.changelog_max_age.is_some() || a.changelog_max_rows.is_some() {
+        let kept = meta
+            .set_changelog_retention(a.changelog_max_age.as_deref(), a.changelog_max_rows)
+            .await?;
+        println!(
+            "the change log keeps {} and at most {} rows",
+            kept.max_age, kept.max_rows
+        );
+        changed = true;
+    }
+    if !changed {
+        anyhow::bail!(
+            "nothing to change: give --tier-id N --tier-sc CLASS, --enable-acl, \
+             --changelog-max-age AGE or --changelog-max-rows N"
+        );
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! failures and deadlocks are retried a bounded number of times.
 
 mod acl;
+mod changelog;
 mod data;
 mod namespace;
 mod quota;
@@ -24,9 +25,11 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 pub use acl::{AclEntry, AclKind};
+pub use changelog::Change;
 pub use data::SliceRow;
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
+pub use session::session_application_name;
 pub use tier::TierSlice;
 pub use version::{check_extension_version, VERSION_TEXT};
 pub use volume::{FormatRequest, Statfs, VolumeInfo};
@@ -299,6 +302,17 @@ impl Meta {
         config.keepalives_idle(Duration::from_secs(30));
         config.application_name("jfs");
         let pool = build_pool(&config, max_connections)?;
+        Ok(Meta { pool, config })
+    }
+
+    /// The same database with connections that name session `sid` (their
+    /// application_name, see [`session_application_name`]): the change log
+    /// records what they change as that session's, and pg_stat_activity
+    /// shows which mount a backend serves. The old pool's connections close.
+    pub fn for_session(&self, sid: i64) -> anyhow::Result<Meta> {
+        let mut config = self.config.clone();
+        config.application_name(session_application_name(sid));
+        let pool = build_pool(&config, self.pool.status().max_size)?;
         Ok(Meta { pool, config })
     }
 

@@ -13,6 +13,14 @@ pub struct SessionRow {
     pub sustained: i64,
 }
 
+/// The application_name of a mount's connections: `jfs:SID`. The change
+/// log's `session` column reads the id back from it (sql/schema.sql, table
+/// change), so a change is attributed to its mount with no extra statement
+/// and through PgBouncer, which passes application_name on.
+pub fn session_application_name(sid: i64) -> String {
+    format!("jfs:{sid}")
+}
+
 impl Meta {
     pub async fn session_register(&self, host: &str, pid: i32, info: &str) -> Result<i64> {
         let row = self

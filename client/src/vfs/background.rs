@@ -91,6 +91,13 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                     Err(e) => tracing::warn!("purging the trash: {e}"),
                 }
             }
+            if !vfs.config.read_only {
+                match vfs.meta.changelog_prune(CHANGELOG_PRUNE_STEP).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!("pruned {n} change-log rows"),
+                    Err(e) => tracing::warn!("pruning the change log: {e}"),
+                }
+            }
             if let Err(e) =
                 drain_delslices(&vfs.meta, vfs.store.as_ref(), &vfs.volume, cfg.gc_delay).await
             {
@@ -99,6 +106,9 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
         }
     });
 }
+
+/// Change-log rows pruned per round (each mount, every gc interval).
+const CHANGELOG_PRUNE_STEP: i32 = 100_000;
 
 /// Freed slices taken from the queue per round trip.
 const DELSLICE_PAGE: i32 = 1000;

@@ -26,7 +26,9 @@ fn fails_with(cmd: &mut Command, needle: &str) {
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn alone() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Stops or starts the test cluster (its output to its log, not to ours:
