@@ -124,3 +124,28 @@ BEGIN
     END IF;
 END
 $$;
+
+-- For mounts, which keep the kernel's caches in step with the others: the
+-- changes of transactions from p_horizon on (a horizon an earlier call
+-- returned; NULL: none, just the horizon) that the session p_sid did not
+-- make, or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash), and the new horizon. Every
+-- change of a transaction older than the horizon is in this answer or an
+-- earlier one; those of transactions running at it come again in the next
+-- (a mount skips ids it applied; applying twice is harmless anyway). The
+-- first row carries only the horizon.
+CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
+RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
+    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)))
+$$;

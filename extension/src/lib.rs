@@ -122,6 +122,6 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/changelog.sql",
     name = "changelog",
-    requires = ["schema", "people"]
+    requires = ["schema", "people", "trash"]
 );
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

@@ -12,6 +12,7 @@ use crate::fuse::{mountpoint, session};
 use crate::meta::{redact_url, Meta, MetaError};
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
+use crate::vfs::changes;
 use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
 use crate::vfs::{Vfs, VfsConfig};
 
@@ -35,11 +36,16 @@ pub struct MountArgs {
     #[arg(long)]
     subdir: Option<String>,
     /// Seconds the kernel (and, for directories, the mount) caches attributes; 0 turns caching off
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 30.0)]
     attr_cache: f64,
     /// Seconds the kernel caches names
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 30.0)]
     entry_cache: f64,
+    /// Seconds between reads of the change log, which make this mount (and
+    /// its kernel) forget what other mounts changed; 0: never (then keep
+    /// --attr-cache and --entry-cache short: they bound what is stale)
+    #[arg(long, default_value_t = 0.05)]
+    changes_poll: f64,
     /// MiB of memory for uploads in flight and recently read blocks
     #[arg(long, default_value_t = 300)]
     buffer_size: usize,
@@ -129,6 +135,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     for (flag, value) in [
         ("--attr-cache", a.attr_cache.to_string()),
         ("--entry-cache", a.entry_cache.to_string()),
+        ("--changes-poll", a.changes_poll.to_string()),
         ("--buffer-size", a.buffer_size.to_string()),
         ("--max-connections", a.max_connections.to_string()),
         ("--heartbeat", a.heartbeat.to_string()),
@@ -266,7 +273,11 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             mountpoint.display()
         );
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
-        if let Err(e) = vfs.reload_tier_classes().await {
+        let mut started = vfs.reload_tier_classes().await;
+        if started.is_ok() && a.changes_poll > 0.0 {
+            started = changes::spawn(vfs.clone(), Duration::from_secs_f64(a.changes_poll)).await;
+        }
+        if let Err(e) = started {
             let _ = vfs.close_session().await;
             return Err(e.into());
         }

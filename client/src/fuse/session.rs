@@ -68,10 +68,21 @@ pub fn serve(
                     });
                     let _ = wait.recv_timeout(Duration::from_secs(1));
                 }
+                Forget::EntryNow { parent, name } => {
+                    let name = std::ffi::OsStr::from_bytes(name);
+                    if let Err(e) = notifier.inval_entry(fuser::INodeNo(parent), name) {
+                        tracing::debug!("forgetting entry {name:?} of {parent}: {e}");
+                    }
+                }
                 // attributes only: the kernel takes no lock of the inode
                 Forget::Attributes { inode } => {
                     if let Err(e) = notifier.inval_inode(fuser::INodeNo(inode), -1, 0) {
                         tracing::debug!("forgetting the attributes of {inode}: {e}");
+                    }
+                }
+                Forget::Data { inode } => {
+                    if let Err(e) = notifier.inval_inode(fuser::INodeNo(inode), 0, 0) {
+                        tracing::debug!("forgetting the pages of {inode}: {e}");
                     }
                 }
             }));

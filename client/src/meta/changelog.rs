@@ -23,6 +23,21 @@ pub struct Change {
     pub json: String,
 }
 
+/// A change as a mount applies it: what to forget.
+#[derive(Debug, Clone)]
+pub struct LoggedChange {
+    pub id: i64,
+    /// The writing transaction (xid8 as a number).
+    pub xid: i64,
+    pub op: String,
+    pub inode: Option<i64>,
+    pub parent: Option<i64>,
+    pub name: Option<Vec<u8>>,
+    pub parent2: Option<i64>,
+    pub name2: Option<Vec<u8>>,
+    pub inode2: Option<i64>,
+}
+
 /// How long and how many rows the change log keeps.
 #[derive(Debug, Clone)]
 pub struct ChangelogRetention {
@@ -61,6 +76,42 @@ impl Meta {
                 })
             })
             .collect()
+    }
+
+    /// The changes a mount (session `sid`) must apply from transactions at
+    /// or after `horizon` (`None`: none yet), with the new horizon.
+    pub async fn changes_for_mount(
+        &self,
+        sid: i64,
+        horizon: Option<i64>,
+    ) -> Result<(i64, Vec<LoggedChange>)> {
+        let rows = self
+            .call(
+                "SELECT horizon, id, xid, op, inode, parent, name, parent2, name2, inode2 \
+                   FROM jfs.changes_for_mount($1, $2)",
+                &[&sid, &horizon],
+            )
+            .await?;
+        let mut new_horizon = horizon.unwrap_or(0);
+        let mut changes = Vec::with_capacity(rows.len());
+        for r in &rows {
+            new_horizon = r.try_get("horizon")?;
+            let Some(id) = r.try_get::<_, Option<i64>>("id")? else {
+                continue;
+            };
+            changes.push(LoggedChange {
+                id,
+                xid: r.try_get("xid")?,
+                op: r.try_get("op")?,
+                inode: r.try_get("inode")?,
+                parent: r.try_get("parent")?,
+                name: r.try_get("name")?,
+                parent2: r.try_get("parent2")?,
+                name2: r.try_get("name2")?,
+                inode2: r.try_get("inode2")?,
+            });
+        }
+        Ok((new_horizon, changes))
     }
 
     /// Deletes change-log rows past the volume's retention, at most `limit`;

@@ -25,7 +25,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 pub use acl::{AclEntry, AclKind};
-pub use changelog::Change;
+pub use changelog::{Change, LoggedChange};
 pub use data::SliceRow;
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};

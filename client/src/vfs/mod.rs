@@ -6,6 +6,7 @@
 //! types it needs through this module's re-exports.
 mod acl;
 pub mod background;
+pub mod changes;
 mod compact;
 mod control;
 mod dir_attrs;
@@ -77,10 +78,16 @@ pub struct Vfs {
 
 /// What the kernel is to forget (kernel inode numbers).
 pub enum Forget<'a> {
-    /// The entry `name` of directory `parent`.
+    /// The entry `name` of directory `parent`, asked while answering a
+    /// request: waited for a moment only (the kernel may hold the
+    /// directory's lock until that request is answered).
     Entry { parent: u64, name: &'a [u8] },
+    /// The same from a thread that answers no request: waited for.
+    EntryNow { parent: u64, name: &'a [u8] },
     /// The attributes of an inode.
     Attributes { inode: u64 },
+    /// The attributes and the cached pages of a file.
+    Data { inode: u64 },
 }
 
 /// Makes the kernel drop what it cached.
@@ -157,19 +164,23 @@ impl Vfs {
     }
 
     fn forget_entry(&self, parent: u64, name: &[u8]) {
-        if let Some(f) = self.kernel_forget.get() {
-            f(Forget::Entry {
-                parent: self.kernel_ino(parent),
-                name,
-            });
-        }
+        self.tell_kernel(Forget::Entry {
+            parent: self.kernel_ino(parent),
+            name,
+        });
     }
 
     fn forget_attributes(&self, inode: u64) {
+        self.tell_kernel(Forget::Attributes {
+            inode: self.kernel_ino(inode),
+        });
+    }
+
+    /// Makes the kernel forget `what` (nothing before the FUSE session is up:
+    /// the kernel has cached nothing yet).
+    fn tell_kernel(&self, what: Forget<'_>) {
         if let Some(f) = self.kernel_forget.get() {
-            f(Forget::Attributes {
-                inode: self.kernel_ino(inode),
-            });
+            f(what);
         }
     }
 

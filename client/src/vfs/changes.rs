@@ -1,0 +1,121 @@
+//! Other mounts' changes, read from the change log: what they changed is
+//! forgotten here and in the kernel, so the kernel may keep names and
+//! attributes for long (`--attr-cache`, `--entry-cache`) and still shows
+//! another mount's change within a poll interval (`--changes-poll`).
+//!
+//! The log is read by transaction horizon (`jfs.changes_for_mount`): every
+//! change of a transaction older than the horizon has been read, those of
+//! transactions still running come again until they are older, so a change
+//! that commits late (ids are not commit order) is never missed. Forgetting
+//! is idempotent. Each change is applied twice, at once and again a moment
+//! later: a reply read from the database just before the change committed
+//! may reach the kernel (or this mount's directory cache) after the first
+//! forget, and the second one takes it away.
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Forget, Vfs};
+use crate::meta::LoggedChange;
+
+/// When a change is applied the second time.
+const REAPPLY_AFTER: Duration = Duration::from_secs(1);
+
+/// Starts reading other sessions' changes every `interval`; the kernel is
+/// told from a thread of its own (a notification may wait for the kernel's
+/// locks of a directory). Returns once the first horizon is read, so that
+/// nothing cached after this call misses a change.
+pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()> {
+    let (first_horizon, _) = vfs.meta.changes_for_mount(vfs.sid(), None).await?;
+    let (tx, rx) = mpsc::channel::<Vec<LoggedChange>>();
+    let v = vfs.clone();
+    std::thread::Builder::new()
+        .name("jfs-changes".into())
+        .spawn(move || apply_loop(&v, rx))
+        .expect("spawning the change thread");
+    tokio::spawn(async move {
+        let mut horizon = first_horizon;
+        // ids applied whose transactions are not older than the horizon yet
+        let mut applied: HashMap<i64, i64> = HashMap::new();
+        loop {
+            tokio::time::sleep(interval).await;
+            match vfs.meta.changes_for_mount(vfs.sid(), Some(horizon)).await {
+                Ok((next, changes)) => {
+                    let fresh: Vec<LoggedChange> = changes
+                        .into_iter()
+                        .filter(|c| applied.insert(c.id, c.xid).is_none())
+                        .collect();
+                    applied.retain(|_, xid| *xid >= next);
+                    horizon = next;
+                    if !fresh.is_empty() && tx.send(fresh).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => tracing::warn!("reading the change log: {e}"),
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Applies batches as they come and each change again after [`REAPPLY_AFTER`].
+fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<Vec<LoggedChange>>) {
+    let mut again: VecDeque<(Instant, Vec<LoggedChange>)> = VecDeque::new();
+    loop {
+        let wait = again
+            .front()
+            .map(|(at, _)| at.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(3600));
+        match rx.recv_timeout(wait) {
+            Ok(batch) => {
+                for c in &batch {
+                    vfs.forget_change(c);
+                }
+                again.push_back((Instant::now() + REAPPLY_AFTER, batch));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        while again.front().is_some_and(|(at, _)| *at <= Instant::now()) {
+            if let Some((_, batch)) = again.pop_front() {
+                for c in &batch {
+                    vfs.forget_change(c);
+                }
+            }
+        }
+    }
+}
+
+impl Vfs {
+    /// Forgets, here and in the kernel, what change `c` made stale: the
+    /// entries it made, removed or moved, the attributes of their
+    /// directories and of the nodes it touched, a file's cached pages when
+    /// its data changed.
+    fn forget_change(&self, c: &LoggedChange) {
+        let inode = |i: Option<i64>| i.filter(|&i| i > 0).map(|i| i as u64);
+        for (parent, name) in [(c.parent, &c.name), (c.parent2, &c.name2)] {
+            // (an xattr change names the attribute, with no directory)
+            if let (Some(dir), Some(name)) = (inode(parent), name) {
+                self.dir_attrs.forget(dir);
+                self.tell_kernel(Forget::EntryNow {
+                    parent: self.kernel_ino(dir),
+                    name,
+                });
+                self.tell_kernel(Forget::Attributes {
+                    inode: self.kernel_ino(dir),
+                });
+            }
+        }
+        let data_changed = matches!(c.op.as_str(), "write" | "truncate");
+        for node in [inode(c.inode), inode(c.inode2)].into_iter().flatten() {
+            self.dir_attrs.forget(node);
+            let kernel = self.kernel_ino(node);
+            self.tell_kernel(if data_changed {
+                Forget::Data { inode: kernel }
+            } else {
+                Forget::Attributes { inode: kernel }
+            });
+        }
+    }
+}
