@@ -38,6 +38,8 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
         let mut horizon = first_horizon;
         // ids applied whose transactions are not older than the horizon yet
         let mut applied: HashMap<i64, i64> = HashMap::new();
+        // (one warning per outage, not one per poll)
+        let mut failing = false;
         loop {
             tokio::time::sleep(interval).await;
             match vfs.meta.changes_for_mount(vfs.sid(), Some(horizon)).await {
@@ -48,11 +50,19 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                         .collect();
                     applied.retain(|_, xid| *xid >= next);
                     horizon = next;
+                    if failing {
+                        tracing::info!("reading the change log again");
+                        failing = false;
+                    }
                     if !fresh.is_empty() && tx.send(fresh).is_err() {
                         return;
                     }
                 }
-                Err(e) => tracing::warn!("reading the change log: {e}"),
+                Err(e) if !failing => {
+                    tracing::warn!("reading the change log: {e} (other mounts' changes show when the kernel's caches expire until it works again)");
+                    failing = true;
+                }
+                Err(_) => {}
             }
         }
     });
