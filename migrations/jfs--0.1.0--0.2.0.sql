@@ -129,6 +129,7 @@ BEGIN
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
+    PERFORM _log_node_change('compact', p_inode);
     RETURN 0;
 END
 $$;
@@ -204,6 +205,7 @@ DECLARE
     v_errno integer;
     v_new_uid bigint;
     v_new_gid bigint;
+    v_truncated boolean := false;
     f record;
     n node;
 BEGIN
@@ -235,6 +237,7 @@ BEGIN
                 RETURN _err(v_errno);
             END IF;
             n := _truncate(n, p_length, v_now);
+            v_truncated := true;
         END IF;
     END IF;
     IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
@@ -261,6 +264,10 @@ BEGIN
     IF v_set & ~8 <> 0 THEN
         UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
          WHERE inode = p_inode;
+    END IF;
+    IF v_set & ~8 <> 0 OR v_truncated THEN
+        INSERT INTO change (op, inode, uid, gid)
+        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
     END IF;
     RETURN _to_attr(n);
 END
@@ -590,6 +597,7 @@ BEGIN
         RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
     END IF;
     DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
+    PERFORM _log_node_change('setacl', p_inode);
     IF p_tags IS NULL THEN
         UPDATE node SET ctime = _now() WHERE inode = p_inode;
         RETURN 0;
@@ -739,6 +747,9 @@ BEGIN
     ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
         UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
     END IF;
+    INSERT INTO change (op, inode, parent, name, uid, gid)
+    VALUES ((ARRAY['create', 'mkdir', 'symlink', 'mknod', 'mknod', 'mknod', 'mknod'])[p_type],
+            n.inode, p_parent, p_name, n.uid, n.gid);
     RETURN _to_attr(n);
 END
 $$;
@@ -829,737 +840,6 @@ BEGIN
             PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
             PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
             n.nlink := 0;
-            RETURN _to_attr(n);
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-
--- Copies the node p_src (a file, or a directory with everything below it) to
--- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
--- one reserved range; entries, slices, symlink targets and xattrs are copied;
--- each shared slice gains one reference per new slice row, so the clone is
--- copy-on-write (a later write to either side makes new slices). Hard links
--- inside the tree stay hard links in the clone (nlink counts the entries in
--- the clone); a link from outside the tree is not followed. Modes and times
--- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes.
---
--- Snapshot: the whole source is read and copied by ONE SQL statement, so it
--- is read under one MVCC snapshot: a write, rename or create committed while
--- the clone runs is in it entirely or not at all, for every file together.
--- The source is not locked; the only shared rows written are slice_ref
--- counters. If a slice of the snapshot lost its last reference meanwhile (the
--- source was truncated or removed after the snapshot), the clone fails with
--- serialization_failure (40001) and the caller retries.
---
--- Cost: the transaction inserts one row per node, entry, slice, xattr of the
--- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
--- batched mode, so a clone is all or nothing.
---
--- Usage: the clone's entries count under the destination's directory quotas,
--- its nodes for the volume and their owners; a clone that would pass a limit
--- is not made (28 ENOSPC, 122 EDQUOT).
---
--- Returns errno 0 with the new root's inode, the nodes created and the space
--- charged; else errno: 2 no source / no destination directory, 20 the
--- destination parent is not a directory, 17 the name exists, 22/36 bad name,
--- 28/122 over a limit.
-CREATE OR REPLACE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
-                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
-RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_dst_name);
-    par record;
-    v_src_type smallint;
-    v_res record;
-    v_roots bigint[];
-    v_quota_errno integer := 0;
-    v_owner record;
-BEGIN
-    IF v_errno <> 0 THEN
-        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF _is_dot(p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
-    IF v_src_type IS NULL THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    -- the destination directory: stays a directory, gains an entry (and a
-    -- link when the clone is a directory)
-    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
-      INTO par
-      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
-    IF NOT FOUND OR par.type <> 2 THEN
-        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    PERFORM _durability(par.meta_durability);
-
-    -- the one statement: read the source tree and write its copy
-    WITH RECURSIVE dirs(inode) AS (
-        SELECT p_src WHERE v_src_type = 2
-        UNION ALL
-        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
-    ), entries AS (
-        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
-    ), links AS (
-        -- entries naming each node inside the clone (the root: the new entry)
-        SELECT x.inode, count(*)::integer AS k
-          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
-    ), numbered AS (
-        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
-    ), ids AS (
-        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
-         WHERE c.name = 'inode'
-        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
-    ), map AS (
-        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
-    ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot)
-        SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
-               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
-               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END
-          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
-        RETURNING node.inode, node.type, node.length, node.uid, node.gid
-    ), new_entries AS (
-        INSERT INTO edge (parent, name, inode, type)
-        SELECT mp.new, en.name, mi.new, en.type
-          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
-        UNION ALL
-        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
-        RETURNING edge.parent, edge.inode
-    ), entry_usage AS (
-        -- what the new entries add to each directory holding them
-        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
-          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
-    ), owner_usage AS (
-        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
-          FROM new_nodes nn GROUP BY nn.uid, nn.gid
-    ), old_slices AS (
-        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
-    ), new_slices AS (
-        -- seq is kept: it orders the slices of one chunk, and the inode is new
-        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
-        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
-        RETURNING 1
-    ), shared AS (
-        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
-    ), referenced AS (
-        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
-        RETURNING r.slice_id
-    ), new_targets AS (
-        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
-        RETURNING 1
-    ), new_xattrs AS (
-        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
-        RETURNING 1
-    ), new_acls AS (
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
-        RETURNING 1
-    )
-    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
-           (SELECT count(*) FROM map) AS mapped,
-           (SELECT count(*) FROM new_nodes) AS nodes,
-           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
-           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
-           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
-           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
-           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
-           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
-           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
-           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
-           (SELECT count(*) FROM shared) AS shared,
-           (SELECT count(*) FROM referenced) AS referenced,
-           (SELECT count(*) FROM new_slices)
-             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
-             + (SELECT count(*) FROM new_acls) AS rows
-      INTO v_res;
-
-    IF v_res.nodes <> v_res.mapped THEN
-        -- the source itself went away between the first look and the copy
-        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
-    ELSIF v_res.referenced <> v_res.shared THEN
-        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
-            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
-    END IF;
-    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
-     WHERE node.inode = p_dst_parent;
-
-    -- usage: every entry of the clone is under the destination's quota
-    -- roots (the new directories have no quota of their own); the new
-    -- nodes count for the volume and their owners. Over a limit, the
-    -- whole clone is undone.
-    v_roots := _quota_roots(par.qroot);
-    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
-                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
-                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
-    IF v_quota_errno = 0 THEN
-        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
-    END IF;
-    IF par.owner_quotas THEN
-        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
-                                     u(uid, gid, inodes, space)
-        LOOP
-            EXIT WHEN v_quota_errno <> 0;
-            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
-                                     par.quota_limits);
-        END LOOP;
-    END IF;
-    IF v_quota_errno <> 0 THEN
-        -- what was charged already goes with the rest of the clone
-        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
-    END IF;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
-    SELECT u.dir, _stripe(), u.space, u.inodes FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes) u(dir, space, inodes)
-        ON CONFLICT ON CONSTRAINT dir_stats_pkey
-        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
-    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
-EXCEPTION
-    WHEN unique_violation THEN
-        -- the name was taken by a create that committed after the check above
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN no_data_found THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN SQLSTATE 'JQ000' THEN
-        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
-END
-$$;
-
--- The names of a node's extended attributes, in byte order, with those of
--- its POSIX ACLs (sql/acl.sql) when it has any beyond its mode. (An ACL
--- stored as a plain xattr by 0.1.0 is not listed: it never took effect.)
-CREATE OR REPLACE FUNCTION listxattr(p_inode bigint, OUT errno integer, OUT names bytea[])
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
-        errno := 2; RETURN;
-    END IF;
-    SELECT coalesce(array_agg(e.name ORDER BY e.name), '{}') INTO names
-      FROM (SELECT x.name FROM xattr x
-             WHERE x.inode = p_inode
-               AND x.name NOT IN ('system.posix_acl_access'::bytea, 'system.posix_acl_default'::bytea)
-            UNION ALL
-            SELECT DISTINCT convert_to(CASE a.kind WHEN 'a' THEN 'system.posix_acl_access'
-                                                   ELSE 'system.posix_acl_default' END, 'UTF8')
-              FROM acl a WHERE a.inode = p_inode) e;
-    errno := 0;
-END
-$$;
-REVOKE EXECUTE ON FUNCTION enable_acl(), _acl_valid(smallint[], bigint[], smallint[]),
-    _acl_create_mode(integer, smallint[], smallint[]),
-    _acl_inherit(bigint, boolean, smallint[], bigint[], smallint[]),
-    get_acl(bigint, "char"), set_acl(bigint, "char", smallint[], bigint[], smallint[]),
-    mknod(bigint, bytea, integer, integer, bigint, bigint, bigint, bytea, bigint, integer),
-    volume() FROM PUBLIC;
-REVOKE ALL ON acls FROM PUBLIC;
-
--- ---------------------------------------------------------------------------
--- A client role reads no view: `jfs quota` lists quotas through a procedure.
--- The rows of view quotas, for a client role (`jfs quota get|list|set`),
--- which reads no table or view itself.
-CREATE FUNCTION list_quotas() RETURNS SETOF quotas
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT * FROM quotas
-$$;
-
-REVOKE EXECUTE ON FUNCTION list_quotas() FROM PUBLIC;
-
--- ---------------------------------------------------------------------------
--- grant_reader also grants the read-only helpers the views call (view
--- jfs.trash calls jfs._trash_inode()).
-CREATE OR REPLACE FUNCTION grant_reader(p_role name) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    f regprocedure;
-BEGIN
-    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA jfs TO %I', p_role);
-    EXECUTE pg_catalog.format('GRANT SELECT ON ALL TABLES IN SCHEMA jfs TO %I', p_role);
-    EXECUTE pg_catalog.format('REVOKE SELECT ON jfs.secret FROM %I', p_role);
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-              WHERE p.pronamespace = 'jfs'::regnamespace AND p.provolatile IN ('s', 'i')
-              ORDER BY p.oid
-    LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f, p_role);
-    END LOOP;
-END
-$$;
-
-
--- ---------------------------------------------------------------------------
--- jfs gc counts the whole queue of freed slices (it counted one page of
--- pending_delslices, at most 100,000).
--- How many freed slices wait in the queue (jfs gc; pending_delslices
--- gives them in pages).
-CREATE FUNCTION delslice_count() RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT count(*) FROM delslice
-$$;
-
-REVOKE EXECUTE ON FUNCTION delslice_count() FROM PUBLIC;
-
--- ---------------------------------------------------------------------------
--- Table delfile was never used (deletes queue slices in delslice).
-ALTER EXTENSION jfs DROP TABLE delfile;
-DROP TABLE delfile;
-
--- ---------------------------------------------------------------------------
--- The change log (sql/schema.sql, sql/changelog.sql): every procedure that
--- changes the file system writes what it changed into table change, in its
--- own transaction; jfs.changes and jfs.changes_since(id) show it to people,
--- changelog_prune keeps it within the volume's retention.
-ALTER TABLE setting ADD COLUMN changelog_max_age interval NOT NULL DEFAULT '1 day' CHECK (changelog_max_age >= '1 minute');
-ALTER TABLE setting ADD COLUMN changelog_max_rows bigint NOT NULL DEFAULT 10000000 CHECK (changelog_max_rows >= 1000);
-
-CREATE SEQUENCE change_id;
-
-CREATE TABLE change (
-    id      bigint      PRIMARY KEY DEFAULT nextval('change_id'),
-    xid     xid8        NOT NULL DEFAULT pg_current_xact_id(),
-    at      timestamptz NOT NULL DEFAULT now(),
-    op      text        NOT NULL,
-    inode   bigint,
-    parent  bigint,
-    name    bytea,
-    parent2 bigint,
-    name2   bytea,
-    inode2  bigint,
-    uid     bigint,
-    gid     bigint,
-    session bigint      DEFAULT substring(current_setting('application_name') FROM '^jfs:([0-9]{1,18})$')::bigint
-);
-CREATE INDEX change_xid ON change (xid, id);
-SELECT pg_catalog.pg_extension_config_dump('change', '');
-SELECT pg_catalog.pg_extension_config_dump('change_id', '');
-REVOKE ALL ON change FROM PUBLIC;
-REVOKE ALL ON SEQUENCE change_id FROM PUBLIC;
-
--- Logs change p_op of node p_inode (p_name: the xattr's name), with its owner.
-CREATE FUNCTION _log_node_change(p_op text, p_inode bigint, p_name bytea DEFAULT NULL) RETURNS void
-LANGUAGE sql AS $$
-    INSERT INTO change (op, inode, name, uid, gid)
-    SELECT p_op, n.inode, p_name, n.uid, n.gid FROM node n WHERE n.inode = p_inode
-$$;
-
--- The path of entry p_name of directory p_parent as far as it resolves now
--- (NULL once the directory is gone). Qualified names: a view inlines it in
--- the reader's search_path.
-CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
-$$;
-
--- Every change kept, with its paths as they resolve now: path is the entry
--- made, removed or renamed (or the node's path when the change is to a
--- node), path2 where a rename or clone put it; xattr names the extended
--- attribute of setxattr/removexattr. Order by id (insertion) or use
--- changes_since.
-CREATE VIEW changes AS
-SELECT c.id, c.at, c.op,
-       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
-       _entry_path(c.parent2, c.name2) AS path2,
-       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
-       c.inode, c.inode2, c.uid, c.gid, c.session
-  FROM change c;
-
--- The changes after change p_after (0: from the oldest kept), at most
--- p_limit, for a consumer that keeps the last id it saw as its bookmark.
--- Transactions commit in another order than their rows' ids, so a change
--- is given only once every transaction that could still add a row before it
--- is over (the row's transaction is older than the snapshot's xmin), and in
--- the order (xid, id), which such late rows cannot enter: a consumer sees
--- every change once, none later than its successors. A long-running writing
--- transaction holds the feed back (not the mounts, which read the log
--- themselves) until it ends. A bookmark that was pruned is an error: the
--- changes in between are lost to that consumer.
-CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
-RETURNS SETOF changes
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
-    v_after_xid xid8;
-BEGIN
-    IF coalesce(p_after, 0) > 0 THEN
-        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
-                             'or never committed: the changes after it are lost to this bookmark; '
-                             'start again from 0 or from an id of jfs.changes.';
-        END IF;
-    END IF;
-    RETURN QUERY
-        SELECT v.*
-          FROM (SELECT c.id, c.xid FROM change c
-                 WHERE c.xid < v_horizon
-                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
-                 ORDER BY c.xid, c.id
-                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
-          JOIN changes v ON v.id = k.id
-         ORDER BY k.xid, k.id;
-END
-$$;
-
--- Deletes, oldest first and at most p_limit per call, the rows older than
--- setting.changelog_max_age and those more than changelog_max_rows ids
--- below the newest (so at most that many are kept). Returns the rows deleted.
-CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_max_age interval;
-    v_max_rows bigint;
-    v_newest bigint;
-    v_count bigint;
-BEGIN
-    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
-    IF NOT FOUND THEN
-        RETURN 0;
-    END IF;
-    SELECT max(c.id) INTO v_newest FROM change c;
-    DELETE FROM change c
-     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
-       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- Sets how long and how many rows the change log keeps (NULL: unchanged).
--- Administration (jfs config --changelog-max-age / --changelog-max-rows).
-CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
-                                        OUT max_age interval, OUT max_rows bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_max_age < interval '1 minute' THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
-    ELSIF p_max_rows < 1000 THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
-                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
-    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-END
-$$;
-
--- For mounts, which keep the kernel's caches in step with the others: the
--- changes of transactions from p_horizon on (a horizon an earlier call
--- returned; NULL: none, just the horizon) that the session p_sid did not
--- make, or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash), and the new horizon. Every
--- change of a transaction older than the horizon is in this answer or an
--- earlier one; those of transactions running at it come again in the next
--- (a mount skips ids it applied; applying twice is harmless anyway). The
--- first row carries only the horizon.
-CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
-RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
-    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)))
-$$;
-
--- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
--- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
--- p_inode is an id from a range the client reserved with alloc_ids; NULL
--- allocates one here. A directory with the set-group-id bit passes its group
--- (and, to subdirectories, the bit) on.
-CREATE OR REPLACE FUNCTION mknod(
-    p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
-    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL,
-    p_umask integer DEFAULT 0)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_name);
-    par record;
-    n node;
-    v_acl_tags smallint[];
-    v_acl_ids bigint[];
-    v_acl_perms smallint[];
-BEGIN
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF _is_dot(p_name) THEN
-        RETURN _err(17);
-    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
-          OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
-        RETURN _err(22);
-    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0) THEN
-        RETURN _err(22);
-    ELSIF p_type = 3 AND length(p_target) > 4096 THEN
-        RETURN _err(36);
-    END IF;
-
-    -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
-    -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
-    -- (with the settings and the chain of quota roots the entry is charged to)
-    IF p_type = 2 THEN
-        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
-          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
-         WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
-    ELSE
-        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
-          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
-         WHERE d.inode = p_parent FOR KEY SHARE OF d;
-    END IF;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF par.type <> 2 THEN
-        RETURN _err(20);
-    END IF;
-    IF par.meta_durability = 'fsync' THEN
-        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
-    END IF;
-
-    -- a directory's default ACL, if any, replaces the umask (sql/acl.sql)
-    IF par.enable_acl AND p_type <> 3 THEN
-        SELECT array_agg(a.tag ORDER BY a.tag, a.qualifier), array_agg(a.qualifier ORDER BY a.tag, a.qualifier),
-               array_agg(a.perm ORDER BY a.tag, a.qualifier)
-          INTO v_acl_tags, v_acl_ids, v_acl_perms
-          FROM acl a WHERE a.inode = p_parent AND a.kind = 'd';
-    END IF;
-
-    n.inode := coalesce(p_inode, _next_ids('inode', 1));
-    n.type := p_type::smallint;
-    IF v_acl_tags IS NULL THEN
-        n.mode := p_mode & 4095 & ~coalesce(p_umask, 0);
-    ELSE
-        n.mode := _acl_create_mode(p_mode & 4095, v_acl_tags, v_acl_perms);
-    END IF;
-    n.uid := p_uid;
-    n.gid := p_gid;
-    IF par.mode & 1024 <> 0 THEN
-        n.gid := par.gid;
-        IF p_type = 2 THEN
-            n.mode := n.mode | 1024;
-        END IF;
-    END IF;
-    n.atime := v_now; n.mtime := v_now; n.ctime := v_now;
-    n.nlink := CASE WHEN p_type = 2 THEN 2 ELSE 1 END;
-    n.length := CASE WHEN p_type = 3 THEN length(p_target) ELSE 0 END;
-    n.rdev := CASE WHEN p_type IN (5, 6) THEN coalesce(p_rdev, 0) ELSE 0 END;
-    n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
-    n.tier := par.tier;
-    n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
-
-    -- the new node and its entry, within every limit
-    v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
-                       _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
-                       par.quota_limits);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    END IF;
-    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
-        ON CONFLICT (parent, name) DO NOTHING;
-    IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096);
-        PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
-        RETURN _err(17);
-    END IF;
-    INSERT INTO node VALUES (n.*);
-    IF p_type = 3 THEN
-        INSERT INTO symlink (inode, target) VALUES (n.inode, p_target);
-    ELSIF v_acl_tags IS NOT NULL THEN
-        PERFORM _acl_inherit(n.inode, p_type = 2, v_acl_tags, v_acl_ids, v_acl_perms);
-    END IF;
-    IF p_type = 2 THEN
-        UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
-        UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    END IF;
-    INSERT INTO change (op, inode, parent, name, uid, gid)
-    VALUES ((ARRAY['create', 'mkdir', 'symlink', 'mknod', 'mknod', 'mknod', 'mknod'])[p_type],
-            n.inode, p_parent, p_name, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-
--- A new name p_name in p_parent for the non-directory p_inode.
-CREATE OR REPLACE FUNCTION link(p_inode bigint, p_parent bigint, p_name bytea) RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_name);
-    v_ptype smallint;
-    v_pqroot bigint;
-    v_limits boolean;
-    n node;
-BEGIN
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF _is_dot(p_name) THEN
-        RETURN _err(17);
-    END IF;
-    PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
-    SELECT * INTO n FROM node WHERE inode = p_inode;
-    SELECT d.type, d.qroot, st.quota_limits INTO v_ptype, v_pqroot, v_limits FROM node d, setting st WHERE d.inode = p_parent;
-    IF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
-        RETURN _err(2);
-    ELSIF n.type = 2 THEN
-        RETURN _err(1);
-    ELSIF v_ptype <> 2 THEN
-        RETURN _err(20);
-    END IF;
-    -- a new entry: counted under p_parent and the directory quotas above it
-    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    END IF;
-    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, p_inode, n.type)
-        ON CONFLICT (parent, name) DO NOTHING;
-    IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length));
-        RETURN _err(17);
-    END IF;
-    UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;
-    PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
-    INSERT INTO change (op, inode, parent, name, uid, gid) VALUES ('link', n.inode, p_parent, p_name, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-
--- Removes the name p_name (not a directory) from p_parent. At zero links
--- the node is freed, unless p_open_inodes (the inodes the calling session
--- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
--- Returns the node as it is after the call (nlink 0 when it lost its last link).
-CREATE OR REPLACE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v record;
-    par record;
-    c node;
-    v_trashed integer;
-BEGIN
-    IF _is_dot(p_name) THEN
-        RETURN _err(21);
-    END IF;
-    FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO v
-          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
-            RETURN _err(_missing(p_parent, p_name));
-        ELSIF v.type = 2 THEN
-            RETURN _err(21);
-        END IF;
-        -- with a trash, a last link moves there instead
-        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
-            v_trashed := _to_trash(p_parent, p_name);
-            IF v_trashed = 0 THEN
-                RETURN _attr(v.inode);
-            END IF;
-        END IF;
-        IF attempt = 1 THEN
-            PERFORM _durability(v.meta_durability);
-        END IF;
-        -- lock order: ascending inode
-        IF p_parent < v.inode THEN
-            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
-            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-        ELSE
-            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
-        END IF;
-        -- the entry may have changed while we waited for the locks
-        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
-        IF FOUND THEN
-            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length));
-            c.nlink := c.nlink - 1;
-            c.ctime := v_now;
-            IF c.nlink > 0 THEN
-                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
-            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
-                -- a node that had links has no sustained rows: nobody else holds it
-                PERFORM _free_node(c.inode);
-            END IF;
-            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
-                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
-            END IF;
-            INSERT INTO change (op, inode, parent, name, uid, gid)
-            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
-            RETURN _to_attr(c);
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-
--- Removes the empty directory p_name from p_parent.
-CREATE OR REPLACE FUNCTION rmdir(p_parent bigint, p_name bytea) RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_child bigint;
-    v_type smallint;
-    v_pqroot bigint;
-    n node;
-BEGIN
-    IF p_name = '\x2e'::bytea THEN
-        RETURN _err(22);
-    ELSIF p_name = '\x2e2e'::bytea THEN
-        RETURN _err(39);
-    END IF;
-    FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
-            RETURN _err(_missing(p_parent, p_name));
-        ELSIF v_type <> 2 THEN
-            RETURN _err(20);
-        END IF;
-        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
-        IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
-            IF NOT _dir_is_empty(v_child) THEN
-                RETURN _err(39);
-            END IF;
-            -- with a trash, the directory moves there instead
-            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
-                RETURN _attr(v_child);
-            END IF;
-            DELETE FROM edge WHERE parent = p_parent AND name = p_name;
-            DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
-            DELETE FROM xattr WHERE inode = v_child;
-            DELETE FROM acl WHERE inode = v_child;
-            PERFORM _forget_dirs(ARRAY[v_child]);
-            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
-            RETURNING qroot INTO v_pqroot;
-            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
-            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
-            n.nlink := 0;
             INSERT INTO change (op, inode, parent, name, uid, gid)
             VALUES ('rmdir', n.inode, p_parent, p_name, n.uid, n.gid);
             RETURN _to_attr(n);
@@ -1567,519 +847,6 @@ BEGIN
     END LOOP;
     RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
         USING ERRCODE = 'serialization_failure';
-END
-$$;
-
--- Moves (p_parent, p_name) to (p_new_parent, p_new_name). A replaced
--- non-directory loses that link and, at zero links, is freed unless the
--- session p_sid has it open (p_open_inodes). Directories that move between
--- parents take a volume-wide transaction lock first (as Linux takes its
--- per-superblock rename mutex), so two renames can never build a cycle.
--- Returns errno, the moved inode, and the replaced (or exchanged) inode with
--- its nlink after the call (0 and NULL when nothing was replaced).
-CREATE OR REPLACE FUNCTION rename(
-    p_parent bigint, p_name bytea, p_new_parent bigint, p_new_name bytea,
-    p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}',
-    OUT errno integer, OUT inode bigint, OUT replaced bigint, OUT replaced_nlink integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_exchange boolean := coalesce(p_flags, 0) & 2 <> 0;
-    v_noreplace boolean := coalesce(p_flags, 0) & 1 <> 0;
-    v_cross boolean := p_parent <> p_new_parent;
-    v_src bigint; v_src_type smallint;
-    v_dst bigint; v_dst_type smallint;
-    v_dir_type smallint;
-    v_mode text;
-    v_skip bigint;
-    v_moves_dir boolean;
-    v_locked_tree boolean := false;
-    v_now_src bigint; v_now_dst bigint;
-    v_nlink integer;
-    v_src_node node;
-    v_dst_node node;
-    v_gone node;
-BEGIN
-    replaced := 0;
-    IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
-        errno := 22; RETURN;
-    END IF;
-    IF _is_dot(p_name) OR _is_dot(p_new_name) THEN
-        errno := CASE WHEN v_noreplace THEN 17 ELSE 16 END; RETURN;
-    END IF;
-    errno := greatest(_check_name(p_name), _check_name(p_new_name));
-    IF errno <> 0 THEN
-        RETURN;
-    END IF;
-
-    FOR attempt IN 1..5 LOOP
-        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns
-          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip
-          FROM setting st
-          LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
-          LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
-        IF v_src IS NULL THEN
-            errno := _missing(p_parent, p_name); RETURN;
-        END IF;
-        inode := v_src;
-        IF v_dst IS NULL THEN
-            SELECT n.type INTO v_dir_type FROM node n WHERE n.inode = p_new_parent;
-            IF v_dir_type IS NULL THEN
-                errno := 2; RETURN;
-            ELSIF v_dir_type <> 2 THEN
-                errno := 20; RETURN;
-            ELSIF v_exchange THEN
-                errno := 2; RETURN;
-            END IF;
-        ELSIF v_noreplace THEN
-            errno := 17; RETURN;
-        ELSIF v_dst = v_src THEN
-            -- both names are links to one file: POSIX says do nothing
-            errno := 0; RETURN;
-        ELSIF NOT v_exchange AND v_src_type = 2 AND v_dst_type <> 2 THEN
-            errno := 20; RETURN;
-        ELSIF NOT v_exchange AND v_src_type <> 2 AND v_dst_type = 2 THEN
-            errno := 21; RETURN;
-        END IF;
-        IF attempt = 1 THEN
-            PERFORM _durability(v_mode);
-        END IF;
-
-        v_moves_dir := v_cross AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2));
-        IF v_moves_dir AND NOT v_locked_tree THEN
-            PERFORM pg_advisory_xact_lock(1785095027, 1);  -- 'jfs' rename lock
-            v_locked_tree := true;
-        END IF;
-        IF v_cross OR v_dst IS NOT NULL THEN
-            PERFORM _lock_nodes(ARRAY[p_parent, p_new_parent, v_src, v_dst],
-                                ARRAY['share', 'share', 'update', 'update']);
-        ELSE
-            PERFORM _lock_nodes(ARRAY[p_parent, v_src], ARRAY['share', 'update']);
-        END IF;
-        -- both entries must still be what we read before waiting for the locks
-        SELECT (SELECT e.inode FROM edge e WHERE e.parent = p_parent AND e.name = p_name),
-               (SELECT e.inode FROM edge e WHERE e.parent = p_new_parent AND e.name = p_new_name)
-          INTO v_now_src, v_now_dst;
-        IF v_now_src IS DISTINCT FROM v_src OR v_now_dst IS DISTINCT FROM v_dst
-           OR (v_moves_dir AND NOT v_locked_tree) THEN
-            CONTINUE;
-        END IF;
-
-        IF v_cross AND v_src_type = 2 AND _is_ancestor(v_src, p_new_parent) THEN
-            errno := 22; RETURN;
-        END IF;
-        IF v_cross AND v_exchange AND v_dst_type = 2 AND _is_ancestor(v_dst, p_parent) THEN
-            errno := 22; RETURN;
-        END IF;
-        IF NOT v_exchange AND v_dst_type = 2 THEN
-            IF NOT _dir_is_empty(v_dst) THEN
-                errno := 39; RETURN;
-            END IF;
-        END IF;
-
-        -- usage: a move between directories under different quota roots
-        -- must fit the new roots' limits (refused before anything changes)
-        IF v_cross THEN
-            SELECT * INTO v_src_node FROM node WHERE node.inode = v_src;
-            errno := _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent);
-            IF errno <> 0 THEN
-                RETURN;
-            END IF;
-            IF v_exchange THEN
-                SELECT * INTO v_dst_node FROM node WHERE node.inode = v_dst;
-                errno := _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent);
-                IF errno <> 0 THEN
-                    -- undo the first move (it fitted where it was)
-                    PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_new_parent, p_parent);
-                    RETURN;
-                END IF;
-            END IF;
-        END IF;
-
-        IF v_exchange THEN
-            UPDATE edge SET inode = v_dst, type = v_dst_type WHERE parent = p_parent AND name = p_name;
-            UPDATE edge SET inode = v_src, type = v_src_type WHERE parent = p_new_parent AND name = p_new_name;
-            UPDATE node SET ctime = v_now,
-                   parent = CASE WHEN node.type <> 2 THEN node.parent
-                                 WHEN node.inode = v_src THEN p_new_parent ELSE p_parent END
-             WHERE node.inode IN (v_src, v_dst);
-            IF v_cross THEN
-                -- p_parent loses src if it is a directory and gains dst if that is one
-                v_nlink := (v_dst_type = 2)::integer - (v_src_type = 2)::integer;
-                IF v_nlink <> 0 THEN
-                    UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_parent THEN v_nlink ELSE -v_nlink END
-                     WHERE node.inode IN (p_parent, p_new_parent);
-                END IF;
-            END IF;
-            replaced := v_dst;
-            SELECT n.nlink INTO replaced_nlink FROM node n WHERE n.inode = v_dst;
-        ELSE
-            IF v_dst IS NOT NULL AND v_dst_type <> 2
-               AND (SELECT n.nlink FROM node n WHERE n.inode = v_dst) = 1
-               AND _to_trash(p_new_parent, p_new_name) = 0 THEN
-                -- with a trash, the replaced file moves there
-                replaced := v_dst;
-                replaced_nlink := 1;
-            ELSIF v_dst IS NOT NULL THEN
-                DELETE FROM edge WHERE parent = p_new_parent AND name = p_new_name;
-                replaced := v_dst;
-                SELECT * INTO v_gone FROM node WHERE node.inode = v_dst;
-                PERFORM _uncharge_entry(p_new_parent, (SELECT n.qroot FROM node n WHERE n.inode = p_new_parent),
-                                        1, _node_space(v_gone.type, v_gone.length));
-                IF v_dst_type = 2 THEN
-                    DELETE FROM node WHERE node.inode = v_dst;
-                    DELETE FROM xattr WHERE xattr.inode = v_dst;
-                    PERFORM _forget_dirs(ARRAY[v_dst]);
-                    UPDATE node SET nlink = nlink - 1 WHERE node.inode = p_new_parent;
-                    PERFORM _uncharge_nodes(ARRAY[v_gone.uid], ARRAY[v_gone.gid], ARRAY[4096::bigint]);
-                    replaced_nlink := 0;
-                ELSE
-                    UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
-                    RETURNING nlink INTO replaced_nlink;
-                    IF replaced_nlink = 0 AND NOT _keep_open(v_dst, p_sid, p_open_inodes) THEN
-                        PERFORM _free_node(v_dst);
-                    END IF;
-                END IF;
-            END IF;
-            UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
-             WHERE parent = p_parent AND name = p_name;
-            IF v_cross AND v_src_type = 2 THEN
-                UPDATE node SET ctime = v_now, parent = p_new_parent WHERE node.inode = v_src;
-                UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_new_parent THEN 1 ELSE -1 END
-                 WHERE node.inode IN (p_parent, p_new_parent);
-            ELSE
-                UPDATE node SET ctime = v_now WHERE node.inode = v_src;
-            END IF;
-        END IF;
-        PERFORM _touch_dir(p_parent, v_now, v_skip);
-        IF v_cross THEN
-            PERFORM _touch_dir(p_new_parent, v_now, v_skip);
-        END IF;
-        INSERT INTO change (op, inode, parent, name, parent2, name2, inode2, uid, gid)
-        SELECT CASE WHEN v_exchange THEN 'exchange' ELSE 'rename' END, v_src, p_parent, p_name,
-               p_new_parent, p_new_name, nullif(replaced, 0), n.uid, n.gid
-          FROM node n WHERE n.inode = v_src;
-        errno := 0;
-        RETURN;
-    END LOOP;
-    RAISE EXCEPTION 'rename: entries kept changing under concurrent operations; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-
-CREATE OR REPLACE FUNCTION setattr(
-    p_inode bigint, p_set integer,
-    p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
-    p_atime bigint DEFAULT NULL, p_mtime bigint DEFAULT NULL, p_ctime bigint DEFAULT NULL,
-    p_length bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_set integer := coalesce(p_set, 0);
-    v_errno integer;
-    v_new_uid bigint;
-    v_new_gid bigint;
-    v_truncated boolean := false;
-    f record;
-    n node;
-BEGIN
-    IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
-       OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
-       OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
-       OR (v_set & 64 <> 0 AND p_ctime IS NULL)
-       OR (v_set & 2 <> 0 AND NOT _id_ok(p_uid)) OR (v_set & 4 <> 0 AND NOT _id_ok(p_gid)) THEN
-        RETURN _err(22);
-    END IF;
-    IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
-        RETURN _err(27);
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF v_set & 1 <> 0 AND NOT _mode_ok(p_mode, n.type) THEN
-        RETURN _err(22);
-    END IF;
-    IF v_set & 8 <> 0 THEN
-        IF n.type = 2 THEN
-            RETURN _err(21);
-        ELSIF n.type <> 1 THEN
-            RETURN _err(22);
-        END IF;
-        IF p_length <> n.length THEN
-            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true);
-            IF v_errno <> 0 THEN
-                RETURN _err(v_errno);
-            END IF;
-            n := _truncate(n, p_length, v_now);
-            v_truncated := true;
-        END IF;
-    END IF;
-    IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
-        -- a new owner: the node's usage moves to the new user/group quotas
-        v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
-        v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
-        SELECT quota_limits, owner_quotas INTO f FROM setting;
-        IF f.owner_quotas THEN
-            v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);
-            IF v_errno <> 0 THEN
-                RETURN _err(v_errno);
-            END IF;
-            PERFORM _charge(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
-                            CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', 0, -1, -_node_space(n.type, n.length),
-                            false);
-        END IF;
-    END IF;
-    IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;
-    IF v_set & 2 <> 0 THEN n.uid := p_uid; END IF;
-    IF v_set & 4 <> 0 THEN n.gid := p_gid; END IF;
-    IF v_set & 128 <> 0 THEN n.atime := v_now; ELSIF v_set & 16 <> 0 THEN n.atime := p_atime; END IF;
-    IF v_set & 256 <> 0 THEN n.mtime := v_now; ELSIF v_set & 32 <> 0 THEN n.mtime := p_mtime; END IF;
-    n.ctime := CASE WHEN v_set & 64 <> 0 THEN p_ctime ELSE v_now END;
-    IF v_set & ~8 <> 0 THEN
-        UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
-         WHERE inode = p_inode;
-    END IF;
-    IF v_set & ~8 <> 0 OR v_truncated THEN
-        INSERT INTO change (op, inode, uid, gid)
-        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
-    END IF;
-    RETURN _to_attr(n);
-END
-$$;
-
--- Appends a slice to chunk p_chunk_index of file p_inode: bytes
--- [p_slice_off, p_slice_off + p_len) of stored slice p_slice_id (of size
--- p_slice_size) now appear at [p_pos, p_pos + p_len) of the chunk, over
--- whatever was there. Called after the slice's blocks are in object storage.
--- Extends the length, sets mtime (p_mtime, default now) and ctime.
-CREATE OR REPLACE FUNCTION write_slice(
-    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_end bigint;
-    v_errno integer;
-    n node;
-BEGIN
-    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
-       OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
-       OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
-       OR p_slice_off::bigint + p_len > p_slice_size THEN
-        RETURN _err(22);
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF n.type = 2 THEN
-        RETURN _err(21);
-    ELSIF n.type <> 1 THEN
-        RETURN _err(22);
-    END IF;
-    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
-    -- a longer file must fit the quotas: refused before anything changes
-    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    END IF;
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
-    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
-        ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
-    UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
-     WHERE inode = p_inode;
-    n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-
-CREATE OR REPLACE FUNCTION setxattr(p_inode bigint, p_name bytea, p_value bytea, p_flags integer DEFAULT 0)
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_flags integer := coalesce(p_flags, 0);
-BEGIN
-    IF p_name IS NULL OR length(p_name) = 0 OR position('\x00'::bytea IN p_name) > 0
-       OR v_flags & ~3 <> 0 OR v_flags = 3 OR p_value IS NULL THEN
-        RETURN 22;
-    ELSIF length(p_name) > 255 THEN
-        RETURN 34;
-    ELSIF length(p_value) > 65536 THEN
-        RETURN 7;
-    END IF;
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF v_flags = 1 THEN
-        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value) ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            RETURN 17;
-        END IF;
-    ELSIF v_flags = 2 THEN
-        UPDATE xattr SET value = p_value WHERE inode = p_inode AND name = p_name;
-        IF NOT FOUND THEN
-            RETURN 61;
-        END IF;
-    ELSE
-        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value)
-            ON CONFLICT (inode, name) DO UPDATE SET value = EXCLUDED.value;
-    END IF;
-    UPDATE node SET ctime = _now() WHERE inode = p_inode;
-    PERFORM _log_node_change('setxattr', p_inode, p_name);
-    RETURN 0;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION removexattr(p_inode bigint, p_name bytea) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-BEGIN
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    DELETE FROM xattr WHERE inode = p_inode AND name = p_name;
-    IF NOT FOUND THEN
-        RETURN 61;
-    END IF;
-    UPDATE node SET ctime = _now() WHERE inode = p_inode;
-    PERFORM _log_node_change('removexattr', p_inode, p_name);
-    RETURN 0;
-END
-$$;
-
--- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
--- node p_inode. An access ACL sets the mode's permission bits (see above);
--- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
--- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
--- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE OR REPLACE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
-                        p_perms smallint[]) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    n record;
-    v_bits integer;
-BEGIN
-    IF NOT s.enable_acl THEN
-        RETURN 95;
-    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
-          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
-        RETURN 22;
-    END IF;
-    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    ELSIF p_kind = 'd' AND n.type <> 2 THEN
-        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
-    END IF;
-    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
-    PERFORM _log_node_change('setacl', p_inode);
-    IF p_tags IS NULL THEN
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    IF p_kind = 'd' THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
-           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
-           | max(e.perm) FILTER (WHERE e.tag = 32)
-      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
-    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
-    END IF;
-    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
-    RETURN 0;
-END
-$$;
-
--- Replaces the slices of chunk p_chunk_index of file p_inode with the one
--- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
--- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
--- (so nothing was written, truncated or compacted since they were read).
--- The old slices' references are released; the freed ones are queued in
--- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
--- chunk changed, and the caller deletes the new slice's blocks; 2 when the
--- file is gone; 22 for bad arguments.
-CREATE OR REPLACE FUNCTION compact_chunk(
-    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
-    p_slice_id bigint, p_slice_size integer, p_pos integer)
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_rows integer;
-    v_last bigint;
-BEGIN
-    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
-       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
-       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL THEN
-        RETURN 22;
-    END IF;
-    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    SELECT count(*), max(seq) INTO v_rows, v_last
-      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
-    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
-        RETURN 11;
-    END IF;
-    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
-    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
-    PERFORM _log_node_change('compact', p_inode);
-    RETURN 0;
-END
-$$;
-
--- Sets the tier of the node at p_path (and, with p_recursive, of everything
--- below it, set-based; directories pass it on to what is created in them
--- later). Returns the nodes whose tier changed.
-CREATE OR REPLACE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-    v_changed bigint;
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
-            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
-    END IF;
-    WITH RECURSIVE tree(inode) AS (
-        SELECT v_inode
-        UNION
-        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-    ), changed AS (
-        UPDATE node n SET tier = p_id, ctime = _now()
-         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_changed FROM changed;
-    IF v_changed > 0 THEN
-        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
-    END IF;
-    RETURN v_changed;
 END
 $$;
 
@@ -2283,6 +1050,707 @@ EXCEPTION
         RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
     WHEN SQLSTATE 'JQ000' THEN
         RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
+END
+$$;
+
+-- The names of a node's extended attributes, in byte order, with those of
+-- its POSIX ACLs (sql/acl.sql) when it has any beyond its mode. (An ACL
+-- stored as a plain xattr by 0.1.0 is not listed: it never took effect.)
+CREATE OR REPLACE FUNCTION listxattr(p_inode bigint, OUT errno integer, OUT names bytea[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT coalesce(array_agg(e.name ORDER BY e.name), '{}') INTO names
+      FROM (SELECT x.name FROM xattr x
+             WHERE x.inode = p_inode
+               AND x.name NOT IN ('system.posix_acl_access'::bytea, 'system.posix_acl_default'::bytea)
+            UNION ALL
+            SELECT DISTINCT convert_to(CASE a.kind WHEN 'a' THEN 'system.posix_acl_access'
+                                                   ELSE 'system.posix_acl_default' END, 'UTF8')
+              FROM acl a WHERE a.inode = p_inode) e;
+    errno := 0;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION enable_acl(), _acl_valid(smallint[], bigint[], smallint[]),
+    _acl_create_mode(integer, smallint[], smallint[]),
+    _acl_inherit(bigint, boolean, smallint[], bigint[], smallint[]),
+    get_acl(bigint, "char"), set_acl(bigint, "char", smallint[], bigint[], smallint[]),
+    mknod(bigint, bytea, integer, integer, bigint, bigint, bigint, bytea, bigint, integer),
+    volume() FROM PUBLIC;
+REVOKE ALL ON acls FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- A client role reads no view: `jfs quota` lists quotas through a procedure.
+-- The rows of view quotas, for a client role (`jfs quota get|list|set`),
+-- which reads no table or view itself.
+CREATE FUNCTION list_quotas() RETURNS SETOF quotas
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT * FROM quotas
+$$;
+
+REVOKE EXECUTE ON FUNCTION list_quotas() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- grant_reader also grants the read-only helpers the views call (view
+-- jfs.trash calls jfs._trash_inode()).
+CREATE OR REPLACE FUNCTION grant_reader(p_role name) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f regprocedure;
+BEGIN
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON ALL TABLES IN SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('REVOKE SELECT ON jfs.secret FROM %I', p_role);
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+              WHERE p.pronamespace = 'jfs'::regnamespace AND p.provolatile IN ('s', 'i')
+              ORDER BY p.oid
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f, p_role);
+    END LOOP;
+END
+$$;
+
+
+-- ---------------------------------------------------------------------------
+-- jfs gc counts the whole queue of freed slices (it counted one page of
+-- pending_delslices, at most 100,000).
+-- How many freed slices wait in the queue (jfs gc; pending_delslices
+-- gives them in pages).
+CREATE FUNCTION delslice_count() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT count(*) FROM delslice
+$$;
+
+REVOKE EXECUTE ON FUNCTION delslice_count() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Table delfile was never used (deletes queue slices in delslice).
+ALTER EXTENSION jfs DROP TABLE delfile;
+DROP TABLE delfile;
+
+-- ---------------------------------------------------------------------------
+-- The change log (sql/schema.sql, sql/changelog.sql): every procedure that
+-- changes the file system writes what it changed into table change, in its
+-- own transaction; jfs.changes and jfs.changes_since(id) show it to people,
+-- changelog_prune keeps it within the volume's retention. (mknod, rmdir,
+-- setattr, set_acl, compact_chunk and clone_node, replaced earlier in this
+-- script, write their rows there; the other procedures follow.)
+ALTER TABLE setting ADD COLUMN changelog_max_age interval NOT NULL DEFAULT '1 day' CHECK (changelog_max_age >= '1 minute');
+ALTER TABLE setting ADD COLUMN changelog_max_rows bigint NOT NULL DEFAULT 10000000 CHECK (changelog_max_rows >= 1000);
+
+CREATE SEQUENCE change_id;
+
+CREATE TABLE change (
+    id      bigint      PRIMARY KEY DEFAULT nextval('change_id'),
+    xid     xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    at      timestamptz NOT NULL DEFAULT now(),
+    op      text        NOT NULL,
+    inode   bigint,
+    parent  bigint,
+    name    bytea,
+    parent2 bigint,
+    name2   bytea,
+    inode2  bigint,
+    uid     bigint,
+    gid     bigint,
+    session bigint      DEFAULT substring(current_setting('application_name') FROM '^jfs:([0-9]{1,18})$')::bigint
+);
+CREATE INDEX change_xid ON change (xid, id);
+SELECT pg_catalog.pg_extension_config_dump('change', '');
+SELECT pg_catalog.pg_extension_config_dump('change_id', '');
+REVOKE ALL ON change FROM PUBLIC;
+REVOKE ALL ON SEQUENCE change_id FROM PUBLIC;
+
+-- Logs change p_op of node p_inode (p_name: the xattr's name), with its owner.
+CREATE FUNCTION _log_node_change(p_op text, p_inode bigint, p_name bytea DEFAULT NULL) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO change (op, inode, name, uid, gid)
+    SELECT p_op, n.inode, p_name, n.uid, n.gid FROM node n WHERE n.inode = p_inode
+$$;
+
+-- The path of entry p_name of directory p_parent as far as it resolves now
+-- (NULL once the directory is gone). Qualified names: a view inlines it in
+-- the reader's search_path.
+CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
+$$;
+
+-- Every change kept, with its paths as they resolve now: path is the entry
+-- made, removed or renamed (or the node's path when the change is to a
+-- node), path2 where a rename or clone put it; xattr names the extended
+-- attribute of setxattr/removexattr. Order by id (insertion) or use
+-- changes_since.
+CREATE VIEW changes AS
+SELECT c.id, c.at, c.op,
+       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
+       _entry_path(c.parent2, c.name2) AS path2,
+       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
+       c.inode, c.inode2, c.uid, c.gid, c.session
+  FROM change c;
+
+-- The changes after change p_after (0: from the oldest kept), at most
+-- p_limit, for a consumer that keeps the last id it saw as its bookmark.
+-- Transactions commit in another order than their rows' ids, so a change
+-- is given only once every transaction that could still add a row before it
+-- is over (the row's transaction is older than the snapshot's xmin), and in
+-- the order (xid, id), which such late rows cannot enter: a consumer sees
+-- every change once, none later than its successors. A long-running writing
+-- transaction holds the feed back (not the mounts, which read the log
+-- themselves) until it ends. A bookmark that was pruned is an error: the
+-- changes in between are lost to that consumer.
+CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
+RETURNS SETOF changes
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    v_after_xid xid8;
+BEGIN
+    IF coalesce(p_after, 0) > 0 THEN
+        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
+                             'or never committed: the changes after it are lost to this bookmark; '
+                             'start again from 0 or from an id of jfs.changes.';
+        END IF;
+    END IF;
+    RETURN QUERY
+        SELECT v.*
+          FROM (SELECT c.id, c.xid FROM change c
+                 WHERE c.xid < v_horizon
+                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
+                 ORDER BY c.xid, c.id
+                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
+          JOIN changes v ON v.id = k.id
+         ORDER BY k.xid, k.id;
+END
+$$;
+
+-- Deletes, oldest first and at most p_limit per call, the rows older than
+-- setting.changelog_max_age and those more than changelog_max_rows ids
+-- below the newest (so at most that many are kept). Returns the rows deleted.
+CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_max_age interval;
+    v_max_rows bigint;
+    v_newest bigint;
+    v_count bigint;
+BEGIN
+    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT max(c.id) INTO v_newest FROM change c;
+    DELETE FROM change c
+     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
+       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Sets how long and how many rows the change log keeps (NULL: unchanged).
+-- Administration (jfs config --changelog-max-age / --changelog-max-rows).
+CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
+                                        OUT max_age interval, OUT max_rows bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_max_age < interval '1 minute' THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
+    ELSIF p_max_rows < 1000 THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
+                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
+    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+
+-- For mounts, which keep the kernel's caches in step with the others: the
+-- changes of transactions from p_horizon on (a horizon an earlier call
+-- returned; NULL: none, just the horizon) that the session p_sid did not
+-- make, or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash), and the new horizon. Every
+-- change of a transaction older than the horizon is in this answer or an
+-- earlier one; those of transactions running at it come again in the next
+-- (a mount skips ids it applied; applying twice is harmless anyway). The
+-- first row carries only the horizon.
+CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
+RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
+    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)))
+$$;
+
+-- A new name p_name in p_parent for the non-directory p_inode.
+CREATE OR REPLACE FUNCTION link(p_inode bigint, p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_name);
+    v_ptype smallint;
+    v_pqroot bigint;
+    v_limits boolean;
+    n node;
+BEGIN
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF _is_dot(p_name) THEN
+        RETURN _err(17);
+    END IF;
+    PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
+    SELECT * INTO n FROM node WHERE inode = p_inode;
+    SELECT d.type, d.qroot, st.quota_limits INTO v_ptype, v_pqroot, v_limits FROM node d, setting st WHERE d.inode = p_parent;
+    IF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
+        RETURN _err(2);
+    ELSIF n.type = 2 THEN
+        RETURN _err(1);
+    ELSIF v_ptype <> 2 THEN
+        RETURN _err(20);
+    END IF;
+    -- a new entry: counted under p_parent and the directory quotas above it
+    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
+    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, p_inode, n.type)
+        ON CONFLICT (parent, name) DO NOTHING;
+    IF NOT FOUND THEN
+        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length));
+        RETURN _err(17);
+    END IF;
+    UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;
+    PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
+    INSERT INTO change (op, inode, parent, name, uid, gid) VALUES ('link', n.inode, p_parent, p_name, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+
+-- Removes the name p_name (not a directory) from p_parent. At zero links
+-- the node is freed, unless p_open_inodes (the inodes the calling session
+-- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
+-- Returns the node as it is after the call (nlink 0 when it lost its last link).
+CREATE OR REPLACE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v record;
+    par record;
+    c node;
+    v_trashed integer;
+BEGIN
+    IF _is_dot(p_name) THEN
+        RETURN _err(21);
+    END IF;
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO v
+          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            RETURN _err(_missing(p_parent, p_name));
+        ELSIF v.type = 2 THEN
+            RETURN _err(21);
+        END IF;
+        -- with a trash, a last link moves there instead
+        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
+            v_trashed := _to_trash(p_parent, p_name);
+            IF v_trashed = 0 THEN
+                RETURN _attr(v.inode);
+            END IF;
+        END IF;
+        IF attempt = 1 THEN
+            PERFORM _durability(v.meta_durability);
+        END IF;
+        -- lock order: ascending inode
+        IF p_parent < v.inode THEN
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+        ELSE
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+        END IF;
+        -- the entry may have changed while we waited for the locks
+        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
+        IF FOUND THEN
+            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length));
+            c.nlink := c.nlink - 1;
+            c.ctime := v_now;
+            IF c.nlink > 0 THEN
+                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
+            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
+                -- a node that had links has no sustained rows: nobody else holds it
+                PERFORM _free_node(c.inode);
+            END IF;
+            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
+                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
+            END IF;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
+            RETURN _to_attr(c);
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- Moves (p_parent, p_name) to (p_new_parent, p_new_name). A replaced
+-- non-directory loses that link and, at zero links, is freed unless the
+-- session p_sid has it open (p_open_inodes). Directories that move between
+-- parents take a volume-wide transaction lock first (as Linux takes its
+-- per-superblock rename mutex), so two renames can never build a cycle.
+-- Returns errno, the moved inode, and the replaced (or exchanged) inode with
+-- its nlink after the call (0 and NULL when nothing was replaced).
+CREATE OR REPLACE FUNCTION rename(
+    p_parent bigint, p_name bytea, p_new_parent bigint, p_new_name bytea,
+    p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}',
+    OUT errno integer, OUT inode bigint, OUT replaced bigint, OUT replaced_nlink integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_exchange boolean := coalesce(p_flags, 0) & 2 <> 0;
+    v_noreplace boolean := coalesce(p_flags, 0) & 1 <> 0;
+    v_cross boolean := p_parent <> p_new_parent;
+    v_src bigint; v_src_type smallint;
+    v_dst bigint; v_dst_type smallint;
+    v_dir_type smallint;
+    v_mode text;
+    v_skip bigint;
+    v_moves_dir boolean;
+    v_locked_tree boolean := false;
+    v_now_src bigint; v_now_dst bigint;
+    v_nlink integer;
+    v_src_node node;
+    v_dst_node node;
+    v_gone node;
+BEGIN
+    replaced := 0;
+    IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
+        errno := 22; RETURN;
+    END IF;
+    IF _is_dot(p_name) OR _is_dot(p_new_name) THEN
+        errno := CASE WHEN v_noreplace THEN 17 ELSE 16 END; RETURN;
+    END IF;
+    errno := greatest(_check_name(p_name), _check_name(p_new_name));
+    IF errno <> 0 THEN
+        RETURN;
+    END IF;
+
+    FOR attempt IN 1..5 LOOP
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip
+          FROM setting st
+          LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
+          LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
+        IF v_src IS NULL THEN
+            errno := _missing(p_parent, p_name); RETURN;
+        END IF;
+        inode := v_src;
+        IF v_dst IS NULL THEN
+            SELECT n.type INTO v_dir_type FROM node n WHERE n.inode = p_new_parent;
+            IF v_dir_type IS NULL THEN
+                errno := 2; RETURN;
+            ELSIF v_dir_type <> 2 THEN
+                errno := 20; RETURN;
+            ELSIF v_exchange THEN
+                errno := 2; RETURN;
+            END IF;
+        ELSIF v_noreplace THEN
+            errno := 17; RETURN;
+        ELSIF v_dst = v_src THEN
+            -- both names are links to one file: POSIX says do nothing
+            errno := 0; RETURN;
+        ELSIF NOT v_exchange AND v_src_type = 2 AND v_dst_type <> 2 THEN
+            errno := 20; RETURN;
+        ELSIF NOT v_exchange AND v_src_type <> 2 AND v_dst_type = 2 THEN
+            errno := 21; RETURN;
+        END IF;
+        IF attempt = 1 THEN
+            PERFORM _durability(v_mode);
+        END IF;
+
+        v_moves_dir := v_cross AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2));
+        IF v_moves_dir AND NOT v_locked_tree THEN
+            PERFORM pg_advisory_xact_lock(1785095027, 1);  -- 'jfs' rename lock
+            v_locked_tree := true;
+        END IF;
+        IF v_cross OR v_dst IS NOT NULL THEN
+            PERFORM _lock_nodes(ARRAY[p_parent, p_new_parent, v_src, v_dst],
+                                ARRAY['share', 'share', 'update', 'update']);
+        ELSE
+            PERFORM _lock_nodes(ARRAY[p_parent, v_src], ARRAY['share', 'update']);
+        END IF;
+        -- both entries must still be what we read before waiting for the locks
+        SELECT (SELECT e.inode FROM edge e WHERE e.parent = p_parent AND e.name = p_name),
+               (SELECT e.inode FROM edge e WHERE e.parent = p_new_parent AND e.name = p_new_name)
+          INTO v_now_src, v_now_dst;
+        IF v_now_src IS DISTINCT FROM v_src OR v_now_dst IS DISTINCT FROM v_dst
+           OR (v_moves_dir AND NOT v_locked_tree) THEN
+            CONTINUE;
+        END IF;
+
+        IF v_cross AND v_src_type = 2 AND _is_ancestor(v_src, p_new_parent) THEN
+            errno := 22; RETURN;
+        END IF;
+        IF v_cross AND v_exchange AND v_dst_type = 2 AND _is_ancestor(v_dst, p_parent) THEN
+            errno := 22; RETURN;
+        END IF;
+        IF NOT v_exchange AND v_dst_type = 2 THEN
+            IF NOT _dir_is_empty(v_dst) THEN
+                errno := 39; RETURN;
+            END IF;
+        END IF;
+
+        -- usage: a move between directories under different quota roots
+        -- must fit the new roots' limits (refused before anything changes)
+        IF v_cross THEN
+            SELECT * INTO v_src_node FROM node WHERE node.inode = v_src;
+            errno := _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent);
+            IF errno <> 0 THEN
+                RETURN;
+            END IF;
+            IF v_exchange THEN
+                SELECT * INTO v_dst_node FROM node WHERE node.inode = v_dst;
+                errno := _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent);
+                IF errno <> 0 THEN
+                    -- undo the first move (it fitted where it was)
+                    PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_new_parent, p_parent);
+                    RETURN;
+                END IF;
+            END IF;
+        END IF;
+
+        IF v_exchange THEN
+            UPDATE edge SET inode = v_dst, type = v_dst_type WHERE parent = p_parent AND name = p_name;
+            UPDATE edge SET inode = v_src, type = v_src_type WHERE parent = p_new_parent AND name = p_new_name;
+            UPDATE node SET ctime = v_now,
+                   parent = CASE WHEN node.type <> 2 THEN node.parent
+                                 WHEN node.inode = v_src THEN p_new_parent ELSE p_parent END
+             WHERE node.inode IN (v_src, v_dst);
+            IF v_cross THEN
+                -- p_parent loses src if it is a directory and gains dst if that is one
+                v_nlink := (v_dst_type = 2)::integer - (v_src_type = 2)::integer;
+                IF v_nlink <> 0 THEN
+                    UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_parent THEN v_nlink ELSE -v_nlink END
+                     WHERE node.inode IN (p_parent, p_new_parent);
+                END IF;
+            END IF;
+            replaced := v_dst;
+            SELECT n.nlink INTO replaced_nlink FROM node n WHERE n.inode = v_dst;
+        ELSE
+            IF v_dst IS NOT NULL AND v_dst_type <> 2
+               AND (SELECT n.nlink FROM node n WHERE n.inode = v_dst) = 1
+               AND _to_trash(p_new_parent, p_new_name) = 0 THEN
+                -- with a trash, the replaced file moves there
+                replaced := v_dst;
+                replaced_nlink := 1;
+            ELSIF v_dst IS NOT NULL THEN
+                DELETE FROM edge WHERE parent = p_new_parent AND name = p_new_name;
+                replaced := v_dst;
+                SELECT * INTO v_gone FROM node WHERE node.inode = v_dst;
+                PERFORM _uncharge_entry(p_new_parent, (SELECT n.qroot FROM node n WHERE n.inode = p_new_parent),
+                                        1, _node_space(v_gone.type, v_gone.length));
+                IF v_dst_type = 2 THEN
+                    DELETE FROM node WHERE node.inode = v_dst;
+                    DELETE FROM xattr WHERE xattr.inode = v_dst;
+                    PERFORM _forget_dirs(ARRAY[v_dst]);
+                    UPDATE node SET nlink = nlink - 1 WHERE node.inode = p_new_parent;
+                    PERFORM _uncharge_nodes(ARRAY[v_gone.uid], ARRAY[v_gone.gid], ARRAY[4096::bigint]);
+                    replaced_nlink := 0;
+                ELSE
+                    UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
+                    RETURNING nlink INTO replaced_nlink;
+                    IF replaced_nlink = 0 AND NOT _keep_open(v_dst, p_sid, p_open_inodes) THEN
+                        PERFORM _free_node(v_dst);
+                    END IF;
+                END IF;
+            END IF;
+            UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
+             WHERE parent = p_parent AND name = p_name;
+            IF v_cross AND v_src_type = 2 THEN
+                UPDATE node SET ctime = v_now, parent = p_new_parent WHERE node.inode = v_src;
+                UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_new_parent THEN 1 ELSE -1 END
+                 WHERE node.inode IN (p_parent, p_new_parent);
+            ELSE
+                UPDATE node SET ctime = v_now WHERE node.inode = v_src;
+            END IF;
+        END IF;
+        PERFORM _touch_dir(p_parent, v_now, v_skip);
+        IF v_cross THEN
+            PERFORM _touch_dir(p_new_parent, v_now, v_skip);
+        END IF;
+        INSERT INTO change (op, inode, parent, name, parent2, name2, inode2, uid, gid)
+        SELECT CASE WHEN v_exchange THEN 'exchange' ELSE 'rename' END, v_src, p_parent, p_name,
+               p_new_parent, p_new_name, nullif(replaced, 0), n.uid, n.gid
+          FROM node n WHERE n.inode = v_src;
+        errno := 0;
+        RETURN;
+    END LOOP;
+    RAISE EXCEPTION 'rename: entries kept changing under concurrent operations; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- Appends a slice to chunk p_chunk_index of file p_inode: bytes
+-- [p_slice_off, p_slice_off + p_len) of stored slice p_slice_id (of size
+-- p_slice_size) now appear at [p_pos, p_pos + p_len) of the chunk, over
+-- whatever was there. Called after the slice's blocks are in object storage.
+-- Extends the length, sets mtime (p_mtime, default now) and ctime.
+CREATE OR REPLACE FUNCTION write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_end bigint;
+    v_errno integer;
+    n node;
+BEGIN
+    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
+       OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
+       OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
+       OR p_slice_off::bigint + p_len > p_slice_size THEN
+        RETURN _err(22);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    ELSIF n.type = 2 THEN
+        RETURN _err(21);
+    ELSIF n.type <> 1 THEN
+        RETURN _err(22);
+    END IF;
+    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
+    -- a longer file must fit the quotas: refused before anything changes
+    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
+    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
+        ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
+    UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
+     WHERE inode = p_inode;
+    n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION setxattr(p_inode bigint, p_name bytea, p_value bytea, p_flags integer DEFAULT 0)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_flags integer := coalesce(p_flags, 0);
+BEGIN
+    IF p_name IS NULL OR length(p_name) = 0 OR position('\x00'::bytea IN p_name) > 0
+       OR v_flags & ~3 <> 0 OR v_flags = 3 OR p_value IS NULL THEN
+        RETURN 22;
+    ELSIF length(p_name) > 255 THEN
+        RETURN 34;
+    ELSIF length(p_value) > 65536 THEN
+        RETURN 7;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF v_flags = 1 THEN
+        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN 17;
+        END IF;
+    ELSIF v_flags = 2 THEN
+        UPDATE xattr SET value = p_value WHERE inode = p_inode AND name = p_name;
+        IF NOT FOUND THEN
+            RETURN 61;
+        END IF;
+    ELSE
+        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value)
+            ON CONFLICT (inode, name) DO UPDATE SET value = EXCLUDED.value;
+    END IF;
+    UPDATE node SET ctime = _now() WHERE inode = p_inode;
+    PERFORM _log_node_change('setxattr', p_inode, p_name);
+    RETURN 0;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION removexattr(p_inode bigint, p_name bytea) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+BEGIN
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    DELETE FROM xattr WHERE inode = p_inode AND name = p_name;
+    IF NOT FOUND THEN
+        RETURN 61;
+    END IF;
+    UPDATE node SET ctime = _now() WHERE inode = p_inode;
+    PERFORM _log_node_change('removexattr', p_inode, p_name);
+    RETURN 0;
+END
+$$;
+
+-- Sets the tier of the node at p_path (and, with p_recursive, of everything
+-- below it, set-based; directories pass it on to what is created in them
+-- later). Returns the nodes whose tier changed.
+CREATE OR REPLACE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+    v_changed bigint;
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
+    END IF;
+    WITH RECURSIVE tree(inode) AS (
+        SELECT v_inode
+        UNION
+        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+    ), changed AS (
+        UPDATE node n SET tier = p_id, ctime = _now()
+         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_changed FROM changed;
+    IF v_changed > 0 THEN
+        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
+    END IF;
+    RETURN v_changed;
 END
 $$;
 
