@@ -38,9 +38,12 @@ pub struct MountArgs {
     /// Seconds the kernel (and, for directories, the mount) caches attributes; 0 turns caching off
     #[arg(long, default_value_t = 30.0)]
     attr_cache: f64,
-    /// Seconds the kernel caches names
+    /// Seconds the kernel caches names of files (and that a name is missing)
     #[arg(long, default_value_t = 30.0)]
     entry_cache: f64,
+    /// Seconds the kernel caches names of directories
+    #[arg(long, default_value_t = 30.0)]
+    dir_entry_cache: f64,
     /// Seconds between reads of the change log, which make this mount (and
     /// its kernel) forget what other mounts changed; 0: never (then keep
     /// --attr-cache and --entry-cache short: they bound what is stale)
@@ -135,6 +138,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     for (flag, value) in [
         ("--attr-cache", a.attr_cache.to_string()),
         ("--entry-cache", a.entry_cache.to_string()),
+        ("--dir-entry-cache", a.dir_entry_cache.to_string()),
         ("--changes-poll", a.changes_poll.to_string()),
         ("--buffer-size", a.buffer_size.to_string()),
         ("--max-connections", a.max_connections.to_string()),
@@ -260,6 +264,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             root,
             attr_ttl: Duration::from_secs_f64(a.attr_cache),
             entry_ttl: Duration::from_secs_f64(a.entry_cache),
+            dir_entry_ttl: Duration::from_secs_f64(a.dir_entry_cache),
+            follow_changes: a.changes_poll > 0.0,
             buffer_size: a.buffer_size << 20,
             read_only: a.read_only,
             disk_cache,

@@ -81,8 +81,51 @@ pub(super) fn node_type_of_mode(mode: u32) -> Option<NodeType> {
 
 pub(super) fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Attr, i32>) {
     match r {
-        Ok(a) => reply.entry(&vfs.config.entry_ttl, &file_attr(vfs, &a), Generation(0)),
+        Ok(a) => reply.entry_with_ttls(
+            &vfs.config.attr_ttl,
+            &vfs.config.entry_ttl_of(a.kind),
+            &file_attr(vfs, &a),
+            Generation(0),
+        ),
         Err(e) => reply.error(err(e)),
+    }
+}
+
+/// A lookup's answer: a missing name is an entry with inode 0, which the
+/// kernel keeps as missing for the TTL, when the mount follows the change
+/// log (it then makes the kernel forget the name when another mount makes it).
+pub(super) fn reply_lookup(
+    vfs: &Vfs,
+    reply: ReplyEntry,
+    parent: u64,
+    name: &[u8],
+    r: Result<Attr, i32>,
+) {
+    match (r, vfs.missing_name_ttl(parent, name)) {
+        (Err(libc::ENOENT), Some(ttl)) => reply.entry(&ttl, &missing_name(), Generation(0)),
+        (r, _) => reply_entry(vfs, reply, r),
+    }
+}
+
+/// What the kernel takes for "no such name": an entry of inode 0.
+fn missing_name() -> FileAttr {
+    let never = std::time::UNIX_EPOCH;
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: never,
+        mtime: never,
+        ctime: never,
+        crtime: never,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
     }
 }
 

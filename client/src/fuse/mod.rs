@@ -10,8 +10,8 @@ pub mod mountpoint;
 pub mod session;
 
 use convert::{
-    err, file_attr, kind, new_node, node_type_of_mode, reply_empty, reply_entry, reply_xattr,
-    time_arg,
+    err, file_attr, kind, new_node, node_type_of_mode, reply_empty, reply_entry, reply_lookup,
+    reply_xattr, time_arg,
 };
 
 use std::ffi::OsStr;
@@ -126,8 +126,9 @@ impl Filesystem for JfsFuse {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
         self.run_here(move |vfs| async move {
-            let r = vfs.lookup(vfs.inode_of(parent.0), name).await;
-            reply_entry(&vfs, reply, r)
+            let parent = vfs.inode_of(parent.0);
+            let r = vfs.lookup(parent, name).await;
+            reply_lookup(&vfs, reply, parent, name, r)
         });
     }
 
@@ -333,7 +334,7 @@ impl Filesystem for JfsFuse {
         self.run_here(move |vfs| async move {
             match vfs.create(vfs.inode_of(parent.0), name, &node).await {
                 Ok((fh, a)) => reply.created(
-                    &vfs.config.entry_ttl,
+                    &vfs.config.entry_ttl_of(a.kind),
                     &file_attr(&vfs, &a),
                     Generation(0),
                     FileHandle(fh),
@@ -467,14 +468,13 @@ impl Filesystem for JfsFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         self.run_here(move |vfs| async move {
-            let ttl = vfs.config.entry_ttl;
             let r = vfs
                 .readdir(fh.0, offset, |e| {
                     !reply.add(
                         INodeNo(vfs.kernel_ino(e.attr.inode)),
                         e.offset,
                         OsStr::from_bytes(&e.name),
-                        &ttl,
+                        &vfs.config.entry_ttl_of(e.attr.kind),
                         &file_attr(&vfs, &e.attr),
                         Generation(0),
                     )

@@ -11,6 +11,10 @@
 //! later: a reply read from the database just before the change committed
 //! may reach the kernel (or this mount's directory cache) after the first
 //! forget, and the second one takes it away.
+//!
+//! Names other mounts made are added to this mount's directory listings
+//! (`listings`) by the poller itself, before it reports the poll done, so
+//! a listing never answers "missing" for a name made more than a poll ago.
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -50,6 +54,10 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                         .collect();
                     applied.retain(|_, xid| *xid >= next);
                     horizon = next;
+                    for c in &fresh {
+                        vfs.learn_names(c);
+                    }
+                    vfs.listings.polled();
                     if failing {
                         tracing::info!("reading the change log again");
                         failing = false;
@@ -59,10 +67,11 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                     }
                 }
                 Err(e) if !failing => {
+                    vfs.listings.poll_failed();
                     tracing::warn!("reading the change log: {e} (other mounts' changes show when the kernel's caches expire until it works again)");
                     failing = true;
                 }
-                Err(_) => {}
+                Err(_) => vfs.listings.poll_failed(),
             }
         }
     });
@@ -98,6 +107,21 @@ fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<Vec<LoggedChange>>) {
 }
 
 impl Vfs {
+    /// Adds the names change `c` made to this mount's listings (a removal
+    /// is not followed: a listing may hold names that are gone).
+    fn learn_names(&self, c: &LoggedChange) {
+        let made = match c.op.as_str() {
+            "unlink" | "rmdir" | "rmr" => [None, None],
+            "rename" => [None, Some((c.parent2, &c.name2))],
+            _ => [Some((c.parent, &c.name)), Some((c.parent2, &c.name2))],
+        };
+        for (parent, name) in made.into_iter().flatten() {
+            if let (Some(dir), Some(name)) = (parent.filter(|&p| p > 0), name) {
+                self.listings.added(dir as u64, name);
+            }
+        }
+    }
+
     /// Forgets, here and in the kernel, what change `c` made stale: the
     /// entries it made, removed or moved, the attributes of their
     /// directories and of the nodes it touched, a file's cached pages when

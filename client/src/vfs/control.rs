@@ -63,6 +63,7 @@ impl Vfs {
     /// Inodes in requests are the kernel's numbers (`st_ino` on the mount).
     pub(super) async fn control(&self, request: &str, caller: Caller) -> String {
         // rmr, clone and tier change directories behind the attribute cache
+        // (and a clone adds names: see clone_tree)
         self.dir_attrs.forget_all();
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
@@ -192,6 +193,7 @@ impl Vfs {
             .clone_node(src, dst_parent, name, owner)
             .await
             .map_err(|e| e.to_string())?;
+        self.listings.added(dst_parent, name);
         self.forget_entry(dst_parent, name);
         Ok(format!("cloned {inode} {nodes} {space}\n"))
     }

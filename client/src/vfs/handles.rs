@@ -110,11 +110,23 @@ pub(super) enum Handle {
 }
 
 /// Entries of a directory handle fetched (after cookie `after`) but not yet
-/// given to the kernel.
+/// given to the kernel; the names read so far while the directory is read
+/// from its start.
 #[derive(Default)]
 pub(super) struct DirPage {
     pub(super) after: u64,
     pub(super) entries: Vec<DirEntry>,
+    pub(super) listing: Option<ListingRead>,
+}
+
+/// A directory read from its start, page after page, to be kept whole in
+/// the mount's listings once its end is reached (`listings`).
+pub(super) struct ListingRead {
+    pub(super) started: super::listings::Started,
+    pub(super) parent: u64,
+    pub(super) names: Vec<Vec<u8>>,
+    /// The cookie the next page must start from for the pages to join.
+    pub(super) next: u64,
 }
 
 impl Vfs {

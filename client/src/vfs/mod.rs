@@ -12,6 +12,7 @@ mod control;
 mod dir_attrs;
 mod handles;
 pub mod layout;
+mod listings;
 mod ops;
 mod reader;
 pub mod volume;
@@ -43,7 +44,13 @@ pub struct VfsConfig {
     /// kernel's inode 1 stands for it.
     pub root: u64,
     pub attr_ttl: Duration,
+    /// How long the kernel keeps names of files, and that a name is missing.
     pub entry_ttl: Duration,
+    /// How long the kernel keeps names of directories.
+    pub dir_entry_ttl: Duration,
+    /// Whether the mount reads the change log (`--changes-poll` > 0): what
+    /// is cached here is then kept exact, and missing names are cached.
+    pub follow_changes: bool,
     /// Memory for write uploads in flight and the read block cache, in bytes.
     pub buffer_size: usize,
     pub read_only: bool,
@@ -51,6 +58,17 @@ pub struct VfsConfig {
     pub disk_cache: Option<Arc<crate::object::DiskCache>>,
     /// Slices in a chunk from which it is compacted in the background (0: never).
     pub compact_at: usize,
+}
+
+impl VfsConfig {
+    /// How long the kernel keeps the name of a node of type `kind`.
+    pub fn entry_ttl_of(&self, kind: NodeType) -> Duration {
+        if kind == NodeType::Dir {
+            self.dir_entry_ttl
+        } else {
+            self.entry_ttl
+        }
+    }
 }
 
 pub struct Vfs {
@@ -70,6 +88,7 @@ pub struct Vfs {
     /// Set by the FUSE layer: makes the kernel forget what it cached.
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
     dir_attrs: dir_attrs::DirAttrs,
+    listings: listings::Listings,
     /// The mount's shared runtime: background work (uploads, readahead)
     /// runs there, whichever thread started it.
     runtime: tokio::runtime::Handle,
@@ -122,6 +141,7 @@ impl Vfs {
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),
             dir_attrs: dir_attrs::DirAttrs::new(config.attr_ttl, volume.skip_dir_mtime_ns),
+            listings: listings::Listings::new(config.follow_changes && !config.entry_ttl.is_zero()),
             runtime: tokio::runtime::Handle::current(),
             meta,
             store,
@@ -137,6 +157,16 @@ impl Vfs {
             tier_classes: std::sync::RwLock::new(Default::default()),
             compactions: CompactionQueue::new(),
         }
+    }
+
+    /// How long the kernel may keep that entry `name` of `parent` is
+    /// missing: only while the change log is followed (another mount's
+    /// create is then forgotten), and never for the trash.
+    pub fn missing_name_ttl(&self, parent: u64, name: &[u8]) -> Option<Duration> {
+        let cache = self.config.follow_changes
+            && !self.config.entry_ttl.is_zero()
+            && !listings::is_trash_entry(parent, name);
+        cache.then_some(self.config.entry_ttl)
     }
 
     /// The inode a kernel inode number stands for (the kernel's root, 1, is

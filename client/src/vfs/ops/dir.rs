@@ -1,7 +1,8 @@
 //! Directory operations: opendir, readdir (pages of entries with their
 //! attributes), releasedir; statfs.
 use crate::meta::{Attr, NodeType, Statfs};
-use crate::vfs::handles::{DirPage, Handle};
+use crate::vfs::handles::{DirPage, Handle, ListingRead};
+use crate::vfs::listings::MAX_LISTED;
 use crate::vfs::{errno, Vfs, VfsResult};
 
 /// Entries fetched from the database per readdir round trip.
@@ -38,9 +39,16 @@ impl Vfs {
             return Err(libc::ENOTDIR);
         };
         let inode = *inode;
+        let mut page = page.lock().await;
         if offset < 2 {
-            let dir = self.meta.getattr(inode).await.map_err(errno)?;
+            let dir = self.getattr(inode).await?;
             if offset == 0 {
+                page.listing = Some(ListingRead {
+                    started: self.listings.start(),
+                    parent: dir.parent,
+                    names: Vec::new(),
+                    next: 0,
+                });
                 let dot = ListedEntry {
                     offset: 1,
                     name: b".".to_vec(),
@@ -51,7 +59,6 @@ impl Vfs {
                 }
             }
             let parent = self
-                .meta
                 .getattr(if dir.parent == 0 { inode } else { dir.parent })
                 .await
                 .unwrap_or_else(|_| dir.clone());
@@ -65,7 +72,6 @@ impl Vfs {
             }
         }
         let mut cookie = if offset <= 2 { 0 } else { offset };
-        let mut page = page.lock().await;
         loop {
             if cookie < page.after {
                 // a seek backwards (rewinddir): the cached page does not cover it
@@ -78,9 +84,19 @@ impl Vfs {
                     .readdirplus(inode, cookie, READDIR_PAGE)
                     .await
                     .map_err(errno)?;
+                let read = page.listing.take();
                 if entries.is_empty() {
+                    if let Some(read) = read.filter(|r| r.next == cookie) {
+                        self.listings
+                            .install(inode, read.parent, read.started, read.names);
+                    }
                     return Ok(());
                 }
+                page.listing = read.filter(|r| r.next == cookie).and_then(|mut r| {
+                    r.names.extend(entries.iter().map(|e| e.name.clone()));
+                    r.next = entries.last().map_or(cookie, |e| e.cookie);
+                    (r.names.len() <= MAX_LISTED).then_some(r)
+                });
                 page.after = cookie;
                 page.entries = entries;
             }

@@ -8,6 +8,9 @@ impl Vfs {
         if parent == self.config.root && name == control::CONTROL_NAME {
             return Ok(control::control_attr());
         }
+        if self.listings.absent(parent, name) {
+            return Err(libc::ENOENT);
+        }
         let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
         self.dir_attrs.put(&attr);
         Ok(self.overlay(attr).await)
@@ -30,15 +33,19 @@ impl Vfs {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
         let inode = self.inode_ids.next(&self.meta).await?;
+        let started = self.listings.start();
         let attr = self
             .meta
             .mknod(parent, name, node, inode)
             .await
-            .map_err(errno)?;
+            .map_err(|e| self.name_taken(parent, name, e))?;
+        self.listings.added(parent, name);
         if node.kind == NodeType::Dir {
             // its nlink grew
             self.dir_attrs.forget(parent);
             self.dir_attrs.put(&attr);
+            // a new directory is known whole: empty
+            self.listings.install(attr.inode, parent, started, []);
         } else {
             self.dir_attrs.child_created(parent, attr.ctime);
         }
@@ -52,9 +59,25 @@ impl Vfs {
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
-        let attr = self.meta.link(inode, parent, name).await.map_err(errno)?;
+        let attr = self
+            .meta
+            .link(inode, parent, name)
+            .await
+            .map_err(|e| self.name_taken(parent, name, e))?;
+        self.listings.added(parent, name);
         self.dir_attrs.child_created(parent, attr.ctime);
         Ok(self.overlay(attr).await)
+    }
+
+    /// The errno of a failed call that makes entry `name` of `parent`; when
+    /// the name was taken (by another mount, not yet read from the change
+    /// log), the directory's listing learns it.
+    fn name_taken(&self, parent: u64, name: &[u8], e: crate::meta::MetaError) -> i32 {
+        let e = errno(e);
+        if e == libc::EEXIST || e == libc::ENOTEMPTY {
+            self.listings.added(parent, name);
+        }
+        e
     }
 
     /// Marks an inode that lost its last name while open here.
@@ -71,6 +94,7 @@ impl Vfs {
             .unlink(parent, name, self.sid(), &self.open_inodes())
             .await
             .map_err(errno)?;
+        self.listings.removed(parent, name);
         self.dir_attrs.forget(parent);
         if attr.nlink == 0 {
             self.mark_unlinked(attr.inode).await;
@@ -81,6 +105,7 @@ impl Vfs {
     pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         self.meta.rmdir(parent, name).await.map_err(errno)?;
+        self.listings.removed(parent, name);
         // the parent's nlink, and the directory itself is gone
         self.dir_attrs.forget_all();
         Ok(())
@@ -109,7 +134,11 @@ impl Vfs {
                 &self.open_inodes(),
             )
             .await
-            .map_err(errno)?;
+            .map_err(|e| self.name_taken(new_parent, new_name, e))?;
+        if flags & libc::RENAME_EXCHANGE == 0 {
+            self.listings.removed(parent, name);
+        }
+        self.listings.added(new_parent, new_name);
         // both parents, a moved directory (its ctime, "..") and a replaced one
         self.dir_attrs.forget_all();
         if r.replaced != 0 && r.replaced_nlink == 0 {
