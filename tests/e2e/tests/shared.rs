@@ -6,6 +6,7 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jfs_e2e::{eventually, jfs, ok, Mount, Volume};
@@ -183,4 +184,94 @@ fn a_change_reaches_the_other_mount_quickly() {
         "staleness over 50 chmods: p50 {:?}, p90 {:?}, max {:?}",
         took[25], took[45], took[49]
     );
+}
+
+/// A create storm on A while B looks up names in the same directory (made
+/// ones and ones still to come, so B's kernel and listing hold "missing"
+/// for them) and lists it now and then: B never sees a name A has not
+/// made, and never misses one A made more than STORM_BOUND ago.
+#[test]
+fn a_create_storm_on_one_mount_is_followed_by_the_other() {
+    const FILES: usize = 5000;
+    const STORM_BOUND: Duration = Duration::from_secs(2);
+    let v = Volume::new("storm");
+    let a = v.mount("a", &CACHED);
+    let b = v.mount("b", &CACHED);
+    fs::create_dir(a.p("d")).unwrap();
+    assert!(eventually(BOUND, || b.p("d").is_dir()));
+    assert_eq!(
+        fs::read_dir(b.p("d")).unwrap().count(),
+        0,
+        "B lists d whole"
+    );
+
+    // when each create returned; `started`: creates begun (a name may show
+    // on B once its create began: it commits before the call returns)
+    let made: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::new()));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let storm = {
+        let (made, started, dir) = (made.clone(), started.clone(), a.p("d"));
+        std::thread::spawn(move || {
+            for i in 0..FILES {
+                started.store(i + 1, std::sync::atomic::Ordering::SeqCst);
+                fs::File::create(dir.join(format!("f{i}"))).unwrap();
+                made.lock().unwrap().push(Instant::now());
+            }
+        })
+    };
+    let made_count = || started.load(std::sync::atomic::Ordering::SeqCst);
+    let (mut looked, mut worst_miss) = (0u64, Duration::ZERO);
+    let mut i = 7usize;
+    let mut finished_at: Option<Instant> = None;
+    const LIST_EVERY: Duration = Duration::from_secs(3);
+    let mut last_listing = Instant::now();
+    while finished_at.is_none_or(|t| t.elapsed() < STORM_BOUND + Duration::from_millis(500)) {
+        if finished_at.is_none() && storm.is_finished() {
+            finished_at = Some(Instant::now());
+        }
+        // a name anywhere in the storm, made or still to come
+        i = (i * 7919 + 13) % FILES;
+        let before = made.lock().unwrap().clone();
+        let exists = b.p(&format!("d/f{i}")).exists();
+        looked += 1;
+        if exists {
+            assert!(
+                i < made_count(),
+                "B sees f{i}, whose create A has not begun"
+            );
+        } else if let Some(at) = before.get(i) {
+            let age = at.elapsed();
+            worst_miss = worst_miss.max(age);
+            assert!(age < STORM_BOUND, "B misses f{i}, made {age:?} ago");
+        }
+        // (seldom: a listing read from the database makes the mount's whole again)
+        if last_listing.elapsed() > LIST_EVERY {
+            last_listing = Instant::now();
+            let before = made.lock().unwrap().clone();
+            let listed: std::collections::HashSet<String> = fs::read_dir(b.p("d"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            let now_made = made_count();
+            for name in &listed {
+                let n: usize = name[1..].parse().unwrap();
+                assert!(n < now_made, "B lists {name}, whose create A has not begun");
+            }
+            for (n, at) in before.iter().enumerate() {
+                assert!(
+                    listed.contains(&format!("f{n}")) || at.elapsed() < STORM_BOUND,
+                    "B's listing misses f{n}, made {:?} ago",
+                    at.elapsed()
+                );
+            }
+        }
+    }
+    storm.join().unwrap();
+    for n in 0..FILES {
+        assert!(
+            b.p(&format!("d/f{n}")).exists(),
+            "f{n} on B after the storm"
+        );
+    }
+    eprintln!("storm: {looked} lookups on B, longest a made name was missing: {worst_miss:?}");
 }
