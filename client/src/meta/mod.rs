@@ -21,7 +21,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 pub use acl::{AclEntry, AclKind};
@@ -45,6 +45,9 @@ pub enum MetaError {
     Db(tokio_postgres::Error),
     #[error("metadata database unreachable: {}", with_causes(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
+    /// A parameter this client cannot send without a prepared statement.
+    #[error("{0}")]
+    Parameter(String),
 }
 
 impl From<tokio_postgres::Error> for MetaError {
@@ -174,6 +177,72 @@ pub fn redact_url(meta_url: &str) -> String {
 pub struct Meta {
     pool: Pool,
     config: tokio_postgres::Config,
+    /// No named prepared statements (META_URL's `pgbouncer=true`): each
+    /// call is one unnamed statement with its parameters' types, which
+    /// PgBouncer in transaction mode can send to any server connection.
+    unnamed_statements: bool,
+}
+
+/// The META_URL option that turns named prepared statements off.
+const POOLER_OPTION: &str = "pgbouncer";
+
+/// `meta_url` without the `pgbouncer=true|false` option (which
+/// tokio-postgres does not know), and whether it asked for true.
+fn split_pooler_option(meta_url: &str) -> (String, bool) {
+    let Some((base, query)) = meta_url.split_once('?') else {
+        return (meta_url.to_string(), false);
+    };
+    let mut pooler = false;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == POOLER_OPTION => {
+                pooler = matches!(v, "true" | "1" | "yes" | "on");
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, pooler)
+}
+
+/// The PostgreSQL type a parameter value is sent as when statements are
+/// not prepared: the first of the types jfs's procedures take that the
+/// value's Rust type encodes (what a prepared statement would have asked).
+fn param_type(value: &(dyn ToSql + Sync)) -> Result<Type> {
+    const CANDIDATES: [Type; 15] = [
+        Type::INT8,
+        Type::INT4,
+        Type::INT2,
+        Type::BOOL,
+        Type::FLOAT8,
+        Type::BYTEA,
+        Type::TEXT,
+        Type::CHAR,
+        Type::INT8_ARRAY,
+        Type::INT4_ARRAY,
+        Type::INT2_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::BOOL_ARRAY,
+        Type::TIMESTAMPTZ,
+    ];
+    let mut scratch = bytes::BytesMut::new();
+    for ty in CANDIDATES {
+        scratch.clear();
+        match value.to_sql_checked(&ty, &mut scratch) {
+            Err(e) if e.is::<tokio_postgres::types::WrongType>() => continue,
+            _ => return Ok(ty),
+        }
+    }
+    Err(MetaError::Parameter(format!(
+        "no PostgreSQL type for parameter {value:?} (unnamed statements, pgbouncer=true)"
+    )))
 }
 
 thread_local! {
@@ -241,21 +310,22 @@ impl Meta {
             .get()
             .await
             .map_err(|e| unreachable(meta_url, e))?;
-        let row = client
-            .query_opt(
+        // (unnamed statements here and below: see `unnamed_statements`)
+        let rows = client
+            .query_typed(
                 "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'jfs'",
                 &[],
             )
             .await?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(rows.first().map(|r| r.get(0)))
     }
 
     /// Stops a mount whose role cannot call every procedure a mount may
     /// call (granted before an upgrade added some?), saying what to run.
     pub async fn require_client_grants(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
-        let row = client
-            .query_one(
+        let rows = client
+            .query_typed(
                 "SELECT current_user::text, count(*), \
                         string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid) \
                    FROM pg_catalog.pg_proc p \
@@ -265,6 +335,7 @@ impl Meta {
                 &[],
             )
             .await?;
+        let row = rows.first().ok_or_else(|| anyhow::anyhow!("no row"))?;
         let (role, missing): (String, i64) = (row.get(0), row.get(1));
         if missing > 0 {
             let names: Option<String> = row.get(2);
@@ -285,10 +356,11 @@ impl Meta {
     }
 
     fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
-        let mut config = tokio_postgres::Config::from_str(meta_url).map_err(|e| {
+        let (meta_url, unnamed_statements) = split_pooler_option(meta_url);
+        let mut config = tokio_postgres::Config::from_str(&meta_url).map_err(|e| {
             anyhow::anyhow!(
                 "bad META_URL {}: {e}; expected postgres://user:password@host:port/database",
-                redact_url(meta_url)
+                redact_url(&meta_url)
             )
         })?;
         if config.get_password().is_none() {
@@ -302,7 +374,11 @@ impl Meta {
         config.keepalives_idle(Duration::from_secs(30));
         config.application_name("jfs");
         let pool = build_pool(&config, max_connections)?;
-        Ok(Meta { pool, config })
+        Ok(Meta {
+            pool,
+            config,
+            unnamed_statements,
+        })
     }
 
     /// The same database with connections that name session `sid` (their
@@ -313,7 +389,11 @@ impl Meta {
         let mut config = self.config.clone();
         config.application_name(session_application_name(sid));
         let pool = build_pool(&config, self.pool.status().max_size)?;
-        Ok(Meta { pool, config })
+        Ok(Meta {
+            pool,
+            config,
+            unnamed_statements: self.unnamed_statements,
+        })
     }
 
     /// Gives the calling thread a connection of its own, used by every call
@@ -359,6 +439,13 @@ impl Meta {
             attempt += 1;
             let result = async {
                 let client = self.client().await?;
+                if self.unnamed_statements {
+                    let typed = params
+                        .iter()
+                        .map(|&p| Ok((p, param_type(p)?)))
+                        .collect::<Result<Vec<_>>>()?;
+                    return Ok::<_, MetaError>(client.query_typed(sql, &typed).await?);
+                }
                 let stmt = client.prepare_cached(sql).await?;
                 Ok::<_, MetaError>(client.query(&stmt, params).await?)
             }
@@ -445,5 +532,41 @@ fn retryable(e: &MetaError) -> bool {
         // after a lost connection could apply an operation twice
         MetaError::Db(db) => matches!(db.code().map(|c| c.code()), Some("40001") | Some("40P01")),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pooler_option_is_taken_out_of_the_url() {
+        let (url, on) = split_pooler_option("postgres://u@h:6432/db?pgbouncer=true");
+        assert_eq!((url.as_str(), on), ("postgres://u@h:6432/db", true));
+        let (url, on) =
+            split_pooler_option("postgres://u@h/db?host=/run/pg&pgbouncer=false&sslmode=disable");
+        assert_eq!(
+            (url.as_str(), on),
+            ("postgres://u@h/db?host=/run/pg&sslmode=disable", false)
+        );
+        let (url, on) = split_pooler_option("postgres://u@h/db");
+        assert_eq!((url.as_str(), on), ("postgres://u@h/db", false));
+    }
+
+    #[test]
+    fn parameters_are_sent_as_the_types_the_procedures_take() {
+        let cases: [(&(dyn ToSql + Sync), Type); 8] = [
+            (&1i64, Type::INT8),
+            (&1i32, Type::INT4),
+            (&1i16, Type::INT2),
+            (&true, Type::BOOL),
+            (&b"x".as_slice(), Type::BYTEA),
+            (&"x", Type::TEXT),
+            (&vec![1i64], Type::INT8_ARRAY),
+            (&None::<i64>, Type::INT8),
+        ];
+        for (value, want) in cases {
+            assert_eq!(param_type(value).unwrap(), want, "{value:?}");
+        }
     }
 }
