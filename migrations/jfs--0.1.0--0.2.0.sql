@@ -318,11 +318,16 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
                  SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
      WHERE n.inode <> 1 AND r.inode IS NULL
        AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
     UNION ALL
     SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
       FROM sustained s
      WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
         OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
     UNION ALL
     SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
       FROM node n FULL JOIN symlink l ON l.inode = n.inode
@@ -1961,3 +1966,209 @@ REVOKE EXECUTE ON FUNCTION _log_node_change(text, bigint, bytea), _entry_path(bi
     changes_for_mount(bigint, bigint)
     FROM PUBLIC;
 REVOKE ALL ON changes FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Open files across mounts (sql/schema.sql, internal.sql, batch.sql,
+-- session.sql): a file whose last name goes while other sessions are live
+-- is kept a moment (unlinked) for a mount that has it open to hold it.
+-- Files that lost their last name while other sessions were live and none of
+-- the remover's handles had them open: kept (nlink 0, still charged) from
+-- `at` for a grace period, so that a mount with the file open, reading the
+-- removal from the change log, holds it (jfs.sustain) before it is freed
+-- (jfs.free_unlinked).
+CREATE TABLE unlinked (
+    inode bigint      PRIMARY KEY,
+    at    timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('unlinked', '');
+
+-- Whether a session other than p_sid is live: one may have a file open
+-- that p_sid's call removes the last name of.
+CREATE FUNCTION _others_live(p_sid bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM session WHERE sid IS DISTINCT FROM p_sid)
+$$;
+
+
+-- Whether a node that just lost its last link stays: when the calling
+-- session p_sid has it open (p_open_inodes lists the inodes the client has
+-- open) it is kept with nlink 0 in sustained until released; a regular
+-- file is also kept, in unlinked, while another session is live (it may
+-- have the file open: see jfs.sustain and jfs.free_unlinked).
+-- The caller has stored nlink 0 or frees the node when this says false.
+CREATE OR REPLACE FUNCTION _keep_open(p_inode bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_sid > 0 AND p_inode = ANY (p_open_inodes) AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+        UPDATE node SET nlink = 0, ctime = _now() WHERE inode = p_inode;
+        INSERT INTO sustained (sid, inode) VALUES (p_sid, p_inode) ON CONFLICT DO NOTHING;
+        RETURN true;
+    END IF;
+    IF _others_live(p_sid) THEN
+        UPDATE node SET nlink = 0, ctime = _now() WHERE inode = p_inode AND type = 1;
+        IF FOUND THEN
+            INSERT INTO unlinked (inode) VALUES (p_inode) ON CONFLICT DO NOTHING;
+            RETURN true;
+        END IF;
+    END IF;
+    RETURN false;
+END
+$$;
+
+-- Drops one link of a node per element of p_inodes (the entries just
+-- deleted; a node named twice loses two): nodes keeping other links get a
+-- lower nlink; nodes left with none are freed, except those the session p_sid
+-- has open (p_open_inodes), which stay with nlink 0 in sustained until
+-- released, and regular files while other sessions are live, which stay in
+-- unlinked (see _keep_open). Nodes about to be freed are not updated first
+-- (for a big batch that halves the rows written).
+CREATE OR REPLACE FUNCTION _drop_links(p_inodes bigint[], p_now bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_zero bigint[];
+    v_keep bigint[] := '{}';
+    v_parked bigint[];
+BEGIN
+    IF p_inodes IS NULL THEN
+        RETURN;
+    END IF;
+    WITH per_node AS (
+        SELECT i AS inode, count(*)::integer AS n FROM unnest(p_inodes) i GROUP BY i
+    ), linked AS (
+        UPDATE node x SET nlink = x.nlink - p.n, ctime = p_now FROM per_node p
+         WHERE x.inode = p.inode AND x.nlink > p.n
+        RETURNING x.inode
+    )
+    SELECT array_agg(p.inode) INTO v_zero FROM per_node p WHERE p.inode NOT IN (SELECT l.inode FROM linked l);
+    IF v_zero IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_sid > 0 AND cardinality(p_open_inodes) > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+        SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(v_zero) z WHERE z = ANY (p_open_inodes);
+        UPDATE node SET nlink = 0, ctime = p_now WHERE inode = ANY (v_keep);
+        INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
+    END IF;
+    v_zero := ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep));
+    IF _others_live(p_sid) THEN
+        WITH parked AS (
+            UPDATE node SET nlink = 0, ctime = p_now WHERE inode = ANY (v_zero) AND type = 1
+            RETURNING inode
+        ), kept AS (
+            INSERT INTO unlinked (inode) SELECT inode FROM parked ON CONFLICT DO NOTHING RETURNING inode
+        )
+        SELECT coalesce(array_agg(inode), '{}') INTO v_parked FROM parked;
+        v_zero := ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_parked));
+    END IF;
+    PERFORM _free_nodes(v_zero);
+END
+$$;
+
+-- Ends a locked session: its open-unlinked inodes are released (freed when
+-- no other session holds them), its locks dropped, its row deleted.
+CREATE OR REPLACE FUNCTION _end_session(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inode bigint;
+    v_released integer := 0;
+BEGIN
+    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
+        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
+        IF _unheld(v_inode) THEN
+            PERFORM _free_node(v_inode);
+        END IF;
+        v_released := v_released + 1;
+    END LOOP;
+    DELETE FROM flock WHERE sid = p_sid;
+    DELETE FROM plock WHERE sid = p_sid;
+    DELETE FROM session WHERE sid = p_sid;
+    RETURN v_released;
+END
+$$;
+
+-- The session closed its last handle of p_inode: an unlinked inode no
+-- other session holds is freed. 0, or 2 if p_sid did not hold it.
+CREATE OR REPLACE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
+    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF _unheld(p_inode) THEN
+        PERFORM _free_node(p_inode);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+
+-- Whether node p_inode (locked by the caller) has no name and nobody
+-- holds it: no session has it open, and it is not kept in unlinked for
+-- other mounts (free_unlinked frees those).
+CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
+       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
+$$;
+
+-- Session p_sid holds those of p_inodes (files it has open) that lost
+-- their last name elsewhere and are still kept (nlink 0, in unlinked or
+-- held by another session): they stay until it releases them (release,
+-- or the end of its session). A mount calls it when it reads a removal
+-- from the change log. Returns the inodes among p_inodes it holds.
+CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN '{}';
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
+    INSERT INTO sustained (sid, inode)
+    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
+    ON CONFLICT DO NOTHING;
+    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
+END
+$$;
+
+-- Frees the files kept in unlinked for longer than p_grace (at least a
+-- second) that no session holds; those held are left to their last
+-- holder's release. Any client may call it (mounts do, in the background).
+-- Returns the number of files freed.
+CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_due bigint[];
+    v_free bigint[];
+BEGIN
+    PERFORM _begin();
+    SELECT array_agg(u.inode) INTO v_due
+      FROM (SELECT inode FROM unlinked
+             WHERE at < now() - greatest(p_grace, interval '1 second')
+             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
+    IF v_due IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
+    DELETE FROM unlinked WHERE inode = ANY (v_due);
+    SELECT array_agg(n.inode) INTO v_free
+      FROM node n
+     WHERE n.inode = ANY (v_due) AND n.nlink = 0
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
+    IF v_free IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM _free_nodes(v_free);
+    RETURN cardinality(v_free);
+END
+$$;
+
+
+REVOKE EXECUTE ON FUNCTION _others_live(bigint), _unheld(bigint), sustain(bigint, bigint[]),
+    free_unlinked(integer, interval) FROM PUBLIC;
+REVOKE ALL ON unlinked FROM PUBLIC;

@@ -4,13 +4,15 @@
 -- deleted; a node named twice loses two): nodes keeping other links get a
 -- lower nlink; nodes left with none are freed, except those the session p_sid
 -- has open (p_open_inodes), which stay with nlink 0 in sustained until
--- released. Nodes about to be freed are not updated first (for a big batch
--- that halves the rows written).
+-- released, and regular files while other sessions are live, which stay in
+-- unlinked (see _keep_open). Nodes about to be freed are not updated first
+-- (for a big batch that halves the rows written).
 CREATE FUNCTION _drop_links(p_inodes bigint[], p_now bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_zero bigint[];
     v_keep bigint[] := '{}';
+    v_parked bigint[];
 BEGIN
     IF p_inodes IS NULL THEN
         RETURN;
@@ -31,7 +33,18 @@ BEGIN
         UPDATE node SET nlink = 0, ctime = p_now WHERE inode = ANY (v_keep);
         INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;
     END IF;
-    PERFORM _free_nodes(ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep)));
+    v_zero := ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_keep));
+    IF _others_live(p_sid) THEN
+        WITH parked AS (
+            UPDATE node SET nlink = 0, ctime = p_now WHERE inode = ANY (v_zero) AND type = 1
+            RETURNING inode
+        ), kept AS (
+            INSERT INTO unlinked (inode) SELECT inode FROM parked ON CONFLICT DO NOTHING RETURNING inode
+        )
+        SELECT coalesce(array_agg(inode), '{}') INTO v_parked FROM parked;
+        v_zero := ARRAY(SELECT z FROM unnest(v_zero) z WHERE NOT z = ANY (v_parked));
+    END IF;
+    PERFORM _free_nodes(v_zero);
 END
 $$;
 

@@ -86,11 +86,16 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
                  SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
      WHERE n.inode <> 1 AND r.inode IS NULL
        AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
     UNION ALL
     SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
       FROM sustained s
      WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
         OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
     UNION ALL
     SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
       FROM node n FULL JOIN symlink l ON l.inode = n.inode

@@ -195,7 +195,9 @@ $$;
 
 -- Whether a node that just lost its last link stays: when the calling
 -- session p_sid has it open (p_open_inodes lists the inodes the client has
--- open) it is kept with nlink 0 in sustained until released.
+-- open) it is kept with nlink 0 in sustained until released; a regular
+-- file is also kept, in unlinked, while another session is live (it may
+-- have the file open: see jfs.sustain and jfs.free_unlinked).
 -- The caller has stored nlink 0 or frees the node when this says false.
 CREATE FUNCTION _keep_open(p_inode bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
@@ -205,8 +207,22 @@ BEGIN
         INSERT INTO sustained (sid, inode) VALUES (p_sid, p_inode) ON CONFLICT DO NOTHING;
         RETURN true;
     END IF;
+    IF _others_live(p_sid) THEN
+        UPDATE node SET nlink = 0, ctime = _now() WHERE inode = p_inode AND type = 1;
+        IF FOUND THEN
+            INSERT INTO unlinked (inode) VALUES (p_inode) ON CONFLICT DO NOTHING;
+            RETURN true;
+        END IF;
+    END IF;
     RETURN false;
 END
+$$;
+
+-- Whether a session other than p_sid is live: one may have a file open
+-- that p_sid's call removes the last name of.
+CREATE FUNCTION _others_live(p_sid bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM session WHERE sid IS DISTINCT FROM p_sid)
 $$;
 
 -- The attr result of a node (errno 0), or errno 2 alone when p_inode is absent.

@@ -29,6 +29,7 @@
 -- xattr       (inode, name bytea) -> value bytea.
 -- session     sid -> a mounted client: host, pid, info, start and last heartbeat.
 -- sustained   (sid, inode): inodes with nlink 0 still open in that session.
+-- unlinked    inode -> at: files without names kept a moment for other mounts.
 -- flock/plock BSD and POSIX locks held by sessions (logic arrives with locking).
 -- delslice    slice id -> size, queued_at: objects waiting for deletion.
 -- dir_stats   (directory inode, stripe) -> space and inodes of its direct
@@ -179,6 +180,16 @@ CREATE TABLE sustained (
 );
 CREATE INDEX sustained_inode ON sustained (inode);
 
+-- Files that lost their last name while other sessions were live and none of
+-- the remover's handles had them open: kept (nlink 0, still charged) from
+-- `at` for a grace period, so that a mount with the file open, reading the
+-- removal from the change log, holds it (jfs.sustain) before it is freed
+-- (jfs.free_unlinked).
+CREATE TABLE unlinked (
+    inode bigint      PRIMARY KEY,
+    at    timestamptz NOT NULL DEFAULT now()
+);
+
 CREATE TABLE flock (
     inode bigint   NOT NULL,
     sid   bigint   NOT NULL,
@@ -302,6 +313,7 @@ SELECT pg_catalog.pg_extension_config_dump('xattr', '');
 SELECT pg_catalog.pg_extension_config_dump('session', '');
 SELECT pg_catalog.pg_extension_config_dump('session_sid', '');
 SELECT pg_catalog.pg_extension_config_dump('sustained', '');
+SELECT pg_catalog.pg_extension_config_dump('unlinked', '');
 SELECT pg_catalog.pg_extension_config_dump('flock', '');
 SELECT pg_catalog.pg_extension_config_dump('plock', '');
 SELECT pg_catalog.pg_extension_config_dump('delslice', '');

@@ -29,8 +29,7 @@ DECLARE
 BEGIN
     FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
         PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
-        IF EXISTS (SELECT 1 FROM node WHERE inode = v_inode AND nlink = 0)
-           AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = v_inode) THEN
+        IF _unheld(v_inode) THEN
             PERFORM _free_node(v_inode);
         END IF;
         v_released := v_released + 1;
@@ -83,11 +82,74 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 2;
     END IF;
-    IF EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode) THEN
+    IF _unheld(p_inode) THEN
         PERFORM _free_node(p_inode);
     END IF;
     RETURN 0;
+END
+$$;
+
+-- Whether node p_inode (locked by the caller) has no name and nobody
+-- holds it: no session has it open, and it is not kept in unlinked for
+-- other mounts (free_unlinked frees those).
+CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
+       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
+$$;
+
+-- Session p_sid holds those of p_inodes (files it has open) that lost
+-- their last name elsewhere and are still kept (nlink 0, in unlinked or
+-- held by another session): they stay until it releases them (release,
+-- or the end of its session). A mount calls it when it reads a removal
+-- from the change log. Returns the inodes among p_inodes it holds.
+CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN '{}';
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
+    INSERT INTO sustained (sid, inode)
+    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
+    ON CONFLICT DO NOTHING;
+    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
+END
+$$;
+
+-- Frees the files kept in unlinked for longer than p_grace (at least a
+-- second) that no session holds; those held are left to their last
+-- holder's release. Any client may call it (mounts do, in the background).
+-- Returns the number of files freed.
+CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_due bigint[];
+    v_free bigint[];
+BEGIN
+    PERFORM _begin();
+    SELECT array_agg(u.inode) INTO v_due
+      FROM (SELECT inode FROM unlinked
+             WHERE at < now() - greatest(p_grace, interval '1 second')
+             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
+    IF v_due IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
+    DELETE FROM unlinked WHERE inode = ANY (v_due);
+    SELECT array_agg(n.inode) INTO v_free
+      FROM node n
+     WHERE n.inode = ANY (v_due) AND n.nlink = 0
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
+    IF v_free IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM _free_nodes(v_free);
+    RETURN cardinality(v_free);
 END
 $$;
 

@@ -57,6 +57,24 @@ impl Meta {
         Ok(row.try_get("n")?)
     }
 
+    /// This session holds those of `inodes` (files it has open) that lost
+    /// their last name elsewhere; returns the ones it holds.
+    pub async fn sustain(&self, sid: i64, inodes: &[i64]) -> Result<Vec<i64>> {
+        let row = self
+            .call_one("SELECT jfs.sustain($1, $2) AS held", &[&sid, &inodes])
+            .await?;
+        Ok(row.try_get("held")?)
+    }
+
+    /// Frees up to `limit` files kept after their last name went (for other
+    /// mounts' handles) whose grace is over and that nobody holds.
+    pub async fn free_unlinked(&self, limit: i32) -> Result<i32> {
+        let row = self
+            .call_one("SELECT jfs.free_unlinked($1) AS freed", &[&limit])
+            .await?;
+        Ok(row.try_get("freed")?)
+    }
+
     /// Last close of an inode this session kept open after its last unlink.
     pub async fn release(&self, sid: i64, inode: u64) -> Result<()> {
         self.call("SELECT jfs.release($1, $2)", &[&sid, &(inode as i64)])

@@ -92,6 +92,13 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 }
             }
             if !vfs.config.read_only {
+                match vfs.meta.free_unlinked(UNLINKED_FREE_STEP).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::debug!("freed {n} files removed while other mounts were live")
+                    }
+                    Err(e) => tracing::warn!("freeing removed files: {e}"),
+                }
                 match vfs.meta.changelog_prune(CHANGELOG_PRUNE_STEP).await {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!("pruned {n} change-log rows"),
@@ -106,6 +113,9 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
         }
     });
 }
+
+/// Removed files kept for other mounts freed per round (each mount, every gc interval).
+const UNLINKED_FREE_STEP: i32 = 10_000;
 
 /// Change-log rows pruned per round (each mount, every gc interval).
 const CHANGELOG_PRUNE_STEP: i32 = 100_000;

@@ -58,6 +58,9 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                         vfs.learn_names(c);
                     }
                     vfs.listings.polled();
+                    if fresh.iter().any(removes_names) {
+                        vfs.hold_open_files().await;
+                    }
                     if failing {
                         tracing::info!("reading the change log again");
                         failing = false;
@@ -106,7 +109,35 @@ fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<Vec<LoggedChange>>) {
     }
 }
 
+/// Whether change `c` removed names (a file open here may have lost its last).
+fn removes_names(c: &LoggedChange) -> bool {
+    match c.op.as_str() {
+        "unlink" | "rmr" => true,
+        "rename" => c.inode2.is_some(),
+        _ => false,
+    }
+}
+
 impl Vfs {
+    /// Another mount removed names: of the files open here, those that lost
+    /// their last name are held by this session (they stay readable and
+    /// writable until closed here, as on a local file system; the
+    /// database keeps such a file a moment for this: jfs.sustain).
+    async fn hold_open_files(&self) {
+        let open = self.open_inodes();
+        if open.is_empty() {
+            return;
+        }
+        match self.meta.sustain(self.sid(), &open).await {
+            Ok(held) => {
+                for inode in held {
+                    self.mark_unlinked(inode as u64).await;
+                }
+            }
+            Err(e) => tracing::warn!("holding files open here that another mount removed: {e}"),
+        }
+    }
+
     /// Adds the names change `c` made to this mount's listings (a removal
     /// is not followed: a listing may hold names that are gone).
     fn learn_names(&self, c: &LoggedChange) {
