@@ -7,27 +7,8 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use jfs_e2e::Volume;
+use jfs_e2e::{Rng, Volume};
 use rustix::fs::FallocateFlags;
-
-/// xorshift64*: small, fast and the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [0, n).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// Where in a file the ops land: `base` plus up to `span` bytes, so a run
 /// can sit across a 4 MiB block or a 64 MiB chunk boundary.

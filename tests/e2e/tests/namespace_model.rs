@@ -14,7 +14,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
-use jfs_e2e::{Mount, Volume};
+use jfs_e2e::{Mount, Rng, Volume};
 
 /// Long kernel caches (the mount defaults): what is stale is the mounts' to fix.
 const CACHED: [&str; 4] = ["--attr-cache", "30", "--entry-cache", "30"];
@@ -31,24 +31,6 @@ const PHASE: usize = 200;
 /// How long the other mount gets to read a phase's changes (far below the
 /// kernel's 30 s caches; the change log is read every 50 ms).
 const SETTLE: Duration = Duration::from_millis(500);
-
-/// xorshift64*: small, fast and the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 #[derive(Clone, Debug, PartialEq)]
 enum Node {
@@ -176,11 +158,11 @@ fn errno_of(r: std::io::Result<()>) -> Result<(), i32> {
 /// Runs one random operation on `m` and checks its result; returns what it did.
 fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
     let dirs = model.dirs();
-    let dir = dirs[rng.below(dirs.len())].clone();
-    let path = join(&dir, NAMES[rng.below(NAMES.len())]);
+    let dir = dirs[rng.index(dirs.len())].clone();
+    let path = join(&dir, NAMES[rng.index(NAMES.len())]);
     let p = m.p(&path);
     let existing = model.nodes.get(&path).cloned();
-    let op = rng.below(100);
+    let op = rng.index(100);
     let (what, got, want): (String, Result<(), i32>, Result<(), i32>) = match op {
         0..=17 => {
             let body = format!("{path}:{}", rng.next()).into_bytes();
@@ -241,8 +223,8 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
         }
         48..=61 => {
             let dirs = model.dirs();
-            let to_dir = &dirs[rng.below(dirs.len())];
-            let to = join(to_dir, NAMES[rng.below(NAMES.len())]);
+            let to_dir = &dirs[rng.index(dirs.len())];
+            let to = join(to_dir, NAMES[rng.index(NAMES.len())]);
             let got = errno_of(fs::rename(&p, m.p(&to)));
             let want = model.rename(&path, &to);
             // the kernel may find a loop or a type clash first: the
@@ -260,7 +242,7 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
             if files.is_empty() {
                 return "link (no file)".into();
             }
-            let src = files[rng.below(files.len())].clone();
+            let src = files[rng.index(files.len())].clone();
             let got = errno_of(fs::hard_link(m.p(&src), &p));
             let want = if existing.is_some() {
                 Err(libc::EEXIST)
@@ -272,7 +254,7 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
             (format!("link from {src}"), got, want)
         }
         68..=72 => {
-            let target = format!("t{}", rng.below(1000));
+            let target = format!("t{}", rng.index(1000));
             let got = errno_of(std::os::unix::fs::symlink(&target, &p));
             let want = if existing.is_some() {
                 Err(libc::EEXIST)
@@ -415,7 +397,7 @@ fn run(seed: u64, ops: usize, mounts: &[&Mount]) {
                 for m in mounts {
                     check_all(&model, m);
                 }
-                on = rng.below(mounts.len());
+                on = rng.index(mounts.len());
                 last.push_back(format!("-- now on mount {on}"));
             }
             let did = step(&mut rng, &mut model, mounts[on]);
