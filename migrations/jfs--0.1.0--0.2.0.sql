@@ -1287,7 +1287,7 @@ $$;
 -- changes of transactions from p_horizon on (a horizon an earlier call
 -- returned; NULL: none, just the horizon) that the session p_sid did not
 -- make, or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash), and the new horizon. Every
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
 -- change of a transaction older than the horizon is in this answer or an
 -- earlier one; those of transactions running at it come again in the next
 -- (a mount skips ids it applied; applying twice is harmless anyway). The
@@ -1305,7 +1305,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
       FROM h, change c
      WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
        AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)))
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
 $$;
 
 -- A new name p_name in p_parent for the non-directory p_inode.

@@ -100,6 +100,8 @@ pub struct DirEntry {
 /// What a rename moved and replaced.
 #[derive(Debug, Clone)]
 pub struct RenameResult {
+    /// The inode moved.
+    pub moved: u64,
     /// The replaced (or exchanged) inode, 0 if none, with its nlink after the call.
     pub replaced: u64,
     pub replaced_nlink: u32,
@@ -219,6 +221,7 @@ impl Meta {
             .await?;
         check_errno(&row)?;
         Ok(RenameResult {
+            moved: row.try_get::<_, Option<i64>>("inode")?.unwrap_or(0) as u64,
             replaced: row.try_get::<_, Option<i64>>("replaced")?.unwrap_or(0) as u64,
             replaced_nlink: row
                 .try_get::<_, Option<i32>>("replaced_nlink")?

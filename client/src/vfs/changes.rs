@@ -56,8 +56,10 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                     horizon = next;
                     for c in &fresh {
                         vfs.learn_names(c);
+                        vfs.forget_cached(c);
                     }
                     vfs.listings.polled();
+                    vfs.attrs.polled();
                     if fresh.iter().any(removes_names) {
                         vfs.hold_open_files().await;
                     }
@@ -70,11 +72,11 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                     }
                 }
                 Err(e) if !failing => {
-                    vfs.listings.poll_failed();
+                    vfs.log_unread();
                     tracing::warn!("reading the change log: {e} (other mounts' changes show when the kernel's caches expire until it works again)");
                     failing = true;
                 }
-                Err(_) => vfs.listings.poll_failed(),
+                Err(_) => vfs.log_unread(),
             }
         }
     });
@@ -153,28 +155,45 @@ impl Vfs {
         }
     }
 
-    /// Forgets, here and in the kernel, what change `c` made stale: the
-    /// entries it made, removed or moved, the attributes of their
-    /// directories and of the nodes it touched, a file's cached pages when
-    /// its data changed.
+    /// Reading the change log failed: nothing cached here answers past
+    /// its TTL until it works again.
+    fn log_unread(&self) {
+        self.listings.poll_failed();
+        self.attrs.poll_failed();
+    }
+
+    /// Forgets here what change `c` made stale: the entries it made,
+    /// removed or moved, the attributes of their directories and of the
+    /// nodes it touched (done by the poller before the poll counts as
+    /// done; a read that raced with it is not kept: see `attrs`).
+    fn forget_cached(&self, c: &LoggedChange) {
+        for (dir, name) in changed_entries(c) {
+            self.attrs.forget_entry(dir, name);
+        }
+        if c.op == "rmr" {
+            // names and nodes below the tree's root went too
+            self.attrs.forget_all();
+        }
+        for node in changed_nodes(c) {
+            self.attrs.forget(node);
+        }
+    }
+
+    /// Makes the kernel forget what change `c` made stale: the entries it
+    /// made, removed or moved, the attributes of their directories and of
+    /// the nodes it touched, a file's cached pages when its data changed.
     fn forget_change(&self, c: &LoggedChange) {
-        let inode = |i: Option<i64>| i.filter(|&i| i > 0).map(|i| i as u64);
-        for (parent, name) in [(c.parent, &c.name), (c.parent2, &c.name2)] {
-            // (an xattr change names the attribute, with no directory)
-            if let (Some(dir), Some(name)) = (inode(parent), name) {
-                self.dir_attrs.forget(dir);
-                self.tell_kernel(Forget::EntryNow {
-                    parent: self.kernel_ino(dir),
-                    name,
-                });
-                self.tell_kernel(Forget::Attributes {
-                    inode: self.kernel_ino(dir),
-                });
-            }
+        for (dir, name) in changed_entries(c) {
+            self.tell_kernel(Forget::EntryNow {
+                parent: self.kernel_ino(dir),
+                name,
+            });
+            self.tell_kernel(Forget::Attributes {
+                inode: self.kernel_ino(dir),
+            });
         }
         let data_changed = matches!(c.op.as_str(), "write" | "truncate");
-        for node in [inode(c.inode), inode(c.inode2)].into_iter().flatten() {
-            self.dir_attrs.forget(node);
+        for node in changed_nodes(c) {
             let kernel = self.kernel_ino(node);
             self.tell_kernel(if data_changed {
                 Forget::Data { inode: kernel }
@@ -183,4 +202,21 @@ impl Vfs {
             });
         }
     }
+}
+
+/// The entries (directory, name) change `c` made, removed or moved (an
+/// xattr change names the attribute, with no directory).
+fn changed_entries(c: &LoggedChange) -> impl Iterator<Item = (u64, &[u8])> {
+    [(c.parent, &c.name), (c.parent2, &c.name2)]
+        .into_iter()
+        .filter_map(|(parent, name)| Some((positive(parent)?, name.as_deref()?)))
+}
+
+/// The nodes change `c` touched.
+fn changed_nodes(c: &LoggedChange) -> impl Iterator<Item = u64> {
+    [c.inode, c.inode2].into_iter().filter_map(positive)
+}
+
+fn positive(id: Option<i64>) -> Option<u64> {
+    id.filter(|&i| i > 0).map(|i| i as u64)
 }

@@ -62,9 +62,6 @@ impl Vfs {
     /// Runs one request line and returns the answer (errors as text).
     /// Inodes in requests are the kernel's numbers (`st_ino` on the mount).
     pub(super) async fn control(&self, request: &str, caller: Caller) -> String {
-        // rmr, clone and tier change directories behind the attribute cache
-        // (and a clone adds names: see clone_tree)
-        self.dir_attrs.forget_all();
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
             (Some("info"), Some(inode)) => match inode.parse::<u64>() {
@@ -101,6 +98,9 @@ impl Vfs {
                 request.trim()
             )),
         };
+        // rmr and clone change what the attribute cache holds (and a clone
+        // adds names: see clone_tree); reads that started before are not kept
+        self.attrs.forget_all();
         match answer {
             Ok(text) => text,
             Err(e) => format!("error: {e}\n"),

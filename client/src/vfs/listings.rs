@@ -35,11 +35,11 @@ const MAX_TOUCHED: usize = 65_536;
 
 /// How long after the last successful read of the change log a listing
 /// still answers.
-const TRUSTED_FOR: Duration = Duration::from_secs(1);
+pub const TRUSTED_FOR: Duration = Duration::from_secs(1);
 
 /// A pause in reading the change log this long drops every listing (the
 /// log may have been pruned past what this mount read).
-const GAP_FORGETS: Duration = Duration::from_secs(10);
+pub const GAP_FORGETS: Duration = Duration::from_secs(10);
 
 /// The trash's inode (sql/trash.sql `_trash_inode`) and its name in the root.
 pub const TRASH_INODE: u64 = 9_223_372_032_828_243_968;

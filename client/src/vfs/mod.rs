@@ -5,11 +5,11 @@
 //! errors are errno values. The layer above (fuse) names the metadata
 //! types it needs through this module's re-exports.
 mod acl;
+mod attrs;
 pub mod background;
 pub mod changes;
 mod compact;
 mod control;
-mod dir_attrs;
 mod handles;
 pub mod layout;
 mod listings;
@@ -87,7 +87,7 @@ pub struct Vfs {
     tier_classes: std::sync::RwLock<[String; 4]>,
     /// Set by the FUSE layer: makes the kernel forget what it cached.
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
-    dir_attrs: dir_attrs::DirAttrs,
+    attrs: attrs::AttrCache,
     listings: listings::Listings,
     /// The mount's shared runtime: background work (uploads, readahead)
     /// runs there, whichever thread started it.
@@ -140,7 +140,12 @@ impl Vfs {
     ) -> Vfs {
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),
-            dir_attrs: dir_attrs::DirAttrs::new(config.attr_ttl, volume.skip_dir_mtime_ns),
+            attrs: attrs::AttrCache::new(
+                config.attr_ttl,
+                config.follow_changes && !config.attr_ttl.is_zero(),
+                !config.entry_ttl.is_zero(),
+                volume.skip_dir_mtime_ns,
+            ),
             listings: listings::Listings::new(config.follow_changes && !config.entry_ttl.is_zero()),
             runtime: tokio::runtime::Handle::current(),
             meta,

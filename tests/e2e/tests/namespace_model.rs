@@ -1,8 +1,10 @@
 //! Long random runs of namespace operations (create, mkdir, unlink, rmdir,
-//! rename, link, symlink, rewrite, stat, lookups of missing names, readdir)
-//! against an in-memory model, on two mounts of one volume with the
-//! kernel's caches at 30 s and the mounts' own caches (directory
-//! attributes, complete listings answering missing names) on. The mounts
+//! rename, link, symlink, rewrite, chmod, truncate, stat, lookups of
+//! missing names, readdir) against an in-memory model, on two mounts of
+//! one volume with the kernel's caches at 30 s and the mounts' own caches
+//! (attributes and names, complete listings answering missing names) on;
+//! now and then the kernel drops its caches, so that the mounts' own
+//! answer what it asks again. The mounts
 //! take turns: a phase of operations on one, then a pause for the other to
 //! read the change log, then both are compared with the whole model. Every
 //! operation's result is compared with the model as it runs. A failure
@@ -11,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
 use jfs_e2e::{Mount, Rng, Volume};
@@ -46,6 +48,8 @@ struct Model {
     nodes: BTreeMap<String, Node>,
     /// Model inode -> its bytes.
     data: HashMap<u64, Vec<u8>>,
+    /// Model inode -> its permission bits.
+    modes: HashMap<u64, u32>,
     next_ino: u64,
 }
 
@@ -98,6 +102,15 @@ impl Model {
             .collect()
     }
 
+    /// A directory's link count: itself, its entry, and each subdirectory's "..".
+    fn dir_nlink(&self, dir: &str) -> u64 {
+        2 + self
+            .children(dir)
+            .iter()
+            .filter(|n| self.nodes[&join(dir, n)] == Node::Dir)
+            .count() as u64
+    }
+
     fn nlink(&self, ino: u64) -> u64 {
         self.nodes
             .values()
@@ -146,6 +159,7 @@ impl Model {
         if let Some(Node::File(ino)) = self.nodes.remove(path) {
             if self.nlink(ino) == 0 {
                 self.data.remove(&ino);
+                self.modes.remove(&ino);
             }
         }
     }
@@ -179,6 +193,8 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
                 model.next_ino += 1;
                 model.nodes.insert(path.clone(), Node::File(model.next_ino));
                 model.data.insert(model.next_ino, body);
+                // 0o666 less the test's umask
+                model.modes.insert(model.next_ino, 0o644);
                 Ok(())
             };
             ("create".into(), got, want)
@@ -264,7 +280,7 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
             };
             ("symlink".into(), got, want)
         }
-        73..=79 => {
+        73..=76 => {
             let body = format!("rewritten {path}:{}", rng.next()).into_bytes();
             match existing {
                 Some(Node::File(ino)) => {
@@ -273,6 +289,33 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
                     ("rewrite".into(), got, Ok(()))
                 }
                 _ => return format!("rewrite {path} (not a file)"),
+            }
+        }
+        77..=78 => {
+            let mode = [0o600, 0o640, 0o644, 0o755, 0o700][rng.index(5)];
+            match existing {
+                Some(Node::File(ino)) => {
+                    let got = errno_of(fs::set_permissions(&p, fs::Permissions::from_mode(mode)));
+                    model.modes.insert(ino, mode);
+                    (format!("chmod {mode:o}"), got, Ok(()))
+                }
+                _ => return format!("chmod {path} (not a file)"),
+            }
+        }
+        79 => {
+            let len = rng.below(64);
+            match existing {
+                Some(Node::File(ino)) => {
+                    let got = errno_of(
+                        fs::OpenOptions::new()
+                            .write(true)
+                            .open(&p)
+                            .and_then(|f| f.set_len(len)),
+                    );
+                    model.data.get_mut(&ino).unwrap().resize(len as usize, 0);
+                    (format!("truncate to {len}"), got, Ok(()))
+                }
+                _ => return format!("truncate {path} (not a file)"),
             }
         }
         80..=89 => {
@@ -288,9 +331,15 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
             }
             return format!("stat {path}");
         }
-        _ => {
+        90..=97 => {
             check_dir(model, m, &dir);
             return format!("readdir {dir:?}");
+        }
+        _ => {
+            // the kernel forgets names and inodes not in use: what it asks
+            // next, the mount answers from its own caches
+            fs::write("/proc/sys/vm/drop_caches", "2").expect("dropping the kernel's caches");
+            return "drop the kernel's caches".into();
         }
     };
     assert_eq!(got, want, "{what} {path}");
@@ -320,7 +369,10 @@ fn check_node(
         );
     };
     match node {
-        Node::Dir => assert!(st.is_dir(), "{path}: not a directory"),
+        Node::Dir => {
+            assert!(st.is_dir(), "{path}: not a directory");
+            assert_eq!(st.nlink(), model.dir_nlink(path), "{path}: nlink");
+        }
         Node::Symlink(target) => {
             assert!(st.file_type().is_symlink(), "{path}: not a symlink");
             let t = fs::read_link(m.p(path)).unwrap();
@@ -331,6 +383,7 @@ fn check_node(
             let data = &model.data[ino];
             assert_eq!(st.len(), data.len() as u64, "{path}: size");
             assert_eq!(st.nlink(), model.nlink(*ino), "{path}: nlink");
+            assert_eq!(st.mode() & 0o7777, model.modes[ino], "{path}: mode");
             assert_eq!(&fs::read(m.p(path)).unwrap(), data, "{path}: bytes");
         }
     }

@@ -79,11 +79,15 @@ impl Vfs {
             }
             page.entries.retain(|e| e.cookie > cookie);
             if page.entries.is_empty() {
+                let ticket = self.attrs.ticket();
                 let entries = self
                     .meta
                     .readdirplus(inode, cookie, READDIR_PAGE)
                     .await
                     .map_err(errno)?;
+                for e in &entries {
+                    self.attrs.put_entry(inode, &e.name, &e.attr, ticket);
+                }
                 let read = page.listing.take();
                 if entries.is_empty() {
                     if let Some(read) = read.filter(|r| r.next == cookie) {

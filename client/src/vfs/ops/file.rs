@@ -33,6 +33,8 @@ impl Vfs {
         }
         let pending = state.writer.slices_per_chunk();
         let result = state.writer.flush(&self.target(state.tier), inode).await;
+        // its length and times moved (or may have, on an error)
+        self.attrs.forget(inode);
         state.changed();
         if result.is_ok() {
             for (chunk, n) in pending {
@@ -275,11 +277,13 @@ impl Vfs {
         if end <= state.length {
             return Ok(());
         }
+        let ticket = self.attrs.ticket();
         let attr = self
             .meta
             .setattr(file.inode, &SetAttr::length(end))
             .await
             .map_err(errno)?;
+        self.attrs.replace(&attr, ticket);
         state.length = attr.length;
         state.changed();
         Ok(())

@@ -11,8 +11,15 @@ impl Vfs {
         if self.listings.absent(parent, name) {
             return Err(libc::ENOENT);
         }
-        let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
-        self.dir_attrs.put(&attr);
+        let attr = match self.attrs.lookup(parent, name) {
+            Some(attr) => attr,
+            None => {
+                let ticket = self.attrs.ticket();
+                let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
+                self.attrs.put_entry(parent, name, &attr, ticket);
+                attr
+            }
+        };
         Ok(self.overlay(attr).await)
     }
 
@@ -20,11 +27,15 @@ impl Vfs {
         if inode == control::CONTROL_INODE {
             return Ok(control::control_attr());
         }
-        if let Some(attr) = self.dir_attrs.get(inode) {
-            return Ok(attr);
-        }
-        let attr = self.meta.getattr(inode).await.map_err(errno)?;
-        self.dir_attrs.put(&attr);
+        let attr = match self.attrs.get(inode) {
+            Some(attr) => attr,
+            None => {
+                let ticket = self.attrs.ticket();
+                let attr = self.meta.getattr(inode).await.map_err(errno)?;
+                self.attrs.put(&attr, ticket);
+                attr
+            }
+        };
         Ok(self.overlay(attr).await)
     }
 
@@ -34,6 +45,7 @@ impl Vfs {
         reserved_name(self.config.root, parent, name)?;
         let inode = self.inode_ids.next(&self.meta).await?;
         let started = self.listings.start();
+        let ticket = self.attrs.ticket();
         let attr = self
             .meta
             .mknod(parent, name, node, inode)
@@ -42,12 +54,12 @@ impl Vfs {
         self.listings.added(parent, name);
         if node.kind == NodeType::Dir {
             // its nlink grew
-            self.dir_attrs.forget(parent);
-            self.dir_attrs.put(&attr);
+            self.attrs.forget(parent);
+            self.attrs.put_entry(parent, name, &attr, ticket);
             // a new directory is known whole: empty
             self.listings.install(attr.inode, parent, started, []);
         } else {
-            self.dir_attrs.child_created(parent, attr.ctime);
+            self.attrs.child_made(parent, name, &attr, ticket);
         }
         Ok(attr)
     }
@@ -59,13 +71,15 @@ impl Vfs {
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
+        let ticket = self.attrs.ticket();
         let attr = self
             .meta
             .link(inode, parent, name)
             .await
             .map_err(|e| self.name_taken(parent, name, e))?;
         self.listings.added(parent, name);
-        self.dir_attrs.child_created(parent, attr.ctime);
+        // (its nlink and ctime moved: replaced by the procedure's answer)
+        self.attrs.child_made(parent, name, &attr, ticket);
         Ok(self.overlay(attr).await)
     }
 
@@ -95,7 +109,9 @@ impl Vfs {
             .await
             .map_err(errno)?;
         self.listings.removed(parent, name);
-        self.dir_attrs.forget(parent);
+        self.attrs.forget_entry(parent, name);
+        // its nlink and ctime moved
+        self.attrs.forget(attr.inode);
         if attr.nlink == 0 {
             self.mark_unlinked(attr.inode).await;
         }
@@ -104,10 +120,11 @@ impl Vfs {
 
     pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
-        self.meta.rmdir(parent, name).await.map_err(errno)?;
+        let attr = self.meta.rmdir(parent, name).await.map_err(errno)?;
         self.listings.removed(parent, name);
-        // the parent's nlink, and the directory itself is gone
-        self.dir_attrs.forget_all();
+        // the parent's nlink and times, and the directory itself is gone
+        self.attrs.forget_entry(parent, name);
+        self.attrs.forget(attr.inode);
         Ok(())
     }
 
@@ -139,8 +156,12 @@ impl Vfs {
             self.listings.removed(parent, name);
         }
         self.listings.added(new_parent, new_name);
-        // both parents, a moved directory (its ctime, "..") and a replaced one
-        self.dir_attrs.forget_all();
+        // both entries and parents (times, nlink), the moved node (ctime,
+        // a directory's ".."), the replaced or exchanged one
+        self.attrs.forget_entry(parent, name);
+        self.attrs.forget_entry(new_parent, new_name);
+        self.attrs.forget(r.moved);
+        self.attrs.forget(r.replaced);
         if r.replaced != 0 && r.replaced_nlink == 0 {
             self.mark_unlinked(r.replaced).await;
         }
@@ -165,13 +186,14 @@ impl Vfs {
         if let Some(state) = state.as_mut() {
             self.flush_locked(inode, state).await?;
         }
+        let ticket = self.attrs.ticket();
         let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
         if let (Some(state), Some(_)) = (state.as_mut(), change.length) {
             state.length = attr.length;
             state.changed();
         }
         drop(state);
-        self.dir_attrs.put(&attr);
+        self.attrs.replace(&attr, ticket);
         Ok(self.overlay(attr).await)
     }
 }

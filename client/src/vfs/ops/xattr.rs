@@ -35,7 +35,10 @@ impl Vfs {
         self.meta
             .setxattr(inode, name, value, flags)
             .await
-            .map_err(errno)
+            .map_err(errno)?;
+        // its ctime moved
+        self.attrs.forget(inode);
+        Ok(())
     }
 
     /// An ACL written as an xattr (the kernel checked that the caller owns
@@ -49,6 +52,8 @@ impl Vfs {
                 .set_acl(inode, acl::kind_of(name), Some(&entries))
                 .await
                 .map_err(errno)?;
+            // its mode and ctime moved
+            self.attrs.forget(inode);
             self.forget_attributes(inode);
             return Ok(());
         }
@@ -76,12 +81,15 @@ impl Vfs {
                 // there is none beyond the mode to remove
                 return Ok(());
             }
-            return self
-                .meta
+            self.meta
                 .set_acl(inode, acl::kind_of(name), None)
                 .await
-                .map_err(errno);
+                .map_err(errno)?;
+        } else {
+            self.meta.removexattr(inode, name).await.map_err(errno)?;
         }
-        self.meta.removexattr(inode, name).await.map_err(errno)
+        // its ctime moved
+        self.attrs.forget(inode);
+        Ok(())
     }
 }

@@ -1,0 +1,452 @@
+//! Attributes by inode and names by (directory, name) that this mount saw,
+//! answered to LOOKUP and GETATTR without PostgreSQL.
+//!
+//! The kernel keeps names and attributes itself for `--entry-cache` and
+//! `--attr-cache`, but drops them often: a directory's attributes at each
+//! create in it (and with `default_permissions` it asks for them again at
+//! the next path walk), everything under memory pressure or `drop_caches`.
+//! This cache answers those questions again. A copy answers for up to
+//! `--attr-cache`, the staleness the kernel's own cache already allows; while
+//! the change log is followed it answers as long as it is exact (the log
+//! was read in the last [`TRUSTED_FOR`]), up to [`FOLLOWED_FOR`]: other
+//! mounts' changes are forgotten by the poller (`changes`), and this
+//! mount's own changes keep it exact (a child made here moves its
+//! directory's times exactly as the procedure did, `_dir_times_stale`;
+//! anything else forgets what it changed or puts its result).
+//!
+//! A copy read from the database may be older than a change forgotten
+//! while it was read: every forget is numbered, a read takes a [`Ticket`]
+//! before it asks, and a copy is not kept when its inode or name was
+//! forgotten after its ticket.
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::listings::{GAP_FORGETS, TRUSTED_FOR};
+use crate::meta::Attr;
+
+/// Attributes kept at most, and names; past it, all are dropped.
+const MAX_ENTRIES: usize = 131_072;
+
+/// Forgets remembered (for reads in flight); past it, the memory is dropped
+/// and reads started before are not kept.
+const MAX_FORGOTTEN: usize = 65_536;
+
+/// The longest a copy answers while the change log is followed (a bound on
+/// what a change made behind the log, by hand in SQL, can leave stale).
+const FOLLOWED_FOR: Duration = Duration::from_secs(300);
+
+/// Where a read from the database started (see [`AttrCache::ticket`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Ticket(u64);
+
+#[derive(Default)]
+struct Inner {
+    attrs: HashMap<u64, (Attr, Instant)>,
+    /// Names seen, to their inodes (only while the change log is followed).
+    names: HashMap<(u64, Vec<u8>), u64>,
+    /// Bumped by every forget.
+    seq: u64,
+    /// Inode -> `seq` of its last forget.
+    attr_forgot: HashMap<u64, u64>,
+    /// (directory, name) -> `seq` of its last forget.
+    name_forgot: HashMap<(u64, Vec<u8>), u64>,
+    /// Reads with tickets before this are not kept (the forget memory was cleared).
+    floor: u64,
+    /// When the change log was last read.
+    polled: Option<Instant>,
+}
+
+impl Inner {
+    fn bump(&mut self) -> u64 {
+        self.seq += 1;
+        if self.attr_forgot.len() + self.name_forgot.len() >= MAX_FORGOTTEN {
+            self.attr_forgot.clear();
+            self.name_forgot.clear();
+            self.floor = self.seq;
+        }
+        self.seq
+    }
+
+    fn attr_forgot_since(&self, inode: u64, t: Ticket) -> bool {
+        t.0 < self.floor || self.attr_forgot.get(&inode).is_some_and(|&s| s > t.0)
+    }
+
+    fn name_forgot_since(&self, dir: u64, name: &[u8], t: Ticket) -> bool {
+        t.0 < self.floor
+            || self
+                .name_forgot
+                .get(&(dir, name.to_vec()))
+                .is_some_and(|&s| s > t.0)
+    }
+
+    fn forget(&mut self, inode: u64) {
+        let seq = self.bump();
+        self.attr_forgot.insert(inode, seq);
+        self.attrs.remove(&inode);
+    }
+
+    fn insert(&mut self, attr: &Attr) {
+        if self.attrs.len() >= MAX_ENTRIES {
+            self.attrs.clear();
+        }
+        self.attrs
+            .insert(attr.inode, (attr.clone(), Instant::now()));
+    }
+
+    fn insert_name(&mut self, dir: u64, name: &[u8], inode: u64) {
+        if self.names.len() >= MAX_ENTRIES {
+            self.names.clear();
+        }
+        self.names.insert((dir, name.to_vec()), inode);
+    }
+
+    fn fresh(&self) -> bool {
+        self.polled.is_some_and(|t| t.elapsed() < TRUSTED_FOR)
+    }
+}
+
+pub struct AttrCache {
+    ttl: Duration,
+    /// Whether the change log is followed: copies answer past the TTL.
+    follow: bool,
+    /// Whether names are kept (the log is followed and names are cached).
+    names: bool,
+    /// `setting.skip_dir_mtime_ns`: how stale a directory's times may be
+    /// before a new child updates them.
+    skip_ns: i64,
+    inner: Mutex<Inner>,
+}
+
+impl AttrCache {
+    /// `follow`: the change log is read (and attributes are cached);
+    /// `names`: names may be kept too (it is read and names are cached).
+    pub fn new(ttl: Duration, follow: bool, names: bool, skip_ns: i64) -> AttrCache {
+        AttrCache {
+            ttl,
+            follow,
+            names: follow && names,
+            skip_ns,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    fn keeps(&self) -> bool {
+        self.follow || !self.ttl.is_zero()
+    }
+
+    /// Marks the start of a read from the database.
+    pub fn ticket(&self) -> Ticket {
+        Ticket(self.inner.lock().unwrap().seq)
+    }
+
+    fn answers(&self, inner: &Inner, seen: Instant) -> bool {
+        let age = seen.elapsed();
+        age < self.ttl || (self.follow && inner.fresh() && age < FOLLOWED_FOR)
+    }
+
+    /// The inode's attributes, if known.
+    pub fn get(&self, inode: u64) -> Option<Attr> {
+        let inner = self.inner.lock().unwrap();
+        let (attr, seen) = inner.attrs.get(&inode)?;
+        self.answers(&inner, *seen).then(|| attr.clone())
+    }
+
+    /// The attributes of entry `name` of `dir`, if known (only while the
+    /// change log is followed).
+    pub fn lookup(&self, dir: u64, name: &[u8]) -> Option<Attr> {
+        let inner = self.inner.lock().unwrap();
+        if !inner.fresh() {
+            return None;
+        }
+        let inode = inner.names.get(&(dir, name.to_vec()))?;
+        let (attr, seen) = inner.attrs.get(inode)?;
+        self.answers(&inner, *seen).then(|| attr.clone())
+    }
+
+    /// Keeps attributes read from the database with ticket `t`.
+    pub fn put(&self, attr: &Attr, t: Ticket) {
+        if !self.keeps() {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        if !inner.attr_forgot_since(attr.inode, t) {
+            inner.insert(attr);
+        }
+    }
+
+    /// Keeps entry `name` of `dir` and its attributes, read with ticket `t`.
+    pub fn put_entry(&self, dir: u64, name: &[u8], attr: &Attr, t: Ticket) {
+        if !self.keeps() {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        if inner.attr_forgot_since(attr.inode, t) {
+            return;
+        }
+        inner.insert(attr);
+        if self.names && !inner.name_forgot_since(dir, name, t) {
+            inner.insert_name(dir, name, attr.inode);
+        }
+    }
+
+    /// This mount changed a node and the procedure returned its attributes
+    /// (ticket `t` taken before the call): they replace what was kept, or,
+    /// when something else forgot the node meanwhile, nothing is kept.
+    pub fn replace(&self, attr: &Attr, t: Ticket) {
+        let mut inner = self.inner.lock().unwrap();
+        let raced = inner.attr_forgot_since(attr.inode, t);
+        inner.forget(attr.inode);
+        if !raced && self.keeps() {
+            inner.insert(attr);
+        }
+    }
+
+    /// This mount made entry `name` of `dir` for node `attr` at `attr.ctime`
+    /// (ticket `t` taken before the call): the name and node are kept, and
+    /// the directory's times move as the procedure moved them (or its copy
+    /// is dropped when something else forgot it meanwhile). Not for a new
+    /// directory (its parent's nlink grew: forget the parent).
+    pub fn child_made(&self, dir: u64, name: &[u8], attr: &Attr, t: Ticket) {
+        let mut inner = self.inner.lock().unwrap();
+        let dir_raced = inner.attr_forgot_since(dir, t);
+        let seq = inner.bump();
+        inner.attr_forgot.insert(dir, seq);
+        match inner.attrs.get_mut(&dir) {
+            Some((d, _)) if !dir_raced => {
+                if times_stale(d.mtime, d.ctime, attr.ctime, self.skip_ns) {
+                    d.mtime = attr.ctime;
+                    d.ctime = attr.ctime;
+                }
+            }
+            _ => {
+                inner.attrs.remove(&dir);
+            }
+        }
+        let node_raced = inner.attr_forgot_since(attr.inode, t);
+        inner.forget(attr.inode);
+        if node_raced || !self.keeps() {
+            return;
+        }
+        inner.insert(attr);
+        if self.names && !inner.name_forgot_since(dir, name, t) {
+            inner.insert_name(dir, name, attr.inode);
+        }
+    }
+
+    pub fn forget(&self, inode: u64) {
+        self.inner.lock().unwrap().forget(inode);
+    }
+
+    /// Entry `name` of `dir` changed (made, removed, replaced): the name
+    /// and the directory's attributes are forgotten.
+    pub fn forget_entry(&self, dir: u64, name: &[u8]) {
+        let mut inner = self.inner.lock().unwrap();
+        let seq = inner.bump();
+        inner.name_forgot.insert((dir, name.to_vec()), seq);
+        inner.names.remove(&(dir, name.to_vec()));
+        inner.forget(dir);
+    }
+
+    pub fn forget_all(&self) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.attrs.clear();
+        inner.names.clear();
+        inner.attr_forgot.clear();
+        inner.name_forgot.clear();
+        inner.seq += 1;
+        inner.floor = inner.seq;
+    }
+
+    /// The change log was read (and what it held applied). After a long
+    /// gap, everything is dropped first.
+    pub fn polled(&self) {
+        let gap = {
+            let inner = self.inner.lock().unwrap();
+            inner.polled.is_some_and(|t| t.elapsed() >= GAP_FORGETS)
+        };
+        if gap {
+            self.forget_all();
+        }
+        self.inner.lock().unwrap().polled = Some(Instant::now());
+    }
+
+    /// Reading the change log failed: only copies younger than the TTL answer.
+    pub fn poll_failed(&self) {
+        self.forget_all();
+        self.inner.lock().unwrap().polled = None;
+    }
+}
+
+/// Whether a directory's times are updated by a change at `now`: they are
+/// unless both are within `skip_ns` before it (sql/internal.sql `_dir_times_stale`).
+fn times_stale(mtime: i64, ctime: i64, now: i64, skip_ns: i64) -> bool {
+    let recent = |t: i64| t >= now - skip_ns && t <= now;
+    !(recent(mtime) && recent(ctime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::NodeType;
+
+    fn node(inode: u64, kind: NodeType, time: i64) -> Attr {
+        Attr {
+            inode,
+            kind,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            atime: time,
+            mtime: time,
+            ctime: time,
+            nlink: 2,
+            length: 4096,
+            rdev: 0,
+            parent: 1,
+            tier: 0,
+        }
+    }
+
+    fn dir(inode: u64, time: i64) -> Attr {
+        node(inode, NodeType::Dir, time)
+    }
+
+    fn file(inode: u64, time: i64) -> Attr {
+        node(inode, NodeType::File, time)
+    }
+
+    /// A cache that follows the log, just polled.
+    fn followed(ttl: Duration) -> AttrCache {
+        let c = AttrCache::new(ttl, true, true, 100);
+        c.polled();
+        c
+    }
+
+    #[test]
+    fn without_the_log_copies_answer_for_the_ttl() {
+        let cache = AttrCache::new(Duration::from_millis(50), false, false, 100);
+        cache.put(&dir(5, 1), cache.ticket());
+        cache.put_entry(5, b"f", &file(6, 1), cache.ticket());
+        assert_eq!(cache.get(5).map(|a| a.inode), Some(5));
+        assert_eq!(cache.get(6).map(|a| a.inode), Some(6));
+        assert!(
+            cache.lookup(5, b"f").is_none(),
+            "names only while following"
+        );
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(cache.get(5).is_none());
+    }
+
+    #[test]
+    fn zero_ttl_without_the_log_keeps_nothing() {
+        let cache = AttrCache::new(Duration::ZERO, false, false, 100);
+        cache.put(&dir(5, 1), cache.ticket());
+        assert!(cache.get(5).is_none());
+    }
+
+    #[test]
+    fn while_the_log_is_read_copies_answer_past_the_ttl() {
+        let cache = followed(Duration::from_millis(10));
+        cache.put_entry(1, b"f", &file(6, 1), cache.ticket());
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(cache.lookup(1, b"f").map(|a| a.inode), Some(6));
+        assert_eq!(cache.get(6).map(|a| a.inode), Some(6));
+        cache.poll_failed();
+        assert!(cache.lookup(1, b"f").is_none() && cache.get(6).is_none());
+    }
+
+    #[test]
+    fn nothing_past_the_ttl_answers_unless_the_log_was_read_lately() {
+        let cache = AttrCache::new(Duration::ZERO, true, true, 100);
+        cache.put_entry(1, b"f", &file(6, 1), cache.ticket());
+        assert!(cache.lookup(1, b"f").is_none(), "never polled");
+        cache.polled();
+        assert!(cache.lookup(1, b"f").is_some());
+    }
+
+    #[test]
+    fn a_read_older_than_a_forget_is_not_kept() {
+        let cache = followed(Duration::from_secs(60));
+        let t = cache.ticket();
+        cache.forget(6);
+        cache.put(&file(6, 1), t);
+        assert!(cache.get(6).is_none());
+        let t = cache.ticket();
+        cache.forget_entry(1, b"f");
+        cache.put_entry(1, b"f", &file(7, 1), t);
+        assert!(cache.lookup(1, b"f").is_none());
+        // a forget of something else does not matter
+        let t = cache.ticket();
+        cache.forget(99);
+        cache.forget_entry(1, b"other");
+        cache.put_entry(1, b"g", &file(8, 1), t);
+        assert!(cache.lookup(1, b"g").is_some());
+        // forgetting everything refuses every read started before
+        let t = cache.ticket();
+        cache.forget_all();
+        cache.put(&file(9, 1), t);
+        assert!(cache.get(9).is_none());
+    }
+
+    #[test]
+    fn forgetting_an_entry_forgets_the_name_and_its_directory() {
+        let cache = followed(Duration::from_secs(60));
+        cache.put(&dir(5, 1), cache.ticket());
+        cache.put_entry(5, b"f", &file(6, 1), cache.ticket());
+        cache.forget_entry(5, b"f");
+        assert!(cache.lookup(5, b"f").is_none());
+        assert!(cache.get(5).is_none());
+        assert!(cache.get(6).is_some(), "the node is another matter");
+    }
+
+    #[test]
+    fn an_own_result_replaces_unless_something_else_forgot_the_node() {
+        let cache = followed(Duration::from_secs(60));
+        cache.put(&file(6, 1), cache.ticket());
+        let t = cache.ticket();
+        cache.replace(&file(6, 2), t);
+        assert_eq!(cache.get(6).unwrap().mtime, 2);
+        // an older read finishing later is not kept
+        cache.put(&file(6, 1), t);
+        assert_eq!(cache.get(6).unwrap().mtime, 2);
+        let t = cache.ticket();
+        cache.forget(6);
+        cache.replace(&file(6, 3), t);
+        assert!(cache.get(6).is_none());
+    }
+
+    #[test]
+    fn a_new_child_moves_stale_times_like_the_procedure() {
+        let cache = followed(Duration::from_secs(60));
+        cache.put(&dir(5, 1_000), cache.ticket());
+        // within the skip window: unchanged
+        cache.child_made(5, b"a", &file(10, 1_050), cache.ticket());
+        assert_eq!(cache.get(5).unwrap().mtime, 1_000);
+        assert_eq!(cache.lookup(5, b"a").map(|a| a.inode), Some(10));
+        // past it: both times move to the child's
+        cache.child_made(5, b"b", &file(11, 1_200), cache.ticket());
+        let a = cache.get(5).unwrap();
+        assert_eq!((a.mtime, a.ctime), (1_200, 1_200));
+        // a time in the future of the change is stale too
+        cache.put(&dir(7, 5_000), cache.ticket());
+        cache.child_made(7, b"c", &file(12, 4_000), cache.ticket());
+        assert_eq!(cache.get(7).unwrap().mtime, 4_000);
+        // a directory forgotten while the child was made is dropped
+        let t = cache.ticket();
+        cache.forget(5);
+        cache.put(&dir(5, 1_200), cache.ticket());
+        cache.child_made(5, b"d", &file(13, 9_000), t);
+        assert!(cache.get(5).is_none());
+        assert!(cache.lookup(5, b"d").is_some());
+    }
+
+    #[test]
+    fn forget_all_drops_everything() {
+        let cache = followed(Duration::from_secs(60));
+        cache.put(&dir(5, 1), cache.ticket());
+        cache.put_entry(5, b"f", &file(6, 1), cache.ticket());
+        cache.forget_all();
+        assert!(cache.get(5).is_none() && cache.lookup(5, b"f").is_none());
+    }
+}
