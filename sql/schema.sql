@@ -30,7 +30,8 @@
 -- session     sid -> a mounted client: host, pid, info, start and last heartbeat.
 -- sustained   (sid, inode): inodes with nlink 0 still open in that session.
 -- unlinked    inode -> at: files without names kept a moment for other mounts.
--- flock/plock BSD and POSIX locks held by sessions (logic arrives with locking).
+-- plock       (inode, sid, owner, lstart) -> fcntl and flock locks: type, last byte, pid.
+-- lock_wait   (sid, owner, inode) -> the range an owner waits for (deadlock detection).
 -- delslice    slice id -> size, queued_at: objects waiting for deletion.
 -- dir_stats   (directory inode, stripe) -> space and inodes of its direct
 --             children (entries); the sum over the stripes is the figure.
@@ -190,20 +191,32 @@ CREATE TABLE unlinked (
     at    timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE TABLE flock (
-    inode bigint   NOT NULL,
-    sid   bigint   NOT NULL,
-    owner bigint   NOT NULL,
-    ltype smallint NOT NULL,
-    PRIMARY KEY (inode, sid, owner)
+-- File locks, shared by every mount: POSIX record locks (fcntl) and BSD
+-- locks (flock, which the kernel hands to FUSE as whole-file records of the
+-- open file's own owner). One row per locked range of an owner, ranges of
+-- an owner never overlapping; sql/lock.sql keeps them.
+CREATE TABLE plock (
+    inode  bigint   NOT NULL,
+    sid    bigint   NOT NULL,
+    owner  bigint   NOT NULL,   -- the kernel's lock owner, within the session
+    ltype  smallint NOT NULL CHECK (ltype IN (0, 1)),  -- 0 shared (read), 1 exclusive (write)
+    lstart bigint   NOT NULL CHECK (lstart >= 0),
+    lend   bigint   NOT NULL CHECK (lend >= lstart),   -- the last byte locked
+    pid    integer  NOT NULL,   -- the locking process, on its host (for F_GETLK)
+    PRIMARY KEY (inode, sid, owner, lstart)
 );
 
-CREATE TABLE plock (
-    inode   bigint NOT NULL,
-    sid     bigint NOT NULL,
-    owner   bigint NOT NULL,
-    records bytea  NOT NULL,
-    PRIMARY KEY (inode, sid, owner)
+-- Owners waiting for a lock (F_SETLKW, flock without LOCK_NB), refreshed by
+-- each retry: what deadlock detection follows.
+CREATE TABLE lock_wait (
+    sid    bigint      NOT NULL,
+    owner  bigint      NOT NULL,
+    inode  bigint      NOT NULL,
+    ltype  smallint    NOT NULL,
+    lstart bigint      NOT NULL,
+    lend   bigint      NOT NULL,
+    at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (sid, owner, inode)
 );
 
 CREATE TABLE delslice (
@@ -314,8 +327,8 @@ SELECT pg_catalog.pg_extension_config_dump('session', '');
 SELECT pg_catalog.pg_extension_config_dump('session_sid', '');
 SELECT pg_catalog.pg_extension_config_dump('sustained', '');
 SELECT pg_catalog.pg_extension_config_dump('unlinked', '');
-SELECT pg_catalog.pg_extension_config_dump('flock', '');
 SELECT pg_catalog.pg_extension_config_dump('plock', '');
+SELECT pg_catalog.pg_extension_config_dump('lock_wait', '');
 SELECT pg_catalog.pg_extension_config_dump('delslice', '');
 SELECT pg_catalog.pg_extension_config_dump('dir_stats', '');
 SELECT pg_catalog.pg_extension_config_dump('quota', '');

@@ -34,7 +34,7 @@ BEGIN
         END IF;
         v_released := v_released + 1;
     END LOOP;
-    DELETE FROM flock WHERE sid = p_sid;
+    DELETE FROM lock_wait WHERE sid = p_sid;
     DELETE FROM plock WHERE sid = p_sid;
     DELETE FROM session WHERE sid = p_sid;
     RETURN v_released;

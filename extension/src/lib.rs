@@ -124,4 +124,9 @@ pgrx::extension_sql_file!(
     name = "changelog",
     requires = ["schema", "people", "trash"]
 );
+pgrx::extension_sql_file!(
+    "../../sql/lock.sql",
+    name = "lock",
+    requires = ["internal", "people"]
+);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

@@ -25,9 +25,11 @@ use std::time::SystemTime;
 use fuser::{
     AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+
+use crate::meta::LockRange;
 
 use crate::vfs::{Caller, NewNode, NodeType, SetAttr, Vfs, CONTROL_INODE};
 
@@ -97,6 +99,9 @@ impl Filesystem for JfsFuse {
             InitFlags::FUSE_ASYNC_READ,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_MAX_PAGES,
+            // fcntl and flock locks come here, to be shared by every mount
+            InitFlags::FUSE_POSIX_LOCKS,
+            InitFlags::FUSE_FLOCK_LOCKS,
         ] {
             let _ = config.add_capabilities(flag);
         }
@@ -389,28 +394,105 @@ impl Filesystem for JfsFuse {
         });
     }
 
+    /// A close(2): the pending writes are committed, then the closing
+    /// process's locks of the file go (POSIX: any close drops them).
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move { reply_empty(reply, vfs.flush(fh.0).await) });
+        self.run_here(move |vfs| async move {
+            let flushed = vfs.flush(fh.0).await;
+            let unlocked = vfs.unlock_owner(vfs.inode_of(ino.0), lock_owner.0).await;
+            reply_empty(reply, flushed.and(unlocked))
+        });
     }
 
+    /// The last close of an open file; one that was flock'd names its
+    /// lock owner, whose locks go.
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move { reply_empty(reply, vfs.release(fh.0).await) });
+        self.run_here(move |vfs| async move {
+            let unlocked = match lock_owner {
+                Some(owner) => vfs.unlock_owner(vfs.inode_of(ino.0), owner.0).await,
+                None => Ok(()),
+            };
+            let released = vfs.release(fh.0).await;
+            reply_empty(reply, released.and(unlocked))
+        });
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let range = LockRange {
+            typ,
+            start,
+            end,
+            pid,
+        };
+        self.run_here(move |vfs| async move {
+            match vfs.getlk(vfs.inode_of(ino.0), lock_owner.0, &range).await {
+                Ok(l) => reply.locked(l.start, l.end, l.typ, l.pid),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    /// A lock taken, changed or dropped; one that waits (F_SETLKW, flock
+    /// without LOCK_NB) waits on the mount's shared runtime, not on one of
+    /// the few FUSE threads.
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let range = LockRange {
+            typ,
+            start,
+            end,
+            pid,
+        };
+        let tid = req.pid();
+        let set = move |vfs: Arc<Vfs>| async move {
+            let r = vfs
+                .setlk(vfs.inode_of(ino.0), lock_owner.0, &range, sleep, tid)
+                .await;
+            reply_empty(reply, r)
+        };
+        if sleep {
+            self.rt.spawn(set(self.vfs.clone()));
+        } else {
+            self.run_here(set);
+        }
     }
 
     fn fsync(

@@ -8,6 +8,7 @@
 mod acl;
 mod changelog;
 mod data;
+mod lock;
 mod namespace;
 mod quota;
 mod session;
@@ -27,6 +28,7 @@ use tokio_postgres::{NoTls, Row};
 pub use acl::{AclEntry, AclKind};
 pub use changelog::{Change, LoggedChange};
 pub use data::SliceRow;
+pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
 pub use session::session_application_name;

@@ -8,7 +8,7 @@
 //! This cache answers those questions again. A copy answers for up to
 //! `--attr-cache`, the staleness the kernel's own cache already allows; while
 //! the change log is followed it answers as long as it is exact (the log
-//! was read in the last [`TRUSTED_FOR`]), up to [`FOLLOWED_FOR`]: other
+//! was read in the last second), up to [`FOLLOWED_FOR`]: other
 //! mounts' changes are forgotten by the poller (`changes`), and this
 //! mount's own changes keep it exact (a child made here moves its
 //! directory's times exactly as the procedure did, `_dir_times_stale`;
@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::listings::{GAP_FORGETS, TRUSTED_FOR};
+use super::listings::LogFreshness;
 use crate::meta::Attr;
 
 /// Attributes kept at most, and names; past it, all are dropped.
@@ -53,8 +53,6 @@ struct Inner {
     name_forgot: HashMap<(u64, Vec<u8>), u64>,
     /// Reads with tickets before this are not kept (the forget memory was cleared).
     floor: u64,
-    /// When the change log was last read.
-    polled: Option<Instant>,
 }
 
 impl Inner {
@@ -100,10 +98,6 @@ impl Inner {
         }
         self.names.insert((dir, name.to_vec()), inode);
     }
-
-    fn fresh(&self) -> bool {
-        self.polled.is_some_and(|t| t.elapsed() < TRUSTED_FOR)
-    }
 }
 
 pub struct AttrCache {
@@ -116,6 +110,7 @@ pub struct AttrCache {
     /// before a new child updates them.
     skip_ns: i64,
     inner: Mutex<Inner>,
+    polled: LogFreshness,
 }
 
 impl AttrCache {
@@ -128,6 +123,7 @@ impl AttrCache {
             names: follow && names,
             skip_ns,
             inner: Mutex::new(Inner::default()),
+            polled: LogFreshness::default(),
         }
     }
 
@@ -140,28 +136,28 @@ impl AttrCache {
         Ticket(self.inner.lock().unwrap().seq)
     }
 
-    fn answers(&self, inner: &Inner, seen: Instant) -> bool {
+    fn answers(&self, seen: Instant) -> bool {
         let age = seen.elapsed();
-        age < self.ttl || (self.follow && inner.fresh() && age < FOLLOWED_FOR)
+        age < self.ttl || (self.follow && self.polled.fresh() && age < FOLLOWED_FOR)
     }
 
     /// The inode's attributes, if known.
     pub fn get(&self, inode: u64) -> Option<Attr> {
         let inner = self.inner.lock().unwrap();
         let (attr, seen) = inner.attrs.get(&inode)?;
-        self.answers(&inner, *seen).then(|| attr.clone())
+        self.answers(*seen).then(|| attr.clone())
     }
 
     /// The attributes of entry `name` of `dir`, if known (only while the
     /// change log is followed).
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Option<Attr> {
-        let inner = self.inner.lock().unwrap();
-        if !inner.fresh() {
+        if !self.polled.fresh() {
             return None;
         }
+        let inner = self.inner.lock().unwrap();
         let inode = inner.names.get(&(dir, name.to_vec()))?;
         let (attr, seen) = inner.attrs.get(inode)?;
-        self.answers(&inner, *seen).then(|| attr.clone())
+        self.answers(*seen).then(|| attr.clone())
     }
 
     /// Keeps attributes read from the database with ticket `t`.
@@ -261,20 +257,15 @@ impl AttrCache {
     /// The change log was read (and what it held applied). After a long
     /// gap, everything is dropped first.
     pub fn polled(&self) {
-        let gap = {
-            let inner = self.inner.lock().unwrap();
-            inner.polled.is_some_and(|t| t.elapsed() >= GAP_FORGETS)
-        };
-        if gap {
+        if self.polled.read() {
             self.forget_all();
         }
-        self.inner.lock().unwrap().polled = Some(Instant::now());
     }
 
     /// Reading the change log failed: only copies younger than the TTL answer.
     pub fn poll_failed(&self) {
         self.forget_all();
-        self.inner.lock().unwrap().polled = None;
+        self.polled.failed();
     }
 }
 

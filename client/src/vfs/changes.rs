@@ -16,6 +16,7 @@
 //! (`listings`) by the poller itself, before it reports the poll done, so
 //! a listing never answers "missing" for a name made more than a poll ago.
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,13 +27,28 @@ use crate::meta::LoggedChange;
 /// When a change is applied the second time.
 const REAPPLY_AFTER: Duration = Duration::from_secs(1);
 
+/// How long [`Vfs::catch_up_with_log`] waits for a poll at most.
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(2);
+
+/// The polls of the change log, counted, for those who wait until every
+/// change committed before a moment is applied ([`Vfs::catch_up_with_log`]).
+#[derive(Default)]
+pub struct LogPolls {
+    /// Polls started.
+    started: AtomicU64,
+    /// The last poll whose changes were applied, the kernel's caches included.
+    applied: AtomicU64,
+    /// Starts a poll now.
+    wake: tokio::sync::Notify,
+}
+
 /// Starts reading other sessions' changes every `interval`; the kernel is
 /// told from a thread of its own (a notification may wait for the kernel's
 /// locks of a directory). Returns once the first horizon is read, so that
 /// nothing cached after this call misses a change.
 pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()> {
     let (first_horizon, _) = vfs.meta.changes_for_mount(vfs.sid(), None).await?;
-    let (tx, rx) = mpsc::channel::<Vec<LoggedChange>>();
+    let (tx, rx) = mpsc::channel::<(u64, Vec<LoggedChange>)>();
     let v = vfs.clone();
     std::thread::Builder::new()
         .name("jfs-changes".into())
@@ -45,7 +61,11 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
         // (one warning per outage, not one per poll)
         let mut failing = false;
         loop {
-            tokio::time::sleep(interval).await;
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = vfs.log_polls.wake.notified() => {}
+            }
+            let poll = vfs.log_polls.started.fetch_add(1, Ordering::SeqCst) + 1;
             match vfs.meta.changes_for_mount(vfs.sid(), Some(horizon)).await {
                 Ok((next, changes)) => {
                     let fresh: Vec<LoggedChange> = changes
@@ -67,7 +87,7 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                         tracing::info!("reading the change log again");
                         failing = false;
                     }
-                    if !fresh.is_empty() && tx.send(fresh).is_err() {
+                    if tx.send((poll, fresh)).is_err() {
                         return;
                     }
                 }
@@ -84,7 +104,7 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
 }
 
 /// Applies batches as they come and each change again after [`REAPPLY_AFTER`].
-fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<Vec<LoggedChange>>) {
+fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
     let mut again: VecDeque<(Instant, Vec<LoggedChange>)> = VecDeque::new();
     loop {
         let wait = again
@@ -92,11 +112,14 @@ fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<Vec<LoggedChange>>) {
             .map(|(at, _)| at.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(3600));
         match rx.recv_timeout(wait) {
-            Ok(batch) => {
+            Ok((poll, batch)) => {
                 for c in &batch {
                     vfs.forget_change(c);
                 }
-                again.push_back((Instant::now() + REAPPLY_AFTER, batch));
+                vfs.log_polls.applied.store(poll, Ordering::SeqCst);
+                if !batch.is_empty() {
+                    again.push_back((Instant::now() + REAPPLY_AFTER, batch));
+                }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -121,6 +144,27 @@ fn removes_names(c: &LoggedChange) -> bool {
 }
 
 impl Vfs {
+    /// Waits until every change committed before this call is applied
+    /// here and in the kernel (a poll started after it is done): what a
+    /// lock's new holder must see of what the previous holder did. Gives
+    /// up after [`CATCH_UP_LIMIT`] (the log cannot be read), and returns at
+    /// once when the log is not followed.
+    pub(in crate::vfs) async fn catch_up_with_log(&self) {
+        if !self.config.follow_changes {
+            return;
+        }
+        let target = self.log_polls.started.load(Ordering::SeqCst) + 1;
+        self.log_polls.wake.notify_one();
+        let deadline = Instant::now() + CATCH_UP_LIMIT;
+        while self.log_polls.applied.load(Ordering::SeqCst) < target {
+            if Instant::now() > deadline {
+                tracing::warn!("the change log was not read within {CATCH_UP_LIMIT:?}: a lock's holder may see other mounts' last changes late");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Another mount removed names: of the files open here, those that lost
     /// their last name are held by this session (they stay readable and
     /// writable until closed here, as on a local file system; the

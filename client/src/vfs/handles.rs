@@ -71,6 +71,8 @@ pub(super) struct FileState {
     pub(super) tier: u8,
     /// Slices committed per chunk since it was last considered for compaction.
     pub(super) commits: HashMap<u32, usize>,
+    /// Locked through this mount while open: closes drop their owner's locks.
+    pub(super) locked: bool,
 }
 
 /// The counter of [`FileState::generation`]s.
@@ -179,6 +181,7 @@ impl Vfs {
                         unlinked: false,
                         tier,
                         commits: HashMap::new(),
+                        locked: false,
                     }),
                 })
             })

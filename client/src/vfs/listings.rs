@@ -35,11 +35,11 @@ const MAX_TOUCHED: usize = 65_536;
 
 /// How long after the last successful read of the change log a listing
 /// still answers.
-pub const TRUSTED_FOR: Duration = Duration::from_secs(1);
+const TRUSTED_FOR: Duration = Duration::from_secs(1);
 
 /// A pause in reading the change log this long drops every listing (the
 /// log may have been pruned past what this mount read).
-pub const GAP_FORGETS: Duration = Duration::from_secs(10);
+const GAP_FORGETS: Duration = Duration::from_secs(10);
 
 /// The trash's inode (sql/trash.sql `_trash_inode`) and its name in the root.
 pub const TRASH_INODE: u64 = 9_223_372_032_828_243_968;
@@ -49,6 +49,36 @@ const TRASH_NAME: &[u8] = b".trash";
 /// this mount's behalf without telling it: never known to be missing.
 pub fn is_trash_entry(dir: u64, name: &[u8]) -> bool {
     dir == 1 && name == TRASH_NAME
+}
+
+/// When the change log was last read: what listings and the attribute
+/// cache answer by while it is followed.
+#[derive(Default)]
+pub struct LogFreshness(Mutex<Option<Instant>>);
+
+impl LogFreshness {
+    /// Whether the log was read within [`TRUSTED_FOR`].
+    pub fn fresh(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap()
+            .is_some_and(|t| t.elapsed() < TRUSTED_FOR)
+    }
+
+    /// The log was read; returns whether a gap of [`GAP_FORGETS`] or more
+    /// came before (the log may have been pruned past what was read: what
+    /// was kept by it must go).
+    pub fn read(&self) -> bool {
+        let mut last = self.0.lock().unwrap();
+        let gap = last.is_some_and(|t| t.elapsed() >= GAP_FORGETS);
+        *last = Some(Instant::now());
+        gap
+    }
+
+    /// Reading the log failed: nothing is fresh until it works again.
+    pub fn failed(&self) {
+        *self.0.lock().unwrap() = None;
+    }
 }
 
 /// Where a listing's reading started (see [`Listings::start`]).
@@ -65,14 +95,13 @@ struct Inner {
     touched: HashMap<u64, u64>,
     /// Listings started before this generation are refused (`touched` was cleared).
     floor: u64,
-    /// When the change log was last read.
-    polled: Option<Instant>,
 }
 
 pub struct Listings {
     /// Off when the change log is not read (`--changes-poll 0`) or names are not cached.
     enabled: bool,
     inner: Mutex<Inner>,
+    polled: LogFreshness,
 }
 
 impl Listings {
@@ -80,6 +109,7 @@ impl Listings {
         Listings {
             enabled,
             inner: Mutex::new(Inner::default()),
+            polled: LogFreshness::default(),
         }
     }
 
@@ -122,8 +152,7 @@ impl Listings {
             return false;
         }
         let inner = self.inner.lock().unwrap();
-        let fresh = inner.polled.is_some_and(|t| t.elapsed() < TRUSTED_FOR);
-        fresh
+        self.polled.fresh()
             && inner
                 .dirs
                 .get(&dir)
@@ -180,20 +209,15 @@ impl Listings {
     /// The change log was read (and what it held applied): listings may
     /// answer for [`TRUSTED_FOR`]. After a long gap, they are dropped first.
     pub fn polled(&self) {
-        let gap = {
-            let inner = self.inner.lock().unwrap();
-            inner.polled.is_some_and(|t| t.elapsed() >= GAP_FORGETS)
-        };
-        if gap {
+        if self.polled.read() {
             self.forget_all();
         }
-        self.inner.lock().unwrap().polled = Some(Instant::now());
     }
 
     /// Reading the change log failed: nothing is answered until it works.
     pub fn poll_failed(&self) {
         self.forget_all();
-        self.inner.lock().unwrap().polled = None;
+        self.polled.failed();
     }
 
     /// Names kept, over all listings.

@@ -89,6 +89,8 @@ pub struct Vfs {
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
     attrs: attrs::AttrCache,
     listings: listings::Listings,
+    /// Polls of the change log, for lock barriers.
+    log_polls: changes::LogPolls,
     /// The mount's shared runtime: background work (uploads, readahead)
     /// runs there, whichever thread started it.
     runtime: tokio::runtime::Handle,
@@ -146,6 +148,7 @@ impl Vfs {
                 !config.entry_ttl.is_zero(),
                 volume.skip_dir_mtime_ns,
             ),
+            log_polls: changes::LogPolls::default(),
             listings: listings::Listings::new(config.follow_changes && !config.entry_ttl.is_zero()),
             runtime: tokio::runtime::Handle::current(),
             meta,

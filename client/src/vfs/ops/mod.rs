@@ -1,7 +1,8 @@
 //! The operations of the file system by family, each an `impl Vfs` block:
 //! namespace (entries and attributes), files (open, read, write, close),
-//! directories (listing, statfs), extended attributes and ACLs.
+//! directories (listing, statfs), extended attributes and ACLs, locks.
 mod dir;
 mod file;
+mod lock;
 mod namespace;
 mod xattr;
