@@ -214,8 +214,8 @@ impl Vfs {
         for (dir, name) in changed_entries(c) {
             self.attrs.forget_entry(dir, name);
         }
-        if c.op == "rmr" {
-            // names and nodes below the tree's root went too
+        if matches!(c.op.as_str(), "rmr" | "tier_tree") {
+            // names and nodes below the tree's root went or changed too
             self.attrs.forget_all();
         }
         for node in changed_nodes(c) {
