@@ -33,6 +33,12 @@ if ! "$HOME/.cargo/bin/fsx" --version 2>/dev/null | grep -q "$FSX_VERSION"; then
   step "installing fsx $FSX_VERSION (file-system exerciser for the tests)"
   cargo install fsx --version "=$FSX_VERSION" --locked
 fi
+# pjdfstest, the POSIX conformance suite the tests run on a mount (the Rust rewrite)
+PJDFSTEST_VERSION=0.2.2
+if ! "$HOME/.cargo/bin/pjdfstest" --version 2>/dev/null | grep -q "$PJDFSTEST_VERSION"; then
+  step "installing pjdfstest $PJDFSTEST_VERSION (POSIX conformance suite for the tests)"
+  cargo install pjdfstest --version "=$PJDFSTEST_VERSION" --locked
+fi
 # S3-compatible server for the tests: moto (emulates storage classes and archive restores too)
 VENV=${JFS_VENV:-/opt/jfs-test-venv}
 if ! "$VENV/bin/python" -c 'import moto, boto3' 2>/dev/null; then
