@@ -108,26 +108,23 @@ BEGIN
 END
 $$;
 
--- Drops the slices of chunks p_from_chunk..p_to_chunk of files: slice rows
--- deleted, references released, slices whose last reference went away
--- queued in delslice for the mounts to delete their objects. Slice
--- references are locked in id order so concurrent drops of shared slices
--- cannot deadlock.
-CREATE FUNCTION _drop_chunks(p_inodes bigint[], p_from_chunk integer, p_to_chunk integer) RETURNS void
+-- Releases one reference to a slice per time its id is in p_slice_ids (the
+-- ids of slice rows just deleted; holes, id 0, are skipped): slices whose
+-- last reference went away are queued in delslice for the mounts to delete
+-- their objects. References are locked in id order, so concurrent releases
+-- of shared slices cannot deadlock.
+CREATE FUNCTION _release_slices(p_slice_ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_freed bigint[];
 BEGIN
-    PERFORM 1 FROM slice_ref
-     WHERE slice_id IN (SELECT slice_id FROM slice
-                         WHERE inode = ANY (p_inodes) AND chunk_index BETWEEN p_from_chunk AND p_to_chunk
-                           AND slice_id <> 0)
-     ORDER BY slice_id FOR UPDATE;
-    WITH gone AS (
-        DELETE FROM slice WHERE inode = ANY (p_inodes) AND chunk_index BETWEEN p_from_chunk AND p_to_chunk
-        RETURNING slice_id
-    ), counts AS (
-        SELECT slice_id, count(*)::integer AS n FROM gone WHERE slice_id <> 0 GROUP BY slice_id
+    IF p_slice_ids IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM slice_ref WHERE slice_id = ANY (p_slice_ids) ORDER BY slice_id FOR UPDATE;
+    WITH counts AS (
+        SELECT id AS slice_id, count(*)::integer AS n FROM unnest(p_slice_ids) id
+         WHERE id <> 0 GROUP BY id
     ), released AS (
         UPDATE slice_ref r SET refs = r.refs - c.n FROM counts c
          WHERE r.slice_id = c.slice_id
@@ -141,6 +138,22 @@ BEGIN
     IF v_freed IS NOT NULL THEN
         DELETE FROM slice_ref WHERE slice_id = ANY (v_freed);
     END IF;
+END
+$$;
+
+-- Drops the slices of chunks p_from_chunk..p_to_chunk of files: slice rows
+-- deleted, their references released (_release_slices).
+CREATE FUNCTION _drop_chunks(p_inodes bigint[], p_from_chunk integer, p_to_chunk integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_gone bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM slice WHERE inode = ANY (p_inodes) AND chunk_index BETWEEN p_from_chunk AND p_to_chunk
+        RETURNING slice_id
+    )
+    SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
+    PERFORM _release_slices(v_gone);
 END
 $$;
 

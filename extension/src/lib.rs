@@ -129,4 +129,9 @@ pgrx::extension_sql_file!(
     name = "lock",
     requires = ["internal", "people"]
 );
+pgrx::extension_sql_file!(
+    "../../sql/range.sql",
+    name = "range",
+    requires = ["internal", "charge"]
+);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

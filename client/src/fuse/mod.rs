@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::meta::LockRange;
@@ -674,6 +674,49 @@ impl Filesystem for JfsFuse {
     ) {
         self.run_here(move |vfs| async move {
             reply_empty(reply, vfs.fallocate(fh.0, offset, length, mode).await)
+        });
+    }
+
+    /// SEEK_DATA and SEEK_HOLE (the kernel handles the other whences).
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        self.run_here(move |vfs| async move {
+            match vfs.seek_data(fh.0, offset, whence).await {
+                Ok(at) => reply.offset(at),
+                Err(e) => reply.error(err(e)),
+            }
+        });
+    }
+
+    /// copy_file_range as metadata: the copy shares the source's slices.
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        self.run_here(move |vfs| async move {
+            match vfs
+                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
+                .await
+            {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(err(e)),
+            }
         });
     }
 }

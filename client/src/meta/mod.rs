@@ -11,6 +11,7 @@ mod data;
 mod lock;
 mod namespace;
 mod quota;
+mod range;
 mod session;
 mod tier;
 mod trash;

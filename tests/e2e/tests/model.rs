@@ -1,6 +1,7 @@
 //! Long random-op runs against an in-memory model: pwrite, ftruncate, pread,
-//! fallocate, fsync and close/reopen on real mounts, every read compared with
-//! what the file must hold. A failure prints the seed, the op number and the
+//! fallocate (grow, punch a hole, zero a range), copy_file_range within the
+//! file, SEEK_DATA/SEEK_HOLE, fsync and close/reopen on real mounts, every
+//! read compared with what the file must hold. A failure prints the seed, the op number and the
 //! last ops; `JFS_MODEL_SEED=N` reruns one seed, `JFS_MODEL_OPS=N` sets the
 //! length of a run.
 use std::fs::{File, OpenOptions};
@@ -49,6 +50,13 @@ impl Model {
         let at = (off - self.window.base) as usize;
         self.bytes[at..at + data.len()].copy_from_slice(data);
         self.len = self.len.max(end);
+    }
+
+    /// Bytes [from, to) read as zeros from now on (the length stays).
+    fn zero(&mut self, from: u64, to: u64) {
+        if to > from {
+            self.write(from, &vec![0; (to - from) as usize]);
+        }
     }
 
     fn truncate(&mut self, len: u64) {
@@ -160,6 +168,50 @@ fn check_read(f: &File, model: &Model, off: u64, len: u64, trail: &Trail, op: us
     }
 }
 
+/// SEEK_DATA and SEEK_HOLE from `off`: past the end both are ENXIO; else
+/// the model holds zeros from `off` up to the data found (to the end when
+/// there is none), and the hole found is within the file and reads zeros.
+fn check_seeks(f: &File, model: &Model, off: u64, trail: &Trail, op: usize) {
+    use rustix::fs::{seek, SeekFrom};
+    let data = seek(f, SeekFrom::Data(off));
+    let hole = seek(f, SeekFrom::Hole(off));
+    if off >= model.len {
+        if data != Err(rustix::io::Errno::NXIO) || hole != Err(rustix::io::Errno::NXIO) {
+            trail.fail(
+                op,
+                format!(
+                    "past the end ({:#x}): SEEK_DATA {data:?}, SEEK_HOLE {hole:?}",
+                    model.len
+                ),
+            );
+        }
+        return;
+    }
+    let data_at = match data {
+        Ok(at) => at,
+        Err(rustix::io::Errno::NXIO) => model.len,
+        Err(e) => trail.fail(op, format!("SEEK_DATA: {e}")),
+    };
+    let skipped = model.read(off, data_at.saturating_sub(off));
+    if data_at < off || data_at > model.len || skipped.iter().any(|&b| b != 0) {
+        trail.fail(
+            op,
+            format!("SEEK_DATA from {off:#x} gave {data_at:#x}, over bytes that are not zeros"),
+        );
+    }
+    match hole {
+        Ok(at) if at >= off && at <= model.len => {
+            if model.read(at, 1).iter().any(|&b| b != 0) {
+                trail.fail(
+                    op,
+                    format!("SEEK_HOLE from {off:#x} gave {at:#x}, which holds data"),
+                );
+            }
+        }
+        other => trail.fail(op, format!("SEEK_HOLE from {off:#x}: {other:?}")),
+    }
+}
+
 /// Runs `ops` random ops with `seed` on `path` through two descriptors
 /// (each op picks one; one is closed and reopened now and then), reading
 /// back through `reader_path` on close when given (the same file through
@@ -181,7 +233,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
         let off = window.base + rng.below(window.span);
         match pick {
             // pwrite of 1 B .. max_write
-            0..=44 => {
+            0..=39 => {
                 let len = 1 + rng.below(window.max_write);
                 stamp = stamp.wrapping_add(1).max(1);
                 let data: Vec<u8> = (0..len)
@@ -194,13 +246,13 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 model.write(off, &data);
             }
             // pread and compare
-            45..=74 => {
+            40..=67 => {
                 let len = 1 + rng.below(window.max_write * 2);
                 trail.note(op, format!("fd{which} pread [{off:#x}, {:#x})", off + len));
                 check_read(f, &model, off, len, &trail, op);
             }
             // ftruncate to anywhere in the window (down or up)
-            75..=84 => {
+            68..=76 => {
                 trail.note(
                     op,
                     format!("fd{which} ftruncate {:#x} -> {off:#x}", model.len),
@@ -211,7 +263,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 model.truncate(off);
             }
             // fallocate: mode 0 grows the file, KEEP_SIZE leaves the length
-            85..=89 => {
+            77..=80 => {
                 let len = 1 + rng.below(window.max_write);
                 let keep = rng.below(2) == 0;
                 let flags = if keep {
@@ -233,6 +285,67 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 if !keep && off + len > model.len {
                     model.truncate(off + len);
                 }
+            }
+            // punch a hole (KEEP_SIZE), or zero a range (with or without it)
+            81..=84 => {
+                let len = 1 + rng.below(window.max_write);
+                let (flags, what) = match rng.below(3) {
+                    0 => (
+                        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                        "punch_hole",
+                    ),
+                    1 => (
+                        FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE,
+                        "zero_range keep_size",
+                    ),
+                    _ => (FallocateFlags::ZERO_RANGE, "zero_range"),
+                };
+                trail.note(op, format!("fd{which} {what} [{off:#x}, {:#x})", off + len));
+                if let Err(e) = rustix::fs::fallocate(f, flags, off, len) {
+                    trail.fail(op, format!("{what}: {e}"));
+                }
+                if flags.contains(FallocateFlags::KEEP_SIZE) {
+                    model.zero(off, (off + len).min(model.len));
+                } else {
+                    model.zero(off, off + len);
+                }
+            }
+            // copy_file_range from elsewhere in the file (ranges apart;
+            // short at the end of the file)
+            85..=87 => {
+                let to = window.base + rng.below(window.span);
+                let want = (1 + rng.below(window.max_write)).min(model.len.saturating_sub(off));
+                if want > 0 && to < off + want && off < to + want {
+                    continue; // overlapping ranges of one file are EINVAL
+                }
+                let from_fd = &fds[rng.below(2) as usize];
+                trail.note(
+                    op,
+                    format!("fd{which} copy_file_range [{off:#x}, +{want:#x}) to {to:#x}"),
+                );
+                let (mut src, mut dst) = (off, to);
+                match rustix::fs::copy_file_range(
+                    from_fd,
+                    Some(&mut src),
+                    f,
+                    Some(&mut dst),
+                    want as usize,
+                ) {
+                    Ok(0) if want == 0 => {}
+                    Ok(n) if n as u64 == want => {
+                        let data = model.read(off, want);
+                        model.write(to, &data);
+                    }
+                    Ok(n) => {
+                        trail.fail(op, format!("copy_file_range copied {n:#x}, want {want:#x}"))
+                    }
+                    Err(e) => trail.fail(op, format!("copy_file_range: {e}")),
+                }
+            }
+            // SEEK_DATA / SEEK_HOLE: what they skip reads as zeros
+            88..=89 => {
+                trail.note(op, format!("fd{which} seek_data, seek_hole from {off:#x}"));
+                check_seeks(f, &model, off, &trail, op);
             }
             // the length, as stat says it
             90..=93 => {

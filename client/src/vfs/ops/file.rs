@@ -1,10 +1,10 @@
 //! File operations: open and create (close-to-open consistency), read,
-//! write, flush and fsync (commit, and sync in 'fsync' mode), release,
-//! fallocate; the commit of a file's pending writes.
+//! write, flush and fsync (commit, and sync in 'fsync' mode), release; the
+//! commit of a file's pending writes.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::meta::{Attr, NewNode, NodeType, SetAttr};
+use crate::meta::{Attr, NewNode, NodeType};
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
 
@@ -250,43 +250,6 @@ impl Vfs {
                 .map_err(errno)?;
         }
         flushed
-    }
-
-    /// fallocate(2): mode 0 grows the file (the new range reads as zeros),
-    /// FALLOC_FL_KEEP_SIZE needs nothing stored; other modes are refused.
-    pub async fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> VfsResult<()> {
-        self.writable()?;
-        let handle = self.file_handle(fh)?;
-        let Handle::File { file, .. } = &*handle else {
-            return Err(libc::EISDIR);
-        };
-        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
-        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
-            return Ok(());
-        }
-        // grow only: the length is compared and set under the file's lock,
-        // after its pending writes (which may already reach past `end`)
-        let end = offset + length;
-        let mut state = file.state.lock().await;
-        if end <= state.length {
-            return Ok(());
-        }
-        self.flush_locked(file.inode, &mut state).await?;
-        if end <= state.length {
-            return Ok(());
-        }
-        let ticket = self.attrs.ticket();
-        let attr = self
-            .meta
-            .setattr(file.inode, &SetAttr::length(end))
-            .await
-            .map_err(errno)?;
-        self.attrs.replace(&attr, ticket);
-        state.length = attr.length;
-        state.changed();
-        Ok(())
     }
 
     /// Commits every open file's pending writes (unmount, shutdown).
