@@ -2664,3 +2664,63 @@ $$;
 REVOKE EXECUTE ON FUNCTION _release_slices(bigint[]), _chunk_data(bigint, integer),
     _zero(bigint, bigint, bigint), zero_range(bigint, bigint, bigint, boolean),
     seek_data(bigint, bigint, boolean), copy_range(bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Space limits at write() (sql/charge.sql): a writer asks how long a file may
+-- grow before it buffers growth.
+
+-- Whether any space limit is set and enforced (a mount asks now and then;
+-- with none, its writers need not ask space_limit).
+CREATE FUNCTION space_limited() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.quota_limits AND EXISTS (SELECT 1 FROM quota q WHERE q.max_space > 0) FROM setting s
+$$;
+
+-- The longest file p_inode may be now before a space limit refuses it: the
+-- volume's capacity, its owners' quotas and the directory quotas above each
+-- of its entries, given what they hold now (space counts in 4 KiB units of
+-- length, see _space). max_length is NULL when no limit applies; over_errno
+-- is what the binding limit answers (28 ENOSPC for the volume, 122 EDQUOT
+-- for a quota). errno 2: no such node, 22: not a regular file.
+CREATE FUNCTION space_limit(p_inode bigint, OUT errno integer, OUT max_length bigint, OUT over_errno integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    f record;
+    q record;
+    n node;
+    v_roots bigint[];
+    v_length bigint;
+BEGIN
+    SELECT * INTO n FROM node WHERE inode = p_inode;
+    IF NOT FOUND THEN
+        errno := 2; RETURN;
+    ELSIF n.type <> 1 THEN
+        errno := 22; RETURN;
+    END IF;
+    errno := 0;
+    SELECT quota_limits, owner_quotas, quota_uids, quota_gids INTO f FROM setting;
+    IF NOT f.quota_limits THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(r.root), '{}') INTO v_roots
+      FROM edge e JOIN node p ON p.inode = e.parent, unnest(_quota_roots(p.qroot)) r(root)
+     WHERE e.inode = p_inode AND p.qroot > 0;
+    FOR q IN
+        SELECT l.kind, l.n, qq.max_space,
+               (SELECT coalesce(sum(u.space), 0) FROM quota_usage u WHERE u.kind = l.kind AND u.key = l.key) AS used
+          FROM _quota_list(true, _owner_key(f.owner_quotas, f.quota_uids, n.uid),
+                           _owner_key(f.owner_quotas, f.quota_gids, n.gid), v_roots) l
+          JOIN quota qq ON qq.kind = l.kind AND qq.key = l.key
+         WHERE qq.max_space > 0
+    LOOP
+        -- growth is charged l.n times (hard links in one quota's tree)
+        v_length := ((_space(n.length) + greatest(q.max_space - q.used, 0) / q.n) / 4096) * 4096;
+        IF max_length IS NULL OR v_length < max_length THEN
+            max_length := v_length;
+            over_errno := CASE WHEN q.kind = 'fs' THEN 28 ELSE 122 END;
+        END IF;
+    END LOOP;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION space_limited(), space_limit(bigint) FROM PUBLIC;

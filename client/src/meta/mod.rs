@@ -31,7 +31,7 @@ pub use changelog::{Change, LoggedChange};
 pub use data::SliceRow;
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
-pub use quota::{QuotaCheck, QuotaRow, QuotaTarget};
+pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};
 pub use session::session_application_name;
 pub use tier::TierSlice;
 pub use version::{check_extension_version, VERSION_TEXT};

@@ -1,5 +1,5 @@
 //! Quota procedures: set, delete, check and list quotas (for `jfs quota`).
-use super::{Meta, Result};
+use super::{check_errno, Meta, Result};
 
 /// What a quota limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,5 +187,41 @@ impl Meta {
                 })
             })
             .collect()
+    }
+}
+
+/// How long a file may grow now before a space limit refuses it
+/// (`jfs.space_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceLimit {
+    /// The longest the file may be; None: no limit applies.
+    pub max_length: Option<u64>,
+    /// What the binding limit answers past it: ENOSPC or EDQUOT.
+    pub errno: i32,
+}
+
+impl Meta {
+    /// Whether any space limit is set and enforced on the volume.
+    pub async fn space_limited(&self) -> Result<bool> {
+        let row = self
+            .call_one("SELECT jfs.space_limited() AS limited", &[])
+            .await?;
+        Ok(row.try_get::<_, Option<bool>>("limited")?.unwrap_or(false))
+    }
+
+    /// The longest `inode` may be now under the space limits over it.
+    pub async fn space_limit(&self, inode: u64) -> Result<SpaceLimit> {
+        let row = self
+            .call_one("SELECT * FROM jfs.space_limit($1)", &[&(inode as i64)])
+            .await?;
+        check_errno(&row)?;
+        Ok(SpaceLimit {
+            max_length: row
+                .try_get::<_, Option<i64>>("max_length")?
+                .map(|l| l.max(0) as u64),
+            errno: row
+                .try_get::<_, Option<i32>>("over_errno")?
+                .unwrap_or(libc::EDQUOT),
+        })
     }
 }

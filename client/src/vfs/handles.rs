@@ -73,6 +73,8 @@ pub(super) struct FileState {
     pub(super) commits: HashMap<u32, usize>,
     /// Locked through this mount while open: closes drop their owner's locks.
     pub(super) locked: bool,
+    /// The space limits over the file as last asked, and when.
+    pub(super) space_limit: Option<(std::time::Instant, crate::meta::SpaceLimit)>,
 }
 
 /// The counter of [`FileState::generation`]s.
@@ -182,6 +184,7 @@ impl Vfs {
                         tier,
                         commits: HashMap::new(),
                         locked: false,
+                        space_limit: None,
                     }),
                 })
             })

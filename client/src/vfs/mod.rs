@@ -15,6 +15,7 @@ pub mod layout;
 mod listings;
 mod ops;
 mod reader;
+mod space;
 pub mod volume;
 mod writer;
 
@@ -95,6 +96,8 @@ pub struct Vfs {
     /// runs there, whichever thread started it.
     runtime: tokio::runtime::Handle,
     compactions: CompactionQueue,
+    /// Whether the volume has space limits, as last asked, and when.
+    space_limited: Mutex<Option<(std::time::Instant, bool)>>,
 }
 
 /// What the kernel is to forget (kernel inode numbers).
@@ -149,6 +152,7 @@ impl Vfs {
                 volume.skip_dir_mtime_ns,
             ),
             log_polls: changes::LogPolls::default(),
+            space_limited: Mutex::new(None),
             listings: listings::Listings::new(config.follow_changes && !config.entry_ttl.is_zero()),
             runtime: tokio::runtime::Handle::current(),
             meta,

@@ -64,6 +64,57 @@ fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
 }
 
 #[test]
+fn the_write_that_crosses_a_quota_fails_and_what_came_before_stays() {
+    let v = Volume::new("quotawrite");
+    let m = v.mount("a", &[]);
+    fs::create_dir(m.p("q")).unwrap();
+    v.sql("SELECT count(*) FROM jfs.set_quota('/q', 10485760)");
+    // dd of 1 MiB blocks: the first ten fit (the file's space is its length
+    // in 4 KiB units), the eleventh is refused at once
+    let out = Command::new("dd")
+        .args(["if=/dev/urandom", "bs=1M", "count=30", "iflag=fullblock"])
+        .arg(format!("of={}", m.p("q/f").display()))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "dd wrote 30 MiB under 10 MiB: {said}"
+    );
+    assert!(said.contains("Disk quota exceeded"), "{said}");
+    assert!(said.contains("10+0 records out"), "{said}");
+    assert_eq!(fs::metadata(m.p("q/f")).unwrap().len(), 10 * MIB);
+    assert_eq!(
+        v.reader_sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'"),
+        (10 * MIB).to_string()
+    );
+    // the bytes are there, on another mount too
+    let b = v.mount("b", &[]);
+    assert_eq!(fs::read(b.p("q/f")).unwrap().len() as u64, 10 * MIB);
+    // a write within the file is not growth: it goes through
+    let f = fs::OpenOptions::new().write(true).open(m.p("q/f")).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[1u8; 4096], 4096).unwrap();
+    // one byte more is refused at write(), not at close
+    let err = std::os::unix::fs::FileExt::write_all_at(&f, &[1u8], 10 * MIB).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EDQUOT), "{err}");
+    f.sync_all().unwrap();
+    drop(f);
+    // the volume's capacity answers ENOSPC the same way
+    v.sql("SELECT count(*) FROM jfs.set_volume_quota(20971520)");
+    let out = Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "count=30"])
+        .arg(format!("of={}", m.p("g").display()))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("No space left on device"), "{said}");
+    let g = fs::metadata(m.p("g")).unwrap().len();
+    assert!(g >= 9 * MIB && g < 10 * MIB, "g holds {g}");
+    ok(jfs().args(["quota", "check", &v.url]));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
 fn parallel_writers_on_two_mounts_leave_exact_usage() {
     let v = Volume::new("quotapar");
     let a = v.mount("a", &[]);

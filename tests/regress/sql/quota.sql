@@ -141,3 +141,25 @@ SELECT errno FROM jfs.mknod(:n3, 'g', 1, 420, 0, 0);
 SELECT path, used_inodes FROM jfs.quotas WHERE path LIKE '/sd%' ORDER BY path;
 SELECT * FROM jfs.fsck();
 SELECT count(*) AS drifted FROM jfs.check_quota() WHERE NOT ok;
+-- space_limit: how long a file may grow (what a writer checks at write()); the tightest limit binds
+SELECT jfs.space_limited() AS limited_before;
+SELECT inode AS w FROM jfs.mknod(1, 'w', 2, 493, 0, 0) \gset
+SELECT inode AS wf FROM jfs.mknod(:w, 'f', 1, 420, 0, 0) \gset
+SELECT errno, max_length, over_errno FROM jfs.space_limit(:wf) AS no_space_limit;
+SELECT 1 FROM jfs.set_quota('/w', 1048576, 0);
+SELECT jfs.space_limited() AS limited;
+-- /w holds the empty file (4 KiB): the file may grow to the whole MiB
+SELECT errno, max_length, over_errno FROM jfs.space_limit(:wf);
+SELECT jfs.alloc_ids('slice', 1) AS ws \gset
+SELECT errno, length FROM jfs.write_slice(:wf, 0, 0, :ws, 100000, 0, 100000);
+SELECT errno, max_length FROM jfs.space_limit(:wf) AS after_a_write;
+-- a second name under /w counts the file twice: half the room each
+SELECT errno FROM jfs.link(:wf, :w, 'f2');
+SELECT errno, max_length FROM jfs.space_limit(:wf) AS linked_twice;
+-- the volume's capacity, tighter still, answers ENOSPC
+SELECT 1 FROM jfs.set_volume_quota((SELECT sum(space) FROM jfs.quota_usage WHERE kind = 'fs')::bigint + 8192);
+SELECT errno, max_length, over_errno FROM jfs.space_limit(:wf) AS volume_binds;
+SELECT (jfs.space_limit(999)).errno AS missing, (jfs.space_limit(:w)).errno AS dir;
+SELECT jfs.delete_quota('/w');
+SELECT 1 FROM jfs.set_volume_quota(0);
+SELECT * FROM jfs.fsck();

@@ -202,6 +202,8 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let mut state = file.state.lock().await;
+        self.check_growth(file.inode, &mut state, offset + data.len() as u64)
+            .await?;
         let target = self.target(state.tier);
         state
             .writer
