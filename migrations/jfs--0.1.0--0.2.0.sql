@@ -139,6 +139,9 @@ BEGIN
     IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
         RETURN 11;
     END IF;
+    -- the new slice shows data all along (holes stored as zeros)
+    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
+     WHERE inode = p_inode;
     PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
@@ -285,116 +288,6 @@ BEGIN
     END IF;
     RETURN _to_attr(n);
 END
-$$;
-
-CREATE OR REPLACE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    -- an entry must point at an existing node of the same type, in a directory
-    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
-      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
-    UNION ALL
-    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
-      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
-    UNION ALL
-    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
-      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
-    UNION ALL
-    -- modes are permission bits, owners valid ids
-    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
-      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
-    UNION ALL
-    -- nlink of a non-directory = the entries naming it
-    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type <> 2 AND n.nlink <> c.k
-    UNION ALL
-    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
-    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
-     WHERE n.type = 2 AND n.nlink <> 2 + c.k
-    UNION ALL
-    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
-    UNION ALL
-    -- every node is reachable from the root, unless unlinked and held open
-    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
-    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
-      FROM node n
-      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
-                     SELECT 1::bigint
-                     UNION
-                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
-                 )
-                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
-     WHERE n.inode <> 1 AND r.inode IS NULL
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
-      FROM sustained s
-     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
-        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
-      FROM unlinked u
-     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
-    UNION ALL
-    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
-      FROM node n FULL JOIN symlink l ON l.inode = n.inode
-     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
-    UNION ALL
-    SELECT 'xattr', x.inode, 'xattr of a missing node'
-      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
-    UNION ALL
-    SELECT 'acl', a.inode, 'ACL entry of a missing node'
-      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
-    UNION ALL
-    -- slices belong to regular files; a file of length 0 has none
-    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
-      FROM slice s LEFT JOIN node n ON n.inode = s.inode
-     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
-    UNION ALL
-    -- refs = the slice rows using the slice; no queued deletion still referenced
-    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
-           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
-      FROM slice_ref r
-      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
-        ON c.slice_id = r.slice_id
-     WHERE r.refs IS DISTINCT FROM c.k
-    UNION ALL
-    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
-      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
-    UNION ALL
-    -- every quota's counters = a recount of the namespace
-    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
-                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
-      FROM quota q
-      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
-      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
-                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
-     WHERE c.inodes <> u.inodes OR c.space <> u.space
-    UNION ALL
-    -- dir_stats = a recount of each directory's entries
-    SELECT 'dir_stats', coalesce(c.parent, r.inode),
-           pg_catalog.format('counted %s entries / %s bytes, recorded %s / %s',
-                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(r.inodes, 0), coalesce(r.space, 0))
-      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space
-              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
-      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space FROM dir_stats d GROUP BY d.inode) r
-        ON r.inode = c.parent
-     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
-    UNION ALL
-    -- a directory's qroot is the nearest quota root at or above it
-    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
-      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
-    UNION ALL
-    -- a directory quota's chain is it and the quota roots above it, nearest first
-    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
-      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
 $$;
 
 REVOKE EXECUTE ON FUNCTION _mode_ok(integer, integer), _id_ok(bigint) FROM PUBLIC;
@@ -740,6 +633,7 @@ BEGIN
     n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
     n.tier := par.tier;
     n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
+    n.used := 0;
 
     -- the new node and its entry, within every limit
     v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
@@ -958,11 +852,11 @@ BEGIN
     ), map AS (
         SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
     ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot)
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
         SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
                CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
                CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
           FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
         RETURNING node.inode, node.type, node.length, node.uid, node.gid
     ), new_entries AS (
@@ -1647,6 +1541,7 @@ DECLARE
     v_now bigint := _now();
     v_end bigint;
     v_errno integer;
+    v_had bigint;
     n node;
 BEGIN
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
@@ -1669,13 +1564,16 @@ BEGIN
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;
+    -- the bytes that showed data under the new slice (none for an append)
+    v_had := _range_size(_chunk_data(p_inode, p_chunk_index, p_pos, p_pos + p_len));
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
         ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
-    UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
-     WHERE inode = p_inode;
     n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
+    n.used := n.used + p_len - v_had;
+    UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
+     WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
     RETURN _to_attr(n);
 END
@@ -2386,17 +2284,20 @@ REVOKE ALL ON plock, lock_wait, locks FROM PUBLIC;
 -- Byte ranges (sql/range.sql): fallocate PUNCH_HOLE / ZERO_RANGE,
 -- lseek SEEK_DATA / SEEK_HOLE, copy_file_range sharing slices.
 
--- Where chunk p_chunk_index of file p_inode shows data, as chunk offsets:
--- the slices in commit order, each data slice adding its range, each hole
--- (id 0) taking its range away. Not clamped to the file's length.
-CREATE FUNCTION _chunk_data(p_inode bigint, p_chunk_index integer) RETURNS int4multirange
+-- Where chunk p_chunk_index of file p_inode shows data within chunk offsets
+-- [p_from, p_to): the slices over that range in commit order, each data
+-- slice adding its range, each hole (id 0) taking its range away.
+CREATE FUNCTION _chunk_data(p_inode bigint, p_chunk_index integer, p_from integer DEFAULT 0,
+                            p_to integer DEFAULT 67108864) RETURNS int4multirange
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_data int4multirange := '{}';
     r record;
 BEGIN
     FOR r IN SELECT s.pos, s.len, s.slice_id FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index ORDER BY s.seq
+              WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+                AND s.pos < p_to AND s.pos + s.len > p_from
+              ORDER BY s.seq
     LOOP
         IF r.slice_id = 0 THEN
             v_data := v_data - int4multirange(int4range(r.pos, r.pos + r.len));
@@ -2404,7 +2305,34 @@ BEGIN
             v_data := v_data + int4multirange(int4range(r.pos, r.pos + r.len));
         END IF;
     END LOOP;
-    RETURN v_data;
+    RETURN v_data * int4multirange(int4range(p_from, p_to));
+END
+$$;
+
+-- The bytes a multirange covers.
+CREATE FUNCTION _range_size(p_ranges int4multirange) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT coalesce(sum(upper(r) - lower(r)), 0)::bigint FROM unnest(p_ranges) r $$;
+
+-- The bytes of [p_from, p_to) of file p_inode that show data: what its
+-- node's "used" counts over the whole file (st_blocks).
+CREATE FUNCTION _data_size(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_size bigint := 0;
+    c integer;
+BEGIN
+    IF p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk
+    LOOP
+        v_size := v_size + _range_size(_chunk_data(p_inode, c, greatest(p_from - c * v_chunk, 0)::integer,
+                                                   least(p_to - c * v_chunk, v_chunk)::integer));
+    END LOOP;
+    RETURN v_size;
 END
 $$;
 
@@ -2412,7 +2340,8 @@ $$;
 -- most its length: chunks wholly inside lose their slices, slices wholly
 -- inside the range in the chunks at its ends are dropped, and a hole slice
 -- covers what still shows there. References are released as the rows go.
-CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS void
+-- Returns the bytes of data the range held (the node's "used" falls by it).
+CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_chunk bigint := _chunk_size();
@@ -2421,10 +2350,11 @@ DECLARE
     v_gone bigint[];
     v_pos integer;
     v_end integer;
+    v_data bigint := _data_size(p_inode, p_from, p_to);
     c integer;
 BEGIN
     IF p_to <= p_from THEN
-        RETURN;
+        RETURN 0;
     END IF;
     IF v_whole_from <= v_whole_to THEN
         PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
@@ -2446,6 +2376,7 @@ BEGIN
             VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
         END IF;
     END LOOP;
+    RETURN v_data;
 END
 $$;
 
@@ -2490,10 +2421,10 @@ BEGIN
         END IF;
     END IF;
     -- past the old end nothing shows data (truncate and writes keep it so)
-    PERFORM _zero(p_inode, p_offset, least(v_end, n.length));
+    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
     n.length := greatest(n.length, v_end);
     n.mtime := v_now; n.ctime := v_now;
-    UPDATE node SET length = n.length, mtime = v_now, ctime = v_now WHERE inode = p_inode;
+    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
     RETURN _to_attr(n);
 END
@@ -2620,7 +2551,8 @@ BEGIN
             copied := 0; errno := v_errno; RETURN;
         END IF;
     END IF;
-    PERFORM _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
     v_shift := p_dst_offset - p_src_offset;
     -- the source's rows cut to the range (file offsets a..b, the slice's
     -- bytes from off), moved by v_shift, split at the destination's chunk
@@ -2656,12 +2588,14 @@ BEGIN
          WHERE r.slice_id = c.id;
     END IF;
     length := greatest(dst.length, v_end);
-    UPDATE node SET length = copy_range.length, mtime = v_now, ctime = v_now WHERE inode = p_dst;
+    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
+     WHERE inode = p_dst;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION _release_slices(bigint[]), _chunk_data(bigint, integer),
+REVOKE EXECUTE ON FUNCTION _release_slices(bigint[]), _chunk_data(bigint, integer, integer, integer),
+    _range_size(int4multirange), _data_size(bigint, bigint, bigint),
     _zero(bigint, bigint, bigint), zero_range(bigint, bigint, bigint, boolean),
     seek_data(bigint, bigint, boolean), copy_range(bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
 
@@ -2724,3 +2658,249 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION space_limited(), space_limit(bigint) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- st_blocks: node.used counts the bytes a file's slices show (holes left
+-- out), kept by every procedure that changes slices, returned in attr.
+
+ALTER TABLE node ADD COLUMN used bigint NOT NULL DEFAULT 0 CHECK (used >= 0);
+ALTER TYPE attr ADD ATTRIBUTE used bigint;
+
+-- The attr result of a node (errno 0), or errno 2 alone when p_inode is absent.
+CREATE OR REPLACE FUNCTION _attr(p_inode bigint) RETURNS attr
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r attr;
+BEGIN
+    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier, n.used
+      INTO r FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        r.errno := 2;
+    END IF;
+    RETURN r;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION _err(p_errno integer) RETURNS attr
+LANGUAGE sql IMMUTABLE AS
+$$ SELECT ROW(p_errno, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::attr $$;
+
+CREATE OR REPLACE FUNCTION _to_attr(n node) RETURNS attr
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ROW(0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+               n.nlink, n.length, n.rdev, n.parent, n.tier, n.used)::attr
+$$;
+
+-- The node a name refers to in a directory.
+CREATE OR REPLACE FUNCTION lookup(p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    r attr;
+BEGIN
+    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier, n.used
+      INTO r
+      FROM edge e JOIN node n ON n.inode = e.inode
+     WHERE e.parent = p_parent AND e.name = p_name;
+    IF FOUND THEN
+        RETURN r;
+    END IF;
+    IF _is_dot(p_name) THEN
+        r := _attr(p_parent);
+        IF r.errno <> 0 THEN
+            RETURN r;
+        ELSIF r.type <> 2 THEN
+            RETURN _err(20);
+        ELSIF p_name = '\x2e2e'::bytea THEN
+            RETURN _attr(r.parent);
+        END IF;
+        RETURN r;
+    END IF;
+    RETURN _err(_missing(p_parent, p_name));
+END
+$$;
+
+-- Sets the length of the locked regular file p: shrinking drops the slices
+-- of whole chunks past the end and covers the rest of the boundary chunk
+-- with a hole slice (id 0), so growing it again later reads zeros. The
+-- caller has charged the change of space (_charge_space).
+CREATE OR REPLACE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_boundary bigint;
+    v_pos bigint;
+    v_end bigint;
+    n node;
+BEGIN
+    IF p_length < p.length THEN
+        -- what showed data past the new end goes from "used"
+        p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
+        PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        IF p_length % v_chunk <> 0 THEN
+            v_boundary := p_length / v_chunk;
+            v_pos := p_length % v_chunk;
+            v_end := least(p.length - v_boundary * v_chunk, v_chunk);
+            IF v_end > v_pos THEN
+                INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+                VALUES (p.inode, v_boundary, 0, 0, 0, v_end - v_pos, v_pos);
+            END IF;
+        END IF;
+    END IF;
+    UPDATE node SET length = p_length, used = p.used, mtime = p_now, ctime = p_now
+     WHERE inode = p.inode RETURNING * INTO n;
+    RETURN n;
+END
+$$;
+
+DROP FUNCTION readdirplus(bigint, bigint, integer);
+CREATE FUNCTION readdirplus(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
+RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
+               uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
+               length bigint, rdev bigint, parent bigint, tier smallint, used bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_errno integer;
+BEGIN
+    RETURN QUERY
+        SELECT 0, e.cookie, e.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+               n.nlink, n.length, n.rdev, n.parent, n.tier, n.used
+          FROM edge e JOIN node n ON n.inode = e.inode
+         WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
+         ORDER BY e.cookie
+         LIMIT least(greatest(coalesce(p_limit, 1000), 1), 100000);
+    IF NOT FOUND THEN
+        v_errno := _readdir_error(p_dir);
+        IF v_errno <> 0 THEN
+            RETURN QUERY SELECT v_errno, NULL::bigint, NULL::bytea, NULL::bigint, NULL::smallint, NULL::integer,
+                NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer,
+                NULL::bigint, NULL::bigint, NULL::bigint, NULL::smallint, NULL::bigint;
+        END IF;
+    END IF;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION readdirplus(bigint, bigint, integer) FROM PUBLIC;
+
+UPDATE node n SET used = _data_size(n.inode, 0, n.length)
+ WHERE n.type = 1 AND EXISTS (SELECT 1 FROM slice s WHERE s.inode = n.inode);
+
+-- fsck (sql/fsck.sql) checks used too.
+CREATE OR REPLACE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    -- an entry must point at an existing node of the same type, in a directory
+    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
+      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+    UNION ALL
+    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
+      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
+    UNION ALL
+    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
+      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
+    UNION ALL
+    -- modes are permission bits, owners valid ids
+    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
+      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
+    UNION ALL
+    -- nlink of a non-directory = the entries naming it
+    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type <> 2 AND n.nlink <> c.k
+    UNION ALL
+    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
+    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
+     WHERE n.type = 2 AND n.nlink <> 2 + c.k
+    UNION ALL
+    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+    UNION ALL
+    -- every node is reachable from the root, unless unlinked and held open
+    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
+    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
+      FROM node n
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
+      FROM sustained s
+     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
+        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
+    UNION ALL
+    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
+      FROM node n FULL JOIN symlink l ON l.inode = n.inode
+     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
+    UNION ALL
+    SELECT 'xattr', x.inode, 'xattr of a missing node'
+      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
+    UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
+    -- slices belong to regular files; a file of length 0 has none
+    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
+      FROM slice s LEFT JOIN node n ON n.inode = s.inode
+     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
+    UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show within its length
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s', n.used, d.size)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, n.length) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
+    -- refs = the slice rows using the slice; no queued deletion still referenced
+    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
+           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
+      FROM slice_ref r
+      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
+        ON c.slice_id = r.slice_id
+     WHERE r.refs IS DISTINCT FROM c.k
+    UNION ALL
+    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
+      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
+    UNION ALL
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes, recorded %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(r.inodes, 0), coalesce(r.space, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
+$$;

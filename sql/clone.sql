@@ -89,11 +89,11 @@ BEGIN
     ), map AS (
         SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
     ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot)
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
         SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
                CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
                CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
           FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
         RETURNING node.inode, node.type, node.length, node.uid, node.gid
     ), new_entries AS (

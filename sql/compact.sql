@@ -48,6 +48,9 @@ BEGIN
     IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
         RETURN 11;
     END IF;
+    -- the new slice shows data all along (holes stored as zeros)
+    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
+     WHERE inode = p_inode;
     PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);

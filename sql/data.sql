@@ -15,6 +15,7 @@ DECLARE
     v_now bigint := _now();
     v_end bigint;
     v_errno integer;
+    v_had bigint;
     n node;
 BEGIN
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
@@ -37,13 +38,16 @@ BEGIN
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;
+    -- the bytes that showed data under the new slice (none for an append)
+    v_had := _range_size(_chunk_data(p_inode, p_chunk_index, p_pos, p_pos + p_len));
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
         ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
-    UPDATE node SET length = v_end, mtime = coalesce(p_mtime, v_now), ctime = v_now
-     WHERE inode = p_inode;
     n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
+    n.used := n.used + p_len - v_had;
+    UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
+     WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
     RETURN _to_attr(n);
 END

@@ -112,6 +112,14 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
       FROM slice s LEFT JOIN node n ON n.inode = s.inode
      WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
     UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show within its length
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s', n.used, d.size)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, n.length) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
     -- refs = the slice rows using the slice; no queued deletion still referenced
     SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
            pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))

@@ -245,7 +245,7 @@ DECLARE
     r attr;
 BEGIN
     SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
-           n.parent, n.tier
+           n.parent, n.tier, n.used
       INTO r FROM node n WHERE n.inode = p_inode;
     IF NOT FOUND THEN
         r.errno := 2;
@@ -256,10 +256,10 @@ $$;
 
 CREATE FUNCTION _err(p_errno integer) RETURNS attr
 LANGUAGE sql IMMUTABLE AS
-$$ SELECT ROW(p_errno, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::attr $$;
+$$ SELECT ROW(p_errno, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::attr $$;
 
 CREATE FUNCTION _to_attr(n node) RETURNS attr
 LANGUAGE sql IMMUTABLE AS $$
     SELECT ROW(0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
-               n.nlink, n.length, n.rdev, n.parent, n.tier)::attr
+               n.nlink, n.length, n.rdev, n.parent, n.tier, n.used)::attr
 $$;

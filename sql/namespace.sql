@@ -87,7 +87,7 @@ DECLARE
     r attr;
 BEGIN
     SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
-           n.parent, n.tier
+           n.parent, n.tier, n.used
       INTO r
       FROM edge e JOIN node n ON n.inode = e.inode
      WHERE e.parent = p_parent AND e.name = p_name;
@@ -202,6 +202,7 @@ BEGIN
     n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
     n.tier := par.tier;
     n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
+    n.used := 0;
 
     -- the new node and its entry, within every limit
     v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),

@@ -2,17 +2,20 @@
 -- ZERO_RANGE), copying them from another file by sharing its slices
 -- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
 
--- Where chunk p_chunk_index of file p_inode shows data, as chunk offsets:
--- the slices in commit order, each data slice adding its range, each hole
--- (id 0) taking its range away. Not clamped to the file's length.
-CREATE FUNCTION _chunk_data(p_inode bigint, p_chunk_index integer) RETURNS int4multirange
+-- Where chunk p_chunk_index of file p_inode shows data within chunk offsets
+-- [p_from, p_to): the slices over that range in commit order, each data
+-- slice adding its range, each hole (id 0) taking its range away.
+CREATE FUNCTION _chunk_data(p_inode bigint, p_chunk_index integer, p_from integer DEFAULT 0,
+                            p_to integer DEFAULT 67108864) RETURNS int4multirange
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_data int4multirange := '{}';
     r record;
 BEGIN
     FOR r IN SELECT s.pos, s.len, s.slice_id FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index ORDER BY s.seq
+              WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+                AND s.pos < p_to AND s.pos + s.len > p_from
+              ORDER BY s.seq
     LOOP
         IF r.slice_id = 0 THEN
             v_data := v_data - int4multirange(int4range(r.pos, r.pos + r.len));
@@ -20,7 +23,34 @@ BEGIN
             v_data := v_data + int4multirange(int4range(r.pos, r.pos + r.len));
         END IF;
     END LOOP;
-    RETURN v_data;
+    RETURN v_data * int4multirange(int4range(p_from, p_to));
+END
+$$;
+
+-- The bytes a multirange covers.
+CREATE FUNCTION _range_size(p_ranges int4multirange) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT coalesce(sum(upper(r) - lower(r)), 0)::bigint FROM unnest(p_ranges) r $$;
+
+-- The bytes of [p_from, p_to) of file p_inode that show data: what its
+-- node's "used" counts over the whole file (st_blocks).
+CREATE FUNCTION _data_size(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_size bigint := 0;
+    c integer;
+BEGIN
+    IF p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk
+    LOOP
+        v_size := v_size + _range_size(_chunk_data(p_inode, c, greatest(p_from - c * v_chunk, 0)::integer,
+                                                   least(p_to - c * v_chunk, v_chunk)::integer));
+    END LOOP;
+    RETURN v_size;
 END
 $$;
 
@@ -28,7 +58,8 @@ $$;
 -- most its length: chunks wholly inside lose their slices, slices wholly
 -- inside the range in the chunks at its ends are dropped, and a hole slice
 -- covers what still shows there. References are released as the rows go.
-CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS void
+-- Returns the bytes of data the range held (the node's "used" falls by it).
+CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_chunk bigint := _chunk_size();
@@ -37,10 +68,11 @@ DECLARE
     v_gone bigint[];
     v_pos integer;
     v_end integer;
+    v_data bigint := _data_size(p_inode, p_from, p_to);
     c integer;
 BEGIN
     IF p_to <= p_from THEN
-        RETURN;
+        RETURN 0;
     END IF;
     IF v_whole_from <= v_whole_to THEN
         PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
@@ -62,6 +94,7 @@ BEGIN
             VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
         END IF;
     END LOOP;
+    RETURN v_data;
 END
 $$;
 
@@ -106,10 +139,10 @@ BEGIN
         END IF;
     END IF;
     -- past the old end nothing shows data (truncate and writes keep it so)
-    PERFORM _zero(p_inode, p_offset, least(v_end, n.length));
+    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
     n.length := greatest(n.length, v_end);
     n.mtime := v_now; n.ctime := v_now;
-    UPDATE node SET length = n.length, mtime = v_now, ctime = v_now WHERE inode = p_inode;
+    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
     RETURN _to_attr(n);
 END
@@ -236,7 +269,8 @@ BEGIN
             copied := 0; errno := v_errno; RETURN;
         END IF;
     END IF;
-    PERFORM _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
     v_shift := p_dst_offset - p_src_offset;
     -- the source's rows cut to the range (file offsets a..b, the slice's
     -- bytes from off), moved by v_shift, split at the destination's chunk
@@ -272,7 +306,8 @@ BEGIN
          WHERE r.slice_id = c.id;
     END IF;
     length := greatest(dst.length, v_end);
-    UPDATE node SET length = copy_range.length, mtime = v_now, ctime = v_now WHERE inode = p_dst;
+    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
+     WHERE inode = p_dst;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
 END
 $$;

@@ -39,14 +39,14 @@ $$;
 CREATE FUNCTION readdirplus(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
 RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
                uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
-               length bigint, rdev bigint, parent bigint, tier smallint)
+               length bigint, rdev bigint, parent bigint, tier smallint, used bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_errno integer;
 BEGIN
     RETURN QUERY
         SELECT 0, e.cookie, e.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
-               n.nlink, n.length, n.rdev, n.parent, n.tier
+               n.nlink, n.length, n.rdev, n.parent, n.tier, n.used
           FROM edge e JOIN node n ON n.inode = e.inode
          WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
          ORDER BY e.cookie
@@ -56,7 +56,7 @@ BEGIN
         IF v_errno <> 0 THEN
             RETURN QUERY SELECT v_errno, NULL::bigint, NULL::bytea, NULL::bigint, NULL::smallint, NULL::integer,
                 NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer,
-                NULL::bigint, NULL::bigint, NULL::bigint, NULL::smallint;
+                NULL::bigint, NULL::bigint, NULL::bigint, NULL::smallint, NULL::bigint;
         END IF;
     END IF;
 END

@@ -114,7 +114,9 @@ CREATE TABLE node (
     rdev    bigint   NOT NULL DEFAULT 0,
     parent  bigint   NOT NULL DEFAULT 0,
     tier    smallint NOT NULL DEFAULT 0 CHECK (tier BETWEEN 0 AND 3),
-    qroot   bigint   NOT NULL DEFAULT 0
+    qroot   bigint   NOT NULL DEFAULT 0,
+    -- a file's bytes that show data (its slices, holes taken away): st_blocks
+    used    bigint   NOT NULL DEFAULT 0 CHECK (used >= 0)
 );
 
 CREATE SEQUENCE edge_cookie START 16;
@@ -307,7 +309,8 @@ CREATE TYPE attr AS (
     length  bigint,
     rdev    bigint,
     parent  bigint,
-    tier    smallint
+    tier    smallint,
+    used    bigint
 );
 
 -- Every table (and the sequences) goes into pg_dump. The install script

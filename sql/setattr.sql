@@ -17,6 +17,8 @@ DECLARE
     n node;
 BEGIN
     IF p_length < p.length THEN
+        -- what showed data past the new end goes from "used"
+        p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
         PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
         IF p_length % v_chunk <> 0 THEN
             v_boundary := p_length / v_chunk;
@@ -28,7 +30,8 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    UPDATE node SET length = p_length, mtime = p_now, ctime = p_now WHERE inode = p.inode RETURNING * INTO n;
+    UPDATE node SET length = p_length, used = p.used, mtime = p_now, ctime = p_now
+     WHERE inode = p.inode RETURNING * INTO n;
     RETURN n;
 END
 $$;

@@ -112,7 +112,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/fsck.sql",
     name = "fsck",
-    requires = ["charge", "people", "quota"]
+    requires = ["charge", "people", "quota", "range"]
 );
 pgrx::extension_sql_file!(
     "../../sql/acl.sql",

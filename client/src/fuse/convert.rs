@@ -25,10 +25,17 @@ pub(super) fn file_attr(vfs: &Vfs, a: &Attr) -> FileAttr {
     } else {
         a.length
     };
+    // 512-byte units: what a file's data covers (4 KiB units, as a local
+    // file system allocates), so sparse files show their holes to du
+    let blocks = if a.kind == NodeType::File {
+        a.used.div_ceil(4096) * 8
+    } else {
+        size.div_ceil(512)
+    };
     FileAttr {
         ino: INodeNo(vfs.kernel_ino(a.inode)),
         size,
-        blocks: size.div_ceil(512),
+        blocks,
         atime: ns_to_time(a.atime),
         mtime: ns_to_time(a.mtime),
         ctime: ns_to_time(a.ctime),

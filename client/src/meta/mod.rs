@@ -115,6 +115,8 @@ pub struct Attr {
     pub parent: u64,
     /// Storage tier (0 = the volume default, 1..3 = jfs.tier).
     pub tier: u8,
+    /// A file's bytes that show data (its slices, holes left out).
+    pub used: u64,
 }
 
 /// Nanoseconds since the epoch as a `SystemTime` (negative = before 1970).
@@ -160,6 +162,7 @@ fn attr_from_row(row: &Row) -> Result<Attr> {
         rdev: row.try_get::<_, i64>("rdev")? as u32,
         parent: row.try_get::<_, i64>("parent")? as u64,
         tier: row.try_get::<_, Option<i16>>("tier")?.unwrap_or(0) as u8,
+        used: row.try_get::<_, Option<i64>>("used")?.unwrap_or(0).max(0) as u64,
     })
 }
 

@@ -296,6 +296,7 @@ mod tests {
             rdev: 0,
             parent: 1,
             tier: 0,
+            used: 0,
         }
     }
 

@@ -55,6 +55,7 @@ pub fn control_attr() -> Attr {
         rdev: 0,
         parent: 1,
         tier: 0,
+        used: 0,
     }
 }
 

@@ -109,7 +109,7 @@ fn the_write_that_crosses_a_quota_fails_and_what_came_before_stays() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("No space left on device"), "{said}");
     let g = fs::metadata(m.p("g")).unwrap().len();
-    assert!(g >= 9 * MIB && g < 10 * MIB, "g holds {g}");
+    assert!((9 * MIB..10 * MIB).contains(&g), "g holds {g}");
     ok(jfs().args(["quota", "check", &v.url]));
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

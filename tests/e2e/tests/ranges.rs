@@ -4,7 +4,7 @@
 //! --punch-hole` / `--zero-range` free and zero ranges, SEEK_DATA and
 //! SEEK_HOLE find them, on this mount and on another.
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::process::Command;
 
@@ -159,6 +159,16 @@ fn punched_holes_read_as_zeros_on_both_mounts_and_seek_finds_them() {
             Err(rustix::io::Errno::NXIO)
         );
     }
+    // st_blocks counts what the slices show: 4 MiB less the holes
+    for m in [&a, &b] {
+        let blocks = std::fs::metadata(m.p("f")).unwrap().blocks();
+        assert_eq!(
+            blocks,
+            (4 * MIB - MIB - 100_000).div_ceil(4096) * 8,
+            "st_blocks on {}",
+            m.path.display()
+        );
+    }
     // zero a range past the end without KEEP_SIZE: the file grows, with zeros
     ok(Command::new("fallocate")
         .args(["--zero-range", "--offset", "4000000", "--length", "1000000"])
@@ -182,5 +192,43 @@ fn punched_holes_read_as_zeros_on_both_mounts_and_seek_finds_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn du_of_a_sparse_file_counts_its_data_not_its_length() {
+    let v = Volume::new("ranges-du");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    let sparse = a.p("sparse");
+    ok(Command::new("truncate").args(["-s", "200M"]).arg(&sparse));
+    let f = OpenOptions::new().write(true).open(&sparse).unwrap();
+    f.write_all_at(&[1u8; 4096], 100 * MIB).unwrap();
+    f.write_all_at(&[2u8; 100], 150 * MIB).unwrap();
+    assert_eq!(std::fs::metadata(&sparse).unwrap().len(), 200 * MIB);
+    f.sync_all().unwrap();
+    drop(f);
+    for m in [&a, &b] {
+        let out = ok(Command::new("du").args(["-k"]).arg(m.p("sparse")));
+        let kib: u64 = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(kib, 8, "du -k of a 200 MiB file holding 4 KiB + 100 bytes");
+        assert_eq!(std::fs::metadata(m.p("sparse")).unwrap().blocks(), 16);
+    }
+    // a copy of it (cp, so copy_file_range) is just as sparse; so is a full file
+    ok(Command::new("cp").arg(&sparse).arg(a.p("copy")));
+    assert_eq!(std::fs::metadata(a.p("copy")).unwrap().blocks(), 16);
+    write_file(&a.p("full"), &pattern(1, 3 * MIB as usize + 1));
+    assert_eq!(
+        std::fs::metadata(a.p("full")).unwrap().blocks(),
+        (3 * MIB + 4096) / 512
+    );
+    // truncating into the data drops what lay past the end
+    ok(Command::new("truncate").args(["-s", "100M"]).arg(&sparse));
+    assert_eq!(std::fs::metadata(&sparse).unwrap().blocks(), 0);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

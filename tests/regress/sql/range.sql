@@ -9,6 +9,8 @@ SELECT jfs.alloc_ids('slice', 10) AS s \gset
 -- f: 1 MiB of data at 0 (slice 0), 64 KiB at the start of chunk 1 (slice 1)
 SELECT errno FROM jfs.write_slice(:f, 0, 0, :s, 1048576, 0, 1048576);
 SELECT errno, length - :chunk AS past_chunk_0 FROM jfs.write_slice(:f, 1, 0, :s + 1, 65536, 0, 65536);
+-- used (st_blocks) counts the bytes slices show: 1 MiB + 64 KiB of a 64 MiB + 64 KiB file
+SELECT used FROM jfs.getattr(:f);
 -- where the data is
 SELECT errno, found_at FROM jfs.seek_data(:f, 0, false);
 SELECT errno, found_at FROM jfs.seek_data(:f, 0, true) AS first_hole;
@@ -19,12 +21,14 @@ SELECT errno, found_at FROM jfs.seek_data(:f, -1, false) AS negative;
 -- punch a hole in the middle of slice 0: a hole row, the length stays
 SELECT errno, length - :chunk AS past_chunk_0 FROM jfs.zero_range(:f, 4096, 8192, true);
 SELECT pos, slice_id - :s AS slice, slice_off, len FROM jfs.read_chunk(:f, 0);
+SELECT used AS used_less_8192 FROM jfs.getattr(:f);
 SELECT errno, found_at FROM jfs.seek_data(:f, 0, true) AS hole_at;
 SELECT errno, found_at FROM jfs.seek_data(:f, 4096, false) AS data_again_at;
 SELECT errno, found_at FROM jfs.seek_data(:f, 5000, true) AS inside_the_hole;
 -- punching all of slice 0's range drops it (and the hole row): its reference goes, it is queued for deletion
 SELECT errno FROM jfs.zero_range(:f, 0, 2097152, true);
 SELECT count(*) AS chunk_0_rows FROM jfs.read_chunk(:f, 0);
+SELECT used AS only_chunk_1 FROM jfs.getattr(:f);
 SELECT slice_id - :s AS queued FROM jfs.delslice;
 SELECT errno, found_at - :chunk AS first_data FROM jfs.seek_data(:f, 0, false);
 SELECT errno, found_at FROM jfs.seek_data(:f, 0, true) AS hole_at_0;
@@ -40,6 +44,7 @@ SELECT errno FROM jfs.write_slice(:f, 2, 0, :s + 2, 4096, 0, 4096);
 SELECT errno FROM jfs.zero_range(:f, :chunk * 2, :chunk, true);
 SELECT count(*) AS chunk_2_rows FROM jfs.read_chunk(:f, 2);
 SELECT errno, found_at - 2 * :chunk AS hole_to_end FROM jfs.seek_data(:f, :chunk * 2, true);
+SELECT used, (SELECT used FROM jfs.lookup(1, 'f')) AS by_lookup FROM jfs.getattr(:f);
 -- bad input: no such file, a directory, a fifo, bad ranges, past the largest file
 SELECT inode AS p FROM jfs.mknod(1, 'p', 4, 420, 0, 0) \gset
 SELECT (jfs.zero_range(999, 0, 1, true)).errno AS missing, (jfs.zero_range(1, 0, 1, true)).errno AS dir,
@@ -57,6 +62,7 @@ SELECT errno, copied = :f_length AS all_of_f, length = :f_length + 100 AS g_leng
   FROM jfs.copy_range(:f, 0, :g, 100, 1000000000);
 SELECT chunk_index, pos, slice_id - :s AS slice, slice_off, len FROM jfs.slice WHERE inode = :g ORDER BY seq;
 SELECT slice_id - :s AS slice, refs FROM jfs.slice_ref ORDER BY slice_id;
+SELECT (SELECT used FROM jfs.getattr(:f)) AS f_used, (SELECT used FROM jfs.getattr(:g)) AS g_used, (SELECT used FROM jfs.readdirplus(1) WHERE name = 'g') AS listed;
 -- the same bytes through either file
 SELECT (SELECT string_agg(pos || ':' || len, ',') FROM jfs.read_chunk(:g, 1)) AS g_chunk_1;
 -- a range past the source's end copies nothing; a part of it copies that part

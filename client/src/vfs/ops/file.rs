@@ -16,6 +16,8 @@ impl Vfs {
         if attr.kind == NodeType::File {
             if let Some(file) = self.open_file(attr.inode) {
                 let state = file.state.lock().await;
+                // writes not committed yet count as data too
+                attr.used += state.length.saturating_sub(attr.length);
                 attr.length = attr.length.max(state.length);
             }
         }
