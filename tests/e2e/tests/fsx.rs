@@ -50,12 +50,7 @@ fn run_fsx(volume: &str, config_name: &str, seed: u32) {
         "fsx -S {seed} with {config_name}.toml failed ({}):\n{}\nmount log: {}",
         out.status,
         tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-        m.log_text()
-            .lines()
-            .rev()
-            .take(20)
-            .collect::<Vec<_>>()
-            .join("\n")
+        m.log_tail(20)
     );
     drop(m);
     assert_eq!(

@@ -68,12 +68,7 @@ fn pjdfstest_passes_on_a_mount() {
         "pjdfstest failed ({}): {summary}\n{}\n--- full output ---\n{text}\nmount log: {}",
         out.status,
         trouble.join("\n"),
-        m.log_text()
-            .lines()
-            .rev()
-            .take(20)
-            .collect::<Vec<_>>()
-            .join("\n")
+        m.log_tail(20)
     );
     drop(m);
     assert_eq!(

@@ -3,8 +3,9 @@
 //! after the files' pending writes are committed.
 use std::sync::Arc;
 
-use crate::meta::SetAttr;
-use crate::vfs::handles::{Handle, OpenFile};
+use crate::meta::{Attr, SetAttr};
+use crate::vfs::attrs::Ticket;
+use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{errno, Vfs, VfsResult};
 
 /// The most one copy_file_range call copies: its reply counts bytes in 32
@@ -45,11 +46,20 @@ impl Vfs {
             return Ok(());
         }
         let ticket = self.attrs.ticket();
-        let attr = self
-            .meta
-            .setattr(file.inode, &SetAttr::length(end))
-            .await
-            .map_err(errno)?;
+        let attr = self.meta.setattr(file.inode, &SetAttr::length(end)).await;
+        self.size_changed(&mut state, attr, ticket)
+    }
+
+    /// The result of a call that changed an open file's size or data
+    /// (`ticket` taken before it): cached attributes, length and slice lists
+    /// follow it.
+    fn size_changed(
+        &self,
+        state: &mut FileState,
+        attr: crate::meta::Result<Attr>,
+        ticket: Ticket,
+    ) -> VfsResult<()> {
+        let attr = attr.map_err(errno)?;
         self.attrs.replace(&attr, ticket);
         state.length = attr.length;
         state.changed();
@@ -72,12 +82,8 @@ impl Vfs {
         let attr = self
             .meta
             .zero_range(file.inode, offset, length, keep_size)
-            .await
-            .map_err(errno)?;
-        self.attrs.replace(&attr, ticket);
-        state.length = attr.length;
-        state.changed();
-        Ok(())
+            .await;
+        self.size_changed(&mut state, attr, ticket)
     }
 
     /// lseek(2) SEEK_DATA and SEEK_HOLE (the kernel answers the other
