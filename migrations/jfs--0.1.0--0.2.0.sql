@@ -127,7 +127,7 @@ DECLARE
 BEGIN
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
        OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
-       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL THEN
+       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
         RETURN 22;
     END IF;
     PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
@@ -2336,25 +2336,56 @@ BEGIN
 END
 $$;
 
+-- Locks, in id order, the references of the slices that file p_inode has in
+-- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
+-- p_to2): a procedure that releases or adds references in several steps
+-- takes them all first, in one order, so two such procedures on files that
+-- share slices cannot deadlock.
+CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
+                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+BEGIN
+    PERFORM 1 FROM slice_ref r
+     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
+                           WHERE s.slice_id <> 0
+                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
+                                  OR (s.inode = p_inode2
+                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
+     ORDER BY r.slice_id FOR UPDATE;
+END
+$$;
+
 -- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
 -- most its length: chunks wholly inside lose their slices, slices wholly
 -- inside the range in the chunks at its ends are dropped, and a hole slice
--- covers what still shows there. References are released as the rows go.
--- Returns the bytes of data the range held (the node's "used" falls by it).
+-- covers what still shows there. References are released as the rows go
+-- (all locked first, _lock_refs). Returns the bytes of data the range held
+-- (the node's "used" falls by it).
 CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_chunk bigint := _chunk_size();
-    v_whole_from integer := ((p_from + v_chunk - 1) / v_chunk)::integer;
-    v_whole_to integer := (p_to / v_chunk)::integer - 1;
+    v_whole_from integer;
+    v_whole_to integer;
     v_gone bigint[];
     v_pos integer;
     v_end integer;
-    v_data bigint := _data_size(p_inode, p_from, p_to);
+    v_data bigint;
     c integer;
 BEGIN
     IF p_to <= p_from THEN
         RETURN 0;
+    END IF;
+    PERFORM _lock_refs(p_inode, p_from, p_to);
+    v_data := _data_size(p_inode, p_from, p_to);
+    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
+    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
+    v_whole_to := (p_to / v_chunk)::integer - 1;
+    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
+        v_whole_to := -1;
     END IF;
     IF v_whole_from <= v_whole_to THEN
         PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
@@ -2400,7 +2431,7 @@ DECLARE
 BEGIN
     IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
         RETURN _err(22);
-    ELSIF p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
+    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
         RETURN _err(27);
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
@@ -2410,11 +2441,15 @@ BEGIN
         RETURN _err(21);
     ELSIF n.type <> 1 THEN
         RETURN _err(22);
+    ELSIF p_keep_size AND p_offset >= n.length THEN
+        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
     END IF;
-    v_end := p_offset + p_length;
     IF p_keep_size THEN
-        v_end := least(v_end, n.length);
-    ELSIF v_end > n.length THEN
+        v_end := p_offset + least(p_length, n.length - p_offset);
+    ELSE
+        v_end := p_offset + p_length;
+    END IF;
+    IF v_end > n.length THEN
         v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
         IF v_errno <> 0 THEN
             RETURN _err(v_errno);
@@ -2514,8 +2549,6 @@ BEGIN
     IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
        OR p_length IS NULL OR p_length < 0 THEN
         errno := 22; RETURN;
-    ELSIF p_dst_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
-        errno := 27; RETURN;
     END IF;
     -- both nodes locked in inode order (two copies between the same files
     -- in opposite directions cannot deadlock); the source only against
@@ -2539,6 +2572,9 @@ BEGIN
        AND p_dst_offset < p_src_offset + copied THEN
         copied := 0; errno := 22; RETURN;
     END IF;
+    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
+        copied := 0; errno := 27; RETURN;
+    END IF;
     length := dst.length;
     errno := 0;
     IF copied = 0 THEN
@@ -2551,6 +2587,7 @@ BEGIN
             copied := 0; errno := v_errno; RETURN;
         END IF;
     END IF;
+    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
     dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
     dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
     v_shift := p_dst_offset - p_src_offset;
@@ -2596,6 +2633,7 @@ $$;
 
 REVOKE EXECUTE ON FUNCTION _release_slices(bigint[]), _chunk_data(bigint, integer, integer, integer),
     _range_size(int4multirange), _data_size(bigint, bigint, bigint),
+    _lock_refs(bigint, bigint, bigint, bigint, bigint, bigint),
     _zero(bigint, bigint, bigint), zero_range(bigint, bigint, bigint, boolean),
     seek_data(bigint, bigint, boolean), copy_range(bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
 
@@ -2737,7 +2775,9 @@ BEGIN
     IF p_length < p.length THEN
         -- what showed data past the new end goes from "used"
         p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
-        PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        IF (p_length + v_chunk - 1) / v_chunk <= 2147483647 THEN   -- else no whole chunk is past the end
+            PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        END IF;
         IF p_length % v_chunk <> 0 THEN
             v_boundary := p_length / v_chunk;
             v_pos := p_length % v_chunk;
@@ -2786,7 +2826,6 @@ REVOKE EXECUTE ON FUNCTION readdirplus(bigint, bigint, integer) FROM PUBLIC;
 UPDATE node n SET used = _data_size(n.inode, 0, n.length)
  WHERE n.type = 1 AND EXISTS (SELECT 1 FROM slice s WHERE s.inode = n.inode);
 
--- fsck (sql/fsck.sql) checks used too.
 CREATE OR REPLACE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     -- an entry must point at an existing node of the same type, in a directory
@@ -2858,9 +2897,11 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
       FROM slice s LEFT JOIN node n ON n.inode = s.inode
      WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
     UNION ALL
-    -- a file's "used" (st_blocks) = the bytes its slices show within its length
-    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s', n.used, d.size)
-      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, n.length) AS size) d
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
      WHERE n.type = 1 AND n.used <> d.size
     UNION ALL
     SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)

@@ -36,7 +36,7 @@ DECLARE
 BEGIN
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
        OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
-       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL THEN
+       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
         RETURN 22;
     END IF;
     PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;

@@ -112,9 +112,11 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
       FROM slice s LEFT JOIN node n ON n.inode = s.inode
      WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
     UNION ALL
-    -- a file's "used" (st_blocks) = the bytes its slices show within its length
-    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s', n.used, d.size)
-      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, n.length) AS size) d
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
      WHERE n.type = 1 AND n.used <> d.size
     UNION ALL
     SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)

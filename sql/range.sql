@@ -54,25 +54,56 @@ BEGIN
 END
 $$;
 
+-- Locks, in id order, the references of the slices that file p_inode has in
+-- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
+-- p_to2): a procedure that releases or adds references in several steps
+-- takes them all first, in one order, so two such procedures on files that
+-- share slices cannot deadlock.
+CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
+                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+BEGIN
+    PERFORM 1 FROM slice_ref r
+     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
+                           WHERE s.slice_id <> 0
+                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
+                                  OR (s.inode = p_inode2
+                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
+     ORDER BY r.slice_id FOR UPDATE;
+END
+$$;
+
 -- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
 -- most its length: chunks wholly inside lose their slices, slices wholly
 -- inside the range in the chunks at its ends are dropped, and a hole slice
--- covers what still shows there. References are released as the rows go.
--- Returns the bytes of data the range held (the node's "used" falls by it).
+-- covers what still shows there. References are released as the rows go
+-- (all locked first, _lock_refs). Returns the bytes of data the range held
+-- (the node's "used" falls by it).
 CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_chunk bigint := _chunk_size();
-    v_whole_from integer := ((p_from + v_chunk - 1) / v_chunk)::integer;
-    v_whole_to integer := (p_to / v_chunk)::integer - 1;
+    v_whole_from integer;
+    v_whole_to integer;
     v_gone bigint[];
     v_pos integer;
     v_end integer;
-    v_data bigint := _data_size(p_inode, p_from, p_to);
+    v_data bigint;
     c integer;
 BEGIN
     IF p_to <= p_from THEN
         RETURN 0;
+    END IF;
+    PERFORM _lock_refs(p_inode, p_from, p_to);
+    v_data := _data_size(p_inode, p_from, p_to);
+    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
+    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
+    v_whole_to := (p_to / v_chunk)::integer - 1;
+    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
+        v_whole_to := -1;
     END IF;
     IF v_whole_from <= v_whole_to THEN
         PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
@@ -118,7 +149,7 @@ DECLARE
 BEGIN
     IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
         RETURN _err(22);
-    ELSIF p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
+    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
         RETURN _err(27);
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
@@ -128,11 +159,15 @@ BEGIN
         RETURN _err(21);
     ELSIF n.type <> 1 THEN
         RETURN _err(22);
+    ELSIF p_keep_size AND p_offset >= n.length THEN
+        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
     END IF;
-    v_end := p_offset + p_length;
     IF p_keep_size THEN
-        v_end := least(v_end, n.length);
-    ELSIF v_end > n.length THEN
+        v_end := p_offset + least(p_length, n.length - p_offset);
+    ELSE
+        v_end := p_offset + p_length;
+    END IF;
+    IF v_end > n.length THEN
         v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
         IF v_errno <> 0 THEN
             RETURN _err(v_errno);
@@ -232,8 +267,6 @@ BEGIN
     IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
        OR p_length IS NULL OR p_length < 0 THEN
         errno := 22; RETURN;
-    ELSIF p_dst_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
-        errno := 27; RETURN;
     END IF;
     -- both nodes locked in inode order (two copies between the same files
     -- in opposite directions cannot deadlock); the source only against
@@ -257,6 +290,9 @@ BEGIN
        AND p_dst_offset < p_src_offset + copied THEN
         copied := 0; errno := 22; RETURN;
     END IF;
+    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
+        copied := 0; errno := 27; RETURN;
+    END IF;
     length := dst.length;
     errno := 0;
     IF copied = 0 THEN
@@ -269,6 +305,7 @@ BEGIN
             copied := 0; errno := v_errno; RETURN;
         END IF;
     END IF;
+    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
     dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
     dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
     v_shift := p_dst_offset - p_src_offset;

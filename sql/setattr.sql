@@ -19,7 +19,9 @@ BEGIN
     IF p_length < p.length THEN
         -- what showed data past the new end goes from "used"
         p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
-        PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        IF (p_length + v_chunk - 1) / v_chunk <= 2147483647 THEN   -- else no whole chunk is past the end
+            PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        END IF;
         IF p_length % v_chunk <> 0 THEN
             v_boundary := p_length / v_chunk;
             v_pos := p_length % v_chunk;

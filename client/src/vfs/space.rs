@@ -1,8 +1,9 @@
 //! Space limits at write(): a write that would make a file longer than the
-//! volume's capacity or a quota over it allows fails at once with ENOSPC or
-//! EDQUOT, before it is buffered, so what was written before it is kept
-//! (the commit checks again, exactly; only writers racing for the last
-//! bytes can still be refused there).
+//! volume's capacity or a quota over it allows is cut at the limit (a short
+//! write, as a local file system does) or, at the limit, fails at once with
+//! ENOSPC or EDQUOT, before anything is buffered, so what was written before
+//! it is kept (the commit checks again, exactly; only writers racing for the
+//! last bytes can still be refused there).
 use std::time::{Duration, Instant};
 
 use super::handles::FileState;
@@ -13,30 +14,39 @@ use super::{errno, Vfs, VfsResult};
 const SPACE_ANSWER_TTL: Duration = Duration::from_secs(1);
 
 impl Vfs {
-    /// Refuses a write to `inode` ending at `end` when the space limits over
-    /// the file do not let it grow that far (the caller holds its state).
-    pub(super) async fn check_growth(
+    /// How many of the `len` bytes written at `offset` of `inode` the space
+    /// limits over the file let in: all, the part below the limit, or none
+    /// (the errno); the caller holds the file's state.
+    pub(super) async fn writable_len(
         &self,
         inode: u64,
         state: &mut FileState,
-        end: u64,
-    ) -> VfsResult<()> {
+        offset: u64,
+        len: usize,
+    ) -> VfsResult<usize> {
+        let end = offset + len as u64;
         if end <= state.length || !self.space_limited().await? {
-            return Ok(());
+            return Ok(len);
         }
         if let Some((at, limit)) = state.space_limit {
             if at.elapsed() < SPACE_ANSWER_TTL && limit.max_length.is_none_or(|max| end <= max) {
-                return Ok(());
+                return Ok(len);
             }
         }
         let limit = self.meta.space_limit(inode).await.map_err(errno)?;
         state.space_limit = Some((Instant::now(), limit));
-        match limit.max_length {
-            Some(max) if end > max => {
-                tracing::debug!("inode {inode}: a write to {end} refused, the limit is {max}");
-                Err(limit.errno)
-            }
-            _ => Ok(()),
+        let Some(max) = limit.max_length else {
+            return Ok(len);
+        };
+        // what the file already holds may be rewritten whatever the limit
+        let allowed_end = max.max(state.length);
+        if end <= allowed_end {
+            Ok(len)
+        } else if allowed_end > offset {
+            Ok((allowed_end - offset) as usize)
+        } else {
+            tracing::debug!("inode {inode}: a write to {end} refused, the limit is {max}");
+            Err(limit.errno)
         }
     }
 

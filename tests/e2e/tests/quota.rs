@@ -94,6 +94,11 @@ fn the_write_that_crosses_a_quota_fails_and_what_came_before_stays() {
     // a write within the file is not growth: it goes through
     let f = fs::OpenOptions::new().write(true).open(m.p("q/f")).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &[1u8; 4096], 4096).unwrap();
+    // a write across the limit is cut there (a short write, as ext4 does)
+    assert_eq!(
+        std::os::unix::fs::FileExt::write_at(&f, &[3u8; 8192], 10 * MIB - 4096).unwrap(),
+        4096
+    );
     // one byte more is refused at write(), not at close
     let err = std::os::unix::fs::FileExt::write_all_at(&f, &[1u8], 10 * MIB).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EDQUOT), "{err}");

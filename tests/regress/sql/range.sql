@@ -52,6 +52,18 @@ SELECT (jfs.zero_range(999, 0, 1, true)).errno AS missing, (jfs.zero_range(1, 0,
        (jfs.zero_range(:f, 0, 0, true)).errno AS empty, (jfs.zero_range(:f, 144115188075855870, 10, false)).errno AS too_far;
 SELECT (jfs.seek_data(999, 0, true)).errno AS missing, (jfs.seek_data(1, 0, true)).errno AS dir,
        (jfs.seek_data(:p, 0, true)).errno AS fifo;
+-- KEEP_SIZE past the end changes nothing (not even times); any length may be asked
+SELECT mtime AS m_before FROM jfs.getattr(:f) \gset
+SELECT errno, mtime = :m_before AS unchanged FROM jfs.zero_range(:f, 144115188075855000, 100, true);
+SELECT errno, length - :chunk * 2 AS past_chunk_1 FROM jfs.zero_range(:f, :chunk * 2 + 10, 9223372036854775000, true);
+-- the last chunk (index 2^31 - 1): a file may reach into it and be cut inside it
+SELECT inode AS big FROM jfs.mknod(1, 'big', 1, 420, 0, 0) \gset
+SELECT errno, length FROM jfs.setattr(:big, 8, p_length => 144115188075855800);
+SELECT errno FROM jfs.write_slice(:big, 2147483647, 67108000, :s + 4, 100, 0, 100);
+SELECT errno, length FROM jfs.setattr(:big, 8, p_length => 144115188075855700);
+SELECT chunk_index, pos, slice_id - :s AS slice, len FROM jfs.slice WHERE inode = :big ORDER BY seq;
+SELECT errno, used FROM jfs.zero_range(:big, 144115188075855000, 10, false);
+SELECT errno, length FROM jfs.setattr(:big, 8, p_length => 0);
 SELECT * FROM jfs.fsck();
 -- copy_range: g gets f's slices at offset 100 (rows cut at g's chunk ends), no bytes move
 DELETE FROM jfs.delslice;

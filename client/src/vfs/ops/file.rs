@@ -204,8 +204,10 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let mut state = file.state.lock().await;
-        self.check_growth(file.inode, &mut state, offset + data.len() as u64)
+        let allowed = self
+            .writable_len(file.inode, &mut state, offset, data.len())
             .await?;
+        let data = &data[..allowed];
         let target = self.target(state.tier);
         state
             .writer
