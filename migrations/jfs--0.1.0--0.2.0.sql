@@ -2133,6 +2133,18 @@ SELECT pg_catalog.pg_extension_config_dump('lock_wait', '');
 -- refreshing its lock_wait row, which deadlock detection follows. Locks go
 -- with their owner's close (unlock_owner) and with their session.
 
+-- The locks of owners other than (p_sid, p_owner) on file p_inode that
+-- conflict with locking p_start..p_end as p_type: overlapping ranges, one
+-- side exclusive; first byte first.
+CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                                p_start bigint, p_end bigint) RETURNS SETOF plock
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM plock l
+     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
+       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
+     ORDER BY l.lstart
+$$;
+
 -- Whether owner (p_sid, p_owner), waiting for the range, waits (through
 -- other waiting owners) on itself. Wait rows not refreshed lately (a
 -- client gone from its loop) do not count.
@@ -2140,15 +2152,12 @@ CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_t
                                p_start bigint, p_end bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     WITH RECURSIVE blocker (sid, owner) AS (
-        SELECT l.sid, l.owner FROM plock l
-         WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
-           AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
+        SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
         UNION
         SELECT l.sid, l.owner
           FROM blocker b
           JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
-          JOIN plock l ON l.inode = w.inode AND (l.sid, l.owner) <> (w.sid, w.owner)
-                      AND l.lstart <= w.lend AND l.lend >= w.lstart AND (l.ltype = 1 OR w.ltype = 1)
+          CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
     )
     SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner)
 $$;
@@ -2183,10 +2192,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 2;
     END IF;
-    IF p_type <> 2 AND EXISTS (
-        SELECT 1 FROM plock l
-         WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
-           AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)) THEN
+    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
         IF NOT p_wait THEN
             RETURN 11;
         END IF;
@@ -2233,10 +2239,7 @@ CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integ
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
-      FROM plock l
-     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
-       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
-     ORDER BY l.lstart
+      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
      LIMIT 1;
     IF NOT FOUND THEN
         ltype := 2; lstart := p_start; lend := p_end; pid := 0;
@@ -2274,7 +2277,8 @@ SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
        l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
   FROM plock l LEFT JOIN session s ON s.sid = l.sid;
 
-REVOKE EXECUTE ON FUNCTION _lock_deadlock(bigint, bigint, bigint, integer, bigint, bigint),
+REVOKE EXECUTE ON FUNCTION _lock_conflicts(bigint, bigint, bigint, integer, bigint, bigint),
+    _lock_deadlock(bigint, bigint, bigint, integer, bigint, bigint),
     setlk(bigint, bigint, bigint, integer, bigint, bigint, integer, boolean),
     getlk(bigint, bigint, bigint, integer, bigint, bigint),
     unlock_owner(bigint, bigint, bigint), cancel_lock_wait(bigint, bigint, bigint) FROM PUBLIC;
