@@ -19,7 +19,7 @@
 //! before it asks, and a copy is not kept when its inode or name was
 //! forgotten after its ticket.
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::listings::LogFreshness;
@@ -110,20 +110,27 @@ pub struct AttrCache {
     /// before a new child updates them.
     skip_ns: i64,
     inner: Mutex<Inner>,
-    polled: LogFreshness,
+    /// When the change log was last read (shared with the listings).
+    log: Arc<LogFreshness>,
 }
 
 impl AttrCache {
     /// `follow`: the change log is read (and attributes are cached);
     /// `names`: names may be kept too (it is read and names are cached).
-    pub fn new(ttl: Duration, follow: bool, names: bool, skip_ns: i64) -> AttrCache {
+    pub fn new(
+        ttl: Duration,
+        follow: bool,
+        names: bool,
+        skip_ns: i64,
+        log: Arc<LogFreshness>,
+    ) -> AttrCache {
         AttrCache {
             ttl,
             follow,
             names: follow && names,
             skip_ns,
             inner: Mutex::new(Inner::default()),
-            polled: LogFreshness::default(),
+            log,
         }
     }
 
@@ -138,7 +145,7 @@ impl AttrCache {
 
     fn answers(&self, seen: Instant) -> bool {
         let age = seen.elapsed();
-        age < self.ttl || (self.follow && self.polled.fresh() && age < FOLLOWED_FOR)
+        age < self.ttl || (self.follow && self.log.fresh() && age < FOLLOWED_FOR)
     }
 
     /// The inode's attributes, if known.
@@ -151,7 +158,7 @@ impl AttrCache {
     /// The attributes of entry `name` of `dir`, if known (only while the
     /// change log is followed).
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Option<Attr> {
-        if !self.polled.fresh() {
+        if !self.log.fresh() {
             return None;
         }
         let inner = self.inner.lock().unwrap();
@@ -253,20 +260,6 @@ impl AttrCache {
         inner.seq += 1;
         inner.floor = inner.seq;
     }
-
-    /// The change log was read (and what it held applied). After a long
-    /// gap, everything is dropped first.
-    pub fn polled(&self) {
-        if self.polled.read() {
-            self.forget_all();
-        }
-    }
-
-    /// Reading the change log failed: only copies younger than the TTL answer.
-    pub fn poll_failed(&self) {
-        self.forget_all();
-        self.polled.failed();
-    }
 }
 
 /// Whether a directory's times are updated by a change at `now`: they are
@@ -310,14 +303,20 @@ mod tests {
 
     /// A cache that follows the log, just polled.
     fn followed(ttl: Duration) -> AttrCache {
-        let c = AttrCache::new(ttl, true, true, 100);
-        c.polled();
+        let c = AttrCache::new(ttl, true, true, 100, Default::default());
+        c.log.read();
         c
     }
 
     #[test]
     fn without_the_log_copies_answer_for_the_ttl() {
-        let cache = AttrCache::new(Duration::from_millis(50), false, false, 100);
+        let cache = AttrCache::new(
+            Duration::from_millis(50),
+            false,
+            false,
+            100,
+            Default::default(),
+        );
         cache.put(&dir(5, 1), cache.ticket());
         cache.put_entry(5, b"f", &file(6, 1), cache.ticket());
         assert_eq!(cache.get(5).map(|a| a.inode), Some(5));
@@ -332,7 +331,7 @@ mod tests {
 
     #[test]
     fn zero_ttl_without_the_log_keeps_nothing() {
-        let cache = AttrCache::new(Duration::ZERO, false, false, 100);
+        let cache = AttrCache::new(Duration::ZERO, false, false, 100, Default::default());
         cache.put(&dir(5, 1), cache.ticket());
         assert!(cache.get(5).is_none());
     }
@@ -344,16 +343,17 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(cache.lookup(1, b"f").map(|a| a.inode), Some(6));
         assert_eq!(cache.get(6).map(|a| a.inode), Some(6));
-        cache.poll_failed();
+        cache.forget_all();
+        cache.log.failed();
         assert!(cache.lookup(1, b"f").is_none() && cache.get(6).is_none());
     }
 
     #[test]
     fn nothing_past_the_ttl_answers_unless_the_log_was_read_lately() {
-        let cache = AttrCache::new(Duration::ZERO, true, true, 100);
+        let cache = AttrCache::new(Duration::ZERO, true, true, 100, Default::default());
         cache.put_entry(1, b"f", &file(6, 1), cache.ticket());
         assert!(cache.lookup(1, b"f").is_none(), "never polled");
-        cache.polled();
+        cache.log.read();
         assert!(cache.lookup(1, b"f").is_some());
     }
 

@@ -78,8 +78,7 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                         vfs.learn_names(c);
                         vfs.forget_cached(c);
                     }
-                    vfs.listings.polled();
-                    vfs.attrs.polled();
+                    vfs.log_read();
                     if fresh.iter().any(removes_names) {
                         vfs.hold_open_files().await;
                     }
@@ -199,11 +198,21 @@ impl Vfs {
         }
     }
 
+    /// The change log was read (and what it held applied): the caches may
+    /// answer by it; after a long gap in reading, they are emptied first.
+    fn log_read(&self) {
+        if self.log.read() {
+            self.listings.forget_all();
+            self.attrs.forget_all();
+        }
+    }
+
     /// Reading the change log failed: nothing cached here answers past
     /// its TTL until it works again.
     fn log_unread(&self) {
-        self.listings.poll_failed();
-        self.attrs.poll_failed();
+        self.listings.forget_all();
+        self.attrs.forget_all();
+        self.log.failed();
     }
 
     /// Forgets here what change `c` made stale: the entries it made,

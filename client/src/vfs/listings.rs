@@ -20,7 +20,7 @@
 //! this mount without a change this mount reads, so it is never listed, and
 //! `/.trash` itself is never answered absent.
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Names kept over all listings at most; past it, every listing is dropped.
@@ -101,15 +101,16 @@ pub struct Listings {
     /// Off when the change log is not read (`--changes-poll 0`) or names are not cached.
     enabled: bool,
     inner: Mutex<Inner>,
-    polled: LogFreshness,
+    /// When the change log was last read (shared with the attribute cache).
+    log: Arc<LogFreshness>,
 }
 
 impl Listings {
-    pub fn new(enabled: bool) -> Listings {
+    pub fn new(enabled: bool, log: Arc<LogFreshness>) -> Listings {
         Listings {
             enabled,
             inner: Mutex::new(Inner::default()),
-            polled: LogFreshness::default(),
+            log,
         }
     }
 
@@ -152,7 +153,7 @@ impl Listings {
             return false;
         }
         let inner = self.inner.lock().unwrap();
-        self.polled.fresh()
+        self.log.fresh()
             && inner
                 .dirs
                 .get(&dir)
@@ -206,20 +207,6 @@ impl Listings {
         inner.touched.clear();
     }
 
-    /// The change log was read (and what it held applied): listings may
-    /// answer for [`TRUSTED_FOR`]. After a long gap, they are dropped first.
-    pub fn polled(&self) {
-        if self.polled.read() {
-            self.forget_all();
-        }
-    }
-
-    /// Reading the change log failed: nothing is answered until it works.
-    pub fn poll_failed(&self) {
-        self.forget_all();
-        self.polled.failed();
-    }
-
     /// Names kept, over all listings.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -236,8 +223,8 @@ mod tests {
     }
 
     fn listed(dir: u64, list: &[&str]) -> Listings {
-        let l = Listings::new(true);
-        l.polled();
+        let l = Listings::new(true, Default::default());
+        l.log.read();
         assert!(l.install(dir, 1, l.start(), names(list)));
         l
     }
@@ -262,8 +249,8 @@ mod tests {
 
     #[test]
     fn a_listing_read_while_its_directory_grew_is_not_kept() {
-        let l = Listings::new(true);
-        l.polled();
+        let l = Listings::new(true, Default::default());
+        l.log.read();
         let started = l.start();
         l.added(5, b"late");
         assert!(!l.install(5, 1, started, names(&["a"])));
@@ -277,14 +264,15 @@ mod tests {
 
     #[test]
     fn nothing_is_answered_unless_the_log_is_read() {
-        let l = Listings::new(true);
+        let l = Listings::new(true, Default::default());
         assert!(l.install(5, 1, l.start(), names(&["a"])));
         assert!(!l.absent(5, b"b"), "never polled");
-        l.polled();
+        l.log.read();
         assert!(l.absent(5, b"b"));
-        l.poll_failed();
+        l.forget_all();
+        l.log.failed();
         assert!(!l.absent(5, b"b"));
-        l.polled();
+        l.log.read();
         assert!(!l.absent(5, b"b"), "a failed poll dropped the listing");
     }
 
@@ -298,16 +286,16 @@ mod tests {
 
     #[test]
     fn disabled_keeps_nothing() {
-        let l = Listings::new(false);
-        l.polled();
+        let l = Listings::new(false, Default::default());
+        l.log.read();
         assert!(!l.install(5, 1, l.start(), names(&["a"])));
         assert!(!l.absent(5, b"b"));
     }
 
     #[test]
     fn forgetting_all_refuses_listings_started_before() {
-        let l = Listings::new(true);
-        l.polled();
+        let l = Listings::new(true, Default::default());
+        l.log.read();
         let started = l.start();
         l.forget_all();
         assert!(!l.install(5, 1, started, names(&[])));

@@ -90,6 +90,8 @@ pub struct Vfs {
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
     attrs: attrs::AttrCache,
     listings: listings::Listings,
+    /// When the change log was last read: what both caches answer by.
+    log: Arc<listings::LogFreshness>,
     /// Polls of the change log, for lock barriers.
     log_polls: changes::LogPolls,
     /// The mount's shared runtime: background work (uploads, readahead)
@@ -143,6 +145,7 @@ impl Vfs {
         config: VfsConfig,
         sid: i64,
     ) -> Vfs {
+        let log = Arc::new(listings::LogFreshness::default());
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),
             attrs: attrs::AttrCache::new(
@@ -150,10 +153,15 @@ impl Vfs {
                 config.follow_changes && !config.attr_ttl.is_zero(),
                 !config.entry_ttl.is_zero(),
                 volume.skip_dir_mtime_ns,
+                log.clone(),
             ),
             log_polls: changes::LogPolls::default(),
             space_limited: Mutex::new(None),
-            listings: listings::Listings::new(config.follow_changes && !config.entry_ttl.is_zero()),
+            listings: listings::Listings::new(
+                config.follow_changes && !config.entry_ttl.is_zero(),
+                log.clone(),
+            ),
+            log,
             runtime: tokio::runtime::Handle::current(),
             meta,
             store,
