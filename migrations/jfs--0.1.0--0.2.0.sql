@@ -314,12 +314,13 @@ REVOKE EXECUTE ON FUNCTION tier_classes() FROM PUBLIC;
 -- The procedures of administration, granted by grant_admin only: (re)format
 -- the volume (its settings, its bucket and keys), set and delete quotas,
 -- define tier classes and move files between them, turn ACLs on, set how
--- long the change log keeps its rows.
+-- long the change log keeps its rows, load a dump.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
-             'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention']::name[];
+             'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
+             'load_begin', 'load_staged']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin.
@@ -2949,3 +2950,237 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
       FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
 $$;
+
+-- ---------------------------------------------------------------------------
+-- jfs dump / jfs load: the whole volume as a stream of rows (read in one
+-- REPEATABLE READ snapshot by the client, which writes JuiceFS's JSON dump
+-- layout as the rows arrive), and the set-based load of a dump that a client
+-- has copied into temporary staging tables.
+
+-- The tree under p_root (the root itself first, depth 0), depth first: every
+-- directory's entries right after it, each with all that the dump writes of
+-- it. A node with several names comes at each of them. Below the root
+-- (p_root = 1) the trash is left out; it is dumped on its own (p_root =
+-- _trash_inode()). chunks is the file's slices as JSON, in JuiceFS's form:
+-- [{"index": chunk, "slices": [{"id", "pos", "size", "off", "len"}, ...]}],
+-- each chunk's slices in commit order (later ones shadow earlier ones).
+-- acl_* are the ACL rows: kind ('a' access, 'd' default), tag, qualifier, perm.
+CREATE FUNCTION dump_tree(p_root bigint DEFAULT 1)
+RETURNS TABLE (depth integer, name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint,
+               atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint,
+               tier smallint, target bytea, xattr_names bytea[], xattr_values bytea[], chunks text,
+               acl_kinds text[], acl_tags smallint[], acl_qualifiers bigint[], acl_perms smallint[])
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
+    WITH RECURSIVE t(inode, name, depth, path) AS (
+        SELECT p_root, NULL::bytea, 0, ARRAY[]::bigint[]
+        UNION ALL
+        SELECT e.inode, e.name, t.depth + 1, t.path || e.cookie
+          FROM t JOIN edge e ON e.parent = t.inode
+         WHERE NOT (p_root = 1 AND e.parent = 1 AND e.inode = _trash_inode())
+    )
+    SELECT t.depth, t.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length,
+           n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers, a.perms
+      FROM t
+      JOIN node n ON n.inode = t.inode
+      LEFT JOIN symlink s ON n.type = 3 AND s.inode = n.inode
+      LEFT JOIN LATERAL (SELECT array_agg(x.name ORDER BY x.name) AS names, array_agg(x.value ORDER BY x.name) AS vals
+                           FROM xattr x WHERE x.inode = n.inode) x ON true
+      LEFT JOIN LATERAL (
+          SELECT '[' || string_agg('{"index":' || k.chunk_index || ',"slices":[' || k.slices || ']}', ','
+                                   ORDER BY k.chunk_index) || ']' AS chunks
+            FROM (SELECT s.chunk_index,
+                         string_agg('{"id":' || s.slice_id || ',"pos":' || s.pos || ',"size":' || s.slice_size
+                                    || ',"off":' || s.slice_off || ',"len":' || s.len || '}', ',' ORDER BY s.seq)
+                         AS slices
+                    FROM slice s WHERE n.type = 1 AND s.inode = n.inode GROUP BY s.chunk_index) k
+      ) c ON true
+      LEFT JOIN LATERAL (SELECT array_agg(a.kind::text ORDER BY a.kind, a.tag, a.qualifier) AS kinds,
+                                array_agg(a.tag ORDER BY a.kind, a.tag, a.qualifier) AS tags,
+                                array_agg(a.qualifier ORDER BY a.kind, a.tag, a.qualifier) AS qualifiers,
+                                array_agg(a.perm ORDER BY a.kind, a.tag, a.qualifier) AS perms
+                           FROM acl a WHERE a.inode = n.inode) a ON true
+     ORDER BY t.path
+$$;
+
+-- What a dump writes beside the tree: the settings (without the keys), the
+-- counters and the usage; the quotas of directories, users and groups.
+CREATE FUNCTION dump_volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
+                            OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT enable_acl boolean,
+                            OUT next_inode bigint, OUT next_slice bigint, OUT used_space bigint,
+                            OUT used_inodes bigint, OUT has_trash boolean)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.enable_acl,
+           (SELECT c.next FROM counter c WHERE c.name = 'inode'), (SELECT c.next FROM counter c WHERE c.name = 'slice'),
+           (SELECT coalesce(sum(u.space), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
+           (SELECT coalesce(sum(u.inodes), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
+           EXISTS (SELECT 1 FROM node n WHERE n.inode = _trash_inode())
+      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
+$$;
+
+CREATE FUNCTION dump_quotas() RETURNS TABLE (kind text, key bigint, max_space bigint, max_inodes bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
+$$;
+
+-- Staging tables of a load, for this session's transaction: the client
+-- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
+-- into them (COPY), then jfs.load_staged() moves them into the volume set by
+-- set. A node is staged once (a hard link's other names as edges only).
+CREATE FUNCTION load_begin() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    CREATE TEMP TABLE load_node (inode bigint, type smallint, mode integer, uid bigint, gid bigint,
+                                 atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint,
+                                 rdev bigint, tier smallint) ON COMMIT DROP;
+    CREATE TEMP TABLE load_edge (parent bigint, name bytea, inode bigint) ON COMMIT DROP;
+    -- ord: the slice's place in its chunk's list (later shadows earlier)
+    CREATE TEMP TABLE load_slice (inode bigint, chunk_index integer, ord integer, slice_id bigint,
+                                  slice_size integer, slice_off integer, len integer, pos integer) ON COMMIT DROP;
+    CREATE TEMP TABLE load_symlink (inode bigint, target bytea) ON COMMIT DROP;
+    CREATE TEMP TABLE load_xattr (inode bigint, name bytea, value bytea) ON COMMIT DROP;
+    CREATE TEMP TABLE load_acl (inode bigint, kind text, tag smallint, qualifier bigint, perm smallint) ON COMMIT DROP;
+    CREATE TEMP TABLE load_quota (kind text, key bigint, max_space bigint, max_inodes bigint) ON COMMIT DROP;
+    EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice, '
+                              'pg_temp.load_symlink, pg_temp.load_xattr, pg_temp.load_acl, pg_temp.load_quota TO %I',
+                              session_user);
+END
+$$;
+
+-- Whether the volume holds nothing but its root (formatted or not).
+CREATE FUNCTION _volume_empty() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1)
+$$;
+
+-- Moves what load_begin's tables hold into the volume, in the caller's
+-- transaction: formats the database first when it is not (with the dump's
+-- name, uuid, storage, bucket, block size, trash days, capacity and inode
+-- limit; the object store's keys are not in dumps), then inserts the nodes,
+-- entries, slices, symlinks, xattrs and ACLs, and rebuilds what follows from
+-- them: directory parents, slice references, each file's used bytes, the
+-- counters and sequences, dir_stats and every quota's usage. Refuses
+-- (errno 17) a volume that holds more than its root unless p_force, which
+-- first empties it (its objects are left for `jfs gc`); errno 22 for a
+-- dump whose block size differs from the formatted volume's, or whose
+-- entries name missing nodes.
+CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
+                            p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
+                            p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
+                            OUT errno integer, OUT message text, OUT nodes bigint, OUT entries bigint,
+                            OUT slices bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
+DECLARE
+    v_setting setting;
+    v_format record;
+    q record;
+BEGIN
+    LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
+    IF NOT _volume_empty() THEN
+        IF NOT p_force THEN
+            errno := 17;
+            message := 'the volume is not empty: load into an empty database, or pass --force to replace what it holds';
+            RETURN;
+        END IF;
+        TRUNCATE edge, node, slice, slice_ref, symlink, xattr, acl, sustained, unlinked, plock, lock_wait,
+                 delslice, dir_stats, change;
+        DELETE FROM quota WHERE kind <> 'fs';
+        DELETE FROM quota_usage WHERE kind <> 'fs';
+    END IF;
+    SELECT * INTO v_setting FROM setting;
+    IF NOT FOUND THEN
+        SELECT * INTO v_format FROM format(p_name, p_storage, p_bucket, p_block_size, p_trash_days,
+                                          p_capacity, p_inodes, 'fsync', p_uuid);
+        IF v_format.errno <> 0 THEN
+            errno := v_format.errno; message := v_format.message;
+            RETURN;
+        END IF;
+    ELSIF v_setting.block_size <> p_block_size THEN
+        errno := 22;
+        message := pg_catalog.format('the dump''s block size is %s bytes, the volume''s %s: its blocks could not be read;'
+                                     ' format the volume with the dump''s block size', p_block_size, v_setting.block_size);
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
+        VALUES (1, 2, 511, 0, 0, 0, 0, 0, 2, 1);
+    END IF;
+    IF p_enable_acl THEN
+        UPDATE setting SET enable_acl = true;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM load_edge e WHERE NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.inode))
+       OR EXISTS (SELECT 1 FROM load_edge e WHERE e.parent <> 1
+                     AND NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.parent AND n.type = 2)) THEN
+        errno := 22; message := 'the dump has entries of nodes it does not hold, or in non-directories';
+        RETURN;
+    END IF;
+
+    UPDATE node n SET mode = l.mode, uid = l.uid, gid = l.gid, atime = l.atime, mtime = l.mtime, ctime = l.ctime,
+                      tier = l.tier
+      FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
+    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent)
+    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime, l.nlink,
+           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
+           CASE WHEN l.type = 2 THEN (SELECT e.parent FROM load_edge e WHERE e.inode = l.inode LIMIT 1) ELSE 0 END
+      FROM load_node l WHERE l.inode <> 1;
+    GET DIAGNOSTICS nodes = ROW_COUNT;
+    nodes := nodes + 1;
+    INSERT INTO edge (parent, name, inode, type)
+    SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
+     ORDER BY e.parent, e.name;
+    GET DIAGNOSTICS entries = ROW_COUNT;
+    -- the link counts follow from the entries: names of a file; 2 + subdirectories of a directory
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    UPDATE node n SET nlink = 2 + coalesce((SELECT count(*) FROM edge e WHERE e.parent = n.inode AND e.type = 2), 0)
+     WHERE n.type = 2;
+
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    SELECT s.inode, s.chunk_index, s.slice_id, s.slice_size, s.slice_off, s.len, s.pos
+      FROM load_slice s JOIN node n ON n.inode = s.inode AND n.type = 1
+     WHERE s.len > 0
+     ORDER BY s.inode, s.chunk_index, s.ord;
+    GET DIAGNOSTICS slices = ROW_COUNT;
+    INSERT INTO slice_ref (slice_id, size, refs)
+    SELECT s.slice_id, max(s.slice_size), count(*) FROM slice s WHERE s.slice_id <> 0 GROUP BY s.slice_id;
+    -- used: a chunk of one slice shows its length; the others are overlaid
+    UPDATE node n SET used = u.used
+      FROM (SELECT c.inode, sum(CASE WHEN c.rows = 1 THEN c.data
+                                     ELSE _range_size(_chunk_data(c.inode, c.chunk_index)) END)::bigint AS used
+              FROM (SELECT s.inode, s.chunk_index, count(*) AS rows,
+                           coalesce(sum(s.len) FILTER (WHERE s.slice_id <> 0), 0) AS data
+                      FROM slice s GROUP BY s.inode, s.chunk_index) c
+             GROUP BY c.inode) u
+     WHERE n.inode = u.inode;
+
+    INSERT INTO symlink (inode, target)
+    SELECT l.inode, l.target FROM load_symlink l JOIN node n ON n.inode = l.inode AND n.type = 3;
+    UPDATE node n SET length = length(s.target) FROM symlink s WHERE n.inode = s.inode;
+    INSERT INTO xattr (inode, name, value)
+    SELECT l.inode, l.name, l.value FROM load_xattr l WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT l.inode, l.kind::"char", l.tag, l.qualifier, l.perm FROM load_acl l
+     WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
+
+    UPDATE counter SET next = greatest(next, p_next_inode,
+                                       (SELECT max(inode) + 1 FROM node WHERE inode < _trash_inode()))
+     WHERE name = 'inode';
+    UPDATE counter SET next = greatest(next, p_next_slice, (SELECT max(slice_id) + 1 FROM slice_ref))
+     WHERE name = 'slice';
+
+    FOR q IN SELECT * FROM load_quota l
+              WHERE l.kind IN ('user', 'group') OR (l.kind = 'dir' AND EXISTS (SELECT 1 FROM node n
+                                                                  WHERE n.inode = l.key AND n.type = 2))
+              ORDER BY l.kind, l.key
+    LOOP
+        PERFORM _set_quota(q.kind, q.key, q.max_space, q.max_inodes);
+    END LOOP;
+    PERFORM count(*) FROM check_quota(NULL, NULL, true);
+    errno := 0;
+    message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION dump_tree(bigint), dump_volume(), dump_quotas(), load_begin(), _volume_empty(),
+    load_staged(boolean, text, uuid, text, text, integer, integer, bigint, bigint, bigint, bigint, boolean) FROM PUBLIC;

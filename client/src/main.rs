@@ -1,5 +1,6 @@
 //! `jfs` command line: the entry point of the jfs client.
 mod cmd;
+mod dump;
 mod fuse;
 mod meta;
 mod object;

@@ -134,4 +134,9 @@ pgrx::extension_sql_file!(
     name = "range",
     requires = ["internal", "charge"]
 );
+pgrx::extension_sql_file!(
+    "../../sql/dump.sql",
+    name = "dump",
+    requires = ["trash", "range", "quota", "volume"]
+);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

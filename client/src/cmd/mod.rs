@@ -1,10 +1,12 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load.
 mod changelog;
 mod clone;
 mod compact;
+mod dump;
 mod format;
 mod gc;
 mod info;
+mod load;
 mod mount;
 mod quota;
 mod restore;
@@ -59,6 +61,10 @@ enum Command {
     Tier(tier::TierArgs),
     /// Change a volume's settings: the storage class of a tier id, ACLs, the change log's retention
     Config(tier::ConfigArgs),
+    /// Write the volume's metadata as a JSON dump (JuiceFS's layout), from one snapshot
+    Dump(dump::DumpArgs),
+    /// Load a jfs or JuiceFS JSON dump into an empty volume
+    Load(load::LoadArgs),
     /// Print the volume's changes from its change log, oldest first (--follow for new ones)
     Changelog(changelog::ChangelogArgs),
 }
@@ -94,6 +100,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restore(a) => runtime()?.block_on(restore::run(a)),
         Command::Tier(a) => runtime()?.block_on(tier::run(a)),
         Command::Config(a) => runtime()?.block_on(tier::config(a)),
+        Command::Dump(a) => runtime()?.block_on(dump::run(a)),
+        Command::Load(a) => runtime()?.block_on(load::run(a)),
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
     }
 }

@@ -1,0 +1,116 @@
+//! `jfs dump META_URL [FILE|-] [--subdir PATH] [--gzip]`: the volume's metadata as a JuiceFS-compatible JSON dump, from one snapshot, streamed.
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::dump::write::dump;
+use crate::meta::Meta;
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// PostgreSQL URL of the metadata database
+    meta_url: String,
+    /// Where to write the dump ("-" or none: standard output); a name
+    /// ending in .gz is compressed
+    file: Option<PathBuf>,
+    /// Dump only the tree at this path of the volume (it loads as a whole volume)
+    #[arg(long, value_name = "PATH")]
+    subdir: Option<String>,
+    /// Compress with gzip
+    #[arg(long)]
+    gzip: bool,
+}
+
+/// Reports progress on standard error at most once a second.
+pub struct Progress {
+    what: &'static str,
+    started: Instant,
+    shown: Instant,
+}
+
+impl Progress {
+    pub fn new(what: &'static str) -> Progress {
+        let now = Instant::now();
+        Progress {
+            what,
+            started: now,
+            shown: now,
+        }
+    }
+
+    pub fn update(&mut self, entries: u64) {
+        if self.shown.elapsed().as_secs() >= 1 {
+            self.shown = Instant::now();
+            eprintln!(
+                "{} {entries} entries ({:.0}/s)",
+                self.what,
+                self.rate(entries)
+            );
+        }
+    }
+
+    pub fn rate(&self, entries: u64) -> f64 {
+        entries as f64 / self.started.elapsed().as_secs_f64().max(1e-6)
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}
+
+pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
+    let meta = Meta::connect(&a.meta_url, 1).await?;
+    let to_file = a.file.as_ref().filter(|f| f.as_os_str() != "-");
+    let gzip = a.gzip || to_file.is_some_and(|f| f.extension().is_some_and(|e| e == "gz"));
+    // a file is written under a temporary name and renamed when complete
+    let partial = to_file.map(|f| {
+        let mut name = f.as_os_str().to_owned();
+        name.push(".partial");
+        PathBuf::from(name)
+    });
+    let sink: Box<dyn Write> = match &partial {
+        Some(p) => Box::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        ),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut out: Box<dyn Write> = Box::new(std::io::BufWriter::with_capacity(1 << 20, sink));
+    if gzip {
+        out = Box::new(flate2::write::GzEncoder::new(
+            out,
+            flate2::Compression::fast(),
+        ));
+    }
+    let mut progress = Progress::new("dumped");
+    let dumped = dump(&meta, &mut out, a.subdir.as_deref(), |n| progress.update(n)).await;
+    let dumped = match dumped {
+        Ok(d) => d,
+        Err(e) => {
+            if let Some(p) = &partial {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
+    drop(out);
+    if let (Some(p), Some(f)) = (&partial, to_file) {
+        std::fs::File::open(p)
+            .and_then(|file| file.sync_all())
+            .with_context(|| format!("cannot sync {}", p.display()))?;
+        std::fs::rename(p, f)
+            .with_context(|| format!("cannot rename {} to {}", p.display(), f.display()))?;
+    }
+    eprintln!(
+        "dumped {} entries in {:.2} s ({:.0} entries/s){}",
+        dumped.entries,
+        progress.seconds(),
+        progress.rate(dumped.entries),
+        to_file
+            .map(|f| format!(" to {}", f.display()))
+            .unwrap_or_default()
+    );
+    Ok(())
+}

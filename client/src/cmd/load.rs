@@ -1,0 +1,120 @@
+//! `jfs load META_URL FILE|- [--force]`: loads a jfs or JuiceFS JSON dump into an empty volume, set by set in one transaction.
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::dump::Progress;
+use crate::dump::read::parse;
+use crate::meta::{redact_url, LoadRequest, Meta, Staged};
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// PostgreSQL URL of the metadata database (empty, or formatted and empty)
+    meta_url: String,
+    /// The dump ("-": standard input); gzip-compressed dumps are recognised
+    file: PathBuf,
+    /// Replace what the volume holds (its objects are left for `jfs gc`)
+    #[arg(long)]
+    force: bool,
+}
+
+/// Batches in flight between the parser and the database.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// The dump's bytes, unpacked when gzip-compressed.
+fn open_input(file: &PathBuf) -> anyhow::Result<Box<dyn Read + Send>> {
+    let raw: Box<dyn Read + Send> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?,
+        )
+    };
+    let mut input = BufReader::with_capacity(1 << 20, raw);
+    let head = input.fill_buf().context("cannot read the dump")?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok(Box::new(flate2::read::MultiGzDecoder::new(input)));
+    }
+    if head.starts_with(&[0, 0, 0, 1]) {
+        anyhow::bail!(
+            "{} is a binary JuiceFS dump (juicefs dump --binary): jfs loads JSON dumps; \
+             dump the volume again without --binary",
+            file.display()
+        );
+    }
+    Ok(Box::new(input))
+}
+
+pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
+    let input = open_input(&a.file)?;
+    let meta = Meta::connect_for_format(&a.meta_url).await?;
+    let loader = meta.load_begin().await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot start the load in {}: {e} (loading needs jfs.grant_admin)",
+            redact_url(&a.meta_url)
+        )
+    })?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Staged>(BATCHES_IN_FLIGHT);
+    let parser = tokio::task::spawn_blocking(move || {
+        let mut progress = Progress::new("read");
+        parse(
+            input,
+            |batch| {
+                tx.blocking_send(batch)
+                    .map_err(|_| "the load stopped".to_string())
+            },
+            |n| progress.update(n),
+        )
+    });
+    let mut progress = Progress::new("loading");
+    let mut staged_rows = 0u64;
+    while let Some(mut batch) = rx.recv().await {
+        staged_rows += batch.len() as u64;
+        loader.stage(&mut batch).await?;
+    }
+    let parsed = parser.await.context("the dump parser failed")??;
+    let setting = parsed.setting.unwrap_or_default();
+    let counters = parsed.counters.unwrap_or_default();
+    eprintln!(
+        "read {} entries ({staged_rows} rows) in {:.2} s; moving them into the volume",
+        parsed.entries,
+        progress.seconds()
+    );
+    let request = LoadRequest {
+        force: a.force,
+        name: setting.name.clone(),
+        uuid: Some(setting.uuid.clone()).filter(|u| !u.is_empty()),
+        storage: setting.storage.clone(),
+        bucket: setting.bucket.clone(),
+        block_size: i32::try_from(setting.block_size.saturating_mul(1024)).unwrap_or(0),
+        trash_days: i32::try_from(setting.trash_days).unwrap_or(0),
+        capacity: setting.capacity,
+        inodes: setting.inodes,
+        next_inode: counters.next_inode,
+        next_slice: counters.next_chunk,
+        enable_acl: setting.enable_acl,
+    };
+    let loaded = loader.finish(&request).await?;
+    progress.update(parsed.entries);
+    eprintln!(
+        "loaded {} nodes, {} entries, {} slices in {:.2} s ({:.0} entries/s)",
+        loaded.nodes,
+        loaded.entries,
+        loaded.slices,
+        progress.seconds(),
+        progress.rate(parsed.entries)
+    );
+    if parsed.deleted_files > 0 {
+        eprintln!(
+            "the dump lists {} deleted files whose data was not yet removed: not loaded; \
+             `jfs gc --delete` removes their objects",
+            parsed.deleted_files
+        );
+    }
+    if setting.storage == "s3" {
+        eprintln!("dumps hold no object store keys: set them with `jfs format --force ... --access-key K --secret-key S`");
+    }
+    Ok(())
+}

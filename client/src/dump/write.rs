@@ -1,0 +1,233 @@
+//! Writing a dump: the volume read in one snapshot and written as the rows arrive (memory flat in the number of entries).
+use std::io::Write;
+
+use futures_util::TryStreamExt;
+use serde::Serialize;
+
+use super::{
+    acl_of, escape, split_ns, type_name, Attr, Counters, Quota, Setting, Xattr, TRASH_INODE,
+};
+use crate::meta::{DumpNode, Meta, NodeType};
+
+/// What a dump wrote.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Dumped {
+    /// Entries written (a file with n names counts n times), the roots included.
+    pub entries: u64,
+}
+
+/// Writes the volume (or the tree at `subdir`) to `out` in JuiceFS's JSON
+/// dump layout, calling `progress` with the entries written so far.
+pub async fn dump(
+    meta: &Meta,
+    out: &mut dyn Write,
+    subdir: Option<&str>,
+    mut progress: impl FnMut(u64),
+) -> anyhow::Result<Dumped> {
+    let snap = meta.dump_snapshot().await?;
+    let volume = snap.volume().await.map_err(|e| match e {
+        crate::meta::MetaError::Errno(libc::ENOENT) => {
+            anyhow::anyhow!("the database holds no volume: nothing to dump")
+        }
+        e => e.into(),
+    })?;
+    let root = match subdir.filter(|p| !p.trim_matches('/').is_empty()) {
+        Some(path) => snap.resolve(path).await.map_err(|e| {
+            anyhow::anyhow!("--subdir {path}: {e} (a directory path inside the volume, as /a/b)")
+        })?,
+        None => 1,
+    };
+    let setting = Setting {
+        name: volume.name.clone(),
+        uuid: volume.uuid.clone(),
+        storage: volume.storage.clone(),
+        bucket: volume.bucket.clone(),
+        block_size: i64::from(volume.block_size / 1024),
+        capacity: volume.capacity,
+        inodes: volume.inodes,
+        trash_days: i64::from(volume.trash_days),
+        meta_version: 1,
+        enable_acl: volume.enable_acl,
+    };
+    let counters = Counters {
+        used_space: volume.used_space,
+        used_inodes: volume.used_inodes,
+        next_inode: volume.next_inode,
+        next_chunk: volume.next_slice,
+        next_session: 0,
+        next_trash: 0,
+    };
+    write!(out, "{{\n  \"Setting\": {},\n", indented(&setting, 2)?)?;
+    writeln!(out, "  \"Counters\": {},", indented(&counters, 2)?)?;
+    write!(out, "  \"Sustained\": [],\n  \"DelFiles\": [],\n")?;
+    let quotas = snap.quotas().await?;
+    for (key, kind) in [
+        ("Quotas", "dir"),
+        ("UserQuotas", "user"),
+        ("GroupQuotas", "group"),
+    ] {
+        let of_kind: std::collections::BTreeMap<String, Quota> = quotas
+            .iter()
+            .filter(|q| q.kind == kind)
+            .map(|q| {
+                (
+                    q.key.to_string(),
+                    Quota {
+                        max_space: q.max_space,
+                        max_inodes: q.max_inodes,
+                    },
+                )
+            })
+            .collect();
+        if !of_kind.is_empty() {
+            writeln!(out, "  \"{key}\": {},", indented(&of_kind, 2)?)?;
+        }
+    }
+    let mut written = Dumped::default();
+    out.write_all(b"  \"FSTree\": ")?;
+    write_tree(&snap, root, out, &mut written, &mut progress).await?;
+    if root == 1 && volume.has_trash {
+        out.write_all(b",\n  \"Trash\": ")?;
+        write_tree(&snap, TRASH_INODE, out, &mut written, &mut progress).await?;
+    }
+    out.write_all(b"\n}\n")?;
+    out.flush()?;
+    snap.end().await?;
+    Ok(written)
+}
+
+/// `value` as indented JSON whose lines after the first are shifted by `by` spaces.
+fn indented(value: &impl Serialize, by: usize) -> anyhow::Result<String> {
+    let text = serde_json::to_string_pretty(value)?;
+    Ok(text.replace('\n', &format!("\n{}", " ".repeat(by))))
+}
+
+/// Writes the entry of `root` with everything below it, depth first, as the rows arrive.
+async fn write_tree(
+    snap: &crate::meta::Snapshot,
+    root: i64,
+    out: &mut dyn Write,
+    written: &mut Dumped,
+    progress: &mut impl FnMut(u64),
+) -> anyhow::Result<()> {
+    let rows = snap.tree(root).await?;
+    futures_util::pin_mut!(rows);
+    // one flag per open directory: whether an entry was written in it yet
+    let mut open: Vec<bool> = Vec::new();
+    while let Some(node) = rows.try_next().await? {
+        let depth = node.depth as usize;
+        while open.len() > depth {
+            close_dir(out, open.len() - 1)?;
+            open.pop();
+        }
+        if depth > 0 {
+            let first = !std::mem::replace(&mut open[depth - 1], true);
+            let name = escape(node.name.as_deref().unwrap_or_default());
+            write!(
+                out,
+                "{}\n{}{}: {{",
+                if first { "" } else { "," },
+                pad(key_indent(depth)),
+                serde_json::to_string(&name)?
+            )?;
+        } else {
+            out.write_all(b"{")?;
+        }
+        write_fields(out, &node, depth)?;
+        if node.kind == NodeType::Dir as i16 {
+            write!(out, ",\n{}\"entries\": {{", pad(key_indent(depth) + 2))?;
+            open.push(false);
+        } else {
+            write!(out, "\n{}}}", pad(key_indent(depth)))?;
+        }
+        written.entries += 1;
+        if written.entries.is_multiple_of(10_000) {
+            progress(written.entries);
+        }
+    }
+    while open.pop().is_some() {
+        close_dir(out, open.len())?;
+    }
+    progress(written.entries);
+    Ok(())
+}
+
+/// The indentation of the name of an entry at `depth` (its fields: 2 more).
+fn key_indent(depth: usize) -> usize {
+    2 + 4 * depth
+}
+
+fn pad(n: usize) -> String {
+    " ".repeat(n)
+}
+
+/// Closes the `entries` of the directory at `depth`, then its entry.
+fn close_dir(out: &mut dyn Write, depth: usize) -> std::io::Result<()> {
+    write!(
+        out,
+        "\n{}}}\n{}}}",
+        pad(key_indent(depth) + 2),
+        pad(key_indent(depth))
+    )
+}
+
+/// An entry's fields but `entries`: attr, symlink, xattrs, ACLs, chunks.
+fn write_fields(out: &mut dyn Write, node: &DumpNode, depth: usize) -> anyhow::Result<()> {
+    let at = pad(key_indent(depth) + 2);
+    let (atime, atimensec) = split_ns(node.atime);
+    let (mtime, mtimensec) = split_ns(node.mtime);
+    let (ctime, ctimensec) = split_ns(node.ctime);
+    let attr = Attr {
+        inode: node.inode,
+        kind: type_name(node.kind).to_string(),
+        mode: node.mode,
+        uid: node.uid,
+        gid: node.gid,
+        atime,
+        mtime,
+        ctime,
+        atimensec,
+        mtimensec,
+        ctimensec,
+        nlink: i64::from(node.nlink),
+        length: if node.kind == NodeType::Dir as i16 {
+            0
+        } else {
+            node.length
+        },
+        rdev: node.rdev,
+        tier: i64::from(node.tier),
+    };
+    write!(out, "\n{at}\"attr\": {}", serde_json::to_string(&attr)?)?;
+    if let Some(target) = &node.target {
+        write!(
+            out,
+            ",\n{at}\"symlink\": {}",
+            serde_json::to_string(&escape(target))?
+        )?;
+    }
+    if !node.xattrs.is_empty() {
+        let xattrs: Vec<Xattr> = node
+            .xattrs
+            .iter()
+            .map(|(name, value)| Xattr {
+                name: String::from_utf8_lossy(name).into_owned(),
+                value: escape(value),
+            })
+            .collect();
+        write!(
+            out,
+            ",\n{at}\"xattrs\": {}",
+            serde_json::to_string(&xattrs)?
+        )?;
+    }
+    for (key, kind) in [("posix_acl_access", 'a'), ("posix_acl_default", 'd')] {
+        if let Some(acl) = acl_of(&node.acl, kind, node.mode) {
+            write!(out, ",\n{at}\"{key}\": {}", serde_json::to_string(&acl)?)?;
+        }
+    }
+    if let Some(chunks) = &node.chunks_json {
+        write!(out, ",\n{at}\"chunks\": {chunks}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,515 @@
+//! Dump and load procedures: the volume read in one snapshot (`jfs dump`), and a dump staged by COPY and moved in set by set (`jfs load`).
+use futures_util::{Stream, TryStreamExt};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use super::{check_errno, Meta, MetaError, Result};
+
+/// A read-only REPEATABLE READ transaction on one connection: everything a
+/// dump reads comes from the same moment.
+pub struct Snapshot {
+    client: deadpool_postgres::Object,
+}
+
+/// The volume's settings and counters, as a dump writes them.
+#[derive(Debug, Clone)]
+pub struct DumpVolume {
+    pub name: String,
+    pub uuid: String,
+    pub storage: String,
+    pub bucket: String,
+    pub block_size: i32,
+    pub trash_days: i32,
+    pub capacity: i64,
+    pub inodes: i64,
+    pub enable_acl: bool,
+    pub next_inode: i64,
+    pub next_slice: i64,
+    pub used_space: i64,
+    pub used_inodes: i64,
+    pub has_trash: bool,
+}
+
+/// A quota other than the volume's (`jfs.dump_quotas`).
+#[derive(Debug, Clone)]
+pub struct DumpQuota {
+    pub kind: String,
+    pub key: i64,
+    pub max_space: i64,
+    pub max_inodes: i64,
+}
+
+/// One ACL row: kind 'a' (access) or 'd' (default), tag, qualifier, perm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclRow {
+    pub kind: char,
+    pub tag: i16,
+    pub qualifier: i64,
+    pub perm: i16,
+}
+
+/// One node of the tree at one of its names (`jfs.dump_tree`), depth first.
+#[derive(Debug, Clone)]
+pub struct DumpNode {
+    /// 0 for the tree's top, whose name is None.
+    pub depth: i32,
+    pub name: Option<Vec<u8>>,
+    pub inode: i64,
+    pub kind: i16,
+    pub mode: i32,
+    pub uid: i64,
+    pub gid: i64,
+    /// Nanoseconds since the epoch.
+    pub atime: i64,
+    pub mtime: i64,
+    pub ctime: i64,
+    pub nlink: i32,
+    pub length: i64,
+    pub rdev: i64,
+    pub tier: i16,
+    pub target: Option<Vec<u8>>,
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The chunks and their slices, already in the dump's JSON form.
+    pub chunks_json: Option<String>,
+    pub acl: Vec<AclRow>,
+}
+
+fn dump_node(row: Row) -> Result<DumpNode> {
+    let names: Option<Vec<Vec<u8>>> = row.try_get("xattr_names")?;
+    let values: Option<Vec<Vec<u8>>> = row.try_get("xattr_values")?;
+    let kinds: Option<Vec<String>> = row.try_get("acl_kinds")?;
+    let tags: Option<Vec<i16>> = row.try_get("acl_tags")?;
+    let qualifiers: Option<Vec<i64>> = row.try_get("acl_qualifiers")?;
+    let perms: Option<Vec<i16>> = row.try_get("acl_perms")?;
+    let acl = kinds
+        .unwrap_or_default()
+        .into_iter()
+        .zip(tags.unwrap_or_default())
+        .zip(qualifiers.unwrap_or_default())
+        .zip(perms.unwrap_or_default())
+        .map(|(((kind, tag), qualifier), perm)| AclRow {
+            kind: kind.chars().next().unwrap_or('a'),
+            tag,
+            qualifier,
+            perm,
+        })
+        .collect();
+    Ok(DumpNode {
+        depth: row.try_get("depth")?,
+        name: row.try_get("name")?,
+        inode: row.try_get("inode")?,
+        kind: row.try_get("type")?,
+        mode: row.try_get("mode")?,
+        uid: row.try_get("uid")?,
+        gid: row.try_get("gid")?,
+        atime: row.try_get("atime")?,
+        mtime: row.try_get("mtime")?,
+        ctime: row.try_get("ctime")?,
+        nlink: row.try_get("nlink")?,
+        length: row.try_get("length")?,
+        rdev: row.try_get("rdev")?,
+        tier: row.try_get("tier")?,
+        target: row.try_get("target")?,
+        xattrs: names
+            .unwrap_or_default()
+            .into_iter()
+            .zip(values.unwrap_or_default())
+            .collect(),
+        chunks_json: row.try_get("chunks")?,
+        acl,
+    })
+}
+
+impl Meta {
+    /// Starts a dump's snapshot.
+    pub async fn dump_snapshot(&self) -> Result<Snapshot> {
+        let client = self.pool.get().await?;
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?;
+        Ok(Snapshot { client })
+    }
+
+    /// Starts a load: a transaction with the staging tables (`jfs.load_begin`).
+    pub async fn load_begin(&self) -> Result<Loader> {
+        let client = self.pool.get().await?;
+        client
+            .batch_execute("BEGIN; SELECT jfs.load_begin()")
+            .await?;
+        Ok(Loader { client })
+    }
+}
+
+impl Snapshot {
+    /// The settings, counters and usage (`jfs.dump_volume`); ENOENT when unformatted.
+    pub async fn volume(&self) -> Result<DumpVolume> {
+        let rows = self
+            .client
+            .query(
+                "SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, \
+                        coalesce(capacity, 0) AS capacity, coalesce(inodes, 0) AS inodes, enable_acl, \
+                        next_inode, next_slice, used_space, used_inodes, has_trash FROM jfs.dump_volume()",
+                &[],
+            )
+            .await?;
+        let row = rows.first().ok_or(MetaError::Errno(libc::ENOENT))?;
+        Ok(DumpVolume {
+            name: row.try_get("name")?,
+            uuid: row.try_get("uuid")?,
+            storage: row.try_get("storage")?,
+            bucket: row.try_get("bucket")?,
+            block_size: row.try_get("block_size")?,
+            trash_days: row.try_get("trash_days")?,
+            capacity: row.try_get("capacity")?,
+            inodes: row.try_get("inodes")?,
+            enable_acl: row.try_get("enable_acl")?,
+            next_inode: row.try_get("next_inode")?,
+            next_slice: row.try_get("next_slice")?,
+            used_space: row.try_get("used_space")?,
+            used_inodes: row.try_get("used_inodes")?,
+            has_trash: row.try_get("has_trash")?,
+        })
+    }
+
+    /// The quotas of directories, users and groups (`jfs.dump_quotas`).
+    pub async fn quotas(&self) -> Result<Vec<DumpQuota>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT kind, key, max_space, max_inodes FROM jfs.dump_quotas()",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DumpQuota {
+                    kind: r.try_get("kind")?,
+                    key: r.try_get("key")?,
+                    max_space: r.try_get("max_space")?,
+                    max_inodes: r.try_get("max_inodes")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The inode at `path` in the volume (`jfs.resolve`).
+    pub async fn resolve(&self, path: &str) -> Result<i64> {
+        let row = self
+            .client
+            .query_one("SELECT jfs.resolve($1) AS inode", &[&path])
+            .await?;
+        Ok(row.try_get("inode")?)
+    }
+
+    /// The tree under `root`, depth first, as the rows arrive (`jfs.dump_tree`).
+    pub async fn tree(&self, root: i64) -> Result<impl Stream<Item = Result<DumpNode>> + '_> {
+        let rows = self
+            .client
+            .query_raw(
+                "SELECT * FROM jfs.dump_tree($1)",
+                [&root as &(dyn ToSql + Sync)],
+            )
+            .await?;
+        Ok(rows
+            .map_err(MetaError::from)
+            .and_then(|r| async move { dump_node(r) }))
+    }
+
+    /// Ends the snapshot.
+    pub async fn end(self) -> Result<()> {
+        self.client.batch_execute("COMMIT").await?;
+        Ok(())
+    }
+}
+
+/// A node as a load stages it (times in nanoseconds since the epoch).
+#[derive(Debug, Clone, Default)]
+pub struct StagedNode {
+    pub inode: i64,
+    pub kind: i16,
+    pub mode: i32,
+    pub uid: i64,
+    pub gid: i64,
+    pub atime: i64,
+    pub mtime: i64,
+    pub ctime: i64,
+    pub nlink: i32,
+    pub length: i64,
+    pub rdev: i64,
+    pub tier: i16,
+}
+
+/// A slice row: `ord` is its place in its chunk's list.
+#[derive(Debug, Clone, Default)]
+pub struct StagedSlice {
+    pub inode: i64,
+    pub chunk_index: i32,
+    pub ord: i32,
+    pub id: i64,
+    pub size: i32,
+    pub off: i32,
+    pub len: i32,
+    pub pos: i32,
+}
+
+/// Rows waiting to be copied into the staging tables.
+#[derive(Debug, Default)]
+pub struct Staged {
+    pub nodes: Vec<StagedNode>,
+    /// (parent, name, inode)
+    pub edges: Vec<(i64, Vec<u8>, i64)>,
+    pub slices: Vec<StagedSlice>,
+    pub symlinks: Vec<(i64, Vec<u8>)>,
+    /// (inode, name, value)
+    pub xattrs: Vec<(i64, Vec<u8>, Vec<u8>)>,
+    pub acls: Vec<(i64, AclRow)>,
+    /// (kind, key, max space, max inodes)
+    pub quotas: Vec<(String, i64, i64, i64)>,
+}
+
+impl Staged {
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+            + self.edges.len()
+            + self.slices.len()
+            + self.symlinks.len()
+            + self.xattrs.len()
+            + self.acls.len()
+            + self.quotas.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a load asks `jfs.load_staged` to do besides moving the rows.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    pub force: bool,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub storage: String,
+    pub bucket: String,
+    pub block_size: i32,
+    pub trash_days: i32,
+    pub capacity: i64,
+    pub inodes: i64,
+    pub next_inode: i64,
+    pub next_slice: i64,
+    pub enable_acl: bool,
+}
+
+/// What `jfs.load_staged` moved.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub nodes: i64,
+    pub entries: i64,
+    pub slices: i64,
+}
+
+/// A load's transaction and its staging tables.
+pub struct Loader {
+    client: deadpool_postgres::Object,
+}
+
+impl Loader {
+    /// Copies `rows` into one staging table (binary COPY).
+    async fn copy<R>(
+        &self,
+        table: &str,
+        types: &[Type],
+        rows: &[R],
+        write: impl Fn(&R) -> Vec<Box<dyn ToSql + Sync + Send + '_>>,
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let sink = self
+            .client
+            .copy_in(&format!("COPY pg_temp.{table} FROM STDIN (FORMAT binary)"))
+            .await?;
+        let writer = BinaryCopyInWriter::new(sink, types);
+        futures_util::pin_mut!(writer);
+        for r in rows {
+            let values = write(r);
+            let refs: Vec<&(dyn ToSql + Sync)> = values
+                .iter()
+                .map(|v| v.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            writer.as_mut().write(&refs).await?;
+        }
+        writer.finish().await?;
+        Ok(())
+    }
+
+    /// Copies what `staged` holds into the staging tables and empties it.
+    pub async fn stage(&self, staged: &mut Staged) -> Result<()> {
+        use Type as T;
+        self.copy(
+            "load_node",
+            &[
+                T::INT8,
+                T::INT2,
+                T::INT4,
+                T::INT8,
+                T::INT8,
+                T::INT8,
+                T::INT8,
+                T::INT8,
+                T::INT4,
+                T::INT8,
+                T::INT8,
+                T::INT2,
+            ],
+            &staged.nodes,
+            |n| {
+                vec![
+                    Box::new(n.inode),
+                    Box::new(n.kind),
+                    Box::new(n.mode),
+                    Box::new(n.uid),
+                    Box::new(n.gid),
+                    Box::new(n.atime),
+                    Box::new(n.mtime),
+                    Box::new(n.ctime),
+                    Box::new(n.nlink),
+                    Box::new(n.length),
+                    Box::new(n.rdev),
+                    Box::new(n.tier),
+                ]
+            },
+        )
+        .await?;
+        self.copy(
+            "load_edge",
+            &[T::INT8, T::BYTEA, T::INT8],
+            &staged.edges,
+            |e| vec![Box::new(e.0), Box::new(&e.1[..]), Box::new(e.2)],
+        )
+        .await?;
+        self.copy(
+            "load_slice",
+            &[
+                T::INT8,
+                T::INT4,
+                T::INT4,
+                T::INT8,
+                T::INT4,
+                T::INT4,
+                T::INT4,
+                T::INT4,
+            ],
+            &staged.slices,
+            |s| {
+                vec![
+                    Box::new(s.inode),
+                    Box::new(s.chunk_index),
+                    Box::new(s.ord),
+                    Box::new(s.id),
+                    Box::new(s.size),
+                    Box::new(s.off),
+                    Box::new(s.len),
+                    Box::new(s.pos),
+                ]
+            },
+        )
+        .await?;
+        self.copy(
+            "load_symlink",
+            &[T::INT8, T::BYTEA],
+            &staged.symlinks,
+            |s| vec![Box::new(s.0), Box::new(&s.1[..])],
+        )
+        .await?;
+        self.copy(
+            "load_xattr",
+            &[T::INT8, T::BYTEA, T::BYTEA],
+            &staged.xattrs,
+            |x| vec![Box::new(x.0), Box::new(&x.1[..]), Box::new(&x.2[..])],
+        )
+        .await?;
+        self.copy(
+            "load_acl",
+            &[T::INT8, T::TEXT, T::INT2, T::INT8, T::INT2],
+            &staged.acls,
+            |(inode, a)| {
+                vec![
+                    Box::new(*inode),
+                    Box::new(a.kind.to_string()),
+                    Box::new(a.tag),
+                    Box::new(a.qualifier),
+                    Box::new(a.perm),
+                ]
+            },
+        )
+        .await?;
+        self.copy(
+            "load_quota",
+            &[T::TEXT, T::INT8, T::INT8, T::INT8],
+            &staged.quotas,
+            |q| {
+                vec![
+                    Box::new(&q.0[..]),
+                    Box::new(q.1),
+                    Box::new(q.2),
+                    Box::new(q.3),
+                ]
+            },
+        )
+        .await?;
+        *staged = Staged::default();
+        Ok(())
+    }
+
+    /// Moves the staged rows into the volume (`jfs.load_staged`) and commits;
+    /// rolls back when the procedure refuses (its errno and message).
+    pub async fn finish(self, r: &LoadRequest) -> anyhow::Result<Loaded> {
+        let uuid = r.uuid.clone().unwrap_or_default();
+        let row = self
+            .client
+            .query_one(
+                "SELECT errno, message, nodes, entries, slices FROM jfs.load_staged($1, $2, \
+                 nullif($3, '')::uuid, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &[
+                    &r.force,
+                    &r.name,
+                    &uuid,
+                    &r.storage,
+                    &r.bucket,
+                    &r.block_size,
+                    &r.trash_days,
+                    &r.capacity,
+                    &r.inodes,
+                    &r.next_inode,
+                    &r.next_slice,
+                    &r.enable_acl,
+                ],
+            )
+            .await
+            .map_err(MetaError::from)?;
+        if check_errno(&row).is_err() {
+            let message: Option<String> = row.try_get("message").map_err(MetaError::from)?;
+            self.client
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(MetaError::from)?;
+            anyhow::bail!(
+                "{}",
+                message.unwrap_or_else(|| "the load was refused".into())
+            );
+        }
+        let loaded = Loaded {
+            nodes: row.try_get("nodes").map_err(MetaError::from)?,
+            entries: row.try_get("entries").map_err(MetaError::from)?,
+            slices: row.try_get("slices").map_err(MetaError::from)?,
+        };
+        self.client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(MetaError::from)?;
+        Ok(loaded)
+    }
+}

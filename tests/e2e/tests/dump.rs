@@ -1,0 +1,298 @@
+//! `jfs dump` / `jfs load`: a volume dumped (JuiceFS's JSON layout) and loaded
+//! into a new database serves the same tree over the same bucket, and a
+//! dump JuiceFS wrote loads and serves its files byte for byte.
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use jfs_e2e::{assert_same_tree, jfs, make_varied_tree, ok, pattern, Volume};
+
+/// Every quota with its limits and usage, one line each.
+const QUOTAS: &str =
+    "SELECT kind, coalesce(path, ''), coalesce(uid, -1), coalesce(gid, -1), max_space, \
+                      used_space, max_inodes, used_inodes FROM jfs.quotas ORDER BY 1, 2, 3, 4";
+
+fn fsck_problems(v: &Volume) -> String {
+    v.sql("SELECT count(*) || ' ' || coalesce(string_agg(problem || ' ' || inode || ' ' || detail, '; '), '') FROM jfs.fsck()")
+}
+
+#[test]
+fn a_dumped_volume_loads_into_a_new_database_and_serves_the_same_tree() {
+    let v = Volume::with_options("dump-src", &["--enable-acl", "--trash-days", "1"]);
+    let m = v.mount("a", &[]);
+    make_varied_tree(&m.p("tree"));
+    // a sparse file across chunks, an overwritten file (two slices), a file in the trash
+    let sparse = fs::File::create(m.p("sparse")).unwrap();
+    sparse.set_len(70 << 20).unwrap();
+    drop(sparse);
+    ok(Command::new("dd")
+        .args([
+            "if=/dev/urandom",
+            "bs=64k",
+            "count=3",
+            "seek=1100",
+            "conv=notrunc,fsync",
+        ])
+        .arg(format!("of={}", m.p("sparse").display()))
+        .stderr(Stdio::null()));
+    fs::write(m.p("overwritten"), pattern(7, 300_000)).unwrap();
+    ok(Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            "bs=1000",
+            "count=10",
+            "seek=50",
+            "conv=notrunc",
+        ])
+        .arg(format!("of={}", m.p("overwritten").display()))
+        .stderr(Stdio::null()));
+    fs::write(m.p("tree/gone"), b"kept by the trash").unwrap();
+    fs::remove_file(m.p("tree/gone")).unwrap();
+    for (target, args) in [
+        (
+            "--path",
+            ["/tree/team", "--capacity", "1", "--inodes", "50"],
+        ),
+        ("--uid", ["1000", "--capacity", "2", "--inodes", "0"]),
+    ] {
+        let mut cmd = jfs();
+        cmd.args(["quota", "set", &v.admin_url, target]).args(args);
+        ok(&mut cmd);
+    }
+
+    // a mount's role may dump; the dump goes to a file, compressed
+    let dump = v.dir.path().join("vol.json.gz");
+    let out = ok(jfs().args(["dump", &v.url]).arg(&dump));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dumped"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let head = fs::read(&dump).unwrap();
+    assert_eq!(&head[..2], &[0x1f, 0x8b], "a .gz dump is gzip");
+
+    // loading is administration: into a database with no volume
+    let w = Volume::unformatted("dump-dst");
+    ok(jfs().args(["load", &w.admin_url]).arg(&dump));
+    assert_eq!(fsck_problems(&w), "0", "fsck of the loaded volume");
+    assert_eq!(w.sql(QUOTAS), v.sql(QUOTAS), "quotas and their usage");
+    assert_eq!(
+        w.sql("SELECT name, uuid, bucket, block_size, trash_days, enable_acl FROM jfs.setting"),
+        v.sql("SELECT name, uuid, bucket, block_size, trash_days, enable_acl FROM jfs.setting")
+    );
+    // the slices and their references, and what each file shows
+    let slices = "SELECT string_agg(slice_id || ':' || size || ':' || refs, ',' ORDER BY slice_id) FROM jfs.slice_ref";
+    assert_eq!(w.sql(slices), v.sql(slices));
+    let used = "SELECT string_agg(inode || ':' || used, ',' ORDER BY inode) FROM jfs.node";
+    assert_eq!(w.sql(used), v.sql(used));
+
+    // over the same bucket, the new database serves the same files, trash included
+    let n = w.mount("b", &[]);
+    assert_same_tree("dump/load", &m.path, &n.path);
+    assert_eq!(
+        fs::read(n.p("sparse")).unwrap(),
+        fs::read(m.p("sparse")).unwrap()
+    );
+    assert_eq!(
+        fs::metadata(n.p("tree/readme")).unwrap().ino(),
+        fs::metadata(m.p("tree/readme")).unwrap().ino(),
+        "inode numbers are kept"
+    );
+    // and new files get new inodes and slice ids
+    fs::write(n.p("new"), pattern(9, 5000)).unwrap();
+    assert_eq!(fs::read(n.p("new")).unwrap(), pattern(9, 5000));
+    assert_eq!(fsck_problems(&w), "0");
+    drop(n);
+
+    // a volume that holds files is not replaced unless told
+    let refused = jfs()
+        .args(["load", &w.admin_url])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("not empty") && said.contains("--force"),
+        "{said}"
+    );
+    assert_eq!(
+        w.sql("SELECT count(*) FROM jfs.edge WHERE name = 'new'"),
+        "1",
+        "nothing lost"
+    );
+
+    // standard output into standard input, replacing it
+    let mut dumper = jfs()
+        .args(["dump", &v.url, "-"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let loader = jfs()
+        .args(["load", &w.admin_url, "-", "--force"])
+        .stdin(dumper.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert!(dumper.wait().unwrap().success());
+    assert!(
+        loader.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loader.stderr)
+    );
+    assert_eq!(
+        w.sql("SELECT count(*) FROM jfs.edge WHERE name = 'new'"),
+        "0"
+    );
+    assert_eq!(fsck_problems(&w), "0");
+    let n = w.mount("c", &[]);
+    assert_same_tree("dump - | load -", &m.path, &n.path);
+}
+
+#[test]
+fn a_subdirectory_dump_loads_as_a_whole_volume() {
+    let v = Volume::new("dump-subdir");
+    let m = v.mount("a", &[]);
+    fs::create_dir_all(m.p("a/b/c")).unwrap();
+    fs::write(m.p("a/b/c/f"), pattern(3, 70_000)).unwrap();
+    fs::write(m.p("outside"), b"not dumped").unwrap();
+    let dump = v.dir.path().join("sub.json");
+    ok(jfs()
+        .args(["dump", &v.url])
+        .arg(&dump)
+        .args(["--subdir", "/a/b"]));
+    let w = Volume::unformatted("dump-subdir-dst");
+    ok(jfs().args(["load", &w.admin_url]).arg(&dump));
+    assert_eq!(fsck_problems(&w), "0");
+    let n = w.mount("b", &[]);
+    assert_eq!(fs::read(n.p("c/f")).unwrap(), pattern(3, 70_000));
+    assert!(!n.p("outside").exists() && !n.p("a").exists());
+}
+
+/// The fixture's files: tests/juicefs-dump (see its make.py).
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../juicefs-dump")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    ok(Command::new("cp").arg("-a").arg(from).arg(to));
+}
+
+fn sha256(path: &Path) -> String {
+    let out = ok(Command::new("sha256sum").arg(path));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
+    let w = Volume::unformatted("dump-juicefs");
+    let bucket = w.dir.path().join("bucket");
+    copy_dir(&fixture().join("bucket"), &bucket);
+    let text = fs::read_to_string(fixture().join("dump.json"))
+        .unwrap()
+        .replace("@BUCKET@", bucket.to_str().unwrap());
+    let dump = w.dir.path().join("juicefs.json");
+    fs::write(&dump, text).unwrap();
+    let out = ok(jfs().args(["load", &w.admin_url]).arg(&dump));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("1 deleted files"), "{said}");
+    assert_eq!(fsck_problems(&w), "0");
+    assert_eq!(
+        w.sql("SELECT name, uuid, storage, block_size, trash_days, enable_acl FROM jfs.setting"),
+        "legacyfs|6a1f0c2e-9b3d-4c57-8e21-5d4f3a2b1c0d|file|65536|1|t"
+    );
+    assert_eq!(
+        w.sql("SELECT kind, path, max_space, max_inodes, used_inodes FROM jfs.quotas WHERE kind = 'dir'"),
+        "dir|/docs|10485760|100|3"
+    );
+    // new ids start past the dump's counters and the trash's inodes
+    assert_eq!(
+        w.sql("SELECT name, next FROM jfs.counter ORDER BY name"),
+        "inode|12\nslice|19"
+    );
+
+    let m = w.mount("a", &[]);
+    let expected = fs::read_to_string(fixture().join("expected.txt")).unwrap();
+    let mut files = 0;
+    for line in expected.lines() {
+        let mut parts = line.split(' ');
+        let (size, sum, hex) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        let rel = hex_bytes(hex);
+        let path = m.path.join(std::ffi::OsStr::from_bytes(&rel[1..]));
+        assert_eq!(
+            fs::metadata(&path).unwrap().len().to_string(),
+            size,
+            "{}",
+            path.display()
+        );
+        assert_eq!(sha256(&path), sum, "bytes of {}", path.display());
+        files += 1;
+    }
+    assert_eq!(files, 8);
+
+    let meta = |rel: &str| fs::symlink_metadata(m.p(rel)).unwrap();
+    let report = meta("docs/report.txt");
+    assert_eq!(
+        (report.mode() & 0o7777, report.uid(), report.gid()),
+        (0o664, 1000, 1000)
+    );
+    assert_eq!(
+        (report.mtime(), report.mtime_nsec()),
+        (1_700_000_301, 123_456_790)
+    );
+    assert_eq!(meta("docs").mode() & 0o7777, 0o2750);
+    assert_eq!(meta("docs/tool").mode() & 0o7777, 0o4755);
+    assert_eq!(meta("hard-b").ino(), meta("docs/hard-a").ino());
+    assert_eq!(meta("hard-b").nlink(), 2);
+    assert_eq!(
+        fs::read_link(m.p("link")).unwrap(),
+        Path::new("docs/report.txt")
+    );
+    assert!(meta("pipe").file_type().is_fifo());
+    let xattr = |rel: &str, name: &str| {
+        let mut value = vec![0u8; 64];
+        let len = rustix::fs::lgetxattr(m.p(rel), name, &mut value).unwrap();
+        value.truncate(len);
+        value
+    };
+    assert_eq!(xattr("docs/tool", "user.sum"), b"\x00\x01bin\xff%");
+    assert_eq!(xattr("docs", "user.team"), b"storage");
+    let acl = ok(Command::new("getfacl")
+        .arg("-cp")
+        .arg(m.p("docs/report.txt")));
+    let acl = String::from_utf8_lossy(&acl.stdout);
+    assert!(
+        acl.contains("user:1001:rw-") && acl.contains("mask::rw-"),
+        "{acl}"
+    );
+    // the trash came along: its entry can be restored by name
+    assert!(m.p(".trash/2026-11-20-10/2-11-old.txt").exists());
+    assert_eq!(
+        w.sql(
+            "SELECT string_agg(slice_id || ':' || refs, ',' ORDER BY slice_id) FROM jfs.slice_ref"
+        ),
+        "11:1,12:1,13:1,14:1,15:1,16:1,17:1,18:1"
+    );
+
+    // and it is a working volume: write, read back on a second mount
+    fs::write(m.p("docs/new"), pattern(5, 200_000)).unwrap();
+    let b = w.mount("b", &[]);
+    assert_eq!(fs::read(b.p("docs/new")).unwrap(), pattern(5, 200_000));
+    assert_eq!(fsck_problems(&w), "0");
+}
