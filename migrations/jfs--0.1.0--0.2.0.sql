@@ -314,13 +314,14 @@ REVOKE EXECUTE ON FUNCTION tier_classes() FROM PUBLIC;
 -- The procedures of administration, granted by grant_admin only: (re)format
 -- the volume (its settings, its bucket and keys), set and delete quotas,
 -- define tier classes and move files between them, turn ACLs on, set how
--- long the change log keeps its rows, load a dump.
+-- long the change log keeps its rows and how long freed objects are kept,
+-- load a dump, repair what fsck finds.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
-             'load_begin', 'load_staged']::name[];
+             'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin.
@@ -2952,6 +2953,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
 $$;
 
 -- ---------------------------------------------------------------------------
+ALTER TABLE setting ADD COLUMN retain_deleted interval NOT NULL DEFAULT '0' CHECK (retain_deleted >= '0');
+ALTER TABLE setting ADD COLUMN last_backup timestamptz;
+
 -- jfs dump / jfs load: the whole volume as a stream of rows (read in one
 -- REPEATABLE READ snapshot by the client, which writes JuiceFS's JSON dump
 -- layout as the rows arrive), and the set-based load of a dump that a client
@@ -3022,6 +3026,17 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
 $$;
 
+-- Whether the calling mount is the one to write the automatic metadata
+-- backup now (`jfs mount --backup-meta`): the one call that finds the last
+-- backup at least p_interval old (or none) records now and gets its UTC
+-- time as YYYY-MM-DD-HHMMSS (the backup's name); every other mount's call
+-- in that interval gets NULL.
+CREATE FUNCTION backup_claim(p_interval interval) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    UPDATE setting SET last_backup = now() WHERE last_backup IS NULL OR last_backup <= now() - p_interval
+    RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
+$$;
+
 -- Staging tables of a load, for this session's transaction: the client
 -- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
 -- into them (COPY), then jfs.load_staged() moves them into the volume set by
@@ -3075,6 +3090,9 @@ DECLARE
     q record;
 BEGIN
     LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
+    -- autovacuum never sees temporary tables: without statistics the
+    -- planner would join the staged rows by nested loops
+    ANALYZE pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice;
     IF NOT _volume_empty() THEN
         IF NOT p_force THEN
             errno := 17;
@@ -3120,9 +3138,12 @@ BEGIN
       FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
     INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent)
     SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime, l.nlink,
-           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
-           CASE WHEN l.type = 2 THEN (SELECT e.parent FROM load_edge e WHERE e.inode = l.inode LIMIT 1) ELSE 0 END
-      FROM load_node l WHERE l.inode <> 1;
+           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier, coalesce(p.parent, 0)
+      FROM load_node l
+      LEFT JOIN (SELECT e.inode, min(e.parent) AS parent
+                   FROM load_edge e JOIN load_node d ON d.inode = e.inode AND d.type = 2
+                  GROUP BY e.inode) p ON p.inode = l.inode
+     WHERE l.inode <> 1;
     GET DIAGNOSTICS nodes = ROW_COUNT;
     nodes := nodes + 1;
     INSERT INTO edge (parent, name, inode, type)
@@ -3182,5 +3203,119 @@ BEGIN
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION dump_tree(bigint), dump_volume(), dump_quotas(), load_begin(), _volume_empty(),
+REVOKE EXECUTE ON FUNCTION dump_tree(bigint), dump_volume(), dump_quotas(), backup_claim(interval), load_begin(), _volume_empty(),
     load_staged(boolean, text, uuid, text, text, integer, integer, bigint, bigint, bigint, bigint, boolean) FROM PUBLIC;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+-- The slices some file uses (id and size), in id order after p_after, at
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
+CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+     ORDER BY r.slice_id LIMIT p_limit
+$$;
+
+
+REVOKE EXECUTE ON FUNCTION fsck_repair(), live_slices(bigint, integer) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Freed objects kept for point-in-time restores (setting.retain_deleted).
+
+-- Slices whose last reference went away at least p_min_age ago, and at
+-- least the volume's retain_deleted, for a mount or `jfs gc --delete` to
+-- delete their objects (then forget_delslices). Several mounts may get the
+-- same rows; deleting an object twice is harmless.
+CREATE OR REPLACE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
+RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT d.slice_id, d.size FROM delslice d
+     WHERE d.queued_at <= now() - greatest(p_min_age, (SELECT s.retain_deleted FROM setting s))
+     ORDER BY d.queued_at, d.slice_id
+     LIMIT least(greatest(p_limit, 1), 100000)
+$$;
+
+-- How long freed slices' objects are kept (at the least) before mounts and
+-- `jfs gc --delete` delete them: set it beyond the database's
+-- point-in-time-recovery window (base backups + WAL archive), and restoring
+-- the database to any moment in that window gives a file system whose
+-- every block still exists (README, "Point-in-time restore"). Returns the
+-- setting; NULL leaves it as it is.
+CREATE FUNCTION set_retain_deleted(p_retain interval DEFAULT NULL) RETURNS interval
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_retain interval;
+BEGIN
+    IF p_retain < interval '0' THEN
+        RAISE EXCEPTION 'jfs.set_retain_deleted: a duration >= 0, not %', p_retain
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET retain_deleted = coalesce(p_retain, s.retain_deleted) RETURNING s.retain_deleted INTO v_retain;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_retain_deleted: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_retain;
+END
+$$;
+
+
+REVOKE EXECUTE ON FUNCTION set_retain_deleted(interval) FROM PUBLIC;

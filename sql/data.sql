@@ -76,16 +76,41 @@ BEGIN
 END
 $$;
 
--- Slices whose last reference went away at least p_min_age ago, for a
--- mount to delete their objects (then forget_delslices). Several mounts may
--- get the same rows; deleting an object twice is harmless.
+-- Slices whose last reference went away at least p_min_age ago, and at
+-- least the volume's retain_deleted, for a mount or `jfs gc --delete` to
+-- delete their objects (then forget_delslices). Several mounts may get the
+-- same rows; deleting an object twice is harmless.
 CREATE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
 RETURNS TABLE (slice_id bigint, size integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT d.slice_id, d.size FROM delslice d
-     WHERE d.queued_at <= now() - p_min_age
+     WHERE d.queued_at <= now() - greatest(p_min_age, (SELECT s.retain_deleted FROM setting s))
      ORDER BY d.queued_at, d.slice_id
      LIMIT least(greatest(p_limit, 1), 100000)
+$$;
+
+-- How long freed slices' objects are kept (at the least) before mounts and
+-- `jfs gc --delete` delete them: set it beyond the database's
+-- point-in-time-recovery window (base backups + WAL archive), and restoring
+-- the database to any moment in that window gives a file system whose
+-- every block still exists (README, "Point-in-time restore"). Returns the
+-- setting; NULL leaves it as it is.
+CREATE FUNCTION set_retain_deleted(p_retain interval DEFAULT NULL) RETURNS interval
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_retain interval;
+BEGIN
+    IF p_retain < interval '0' THEN
+        RAISE EXCEPTION 'jfs.set_retain_deleted: a duration >= 0, not %', p_retain
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET retain_deleted = coalesce(p_retain, s.retain_deleted) RETURNING s.retain_deleted INTO v_retain;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_retain_deleted: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_retain;
+END
 $$;
 
 -- How many freed slices wait in the queue (jfs gc; pending_delslices

@@ -68,6 +68,17 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
 $$;
 
+-- Whether the calling mount is the one to write the automatic metadata
+-- backup now (`jfs mount --backup-meta`): the one call that finds the last
+-- backup at least p_interval old (or none) records now and gets its UTC
+-- time as YYYY-MM-DD-HHMMSS (the backup's name); every other mount's call
+-- in that interval gets NULL.
+CREATE FUNCTION backup_claim(p_interval interval) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    UPDATE setting SET last_backup = now() WHERE last_backup IS NULL OR last_backup <= now() - p_interval
+    RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
+$$;
+
 -- Staging tables of a load, for this session's transaction: the client
 -- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
 -- into them (COPY), then jfs.load_staged() moves them into the volume set by
@@ -121,6 +132,9 @@ DECLARE
     q record;
 BEGIN
     LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
+    -- autovacuum never sees temporary tables: without statistics the
+    -- planner would join the staged rows by nested loops
+    ANALYZE pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice;
     IF NOT _volume_empty() THEN
         IF NOT p_force THEN
             errno := 17;
@@ -166,9 +180,12 @@ BEGIN
       FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
     INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent)
     SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime, l.nlink,
-           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
-           CASE WHEN l.type = 2 THEN (SELECT e.parent FROM load_edge e WHERE e.inode = l.inode LIMIT 1) ELSE 0 END
-      FROM load_node l WHERE l.inode <> 1;
+           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier, coalesce(p.parent, 0)
+      FROM load_node l
+      LEFT JOIN (SELECT e.inode, min(e.parent) AS parent
+                   FROM load_edge e JOIN load_node d ON d.inode = e.inode AND d.type = 2
+                  GROUP BY e.inode) p ON p.inode = l.inode
+     WHERE l.inode <> 1;
     GET DIAGNOSTICS nodes = ROW_COUNT;
     nodes := nodes + 1;
     INSERT INTO edge (parent, name, inode, type)

@@ -160,3 +160,71 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
       FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
 $$;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+-- The slices some file uses (id and size), in id order after p_after, at
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
+CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+     ORDER BY r.slice_id LIMIT p_limit
+$$;

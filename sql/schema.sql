@@ -86,7 +86,14 @@ CREATE TABLE setting (
     enable_acl      boolean NOT NULL DEFAULT false,
     -- the change log keeps rows younger than this, and at most this many
     changelog_max_age  interval NOT NULL DEFAULT '1 day' CHECK (changelog_max_age >= '1 minute'),
-    changelog_max_rows bigint   NOT NULL DEFAULT 10000000 CHECK (changelog_max_rows >= 1000)
+    changelog_max_rows bigint   NOT NULL DEFAULT 10000000 CHECK (changelog_max_rows >= 1000),
+    -- freed slices' objects are deleted this long after their last reference
+    -- went (at the least; a mount's --gc-delay may wait longer): set beyond
+    -- the database's point-in-time-recovery window, a restore to any time
+    -- in it finds every block it names (jfs config --retain-deleted)
+    retain_deleted interval NOT NULL DEFAULT '0' CHECK (retain_deleted >= '0'),
+    -- when a mount last took the automatic metadata backup (--backup-meta)
+    last_backup    timestamptz
 );
 
 CREATE TABLE secret (

@@ -13,13 +13,14 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- The procedures of administration, granted by grant_admin only: (re)format
 -- the volume (its settings, its bucket and keys), set and delete quotas,
 -- define tier classes and move files between them, turn ACLs on, set how
--- long the change log keeps its rows, load a dump.
+-- long the change log keeps its rows and how long freed objects are kept,
+-- load a dump, repair what fsck finds.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
-             'load_begin', 'load_staged']::name[];
+             'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin.

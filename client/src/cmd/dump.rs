@@ -71,13 +71,13 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
         name.push(".partial");
         PathBuf::from(name)
     });
-    let sink: Box<dyn Write> = match &partial {
+    let sink: Box<dyn Write + Send> = match &partial {
         Some(p) => Box::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
         ),
-        None => Box::new(std::io::stdout().lock()),
+        None => Box::new(std::io::stdout()),
     };
-    let mut out: Box<dyn Write> = Box::new(std::io::BufWriter::with_capacity(1 << 20, sink));
+    let mut out: Box<dyn Write + Send> = Box::new(std::io::BufWriter::with_capacity(1 << 20, sink));
     if gzip {
         out = Box::new(flate2::write::GzEncoder::new(
             out,

@@ -96,7 +96,18 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         next_slice: counters.next_chunk,
         enable_acl: setting.enable_acl,
     };
-    let loaded = loader.finish(&request).await?;
+    let loaded = loader.finish(&request).await.map_err(|e| {
+        if matches!(setting.storage.as_str(), "file" | "s3") {
+            e
+        } else {
+            e.context(format!(
+                "the dump's storage is {:?}, which jfs reaches as s3 (S3-compatible) or file: \
+                 run `jfs format` on the database first with --storage and --bucket for the \
+                 same bucket, then load into it",
+                setting.storage
+            ))
+        }
+    })?;
     progress.update(parsed.entries);
     eprintln!(
         "loaded {} nodes, {} entries, {} slices in {:.2} s ({:.0} entries/s)",

@@ -1,9 +1,10 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck.
 mod changelog;
 mod clone;
 mod compact;
 mod dump;
 mod format;
+mod fsck;
 mod gc;
 mod info;
 mod load;
@@ -65,6 +66,8 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Load a jfs or JuiceFS JSON dump into an empty volume
     Load(load::LoadArgs),
+    /// Check the volume's invariants (and with --check-objects that every block exists)
+    Fsck(fsck::FsckArgs),
     /// Print the volume's changes from its change log, oldest first (--follow for new ones)
     Changelog(changelog::ChangelogArgs),
 }
@@ -102,6 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config(a) => runtime()?.block_on(tier::config(a)),
         Command::Dump(a) => runtime()?.block_on(dump::run(a)),
         Command::Load(a) => runtime()?.block_on(load::run(a)),
+        Command::Fsck(a) => runtime()?.block_on(fsck::run(a)),
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
     }
 }

@@ -82,6 +82,34 @@ pub struct MountArgs {
     /// Slices in a chunk from which this mount compacts it in the background (0: never)
     #[arg(long, default_value_t = crate::vfs::COMPACT_AT)]
     compact_at: usize,
+    /// How often a metadata backup (a compressed dump) goes into the object
+    /// store under NAME/meta/, written by one of the volume's mounts
+    /// (3600, 90s, 30m, 1h, 1d; 0: never)
+    #[arg(long, default_value = "0", value_parser = parse_duration, value_name = "INTERVAL")]
+    backup_meta: Duration,
+    /// Metadata backups kept in the object store (older ones are deleted)
+    #[arg(long, default_value_t = 24)]
+    backup_keep: usize,
+}
+
+/// A duration in seconds, or with a unit: s, m, h or d.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: use seconds or 90s, 30m, 1h, 1d"))?;
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return Err(format!("{text:?}: the unit is s, m, h or d")),
+    };
+    Ok(Duration::from_secs(n.saturating_mul(unit_secs)))
 }
 
 fn default_log() -> PathBuf {
@@ -147,6 +175,8 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         ("--gc-interval", a.gc_interval.to_string()),
         ("--gc-delay", a.gc_delay.to_string()),
         ("--compact-at", a.compact_at.to_string()),
+        ("--backup-meta", a.backup_meta.as_secs().to_string()),
+        ("--backup-keep", a.backup_keep.to_string()),
     ] {
         args.push(flag.into());
         args.push(value);
@@ -298,6 +328,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
                 session_timeout: Duration::from_secs(a.session_timeout.max(2)),
                 gc_interval: Duration::from_secs(a.gc_interval.max(1)),
                 gc_delay: Duration::from_secs(a.gc_delay),
+                backup_meta: a.backup_meta,
+                backup_keep: a.backup_keep,
             },
             host,
             info,

@@ -79,6 +79,12 @@ pub struct ConfigArgs {
     /// How many changes the change log keeps at most (default 10,000,000)
     #[arg(long, value_name = "N")]
     changelog_max_rows: Option<i64>,
+    /// Keep freed objects at least this long before any mount or `jfs gc
+    /// --delete` deletes them (a PostgreSQL interval: '14 days'; 0 = only
+    /// the mounts' --gc-delay): set it beyond the database's
+    /// point-in-time-recovery window
+    #[arg(long, value_name = "DURATION")]
+    retain_deleted: Option<String>,
 }
 
 /// The object keys of a slice.
@@ -268,10 +274,15 @@ pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
         );
         changed = true;
     }
+    if let Some(duration) = &a.retain_deleted {
+        let kept = meta.set_retain_deleted(duration).await?;
+        println!("freed objects are kept at least {kept} before they are deleted");
+        changed = true;
+    }
     if !changed {
         anyhow::bail!(
             "nothing to change: give --tier-id N --tier-sc CLASS, --enable-acl, \
-             --changelog-max-age AGE or --changelog-max-rows N"
+             --changelog-max-age AGE, --changelog-max-rows N or --retain-deleted DURATION"
         );
     }
     Ok(())

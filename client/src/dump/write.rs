@@ -20,9 +20,9 @@ pub struct Dumped {
 /// dump layout, calling `progress` with the entries written so far.
 pub async fn dump(
     meta: &Meta,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     subdir: Option<&str>,
-    mut progress: impl FnMut(u64),
+    mut progress: impl FnMut(u64) + Send,
 ) -> anyhow::Result<Dumped> {
     let snap = meta.dump_snapshot().await?;
     let volume = snap.volume().await.map_err(|e| match e {
@@ -106,9 +106,9 @@ fn indented(value: &impl Serialize, by: usize) -> anyhow::Result<String> {
 async fn write_tree(
     snap: &crate::meta::Snapshot,
     root: i64,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     written: &mut Dumped,
-    progress: &mut impl FnMut(u64),
+    progress: &mut (impl FnMut(u64) + Send),
 ) -> anyhow::Result<()> {
     let rows = snap.tree(root).await?;
     futures_util::pin_mut!(rows);
@@ -162,7 +162,7 @@ fn pad(n: usize) -> String {
 }
 
 /// Closes the `entries` of the directory at `depth`, then its entry.
-fn close_dir(out: &mut dyn Write, depth: usize) -> std::io::Result<()> {
+fn close_dir(out: &mut (dyn Write + Send), depth: usize) -> std::io::Result<()> {
     write!(
         out,
         "\n{}}}\n{}}}",
@@ -172,7 +172,7 @@ fn close_dir(out: &mut dyn Write, depth: usize) -> std::io::Result<()> {
 }
 
 /// An entry's fields but `entries`: attr, symlink, xattrs, ACLs, chunks.
-fn write_fields(out: &mut dyn Write, node: &DumpNode, depth: usize) -> anyhow::Result<()> {
+fn write_fields(out: &mut (dyn Write + Send), node: &DumpNode, depth: usize) -> anyhow::Result<()> {
     let at = pad(key_indent(depth) + 2);
     let (atime, atimensec) = split_ns(node.atime);
     let (mtime, mtimensec) = split_ns(node.mtime);

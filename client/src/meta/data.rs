@@ -185,4 +185,16 @@ impl Meta {
             .await?;
         Ok(row.try_get::<_, i64>("n")? as u64)
     }
+
+    /// Sets how long freed objects are kept at the least (`jfs.set_retain_deleted`;
+    /// a PostgreSQL interval such as '14 days'); returns the setting as text.
+    pub async fn set_retain_deleted(&self, duration: &str) -> Result<String> {
+        let row = self
+            .call_one(
+                "SELECT jfs.set_retain_deleted($1::text::interval)::text AS kept",
+                &[&duration],
+            )
+            .await?;
+        Ok(row.try_get("kept")?)
+    }
 }

@@ -513,3 +513,18 @@ impl Loader {
         Ok(loaded)
     }
 }
+
+impl Meta {
+    /// Whether this mount writes the metadata backup now (`jfs.backup_claim`):
+    /// the backup's UTC time stamp if so.
+    pub async fn backup_claim(&self, interval: std::time::Duration) -> Result<Option<String>> {
+        let secs = interval.as_secs_f64();
+        let row = self
+            .call_one(
+                "SELECT jfs.backup_claim(make_interval(secs => $1)) AS stamp",
+                &[&secs],
+            )
+            .await?;
+        Ok(row.try_get("stamp")?)
+    }
+}

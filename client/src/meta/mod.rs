@@ -9,6 +9,7 @@ mod acl;
 mod changelog;
 mod data;
 mod dump;
+mod fsck;
 mod lock;
 mod namespace;
 mod quota;

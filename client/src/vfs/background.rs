@@ -1,9 +1,10 @@
 //! Background work of a mount: session heartbeats, cleanup of dead sessions,
 //! purging expired trash, deleting the objects of freed slices (the delslice
-//! queue), and compacting fragmented chunks.
+//! queue), compacting fragmented chunks, and metadata backups.
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::backup::backup_if_due;
 use super::layout::slice_blocks;
 use super::{Compacted, Vfs};
 use crate::meta::{Meta, VolumeInfo};
@@ -19,7 +20,14 @@ pub struct BackgroundConfig {
     pub gc_interval: Duration,
     /// Objects of freed slices are kept at least this long.
     pub gc_delay: Duration,
+    /// How often some mount writes a metadata backup (zero: never).
+    pub backup_meta: Duration,
+    /// Metadata backups kept in the object store.
+    pub backup_keep: usize,
 }
+
+/// The longest a mount waits between asking whether a backup is due.
+const BACKUP_POLL: Duration = Duration::from_secs(60);
 
 /// Starts the jobs; they run until the runtime shuts down.
 pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
@@ -62,6 +70,19 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                         "inode {inode} chunk {chunk}: compaction failed: {}",
                         std::io::Error::from_raw_os_error(e)
                     ),
+                }
+            }
+        });
+    }
+    if !cfg.backup_meta.is_zero() && !vfs.config.read_only {
+        let v = vfs.clone();
+        let (interval, keep) = (cfg.backup_meta, cfg.backup_keep);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval.min(BACKUP_POLL)).await;
+                match backup_if_due(&v, interval, keep).await {
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("metadata backup: {e:#}"),
                 }
             }
         });

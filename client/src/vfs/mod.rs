@@ -7,6 +7,7 @@
 mod acl;
 mod attrs;
 pub mod background;
+pub mod backup;
 pub mod changes;
 mod compact;
 mod control;

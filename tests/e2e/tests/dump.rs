@@ -296,3 +296,106 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
     assert_eq!(fs::read(b.p("docs/new")).unwrap(), pattern(5, 200_000));
     assert_eq!(fsck_problems(&w), "0");
 }
+
+#[test]
+fn fsck_finds_a_missing_block_and_repairs_counts() {
+    let v = Volume::new("fsck-cli");
+    let m = v.mount("a", &[]);
+    fs::write(m.p("f"), pattern(1, 5 << 20)).unwrap();
+    let out = ok(jfs().args(["fsck", &v.url, "--check-objects"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no problems"));
+
+    // a block lost from the store is named, and the exit status says so
+    let blocks = v.objects();
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    fs::remove_file(&blocks[1]).unwrap();
+    let out = jfs()
+        .args(["fsck", &v.url, "--check-objects"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let key = blocks[1]
+        .strip_prefix(v.bucket())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("missing object {key}")), "{said}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 missing object(s)"));
+
+    // a broken count is reported; --repair (administration) rebuilds it
+    v.sql("UPDATE jfs.node SET nlink = 5, used = 1 WHERE inode = (SELECT inode FROM jfs.edge WHERE name = 'f')");
+    let out = jfs().args(["fsck", &v.url]).output().unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("nlink") && said.contains("used"), "{said}");
+    let refused = jfs().args(["fsck", &v.url, "--repair"]).output().unwrap();
+    assert!(!refused.status.success(), "a mount's role may not repair");
+    let out = ok(jfs().args(["fsck", &v.admin_url, "--repair"]));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("repaired nlink: 1 rows") && said.contains("repaired used: 1 rows"),
+        "{said}"
+    );
+    assert_eq!(fsck_problems(&v), "0");
+}
+
+/// Seconds of a backup's UTC stamp (YYYY-MM-DD-HHMMSS), within a month.
+fn stamp_seconds(key: &str) -> u64 {
+    let stamp = key
+        .rsplit("dump-")
+        .next()
+        .unwrap()
+        .trim_end_matches(".json.gz");
+    let n = |r: std::ops::Range<usize>| stamp[r].parse::<u64>().unwrap();
+    n(8..10) * 86400 + n(11..13) * 3600 + n(13..15) * 60 + n(15..17)
+}
+
+#[test]
+fn mounts_take_turns_writing_metadata_backups_that_load() {
+    let v = Volume::new("backup-meta");
+    let flags = ["--backup-meta", "3", "--backup-keep", "2"];
+    let a = v.mount("a", &flags);
+    let b = v.mount("b", &flags);
+    fs::write(a.p("kept"), pattern(2, 10_000)).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(11));
+    let made: Vec<String> = [&a, &b]
+        .iter()
+        .flat_map(|m| {
+            m.log_text()
+                .lines()
+                .filter_map(|l| l.split("metadata backup ").nth(1))
+                .map(|rest| rest.split(':').next().unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut seconds: Vec<u64> = made.iter().map(|k| stamp_seconds(k)).collect();
+    seconds.sort();
+    assert!(
+        (2..=4).contains(&made.len()),
+        "one backup per 3 s among both mounts: {made:?}"
+    );
+    for pair in seconds.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 2,
+            "two backups in one interval: {made:?}"
+        );
+    }
+    // the newest --backup-keep are kept
+    let mut kept: Vec<PathBuf> = fs::read_dir(v.bucket().join("backup-meta/meta"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    kept.sort();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    drop(b);
+    drop(a);
+
+    // a backup is a dump: it loads and the file is there
+    let w = Volume::unformatted("backup-meta-restore");
+    ok(jfs().args(["load", &w.admin_url]).arg(kept.last().unwrap()));
+    assert_eq!(fsck_problems(&w), "0");
+    let n = w.mount("c", &[]);
+    assert_eq!(fs::read(n.p("kept")).unwrap(), pattern(2, 10_000));
+}

@@ -1,0 +1,53 @@
+//! Automatic metadata backups (`jfs mount --backup-meta`): one mount per interval, chosen in the database, writes a compressed dump into the object store under `{volume}/meta/` and keeps the newest ones.
+use bytes::Bytes;
+use std::time::Duration;
+
+use super::Vfs;
+use crate::dump::write::dump;
+
+/// Where backups go, under the volume's prefix: `{volume}/meta/dump-YYYY-MM-DD-HHMMSS.json.gz`.
+pub fn backup_prefix(volume: &str) -> String {
+    format!("{volume}/meta/dump-")
+}
+
+/// Writes a backup if this mount is the one to write it now (the last one
+/// is at least `interval` old), then deletes all but the newest `keep`.
+/// Returns the new backup's key.
+pub async fn backup_if_due(
+    vfs: &Vfs,
+    interval: Duration,
+    keep: usize,
+) -> anyhow::Result<Option<String>> {
+    let Some(stamp) = vfs.meta.backup_claim(interval).await? else {
+        return Ok(None);
+    };
+    let key = format!("{}{stamp}.json.gz", backup_prefix(&vfs.volume.name));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let dumped = dump(&vfs.meta, &mut gz, None, |_| {}).await?;
+    let bytes = gz.finish()?;
+    let size = bytes.len();
+    vfs.store
+        .put(&key, Bytes::from(bytes), "")
+        .await
+        .map_err(|e| anyhow::anyhow!("storing {key} in {}: {e}", vfs.store.describe()))?;
+    tracing::info!(
+        "metadata backup {key}: {} entries, {size} bytes compressed",
+        dumped.entries
+    );
+    let mut old: Vec<String> = vfs
+        .store
+        .list(&backup_prefix(&vfs.volume.name))
+        .await?
+        .into_iter()
+        .map(|o| o.key)
+        .filter(|k| k.ends_with(".json.gz"))
+        .collect();
+    old.sort();
+    let drop = old.len().saturating_sub(keep.max(1));
+    for k in &old[..drop] {
+        if let Err(e) = vfs.store.delete(k).await {
+            tracing::warn!("deleting the old metadata backup {k}: {e}");
+        }
+    }
+    Ok(Some(key))
+}
