@@ -79,6 +79,17 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
 $$;
 
+-- Gives back a claim whose backup failed (p_stamp: what backup_claim
+-- returned), so that the next mount to ask writes it.
+CREATE FUNCTION backup_release(p_stamp text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET last_backup = NULL
+     WHERE to_char(last_backup AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS') = p_stamp;
+    RETURN FOUND;
+END
+$$;
+
 -- Staging tables of a load, for this session's transaction: the client
 -- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
 -- into them (COPY), then jfs.load_staged() moves them into the volume set by
@@ -117,9 +128,11 @@ $$;
 -- them: directory parents, slice references, each file's used bytes, the
 -- counters and sequences, dir_stats and every quota's usage. Refuses
 -- (errno 17) a volume that holds more than its root unless p_force, which
--- first empties it (its objects are left for `jfs gc`); errno 22 for a
--- dump whose block size differs from the formatted volume's, or whose
--- entries name missing nodes.
+-- first empties it (errno 16 while it is mounted; its slices are queued
+-- for deletion like any freed data, but for those the dump names again);
+-- errno 22 for a dump whose volume name or block size differs from the
+-- formatted volume's (its blocks would not be found), or whose entries
+-- name missing nodes.
 CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
                             p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
                             p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
@@ -131,6 +144,16 @@ DECLARE
     v_format record;
     q record;
 BEGIN
+    -- the staging tables must be load_begin's: tables of this definer in
+    -- this session's temporary schema (not, say, a caller's view)
+    IF (SELECT count(*) FROM pg_class c
+         WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r'
+           AND c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
+           AND c.relname IN ('load_node', 'load_edge', 'load_slice', 'load_symlink', 'load_xattr', 'load_acl',
+                             'load_quota')) <> 7 THEN
+        RAISE EXCEPTION 'jfs.load_staged: no staging tables of jfs.load_begin() in this transaction'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
     -- autovacuum never sees temporary tables: without statistics the
     -- planner would join the staged rows by nested loops
@@ -141,8 +164,19 @@ BEGIN
             message := 'the volume is not empty: load into an empty database, or pass --force to replace what it holds';
             RETURN;
         END IF;
-        TRUNCATE edge, node, slice, slice_ref, symlink, xattr, acl, sustained, unlinked, plock, lock_wait,
-                 delslice, dir_stats, change;
+        IF EXISTS (SELECT 1 FROM session s WHERE s.heartbeat > now() - interval '5 minutes') THEN
+            errno := 16;
+            message := 'the volume is mounted (sessions with a heartbeat in the last 5 minutes, see jfs status): '
+                       'unmount it everywhere before replacing it';
+            RETURN;
+        END IF;
+        -- DELETE, not TRUNCATE: a dump running now keeps its snapshot. The
+        -- old slices are queued for deletion (kept retain_deleted, like any
+        -- freed data); those the dump names again leave the queue below.
+        INSERT INTO delslice (slice_id, size) SELECT r.slice_id, r.size FROM slice_ref r ON CONFLICT DO NOTHING;
+        DELETE FROM edge; DELETE FROM node; DELETE FROM slice; DELETE FROM slice_ref; DELETE FROM symlink;
+        DELETE FROM xattr; DELETE FROM acl; DELETE FROM sustained; DELETE FROM unlinked; DELETE FROM plock;
+        DELETE FROM lock_wait; DELETE FROM dir_stats; DELETE FROM session;
         DELETE FROM quota WHERE kind <> 'fs';
         DELETE FROM quota_usage WHERE kind <> 'fs';
     END IF;
@@ -154,11 +188,33 @@ BEGIN
             errno := v_format.errno; message := v_format.message;
             RETURN;
         END IF;
-    ELSIF v_setting.block_size <> p_block_size THEN
+    ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
         errno := 22;
-        message := pg_catalog.format('the dump''s block size is %s bytes, the volume''s %s: its blocks could not be read;'
-                                     ' format the volume with the dump''s block size', p_block_size, v_setting.block_size);
+        message := pg_catalog.format('the dump''s volume %L has blocks of %s bytes under %s/, the formatted volume %L'
+                                     ' %s bytes under %s/: its blocks could not be found; format the database with'
+                                     ' the dump''s name and block size (or load into an unformatted one)',
+                                     p_name, p_block_size, p_name, v_setting.name, v_setting.block_size,
+                                     v_setting.name);
         RETURN;
+    END IF;
+    -- a node dumped at several names with a wrong link count is staged at
+    -- each: keep the first copy of its rows
+    IF EXISTS (SELECT 1 FROM load_node l GROUP BY l.inode HAVING count(*) > 1) THEN
+        DELETE FROM load_node l USING (SELECT x.inode, min(x.ctid) AS first FROM load_node x GROUP BY x.inode
+                                        HAVING count(*) > 1) d
+         WHERE l.inode = d.inode AND l.ctid <> d.first;
+        DELETE FROM load_slice l USING (SELECT x.inode, x.chunk_index, x.ord, min(x.ctid) AS first FROM load_slice x
+                                         GROUP BY x.inode, x.chunk_index, x.ord HAVING count(*) > 1) d
+         WHERE (l.inode, l.chunk_index, l.ord) = (d.inode, d.chunk_index, d.ord) AND l.ctid <> d.first;
+        DELETE FROM load_symlink l USING (SELECT x.inode, min(x.ctid) AS first FROM load_symlink x GROUP BY x.inode
+                                           HAVING count(*) > 1) d
+         WHERE l.inode = d.inode AND l.ctid <> d.first;
+        DELETE FROM load_xattr l USING (SELECT x.inode, x.name, min(x.ctid) AS first FROM load_xattr x
+                                         GROUP BY x.inode, x.name HAVING count(*) > 1) d
+         WHERE (l.inode, l.name) = (d.inode, d.name) AND l.ctid <> d.first;
+        DELETE FROM load_acl l USING (SELECT x.inode, x.kind, x.tag, x.qualifier, min(x.ctid) AS first FROM load_acl x
+                                       GROUP BY x.inode, x.kind, x.tag, x.qualifier HAVING count(*) > 1) d
+         WHERE (l.inode, l.kind, l.tag, l.qualifier) = (d.inode, d.kind, d.tag, d.qualifier) AND l.ctid <> d.first;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
         INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
@@ -178,13 +234,25 @@ BEGIN
     UPDATE node n SET mode = l.mode, uid = l.uid, gid = l.gid, atime = l.atime, mtime = l.mtime, ctime = l.ctime,
                       tier = l.tier
       FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
-    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent)
-    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime, l.nlink,
-           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier, coalesce(p.parent, 0)
+    -- each node with what follows from the staged entries and slices: the
+    -- link count (a file's names; 2 + a directory's subdirectories), a
+    -- directory's parent, and the bytes a file's chunks of one slice show
+    -- (chunks of several slices are overlaid below, once they are in)
+    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent, used)
+    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime,
+           CASE WHEN l.type = 2 THEN 2 + coalesce(sub.k, 0) ELSE coalesce(names.k, 0) END,
+           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
+           CASE WHEN l.type = 2 THEN coalesce(names.parent, 0) ELSE 0 END,
+           CASE WHEN l.type = 1 THEN coalesce(one.used, 0) ELSE 0 END
       FROM load_node l
-      LEFT JOIN (SELECT e.inode, min(e.parent) AS parent
-                   FROM load_edge e JOIN load_node d ON d.inode = e.inode AND d.type = 2
-                  GROUP BY e.inode) p ON p.inode = l.inode
+      LEFT JOIN (SELECT e.inode, count(*)::integer AS k, min(e.parent) AS parent FROM load_edge e
+                  GROUP BY e.inode) names ON names.inode = l.inode
+      LEFT JOIN (SELECT e.parent, count(*)::integer AS k FROM load_edge e
+                   JOIN load_node d ON d.inode = e.inode AND d.type = 2 GROUP BY e.parent) sub ON sub.parent = l.inode
+      LEFT JOIN (SELECT c.inode, sum(c.data)::bigint AS used
+                   FROM (SELECT s.inode, sum(s.len) FILTER (WHERE s.slice_id <> 0) AS data FROM load_slice s
+                          WHERE s.len > 0 GROUP BY s.inode, s.chunk_index HAVING count(*) = 1) c
+                  GROUP BY c.inode) one ON one.inode = l.inode
      WHERE l.inode <> 1;
     GET DIAGNOSTICS nodes = ROW_COUNT;
     nodes := nodes + 1;
@@ -192,12 +260,7 @@ BEGIN
     SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
      ORDER BY e.parent, e.name;
     GET DIAGNOSTICS entries = ROW_COUNT;
-    -- the link counts follow from the entries: names of a file; 2 + subdirectories of a directory
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
-     WHERE n.inode = c.inode AND n.nlink <> c.k;
-    UPDATE node n SET nlink = 2 + coalesce((SELECT count(*) FROM edge e WHERE e.parent = n.inode AND e.type = 2), 0)
-     WHERE n.type = 2;
+    UPDATE node SET nlink = 2 + (SELECT count(*) FROM edge e WHERE e.parent = 1 AND e.type = 2) WHERE inode = 1;
 
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     SELECT s.inode, s.chunk_index, s.slice_id, s.slice_size, s.slice_off, s.len, s.pos
@@ -207,15 +270,13 @@ BEGIN
     GET DIAGNOSTICS slices = ROW_COUNT;
     INSERT INTO slice_ref (slice_id, size, refs)
     SELECT s.slice_id, max(s.slice_size), count(*) FROM slice s WHERE s.slice_id <> 0 GROUP BY s.slice_id;
-    -- used: a chunk of one slice shows its length; the others are overlaid
-    UPDATE node n SET used = u.used
-      FROM (SELECT c.inode, sum(CASE WHEN c.rows = 1 THEN c.data
-                                     ELSE _range_size(_chunk_data(c.inode, c.chunk_index)) END)::bigint AS used
-              FROM (SELECT s.inode, s.chunk_index, count(*) AS rows,
-                           coalesce(sum(s.len) FILTER (WHERE s.slice_id <> 0), 0) AS data
-                      FROM slice s GROUP BY s.inode, s.chunk_index) c
-             GROUP BY c.inode) u
-     WHERE n.inode = u.inode;
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    UPDATE node n SET used = n.used + m.used
+      FROM (SELECT c.inode, sum(_range_size(_chunk_data(c.inode, c.chunk_index)))::bigint AS used
+              FROM (SELECT s.inode, s.chunk_index FROM slice s GROUP BY s.inode, s.chunk_index
+                    HAVING count(*) > 1) c
+             GROUP BY c.inode) m
+     WHERE n.inode = m.inode;
 
     INSERT INTO symlink (inode, target)
     SELECT l.inode, l.target FROM load_symlink l JOIN node n ON n.inode = l.inode AND n.type = 3;
@@ -240,6 +301,7 @@ BEGIN
         PERFORM _set_quota(q.kind, q.key, q.max_space, q.max_inodes);
     END LOOP;
     PERFORM count(*) FROM check_quota(NULL, NULL, true);
+    PERFORM _quota_flags();
     errno := 0;
     message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
 END

@@ -34,9 +34,18 @@ def stream(seed, size):
 slices = {}                  # id -> size
 
 
-def slice_(sid, size, pos=0, off=0, length=None):
+def slice_(sid, size, pos=0, off=0, length=None, key="id"):
+    """A slice as JuiceFS writes it: pos and off left out when 0 (dumps
+    before 1.1 name the id "chunkid")."""
     slices[sid] = size
-    return {"id": sid, "pos": pos, "size": size, "off": off, "len": size - off if length is None else length}
+    out = {key: sid}
+    if pos:
+        out["pos"] = pos
+    out["size"] = size
+    if off:
+        out["off"] = off
+    out["len"] = size - off if length is None else length
+    return out
 
 
 def hole(pos, length):
@@ -56,6 +65,10 @@ def attr(inode, kind, mode, uid=0, gid=0, t=1700000000, ns=0, nlink=1, length=0,
 
 hard = {"attr": attr(4, "regular", 0o640, 1000, 1000, 1700000400, 4, nlink=2, length=1000),
         "chunks": [{"index": 0, "slices": [slice_(14, 1000)]}]}
+# the same file at its second name, with a stale link count (JuiceFS's
+# loader counts the names instead)
+stale = json.loads(json.dumps(hard))
+stale["attr"]["nlink"] = 1
 report = {
     "attr": attr(3, "regular", 0o664, 1000, 1000, 1700000300, 123456789, length=150000),
     "xattrs": [{"name": "user.project", "value": "alpha"}],
@@ -72,17 +85,22 @@ tree = {
         "docs": {
             "attr": attr(2, "directory", 0o2750, 1000, 1000, 1700000100, 5, nlink=2),
             "xattrs": [{"name": "user.team", "value": "storage"}],
+            # a default ACL without a mask (JuiceFS writes 0xFFFF for none)
+            "posix_acl_default": {"owner": 7, "group": 5, "other": 0, "mask": 65535,
+                                  "users": [{"id": 1002, "perm": 5}], "groups": None},
             "entries": {
                 "report.txt": report,
                 "hard-a": hard,
                 "tool": {
                     "attr": attr(10, "regular", 0o4755, 0, 0, 1700000500, 0, length=3000),
                     "xattrs": [{"name": "user.sum", "value": "%00%01bin%FF%25"}],
-                    "chunks": [{"index": 0, "slices": [slice_(16, 3000)]}],
+                    "chunks": [{"index": 0, "slices": [slice_(16, 3000, key="chunkid")]}],
                 },
             },
         },
-        "hard-b": hard,
+        "hard-b": stale,
+        # a character device: 1, 3 as the kernel encodes it
+        "null": {"attr": attr(12, "chardev", 0o666, 0, 0, 1700001100, rdev=(1 << 8) | 3)},
         "sparse.bin": {
             # 64 MiB + 100000 bytes: a hole slice in chunk 0, data in chunk 1
             "attr": attr(5, "regular", 0o644, 0, 0, 1700000600, 999999999 - 2, length=CHUNK + 100000),
@@ -93,7 +111,8 @@ tree = {
                  "symlink": "docs/report.txt"},
         "odd%FFname": {"attr": attr(7, "regular", 0o644, 0, 0, 1700000800, length=10),
                        "chunks": [{"index": 0, "slices": [slice_(17, 10)]}]},
-        "100%25 done": {"attr": attr(8, "regular", 0o600, 1001, 1001, 1700000900)},
+        # times before 1970
+        "100%25 done": {"attr": attr(8, "regular", 0o600, 1001, 1001, -100000000, 5)},
         "pipe": {"attr": attr(9, "fifo", 0o644, 0, 0, 1700001000)},
     },
 }
@@ -113,11 +132,12 @@ dump = {
     "Setting": {"Name": NAME, "UUID": UUID, "Storage": "file", "Bucket": "@BUCKET@", "AccessKey": "",
                 "SecretKey": "removed", "BlockSize": BLOCK // 1024, "Compression": "none",
                 "TrashDays": 1, "MetaVersion": 1, "DirStats": True, "EnableACL": True},
-    "Counters": {"usedSpace": 0, "usedInodes": 11, "nextInodes": 12, "nextChunk": 19,
+    "Counters": {"usedSpace": 0, "usedInodes": 12, "nextInodes": 13, "nextChunk": 19,
                  "nextSession": 4, "nextTrash": 1},
     "Sustained": [{"sid": 3, "inodes": [98]}],
     "DelFiles": [{"inode": 99, "length": 100, "expire": 1700003000}],
     "Quotas": {"2": {"maxSpace": 10 << 20, "maxInodes": 100}},
+    "UserQuotas": {"1000": {"maxSpace": 1 << 30, "maxInodes": 0}},
     "FSTree": tree,
     "Trash": trash,
 }
@@ -146,7 +166,8 @@ def read_file(entry):
     for c in entry.get("chunks", []):
         for s in c["slices"]:
             start = c["index"] * CHUNK + s.get("pos", 0)
-            data = bytes(s["len"]) if s["id"] == 0 else stream(s["id"], s["size"])[s.get("off", 0):][:s["len"]]
+            sid = s.get("id") or s.get("chunkid", 0)
+            data = bytes(s["len"]) if sid == 0 else stream(sid, s["size"])[s.get("off", 0):][:s["len"]]
             end = min(start + len(data), length)
             if end > start:
                 out[start:end] = data[:end - start]

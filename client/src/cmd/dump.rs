@@ -77,15 +77,20 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
         ),
         None => Box::new(std::io::stdout()),
     };
-    let mut out: Box<dyn Write + Send> = Box::new(std::io::BufWriter::with_capacity(1 << 20, sink));
-    if gzip {
-        out = Box::new(flate2::write::GzEncoder::new(
-            out,
-            flate2::Compression::fast(),
-        ));
-    }
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 20, sink);
     let mut progress = Progress::new("dumped");
-    let dumped = dump(&meta, &mut out, a.subdir.as_deref(), |n| progress.update(n)).await;
+    // written, then finished (a gzip trailer, the buffer) with its errors seen
+    let dumped = if gzip {
+        let mut gz = flate2::write::GzEncoder::new(&mut buffered, flate2::Compression::fast());
+        let dumped = dump(&meta, &mut gz, a.subdir.as_deref(), |n| progress.update(n)).await;
+        dumped.and_then(|d| Ok(gz.finish().map(|_| d)?))
+    } else {
+        dump(&meta, &mut buffered, a.subdir.as_deref(), |n| {
+            progress.update(n)
+        })
+        .await
+    };
+    let dumped = dumped.and_then(|d| Ok(buffered.flush().map(|_| d)?));
     let dumped = match dumped {
         Ok(d) => d,
         Err(e) => {
@@ -95,13 +100,20 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    drop(out);
+    drop(buffered);
     if let (Some(p), Some(f)) = (&partial, to_file) {
         std::fs::File::open(p)
             .and_then(|file| file.sync_all())
             .with_context(|| format!("cannot sync {}", p.display()))?;
         std::fs::rename(p, f)
             .with_context(|| format!("cannot rename {} to {}", p.display(), f.display()))?;
+        let dir = match f.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("cannot sync {}", dir.display()))?;
     }
     eprintln!(
         "dumped {} entries in {:.2} s ({:.0} entries/s){}",

@@ -76,6 +76,9 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
     }
     let parsed = parser.await.context("the dump parser failed")??;
     let setting = parsed.setting.unwrap_or_default();
+    if let Some(why) = setting.unsupported() {
+        anyhow::bail!("{} holds {why}", a.file.display());
+    }
     let counters = parsed.counters.unwrap_or_default();
     eprintln!(
         "read {} entries ({staged_rows} rows) in {:.2} s; moving them into the volume",
@@ -96,7 +99,22 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         next_slice: counters.next_chunk,
         enable_acl: setting.enable_acl,
     };
-    let loaded = loader.finish(&request).await.map_err(|e| {
+    // the move is one statement: say that it goes on
+    let finish = loader.finish(&request);
+    tokio::pin!(finish);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+    tick.tick().await;
+    let moving = std::time::Instant::now();
+    let loaded = loop {
+        tokio::select! {
+            done = &mut finish => break done,
+            _ = tick.tick() => eprintln!(
+                "moving them into the volume and rebuilding counts: {:.0} s",
+                moving.elapsed().as_secs_f64()
+            ),
+        }
+    };
+    let loaded = loaded.map_err(|e| {
         if matches!(setting.storage.as_str(), "file" | "s3") {
             e
         } else {

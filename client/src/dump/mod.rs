@@ -40,6 +40,41 @@ pub struct Setting {
     pub meta_version: i64,
     #[serde(rename = "EnableACL")]
     pub enable_acl: bool,
+    /// JuiceFS options jfs does not have: read to refuse a volume that uses them.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub compression: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub encrypt_key: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub hash_prefix: bool,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shards: i64,
+}
+
+impl Setting {
+    /// Why jfs could not read this volume's blocks, if it could not.
+    pub fn unsupported(&self) -> Option<String> {
+        let what = if !matches!(self.compression.as_str(), "" | "none") {
+            format!("compressed blocks ({})", self.compression)
+        } else if !self.encrypt_key.is_empty() {
+            "encrypted blocks".to_string()
+        } else if self.hash_prefix {
+            "hash-prefixed object keys".to_string()
+        } else if self.shards > 1 {
+            format!("blocks sharded over {} buckets", self.shards)
+        } else {
+            return None;
+        };
+        Some(format!(
+            "volume {:?} stores {what}, which jfs cannot read: its files would not read back; \
+             copy the data instead (e.g. rsync from a JuiceFS mount to a jfs mount)",
+            self.name
+        ))
+    }
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// The `Counters` object.

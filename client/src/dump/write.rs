@@ -48,6 +48,7 @@ pub async fn dump(
         trash_days: i64::from(volume.trash_days),
         meta_version: 1,
         enable_acl: volume.enable_acl,
+        ..Setting::default()
     };
     let counters = Counters {
         used_space: volume.used_space,
@@ -119,6 +120,9 @@ async fn write_tree(
         while open.len() > depth {
             close_dir(out, open.len() - 1)?;
             open.pop();
+        }
+        if depth == 0 && node.kind != NodeType::Dir as i16 {
+            anyhow::bail!("--subdir: inode {} is not a directory", node.inode);
         }
         if depth > 0 {
             let first = !std::mem::replace(&mut open[depth - 1], true);

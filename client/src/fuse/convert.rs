@@ -1,5 +1,7 @@
 //! Conversions between the kernel's types (fuser) and the VFS's: node
 //! types and attributes, errno values, times, new nodes; reply helpers.
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use fuser::{
     Errno, FileAttr, FileType, Generation, INodeNo, ReplyEmpty, ReplyEntry, ReplyXattr, Request,
     TimeOrNow,
@@ -57,9 +59,24 @@ pub(super) fn err(e: i32) -> Errno {
 
 pub(super) fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
     t.map(|t| match t {
-        TimeOrNow::SpecificTime(t) => TimeSet::At(time_to_ns(t)),
+        TimeOrNow::SpecificTime(t) => TimeSet::At(kernel_time_to_ns(t)),
         TimeOrNow::Now => TimeSet::Now,
     })
+}
+
+/// Nanoseconds since the epoch of a time the kernel sent. fuser 0.18 turns
+/// the kernel's (seconds, nanoseconds) into a `SystemTime` as epoch −
+/// (|seconds| + nanoseconds) when the seconds are negative, where the time
+/// is seconds + nanoseconds: 1960-02-03 04:05:06.789 (−312753294 s +
+/// 0.789 s) would be kept as 04:05:05.211. Undone here.
+fn kernel_time_to_ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(_) => time_to_ns(t),
+        Err(e) => {
+            let d = e.duration();
+            -(d.as_secs() as i64).saturating_mul(1_000_000_000) + i64::from(d.subsec_nanos())
+        }
+    }
 }
 
 /// A node the kernel asked for, made by `req`'s caller.
@@ -149,5 +166,22 @@ pub(super) fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, i32>)
         Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
         Ok(v) => reply.data(&v),
         Err(e) => reply.error(err(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_before_1970_keep_their_fraction() {
+        // what fuser 0.18 makes of the kernel's (-312753294 s, 789000000 ns)
+        let sent = UNIX_EPOCH - Duration::new(312_753_294, 789_000_000);
+        assert_eq!(kernel_time_to_ns(sent), -312_753_293_211_000_000);
+        let whole = UNIX_EPOCH - Duration::new(5, 0);
+        assert_eq!(kernel_time_to_ns(whole), -5_000_000_000);
+        let after = UNIX_EPOCH + Duration::new(5, 7);
+        assert_eq!(kernel_time_to_ns(after), 5_000_000_007);
     }
 }

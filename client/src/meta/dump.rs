@@ -6,10 +6,49 @@ use tokio_postgres::Row;
 
 use super::{check_errno, Meta, MetaError, Result};
 
+/// A pooled connection inside a transaction this module began: ended by
+/// [`InTransaction::end`], else (an error on the way) closed rather than
+/// handed back to the pool in the middle of a transaction.
+struct InTransaction(Option<deadpool_postgres::Object>);
+
+impl InTransaction {
+    async fn begin(meta: &Meta, sql: &str) -> Result<InTransaction> {
+        let tx = InTransaction(Some(meta.pool.get().await?));
+        tx.client().batch_execute(sql).await?;
+        Ok(tx)
+    }
+
+    fn client(&self) -> &deadpool_postgres::Object {
+        self.0
+            .as_ref()
+            .expect("a transaction is used only until it ends")
+    }
+
+    /// Ends the transaction with `sql` (COMMIT or ROLLBACK).
+    async fn end(mut self, sql: &str) -> Result<()> {
+        let client = self.0.take().expect("a transaction ends once");
+        match client.batch_execute(sql).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                drop(deadpool_postgres::Object::take(client));
+                Err(e.into())
+            }
+        }
+    }
+}
+
+impl Drop for InTransaction {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
 /// A read-only REPEATABLE READ transaction on one connection: everything a
 /// dump reads comes from the same moment.
 pub struct Snapshot {
-    client: deadpool_postgres::Object,
+    tx: InTransaction,
 }
 
 /// The volume's settings and counters, as a dump writes them.
@@ -124,20 +163,15 @@ fn dump_node(row: Row) -> Result<DumpNode> {
 impl Meta {
     /// Starts a dump's snapshot.
     pub async fn dump_snapshot(&self) -> Result<Snapshot> {
-        let client = self.pool.get().await?;
-        client
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await?;
-        Ok(Snapshot { client })
+        let tx =
+            InTransaction::begin(self, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        Ok(Snapshot { tx })
     }
 
     /// Starts a load: a transaction with the staging tables (`jfs.load_begin`).
     pub async fn load_begin(&self) -> Result<Loader> {
-        let client = self.pool.get().await?;
-        client
-            .batch_execute("BEGIN; SELECT jfs.load_begin()")
-            .await?;
-        Ok(Loader { client })
+        let tx = InTransaction::begin(self, "BEGIN; SELECT jfs.load_begin()").await?;
+        Ok(Loader { tx })
     }
 }
 
@@ -145,7 +179,8 @@ impl Snapshot {
     /// The settings, counters and usage (`jfs.dump_volume`); ENOENT when unformatted.
     pub async fn volume(&self) -> Result<DumpVolume> {
         let rows = self
-            .client
+            .tx
+            .client()
             .query(
                 "SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, \
                         coalesce(capacity, 0) AS capacity, coalesce(inodes, 0) AS inodes, enable_acl, \
@@ -175,7 +210,8 @@ impl Snapshot {
     /// The quotas of directories, users and groups (`jfs.dump_quotas`).
     pub async fn quotas(&self) -> Result<Vec<DumpQuota>> {
         let rows = self
-            .client
+            .tx
+            .client()
             .query(
                 "SELECT kind, key, max_space, max_inodes FROM jfs.dump_quotas()",
                 &[],
@@ -196,7 +232,8 @@ impl Snapshot {
     /// The inode at `path` in the volume (`jfs.resolve`).
     pub async fn resolve(&self, path: &str) -> Result<i64> {
         let row = self
-            .client
+            .tx
+            .client()
             .query_one("SELECT jfs.resolve($1) AS inode", &[&path])
             .await?;
         Ok(row.try_get("inode")?)
@@ -205,7 +242,8 @@ impl Snapshot {
     /// The tree under `root`, depth first, as the rows arrive (`jfs.dump_tree`).
     pub async fn tree(&self, root: i64) -> Result<impl Stream<Item = Result<DumpNode>> + '_> {
         let rows = self
-            .client
+            .tx
+            .client()
             .query_raw(
                 "SELECT * FROM jfs.dump_tree($1)",
                 [&root as &(dyn ToSql + Sync)],
@@ -218,8 +256,7 @@ impl Snapshot {
 
     /// Ends the snapshot.
     pub async fn end(self) -> Result<()> {
-        self.client.batch_execute("COMMIT").await?;
-        Ok(())
+        self.tx.end("COMMIT").await
     }
 }
 
@@ -312,7 +349,7 @@ pub struct Loaded {
 
 /// A load's transaction and its staging tables.
 pub struct Loader {
-    client: deadpool_postgres::Object,
+    tx: InTransaction,
 }
 
 impl Loader {
@@ -328,7 +365,8 @@ impl Loader {
             return Ok(());
         }
         let sink = self
-            .client
+            .tx
+            .client()
             .copy_in(&format!("COPY pg_temp.{table} FROM STDIN (FORMAT binary)"))
             .await?;
         let writer = BinaryCopyInWriter::new(sink, types);
@@ -469,7 +507,8 @@ impl Loader {
     pub async fn finish(self, r: &LoadRequest) -> anyhow::Result<Loaded> {
         let uuid = r.uuid.clone().unwrap_or_default();
         let row = self
-            .client
+            .tx
+            .client()
             .query_one(
                 "SELECT errno, message, nodes, entries, slices FROM jfs.load_staged($1, $2, \
                  nullif($3, '')::uuid, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -492,7 +531,8 @@ impl Loader {
             .map_err(MetaError::from)?;
         if check_errno(&row).is_err() {
             let message: Option<String> = row.try_get("message").map_err(MetaError::from)?;
-            self.client
+            self.tx
+                .client()
                 .batch_execute("ROLLBACK")
                 .await
                 .map_err(MetaError::from)?;
@@ -506,7 +546,8 @@ impl Loader {
             entries: row.try_get("entries").map_err(MetaError::from)?,
             slices: row.try_get("slices").map_err(MetaError::from)?,
         };
-        self.client
+        self.tx
+            .client()
             .batch_execute("COMMIT")
             .await
             .map_err(MetaError::from)?;
@@ -526,5 +567,12 @@ impl Meta {
             )
             .await?;
         Ok(row.try_get("stamp")?)
+    }
+
+    /// Gives back a claim whose backup failed (`jfs.backup_release`).
+    pub async fn backup_release(&self, stamp: &str) -> Result<()> {
+        self.call("SELECT jfs.backup_release($1)", &[&stamp])
+            .await?;
+        Ok(())
     }
 }

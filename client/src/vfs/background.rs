@@ -87,11 +87,17 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             }
         });
     }
+    // a read-only mount (of a restored copy, say) changes nothing: no
+    // sessions ended, no objects deleted
+    let read_only = vfs.config.read_only;
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(c.session_timeout / 2).await;
+            if read_only {
+                continue;
+            }
             match v.meta.session_cleanup(c.session_timeout.as_secs()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!("cleaned up {n} dead session(s)"),
@@ -126,10 +132,12 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                     Err(e) => tracing::warn!("pruning the change log: {e}"),
                 }
             }
-            if let Err(e) =
-                drain_delslices(&vfs.meta, vfs.store.as_ref(), &vfs.volume, cfg.gc_delay).await
-            {
-                tracing::warn!("deleting freed slices: {e}");
+            if !vfs.config.read_only {
+                if let Err(e) =
+                    drain_delslices(&vfs.meta, vfs.store.as_ref(), &vfs.volume, cfg.gc_delay).await
+                {
+                    tracing::warn!("deleting freed slices: {e}");
+                }
             }
         }
     });

@@ -21,6 +21,20 @@ pub async fn backup_if_due(
     let Some(stamp) = vfs.meta.backup_claim(interval).await? else {
         return Ok(None);
     };
+    match write_backup(vfs, &stamp, keep).await {
+        Ok(key) => Ok(Some(key)),
+        Err(e) => {
+            // the next mount to ask tries again
+            if let Err(r) = vfs.meta.backup_release(&stamp).await {
+                tracing::warn!("giving back the metadata backup's turn: {r}");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Writes the backup named by `stamp`, then deletes all but the newest `keep`.
+async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<String> {
     let key = format!("{}{stamp}.json.gz", backup_prefix(&vfs.volume.name));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let dumped = dump(&vfs.meta, &mut gz, None, |_| {}).await?;
@@ -49,5 +63,5 @@ pub async fn backup_if_due(
             tracing::warn!("deleting the old metadata backup {k}: {e}");
         }
     }
-    Ok(Some(key))
+    Ok(key)
 }

@@ -611,6 +611,7 @@ pub struct Entry {
     pub mode: String,
     pub owner: (u32, u32),
     pub size: u64,
+    pub rdev: u64,
     pub mtime: (i64, i64),
     pub content: Vec<u8>,
     pub links: Vec<String>,
@@ -635,19 +636,17 @@ pub fn xattrs(path: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Every entry under `root` by its path relative to it.
+/// Every entry under `root` by its path relative to it (bytes that are not
+/// printable ASCII escaped, as `\xff`, `\n`).
 pub fn snapshot(root: &Path) -> BTreeMap<String, Entry> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, fs::Metadata)>) {
+    // (the relative path, its name for people: bytes that are not UTF-8 escaped)
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, String, fs::Metadata)>) {
         for e in fs::read_dir(dir).unwrap() {
             let path = e.unwrap().path();
             let meta = fs::symlink_metadata(&path).unwrap();
-            let rel = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_string();
-            out.push((rel, meta.clone()));
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            let key = rel.as_os_str().as_bytes().escape_ascii().to_string();
+            out.push((rel, key, meta.clone()));
             if meta.is_dir() {
                 walk(root, &path, out);
             }
@@ -656,13 +655,13 @@ pub fn snapshot(root: &Path) -> BTreeMap<String, Entry> {
     let mut all = Vec::new();
     walk(root, root, &mut all);
     let mut by_inode: HashMap<u64, Vec<String>> = HashMap::new();
-    for (rel, meta) in &all {
+    for (_, key, meta) in &all {
         if !meta.is_dir() {
-            by_inode.entry(meta.ino()).or_default().push(rel.clone());
+            by_inode.entry(meta.ino()).or_default().push(key.clone());
         }
     }
     all.iter()
-        .map(|(rel, meta)| {
+        .map(|(rel, key, meta)| {
             let path = root.join(rel);
             let content = if meta.is_file() {
                 fs::read(&path).unwrap()
@@ -677,12 +676,13 @@ pub fn snapshot(root: &Path) -> BTreeMap<String, Entry> {
                 mode: format!("{:o}", meta.mode()),
                 owner: (meta.uid(), meta.gid()),
                 size: if meta.is_dir() { 0 } else { meta.len() },
+                rdev: meta.rdev(),
                 mtime: (meta.mtime(), meta.mtime_nsec()),
                 content,
                 links,
                 xattrs: xattrs(&path),
             };
-            (rel.clone(), entry)
+            (key.clone(), entry)
         })
         .collect()
 }

@@ -48,6 +48,22 @@ fn a_dumped_volume_loads_into_a_new_database_and_serves_the_same_tree() {
         ])
         .arg(format!("of={}", m.p("overwritten").display()))
         .stderr(Stdio::null()));
+    // names a dump must escape, a device, a time before 1970
+    fs::create_dir(m.p("odd")).unwrap();
+    for name in [
+        &b"not utf-8 \xff\xfe"[..],
+        b"100% \"quoted\" back\\slash",
+        b"new\nline",
+        b"caf\xc3\xa9",
+    ] {
+        fs::write(m.p("odd").join(std::ffi::OsStr::from_bytes(name)), name).unwrap();
+    }
+    ok(Command::new("mknod")
+        .arg(m.p("odd/null"))
+        .args(["c", "1", "3"]));
+    ok(Command::new("touch")
+        .args(["-h", "-d", "1960-02-03 04:05:06.789 UTC"])
+        .arg(m.p("odd/caf\u{e9}")));
     fs::write(m.p("tree/gone"), b"kept by the trash").unwrap();
     fs::remove_file(m.p("tree/gone")).unwrap();
     for (target, args) in [
@@ -77,6 +93,10 @@ fn a_dumped_volume_loads_into_a_new_database_and_serves_the_same_tree() {
     let w = Volume::unformatted("dump-dst");
     ok(jfs().args(["load", &w.admin_url]).arg(&dump));
     assert_eq!(fsck_problems(&w), "0", "fsck of the loaded volume");
+    // dumped again, the loaded volume gives the same dump (entries may come in another order)
+    let again = ok(jfs().args(["dump", &w.url, "-"])).stdout;
+    let first = ok(Command::new("gzip").arg("-dc").arg(&dump)).stdout;
+    assert_eq!(dump_lines(&again), dump_lines(&first), "dump, load, dump");
     assert_eq!(w.sql(QUOTAS), v.sql(QUOTAS), "quotas and their usage");
     assert_eq!(
         w.sql("SELECT name, uuid, bucket, block_size, trash_days, enable_acl FROM jfs.setting"),
@@ -91,6 +111,13 @@ fn a_dumped_volume_loads_into_a_new_database_and_serves_the_same_tree() {
     // over the same bucket, the new database serves the same files, trash included
     let n = w.mount("b", &[]);
     assert_same_tree("dump/load", &m.path, &n.path);
+    let null = fs::symlink_metadata(n.p("odd/null")).unwrap();
+    assert!(
+        null.file_type().is_char_device()
+            && null.rdev() == fs::metadata("/dev/null").unwrap().rdev()
+    );
+    let old = fs::symlink_metadata(n.p("odd/caf\u{e9}")).unwrap();
+    assert_eq!((old.mtime(), old.mtime_nsec()), (-312_753_294, 789_000_000));
     assert_eq!(
         fs::read(n.p("sparse")).unwrap(),
         fs::read(m.p("sparse")).unwrap()
@@ -150,6 +177,16 @@ fn a_dumped_volume_loads_into_a_new_database_and_serves_the_same_tree() {
     assert_same_tree("dump - | load -", &m.path, &n.path);
 }
 
+/// A dump's lines, sorted, without the commas that depend on the order of entries.
+fn dump_lines(dump: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(dump)
+        .lines()
+        .map(|l| l.trim_end_matches(',').to_string())
+        .collect();
+    lines.sort();
+    lines
+}
+
 #[test]
 fn a_subdirectory_dump_loads_as_a_whole_volume() {
     let v = Volume::new("dump-subdir");
@@ -204,7 +241,24 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
         .unwrap()
         .replace("@BUCKET@", bucket.to_str().unwrap());
     let dump = w.dir.path().join("juicefs.json");
-    fs::write(&dump, text).unwrap();
+    fs::write(&dump, &text).unwrap();
+    // blocks jfs could not read (compressed, encrypted...) are refused, and nothing changes
+    let compressed = w.dir.path().join("compressed.json");
+    fs::write(
+        &compressed,
+        text.replace("\"Compression\": \"none\"", "\"Compression\": \"lz4\""),
+    )
+    .unwrap();
+    let refused = jfs()
+        .args(["load", &w.admin_url])
+        .arg(&compressed)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("compressed blocks (lz4)"), "{said}");
+    assert_eq!(w.sql("SELECT count(*) FROM jfs.setting"), "0");
+
     let out = ok(jfs().args(["load", &w.admin_url]).arg(&dump));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("1 deleted files"), "{said}");
@@ -214,13 +268,16 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
         "legacyfs|6a1f0c2e-9b3d-4c57-8e21-5d4f3a2b1c0d|file|65536|1|t"
     );
     assert_eq!(
-        w.sql("SELECT kind, path, max_space, max_inodes, used_inodes FROM jfs.quotas WHERE kind = 'dir'"),
-        "dir|/docs|10485760|100|3"
+        w.sql(
+            "SELECT kind, coalesce(path, uid::text), max_space, max_inodes, used_inodes FROM jfs.quotas \
+             WHERE kind <> 'fs' ORDER BY kind"
+        ),
+        "dir|/docs|10485760|100|3\nuser|1000|1073741824|0|5"
     );
     // new ids start past the dump's counters and the trash's inodes
     assert_eq!(
         w.sql("SELECT name, next FROM jfs.counter ORDER BY name"),
-        "inode|12\nslice|19"
+        "inode|13\nslice|19"
     );
 
     let m = w.mount("a", &[]);
@@ -259,7 +316,16 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
     assert_eq!(meta("docs").mode() & 0o7777, 0o2750);
     assert_eq!(meta("docs/tool").mode() & 0o7777, 0o4755);
     assert_eq!(meta("hard-b").ino(), meta("docs/hard-a").ino());
-    assert_eq!(meta("hard-b").nlink(), 2);
+    assert_eq!(
+        meta("hard-b").nlink(),
+        2,
+        "counted from the names, not the stale dumped count"
+    );
+    let null = meta("null");
+    assert!(null.file_type().is_char_device());
+    assert_eq!(null.rdev(), fs::metadata("/dev/null").unwrap().rdev());
+    let old = meta("100% done");
+    assert_eq!((old.mtime(), old.mtime_nsec()), (-99_999_999, 6));
     assert_eq!(
         fs::read_link(m.p("link")).unwrap(),
         Path::new("docs/report.txt")
@@ -279,6 +345,12 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
     let acl = String::from_utf8_lossy(&acl.stdout);
     assert!(
         acl.contains("user:1001:rw-") && acl.contains("mask::rw-"),
+        "{acl}"
+    );
+    let acl = ok(Command::new("getfacl").arg("-cpd").arg(m.p("docs")));
+    let acl = String::from_utf8_lossy(&acl.stdout);
+    assert!(
+        acl.contains("user::rwx") && acl.contains("user:1002:r-x") && acl.contains("group::r-x"),
         "{acl}"
     );
     // the trash came along: its entry can be restored by name

@@ -276,3 +276,27 @@ fn cp_tar_and_rsync_copy_a_tree_onto_the_mount_and_back_exactly() {
     assert_same_tree("another mount", &src, &b.p("rsync"));
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+#[test]
+fn times_before_1970_keep_their_fraction() {
+    let v = Volume::new("fidelity-1960");
+    let m = v.mount("a", &[]);
+    let path = m.p("old");
+    fs::write(&path, b"x").unwrap();
+    ok(Command::new("touch")
+        .args(["-d", "1960-02-03 04:05:06.789 UTC"])
+        .arg(&path));
+    // -312753294 s + 0.789 s, as the kernel keeps it on a local file system
+    let b = v.mount("b", &[]);
+    for p in [path, b.p("old")] {
+        let meta = fs::metadata(&p).unwrap();
+        assert_eq!(
+            (meta.mtime(), meta.mtime_nsec()),
+            (-312_753_294, 789_000_000)
+        );
+        assert_eq!(
+            (meta.atime(), meta.atime_nsec()),
+            (-312_753_294, 789_000_000)
+        );
+    }
+}
