@@ -56,3 +56,12 @@ cluster_stop() {
 install_extension() {
   PG_CONFIG=/usr/bin/pg_config bash scripts/install-extension.sh "$@"
 }
+
+# install_mount_helper BIN: /sbin/mount.jfs -> BIN, so that `mount -t jfs`
+# and fstab lines of type jfs mount with it (the binary acts as mount(8)'s
+# helper when run under that name).
+install_mount_helper() {
+  local bin
+  bin=$(realpath "$1")
+  if [ "$(id -u)" -eq 0 ]; then ln -sfn "$bin" /sbin/mount.jfs; else sudo ln -sfn "$bin" /sbin/mount.jfs; fi
+}

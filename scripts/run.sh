@@ -24,6 +24,8 @@ step "building and installing the jfs extension into PostgreSQL 15"
 install_extension
 step "building the jfs client"
 cargo build --release -p jfs-client
+step "installing /sbin/mount.jfs (mount -t jfs, fstab)"
+install_mount_helper ./target/release/jfs
 step "starting the private PostgreSQL cluster in $JFS_HOME/pg (127.0.0.1:$JFS_PGPORT)"
 mkdir -p "$JFS_HOME"; chmod 755 "$JFS_HOME"
 cluster_start "$JFS_HOME/pg" "$JFS_PGPORT" 127.0.0.1

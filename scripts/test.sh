@@ -42,6 +42,7 @@ cargo build -p jfs-client
 cargo test -p jfs-e2e --no-run
 ./target/debug/jfs --help >/dev/null
 ./target/debug/jfs --version | grep -q '^jfs '
+install_mount_helper ./target/debug/jfs
 
 echo "==> building and installing the extension"
 install_extension

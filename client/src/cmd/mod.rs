@@ -9,6 +9,7 @@ mod gc;
 mod info;
 mod load;
 mod mount;
+pub mod mount_helper;
 mod quota;
 mod restore;
 mod rmr;
