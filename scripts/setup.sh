@@ -17,6 +17,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need_apt[@]}"
 fi
 
+# docker-compose only validates docker-compose.yml here (tests/deploy): no
+# Docker engine (its recommends) is installed
+if ! dpkg-query -W -f='${Status}' docker-compose 2>/dev/null | grep -q 'install ok installed'; then
+  step "installing docker-compose (to validate docker-compose.yml)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends docker-compose
+fi
+
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
   step "installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs the jfs tests: Rust checks, the SQL regression and isolation suites,
-# the upgrade check, the client's unit tests and the end-to-end tests, against
+# the upgrade check, the deployment check (docker-compose.yml, deploy/), the
+# client's unit tests and the end-to-end tests, against
 # a throw-away PostgreSQL 15 cluster. Safe to run again.
 #
 #   bash scripts/test.sh                 every suite (what CI runs)
 #   bash scripts/test.sh SUITE...        only these: lint regress isolation
-#                                        upgrade unit e2e, or e2e:NAME for one
+#                                        upgrade deploy unit e2e, or e2e:NAME for one
 #                                        file of tests/e2e/tests (e2e:quota)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ root=$PWD
 . scripts/pg.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
-all_suites="lint regress isolation upgrade unit e2e"
+all_suites="lint regress isolation upgrade deploy unit e2e"
 selected=("$@")
 for s in "${selected[@]}"; do
   case " $all_suites " in
@@ -91,6 +92,14 @@ fi
 if wants upgrade; then
   echo "==> upgrade equals install (tests/upgrade)"
   if bash tests/upgrade/check.sh "$tmp/out/upgrade" 2>&1 | tee "$tmp/out/upgrade.log"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+fi
+if wants deploy; then
+  echo "==> docker-compose.yml and deploy/ (tests/deploy)"
+  if bash tests/deploy/check.sh 2>&1 | tee "$tmp/out/deploy.log"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
