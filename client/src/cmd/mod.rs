@@ -1,4 +1,5 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench.
+mod bench;
 mod changelog;
 mod clone;
 mod compact;
@@ -10,6 +11,7 @@ mod info;
 mod load;
 mod mount;
 pub mod mount_helper;
+mod objbench;
 mod quota;
 mod restore;
 mod rmr;
@@ -69,6 +71,10 @@ enum Command {
     Load(load::LoadArgs),
     /// Check the volume's invariants (and with --check-objects that every block exists)
     Fsck(fsck::FsckArgs),
+    /// Measure a directory (a mount): big and small files written and read, stat
+    Bench(bench::BenchArgs),
+    /// Measure the volume's object store: put, get, head, list and delete
+    Objbench(objbench::ObjbenchArgs),
     /// Print the volume's changes from its change log, oldest first (--follow for new ones)
     Changelog(changelog::ChangelogArgs),
 }
@@ -107,6 +113,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(a) => runtime()?.block_on(dump::run(a)),
         Command::Load(a) => runtime()?.block_on(load::run(a)),
         Command::Fsck(a) => runtime()?.block_on(fsck::run(a)),
+        Command::Bench(a) => bench::run(a),
+        Command::Objbench(a) => runtime()?.block_on(objbench::run(a)),
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
     }
 }
