@@ -8,7 +8,7 @@ use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use super::{
     acl_rows, type_code, unescape, Acl, Attr, Chunk, Counters, Quota, Setting, Xattr, CHUNK_SIZE,
 };
-use crate::meta::{Staged, StagedNode, StagedSlice};
+use crate::meta::{NodeRow, Staged, StagedSlice};
 
 /// Rows handed over at a time.
 const BATCH_ROWS: usize = 20_000;
@@ -212,7 +212,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_, '_> {
                     link_only = kind != 2 && attr.nlink > 1 && !sink.linked.insert(ino);
                     if !link_only {
                         let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-                        sink.staged.nodes.push(StagedNode {
+                        sink.staged.nodes.push(NodeRow {
                             inode: ino,
                             kind,
                             mode: attr.mode & 0o7777,

@@ -121,8 +121,8 @@ async fn write_tree(
             close_dir(out, open.len() - 1)?;
             open.pop();
         }
-        if depth == 0 && node.kind != NodeType::Dir as i16 {
-            anyhow::bail!("--subdir: inode {} is not a directory", node.inode);
+        if depth == 0 && node.attr.kind != NodeType::Dir as i16 {
+            anyhow::bail!("--subdir: inode {} is not a directory", node.attr.inode);
         }
         if depth > 0 {
             let first = !std::mem::replace(&mut open[depth - 1], true);
@@ -138,7 +138,7 @@ async fn write_tree(
             out.write_all(b"{")?;
         }
         write_fields(out, &node, depth)?;
-        if node.kind == NodeType::Dir as i16 {
+        if node.attr.kind == NodeType::Dir as i16 {
             write!(out, ",\n{}\"entries\": {{", pad(key_indent(depth) + 2))?;
             open.push(false);
         } else {
@@ -178,29 +178,29 @@ fn close_dir(out: &mut (dyn Write + Send), depth: usize) -> std::io::Result<()> 
 /// An entry's fields but `entries`: attr, symlink, xattrs, ACLs, chunks.
 fn write_fields(out: &mut (dyn Write + Send), node: &DumpNode, depth: usize) -> anyhow::Result<()> {
     let at = pad(key_indent(depth) + 2);
-    let (atime, atimensec) = split_ns(node.atime);
-    let (mtime, mtimensec) = split_ns(node.mtime);
-    let (ctime, ctimensec) = split_ns(node.ctime);
+    let (atime, atimensec) = split_ns(node.attr.atime);
+    let (mtime, mtimensec) = split_ns(node.attr.mtime);
+    let (ctime, ctimensec) = split_ns(node.attr.ctime);
     let attr = Attr {
-        inode: node.inode,
-        kind: type_name(node.kind).to_string(),
-        mode: node.mode,
-        uid: node.uid,
-        gid: node.gid,
+        inode: node.attr.inode,
+        kind: type_name(node.attr.kind).to_string(),
+        mode: node.attr.mode,
+        uid: node.attr.uid,
+        gid: node.attr.gid,
         atime,
         mtime,
         ctime,
         atimensec,
         mtimensec,
         ctimensec,
-        nlink: i64::from(node.nlink),
-        length: if node.kind == NodeType::Dir as i16 {
+        nlink: i64::from(node.attr.nlink),
+        length: if node.attr.kind == NodeType::Dir as i16 {
             0
         } else {
-            node.length
+            node.attr.length
         },
-        rdev: node.rdev,
-        tier: i64::from(node.tier),
+        rdev: node.attr.rdev,
+        tier: i64::from(node.attr.tier),
     };
     write!(out, "\n{at}\"attr\": {}", serde_json::to_string(&attr)?)?;
     if let Some(target) = &node.target {
@@ -226,7 +226,7 @@ fn write_fields(out: &mut (dyn Write + Send), node: &DumpNode, depth: usize) -> 
         )?;
     }
     for (key, kind) in [("posix_acl_access", 'a'), ("posix_acl_default", 'd')] {
-        if let Some(acl) = acl_of(&node.acl, kind, node.mode) {
+        if let Some(acl) = acl_of(&node.acl, kind, node.attr.mode) {
             write!(out, ",\n{at}\"{key}\": {}", serde_json::to_string(&acl)?)?;
         }
     }

@@ -94,19 +94,7 @@ pub struct DumpNode {
     /// 0 for the tree's top, whose name is None.
     pub depth: i32,
     pub name: Option<Vec<u8>>,
-    pub inode: i64,
-    pub kind: i16,
-    pub mode: i32,
-    pub uid: i64,
-    pub gid: i64,
-    /// Nanoseconds since the epoch.
-    pub atime: i64,
-    pub mtime: i64,
-    pub ctime: i64,
-    pub nlink: i32,
-    pub length: i64,
-    pub rdev: i64,
-    pub tier: i16,
+    pub attr: NodeRow,
     pub target: Option<Vec<u8>>,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
     /// The chunks and their slices, already in the dump's JSON form.
@@ -137,18 +125,20 @@ fn dump_node(row: Row) -> Result<DumpNode> {
     Ok(DumpNode {
         depth: row.try_get("depth")?,
         name: row.try_get("name")?,
-        inode: row.try_get("inode")?,
-        kind: row.try_get("type")?,
-        mode: row.try_get("mode")?,
-        uid: row.try_get("uid")?,
-        gid: row.try_get("gid")?,
-        atime: row.try_get("atime")?,
-        mtime: row.try_get("mtime")?,
-        ctime: row.try_get("ctime")?,
-        nlink: row.try_get("nlink")?,
-        length: row.try_get("length")?,
-        rdev: row.try_get("rdev")?,
-        tier: row.try_get("tier")?,
+        attr: NodeRow {
+            inode: row.try_get("inode")?,
+            kind: row.try_get("type")?,
+            mode: row.try_get("mode")?,
+            uid: row.try_get("uid")?,
+            gid: row.try_get("gid")?,
+            atime: row.try_get("atime")?,
+            mtime: row.try_get("mtime")?,
+            ctime: row.try_get("ctime")?,
+            nlink: row.try_get("nlink")?,
+            length: row.try_get("length")?,
+            rdev: row.try_get("rdev")?,
+            tier: row.try_get("tier")?,
+        },
         target: row.try_get("target")?,
         xattrs: names
             .unwrap_or_default()
@@ -260,9 +250,10 @@ impl Snapshot {
     }
 }
 
-/// A node as a load stages it (times in nanoseconds since the epoch).
+/// A node's row as a dump reads it and a load stages it (times in
+/// nanoseconds since the epoch; kind numbered as `NodeType`).
 #[derive(Debug, Clone, Default)]
-pub struct StagedNode {
+pub struct NodeRow {
     pub inode: i64,
     pub kind: i16,
     pub mode: i32,
@@ -293,7 +284,7 @@ pub struct StagedSlice {
 /// Rows waiting to be copied into the staging tables.
 #[derive(Debug, Default)]
 pub struct Staged {
-    pub nodes: Vec<StagedNode>,
+    pub nodes: Vec<NodeRow>,
     /// (parent, name, inode)
     pub edges: Vec<(i64, Vec<u8>, i64)>,
     pub slices: Vec<StagedSlice>,

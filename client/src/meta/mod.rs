@@ -31,7 +31,7 @@ use tokio_postgres::{NoTls, Row};
 pub use acl::{AclEntry, AclKind};
 pub use changelog::{Change, LoggedChange};
 pub use data::SliceRow;
-pub use dump::{AclRow, DumpNode, LoadRequest, Snapshot, Staged, StagedNode, StagedSlice};
+pub use dump::{AclRow, DumpNode, LoadRequest, NodeRow, Snapshot, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};

@@ -246,30 +246,8 @@ impl Volume {
     /// Mounts through another META_URL (e.g. a connection pooler's).
     pub fn mount_url(&self, label: &str, url: &str, extra: &[&str]) -> Mount {
         let path = self.dir.path().join(format!("mnt-{label}"));
-        std::fs::create_dir_all(&path).unwrap();
         let log = self.dir.path().join(format!("mount-{label}.log"));
-        let mut cmd = jfs();
-        cmd.args(["mount", url])
-            .arg(&path)
-            .args(["-d", "--gc-interval", "1", "--log"])
-            .arg(&log)
-            .args(extra);
-        // no kernel caching unless a test asks for it
-        for flag in ["--attr-cache", "--entry-cache"] {
-            if !extra.contains(&flag) {
-                cmd.args([flag, "0"]);
-            }
-        }
-        let out = ok(&mut cmd);
-        // "jfs mounted at PATH (pid N, log FILE)"
-        let text = String::from_utf8_lossy(&out.stdout);
-        let pid = text
-            .split("(pid ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0);
-        Mount { path, log, pid }
+        mount_at(url, &path, &log, extra)
     }
 
     /// Runs SQL in this volume's database as the superuser (what tests
@@ -293,6 +271,37 @@ impl Volume {
             sql,
         ]));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+/// `jfs mount -d` of `url` on `path` (made if missing), logging to `log`,
+/// with gc every second and no kernel caching unless `extra` asks for it.
+pub fn mount_at(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
+    std::fs::create_dir_all(path).unwrap();
+    let mut cmd = jfs();
+    cmd.args(["mount", url])
+        .arg(path)
+        .args(["-d", "--gc-interval", "1", "--log"])
+        .arg(log)
+        .args(extra);
+    for flag in ["--attr-cache", "--entry-cache"] {
+        if !extra.contains(&flag) {
+            cmd.args([flag, "0"]);
+        }
+    }
+    let out = ok(&mut cmd);
+    // "jfs mounted at PATH (pid N, log FILE)"
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid = text
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    Mount {
+        path: path.to_path_buf(),
+        log: log.to_path_buf(),
+        pid,
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use jfs_e2e::{eventually, jfs, ok, pattern, Mount};
+use jfs_e2e::{eventually, jfs, mount_at, ok, pattern};
 
 /// The role the mounts use (jfs.grant_client).
 const CLIENT: &str = "jfs_pitr_client";
@@ -64,37 +64,6 @@ impl Drop for Cluster {
                 &format!(". scripts/pg.sh; cluster_stop {}", self.dir.display()),
             ])
             .status();
-    }
-}
-
-fn mount(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
-    fs::create_dir_all(path).unwrap();
-    let out = ok(jfs()
-        .args(["mount", url])
-        .arg(path)
-        .args([
-            "-d",
-            "--gc-interval",
-            "1",
-            "--attr-cache",
-            "0",
-            "--entry-cache",
-            "0",
-            "--log",
-        ])
-        .arg(log)
-        .args(extra));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let pid = text
-        .split("(pid ")
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
-    Mount {
-        path: path.to_path_buf(),
-        log: log.to_path_buf(),
-        pid,
     }
 }
 
@@ -180,7 +149,7 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
         live.port,
         base.display()
     ));
-    let m = mount(
+    let m = mount_at(
         &live.url(CLIENT, "vol"),
         &base.join("mnt-live"),
         &base.join("live.log"),
@@ -267,7 +236,7 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
 
     // a read-only mount of the restored database over the same bucket: the
     // files as they were, byte for byte
-    let r = mount(
+    let r = mount_at(
         &restored.url(CLIENT, "vol"),
         &base.join("mnt-restored"),
         &base.join("restored.log"),
