@@ -13,7 +13,9 @@ pub mod write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::meta::{AclRow, NodeType};
+use crate::meta::{
+    AclRow, NodeType, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ,
+};
 
 /// The trash directory's inode (JuiceFS's TrashInode; jfs uses the same).
 pub const TRASH_INODE: i64 = 0x7FFF_FFFF_1000_0000;
@@ -177,13 +179,10 @@ pub struct Acl {
 /// JuiceFS's masks means "no mask" with all bits set.
 const NO_MASK: i32 = 0xFFFF;
 
-/// ACL tags, as in the kernel's xattr format and `jfs.acl`.
-const TAG_USER_OBJ: i16 = 1;
-const TAG_USER: i16 = 2;
-const TAG_GROUP_OBJ: i16 = 4;
-const TAG_GROUP: i16 = 8;
-const TAG_MASK: i16 = 16;
-const TAG_OTHER: i16 = 32;
+/// An ACL tag (`crate::meta::TAG_*`) as `jfs.acl` stores it.
+fn tag(t: u16) -> i16 {
+    t as i16
+}
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
@@ -307,20 +306,20 @@ pub fn acl_of(rows: &[AclRow], kind: char, mode: i32) -> Option<Acl> {
     Some(if kind == 'a' {
         Acl {
             owner: bits(6),
-            group: perm_of(TAG_GROUP_OBJ).unwrap_or(bits(3)),
+            group: perm_of(tag(TAG_GROUP_OBJ)).unwrap_or(bits(3)),
             other: bits(0),
             mask: i32::from(bits(3)),
-            users: named(TAG_USER),
-            groups: named(TAG_GROUP),
+            users: named(tag(TAG_USER)),
+            groups: named(tag(TAG_GROUP)),
         }
     } else {
         Acl {
-            owner: perm_of(TAG_USER_OBJ).unwrap_or(0),
-            group: perm_of(TAG_GROUP_OBJ).unwrap_or(0),
-            other: perm_of(TAG_OTHER).unwrap_or(0),
-            mask: perm_of(TAG_MASK).map_or(NO_MASK, i32::from),
-            users: named(TAG_USER),
-            groups: named(TAG_GROUP),
+            owner: perm_of(tag(TAG_USER_OBJ)).unwrap_or(0),
+            group: perm_of(tag(TAG_GROUP_OBJ)).unwrap_or(0),
+            other: perm_of(tag(TAG_OTHER)).unwrap_or(0),
+            mask: perm_of(tag(TAG_MASK)).map_or(NO_MASK, i32::from),
+            users: named(tag(TAG_USER)),
+            groups: named(tag(TAG_GROUP)),
         }
     })
 }
@@ -334,19 +333,19 @@ pub fn acl_rows(acl: &Acl, kind: char) -> Vec<AclRow> {
         qualifier,
         perm,
     };
-    let mut rows = vec![row(TAG_GROUP_OBJ, -1, acl.group)];
+    let mut rows = vec![row(tag(TAG_GROUP_OBJ), -1, acl.group)];
     if kind == 'd' {
-        rows.push(row(TAG_USER_OBJ, -1, acl.owner));
-        rows.push(row(TAG_OTHER, -1, acl.other));
+        rows.push(row(tag(TAG_USER_OBJ), -1, acl.owner));
+        rows.push(row(tag(TAG_OTHER), -1, acl.other));
         if (0..=7).contains(&acl.mask) {
-            rows.push(row(TAG_MASK, -1, acl.mask as i16));
+            rows.push(row(tag(TAG_MASK), -1, acl.mask as i16));
         }
     }
     for u in acl.users.iter().flatten() {
-        rows.push(row(TAG_USER, u.id, u.perm));
+        rows.push(row(tag(TAG_USER), u.id, u.perm));
     }
     for g in acl.groups.iter().flatten() {
-        rows.push(row(TAG_GROUP, g.id, g.perm));
+        rows.push(row(tag(TAG_GROUP), g.id, g.perm));
     }
     rows
 }
@@ -388,13 +387,13 @@ mod tests {
         let rows = vec![
             AclRow {
                 kind: 'a',
-                tag: TAG_GROUP_OBJ,
+                tag: tag(TAG_GROUP_OBJ),
                 qualifier: -1,
                 perm: 5,
             },
             AclRow {
                 kind: 'a',
-                tag: TAG_USER,
+                tag: tag(TAG_USER),
                 qualifier: 1001,
                 perm: 6,
             },

@@ -18,6 +18,14 @@ impl AclKind {
     }
 }
 
+/// ACL entry tags, as in the kernel's xattr format and table `jfs.acl`.
+pub const TAG_USER_OBJ: u16 = 0x01;
+pub const TAG_USER: u16 = 0x02;
+pub const TAG_GROUP_OBJ: u16 = 0x04;
+pub const TAG_GROUP: u16 = 0x08;
+pub const TAG_MASK: u16 = 0x10;
+pub const TAG_OTHER: u16 = 0x20;
+
 /// One ACL entry: tag as in the kernel's xattr format, the uid or gid of a
 /// named entry (None for the others), permission bits rwx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

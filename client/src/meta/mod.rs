@@ -28,7 +28,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
-pub use acl::{AclEntry, AclKind};
+pub use acl::{
+    AclEntry, AclKind, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ,
+};
 pub use changelog::{Change, LoggedChange};
 pub use data::SliceRow;
 pub use dump::{AclRow, DumpNode, LoadRequest, NodeRow, Snapshot, Staged, StagedSlice};

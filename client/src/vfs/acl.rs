@@ -8,7 +8,9 @@
 //! `rsync -A` set permissions by writing the access ACL (libacl's
 //! `acl_set_fd`), and storing it as an ordinary xattr made them believe the
 //! mode was set while it stayed 0600/0700.
-use crate::meta::{AclEntry, AclKind};
+use crate::meta::{
+    AclEntry, AclKind, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ,
+};
 
 /// The xattr of a node's access ACL.
 pub const ACCESS: &[u8] = b"system.posix_acl_access";
@@ -17,12 +19,6 @@ pub const DEFAULT: &[u8] = b"system.posix_acl_default";
 
 /// The version in the header of the kernel's ACL xattr format.
 const XATTR_VERSION: u32 = 2;
-const TAG_USER_OBJ: u16 = 0x01;
-const TAG_USER: u16 = 0x02;
-const TAG_GROUP_OBJ: u16 = 0x04;
-const TAG_GROUP: u16 = 0x08;
-const TAG_MASK: u16 = 0x10;
-const TAG_OTHER: u16 = 0x20;
 /// The id of the entries that name no user or group.
 const UNDEFINED_ID: u32 = u32::MAX;
 
