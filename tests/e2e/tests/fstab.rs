@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use jfs_e2e::{env, is_mounted, ok, pattern, Volume};
+use jfs_e2e::{env, eventually, is_mounted, ok, pattern, Volume};
 
 fn helper_is_this_build() {
     let helper = fs::canonicalize("/sbin/mount.jfs")
@@ -54,8 +54,14 @@ fn an_fstab_line_mounts_and_umount_unmounts() {
     fs::write(dir.join("f"), pattern(1, 100_000)).unwrap();
     let other = v.mount("b", &[]);
     assert_eq!(fs::read(other.p("f")).unwrap(), pattern(1, 100_000));
+    // the log= option reached the mount
+    let started = |t: &str| t.contains("mounting volume fstab");
+    assert!(
+        eventually(10, || fs::read_to_string(&log).is_ok_and(|t| started(&t))),
+        "{}",
+        fs::read_to_string(&log).unwrap_or_default()
+    );
     umount(&dir);
-    assert!(fs::read_to_string(&log).unwrap().contains("mounted"));
 
     // mount -t jfs with -o: ro is a read-only mount
     ok(Command::new("mount")
