@@ -3,6 +3,7 @@ mod cmd;
 mod dump;
 mod fuse;
 mod meta;
+mod metrics;
 mod object;
 mod vfs;
 

@@ -139,4 +139,9 @@ pgrx::extension_sql_file!(
     name = "dump",
     requires = ["trash", "range", "quota", "volume"]
 );
+pgrx::extension_sql_file!(
+    "../../sql/metrics.sql",
+    name = "metrics",
+    requires = ["quota", "tier", "trash"]
+);
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

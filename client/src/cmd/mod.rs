@@ -15,6 +15,7 @@ mod objbench;
 mod quota;
 mod restore;
 mod rmr;
+mod stats;
 mod status;
 mod tier;
 mod umount;
@@ -45,8 +46,10 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a mounted volume
     Umount(umount::UmountArgs),
-    /// Show a volume's settings, usage and mounted clients
+    /// Show a volume's settings, usage, extension version and mounted clients
     Status(status::StatusArgs),
+    /// Show what a mount does, one line per second: FUSE, metadata, object store, caches
+    Stats(stats::StatsArgs),
     /// Show the inode, chunks, slices and objects of paths inside a mount
     Info(info::InfoArgs),
     /// Remove whole trees inside a mount, server-side in bounded transactions
@@ -101,6 +104,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mount(a) => mount::run(a),
         Command::Umount(a) => umount::run(a),
         Command::Status(a) => runtime()?.block_on(status::run(a)),
+        Command::Stats(a) => stats::run(a),
         Command::Info(a) => info::run(a),
         Command::Rmr(a) => rmr::run(a),
         Command::Clone(a) => clone::run(a),

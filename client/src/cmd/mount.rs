@@ -10,6 +10,7 @@ use clap::Args;
 
 use crate::fuse::{mountpoint, session};
 use crate::meta::{redact_url, Meta, MetaError};
+use crate::metrics;
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
 use crate::vfs::changes;
@@ -90,6 +91,13 @@ pub struct MountArgs {
     /// Metadata backups kept in the object store (older ones are deleted)
     #[arg(long, default_value_t = 24)]
     backup_keep: usize,
+    /// Where to serve Prometheus metrics (http://ADDR/metrics) [default:
+    /// 127.0.0.1:9567, or the next free port when another mount has it]
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// Serve no metrics endpoint (`jfs stats` works all the same)
+    #[arg(long, conflicts_with = "metrics")]
+    no_metrics: bool,
 }
 
 /// A duration in seconds, or with a unit: s, m, h or d.
@@ -197,6 +205,13 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.allow_other {
         args.push("--allow-other".into());
     }
+    if let Some(addr) = &a.metrics {
+        args.push("--metrics".into());
+        args.push(addr.clone());
+    }
+    if a.no_metrics {
+        args.push("--no-metrics".into());
+    }
     let mut child = Command::new(exe)
         .args(&args)
         .env("JFS_META_URL", meta_url)
@@ -269,11 +284,21 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default();
-        let info = format!(
-            "{{\"mountpoint\": {:?}, \"version\": {:?}}}",
-            mountpoint.display().to_string(),
-            env!("CARGO_PKG_VERSION")
-        );
+        let metrics_listener = match a.no_metrics {
+            true => None,
+            false => Some(metrics::bind(a.metrics.as_deref())?),
+        };
+        let metrics_addr = match &metrics_listener {
+            Some(l) => l.local_addr()?.to_string(),
+            None => String::new(),
+        };
+        // what `jfs status` shows of this mount
+        let info = serde_json::json!({
+            "mountpoint": mountpoint.display().to_string(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "metrics": metrics_addr,
+        })
+        .to_string();
         let disk_cache = match &a.cache_dir {
             Some(dir) => Some(Arc::new(object::DiskCache::open(dir, a.cache_size << 20)?)),
             None => None,
@@ -308,6 +333,11 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store.describe(),
             mountpoint.display()
         );
+        metrics::install(&volume.name, &mountpoint.display().to_string());
+        if let Some(listener) = metrics_listener {
+            metrics::serve(listener)?;
+            tracing::info!("metrics at http://{metrics_addr}/metrics");
+        }
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
         let mut started = vfs.reload_tier_classes().await;
         if started.is_ok() && a.changes_poll > 0.0 {

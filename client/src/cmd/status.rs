@@ -1,4 +1,5 @@
-//! `jfs status`: a volume's settings, usage and mounted clients.
+//! `jfs status`: a volume's settings, usage, extension version and mounted
+//! clients (each one's mount point, client version and metrics address).
 use clap::Args;
 
 use crate::meta::Meta;
@@ -39,12 +40,30 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
         s.avail_inodes,
         if v.inodes == 0 { " (no limit set)" } else { "" }
     );
+    let extension = meta.installed_version().await?.unwrap_or_default();
+    println!(
+        "versions    extension {extension}, this client {}",
+        env!("CARGO_PKG_VERSION")
+    );
     let sessions = meta.sessions().await?;
     println!("sessions    {}", sessions.len());
     for x in sessions {
+        let info: serde_json::Value = serde_json::from_str(&x.info).unwrap_or_default();
+        let field = |name: &str| match info.get(name).and_then(|v| v.as_str()) {
+            Some("") | None => "-".to_string(),
+            Some(v) => v.to_string(),
+        };
         println!(
-            "  {:>4}  {}:{}  {}  started {}  heartbeat {}  open-unlinked {}",
-            x.sid, x.host, x.pid, x.info, x.started, x.heartbeat, x.sustained
+            "  {:>4}  {}:{}  {}  client {}  metrics {}  started {}  heartbeat {}  open-unlinked {}",
+            x.sid,
+            x.host,
+            x.pid,
+            field("mountpoint"),
+            field("version"),
+            field("metrics"),
+            x.started,
+            x.heartbeat,
+            x.sustained
         );
     }
     Ok(())

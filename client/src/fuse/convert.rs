@@ -53,8 +53,36 @@ pub(super) fn file_attr(vfs: &Vfs, a: &Attr) -> FileAttr {
     }
 }
 
+tokio::task_local! {
+    /// Whether the request being run answered with an errno (for the
+    /// metrics; see `measured`).
+    static ANSWERED_ERROR: std::cell::Cell<bool>;
+}
+
+/// The errno to answer with; every error reply goes through here, so the
+/// request is counted as failed.
 pub(super) fn err(e: i32) -> Errno {
+    let _ = ANSWERED_ERROR.try_with(|failed| failed.set(true));
     Errno::from_i32(e)
+}
+
+/// Runs request `op` (which replies), recording in the metrics how long it
+/// took and whether it answered with an errno.
+pub(super) async fn measured(op: &'static str, request: impl std::future::Future<Output = ()>) {
+    let started = std::time::Instant::now();
+    let failed = ANSWERED_ERROR
+        .scope(std::cell::Cell::new(false), async {
+            request.await;
+            ANSWERED_ERROR.with(|failed| failed.get())
+        })
+        .await;
+    let m = &crate::metrics::METRICS;
+    m.fuse_ops
+        .with_label_values(&[op])
+        .observe(started.elapsed().as_secs_f64());
+    if failed {
+        m.fuse_errors.with_label_values(&[op]).inc();
+    }
 }
 
 pub(super) fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
@@ -163,7 +191,7 @@ pub(super) fn reply_empty(reply: ReplyEmpty, r: Result<(), i32>) {
 pub(super) fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, i32>) {
     match r {
         Ok(v) if size == 0 => reply.size(v.len() as u32),
-        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) if v.len() > size as usize => reply.error(err(libc::ERANGE)),
         Ok(v) => reply.data(&v),
         Err(e) => reply.error(err(e)),
     }

@@ -10,8 +10,8 @@ pub mod mountpoint;
 pub mod session;
 
 use convert::{
-    err, file_attr, kind, new_node, node_type_of_mode, reply_empty, reply_entry, reply_lookup,
-    reply_xattr, time_arg,
+    err, file_attr, kind, measured, new_node, node_type_of_mode, reply_empty, reply_entry,
+    reply_lookup, reply_xattr, time_arg,
 };
 
 use std::ffi::OsStr;
@@ -30,6 +30,7 @@ use fuser::{
 };
 
 use crate::meta::LockRange;
+use crate::metrics::METRICS;
 
 use crate::vfs::{Caller, NewNode, NodeType, SetAttr, Vfs, CONTROL_INODE};
 
@@ -51,13 +52,14 @@ impl JfsFuse {
     /// several threads, so others proceed meanwhile; uploads and readahead
     /// run on the mount's shared runtime (`rt`), which also runs a request
     /// if this thread could get no runtime of its own. The future may borrow
-    /// the request (a write's data is not copied). `f` replies.
-    fn run_here<F, Fut>(&self, f: F)
+    /// the request (a write's data is not copied). `f` replies. The
+    /// request is counted in the metrics as operation `op`.
+    fn run_here<F, Fut>(&self, op: &'static str, f: F)
     where
         F: FnOnce(Arc<Vfs>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let fut = f(self.vfs.clone());
+        let fut = measured(op, f(self.vfs.clone()));
         THREAD_RUNTIME.with(|cell| {
             let mut cell = cell.borrow_mut();
             if cell.is_none() {
@@ -130,7 +132,7 @@ impl Filesystem for JfsFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("lookup", move |vfs| async move {
             let parent = vfs.inode_of(parent.0);
             let r = vfs.lookup(parent, name).await;
             reply_lookup(&vfs, reply, parent, name, r)
@@ -138,7 +140,7 @@ impl Filesystem for JfsFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.run_here(move |vfs| async move {
+        self.run_here("getattr", move |vfs| async move {
             match vfs.getattr(vfs.inode_of(ino.0)).await {
                 Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&vfs, &a)),
                 Err(e) => reply.error(err(e)),
@@ -164,7 +166,7 @@ impl Filesystem for JfsFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("setattr", move |vfs| async move {
             let change = SetAttr {
                 mode,
                 uid,
@@ -182,7 +184,7 @@ impl Filesystem for JfsFuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.run_here(move |vfs| async move {
+        self.run_here("readlink", move |vfs| async move {
             match vfs.readlink(vfs.inode_of(ino.0)).await {
                 Ok(t) => reply.data(&t),
                 Err(e) => reply.error(err(e)),
@@ -208,7 +210,7 @@ impl Filesystem for JfsFuse {
             rdev,
             ..new_node(req, kind, mode, umask)
         };
-        self.run_here(move |vfs| async move {
+        self.run_here("mknod", move |vfs| async move {
             let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
             reply_entry(&vfs, reply, r)
         });
@@ -225,7 +227,7 @@ impl Filesystem for JfsFuse {
     ) {
         let name = name.as_bytes();
         let node = new_node(req, NodeType::Dir, mode, umask);
-        self.run_here(move |vfs| async move {
+        self.run_here("mkdir", move |vfs| async move {
             let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
             reply_entry(&vfs, reply, r)
         });
@@ -233,14 +235,14 @@ impl Filesystem for JfsFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("unlink", move |vfs| async move {
             reply_empty(reply, vfs.unlink(vfs.inode_of(parent.0), name).await)
         });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("rmdir", move |vfs| async move {
             reply_empty(reply, vfs.rmdir(vfs.inode_of(parent.0), name).await)
         });
     }
@@ -259,7 +261,7 @@ impl Filesystem for JfsFuse {
             target: Some(target),
             ..new_node(req, NodeType::Symlink, 0o777, 0)
         };
-        self.run_here(move |vfs| async move {
+        self.run_here("symlink", move |vfs| async move {
             let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
             reply_entry(&vfs, reply, r)
         });
@@ -277,7 +279,7 @@ impl Filesystem for JfsFuse {
     ) {
         let name = name.as_bytes();
         let newname = newname.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("rename", move |vfs| async move {
             let r = vfs
                 .rename(
                     vfs.inode_of(parent.0),
@@ -300,7 +302,7 @@ impl Filesystem for JfsFuse {
         reply: ReplyEntry,
     ) {
         let name = newname.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("link", move |vfs| async move {
             let r = vfs
                 .link(vfs.inode_of(ino.0), vfs.inode_of(newparent.0), name)
                 .await;
@@ -316,7 +318,7 @@ impl Filesystem for JfsFuse {
         } else {
             FopenFlags::empty()
         };
-        self.run_here(move |vfs| async move {
+        self.run_here("open", move |vfs| async move {
             match vfs.open(vfs.inode_of(ino.0), write).await {
                 Ok((fh, _)) => reply.opened(FileHandle(fh), flags),
                 Err(e) => reply.error(err(e)),
@@ -336,7 +338,7 @@ impl Filesystem for JfsFuse {
     ) {
         let name = name.as_bytes();
         let node = new_node(req, NodeType::File, mode, umask);
-        self.run_here(move |vfs| async move {
+        self.run_here("create", move |vfs| async move {
             match vfs.create(vfs.inode_of(parent.0), name, &node).await {
                 Ok((fh, a)) => reply.created(
                     &vfs.config.entry_ttl_of(a.kind),
@@ -361,9 +363,12 @@ impl Filesystem for JfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("read", move |vfs| async move {
             match vfs.read(fh.0, offset, size).await {
-                Ok(data) => reply.data(&data),
+                Ok(data) => {
+                    METRICS.fuse_read_bytes.inc_by(data.len() as u64);
+                    reply.data(&data)
+                }
                 Err(e) => reply.error(err(e)),
             }
         });
@@ -385,10 +390,13 @@ impl Filesystem for JfsFuse {
             uid: req.uid(),
             gid: req.gid(),
         };
-        self.run_here(move |vfs| async move {
+        self.run_here("write", move |vfs| async move {
             // the request's buffer is borrowed: the write completes on this thread
             match vfs.write(fh.0, offset, data, caller).await {
-                Ok(n) => reply.written(n),
+                Ok(n) => {
+                    METRICS.fuse_written_bytes.inc_by(n as u64);
+                    reply.written(n)
+                }
                 Err(e) => reply.error(err(e)),
             }
         });
@@ -404,7 +412,7 @@ impl Filesystem for JfsFuse {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("flush", move |vfs| async move {
             let flushed = vfs.flush(fh.0).await;
             let unlocked = vfs.unlock_owner(vfs.inode_of(ino.0), lock_owner.0).await;
             reply_empty(reply, flushed.and(unlocked))
@@ -423,7 +431,7 @@ impl Filesystem for JfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("release", move |vfs| async move {
             let unlocked = match lock_owner {
                 Some(owner) => vfs.unlock_owner(vfs.inode_of(ino.0), owner.0).await,
                 None => Ok(()),
@@ -451,7 +459,7 @@ impl Filesystem for JfsFuse {
             end,
             pid,
         };
-        self.run_here(move |vfs| async move {
+        self.run_here("getlk", move |vfs| async move {
             match vfs.getlk(vfs.inode_of(ino.0), lock_owner.0, &range).await {
                 Ok(l) => reply.locked(l.start, l.end, l.typ, l.pid),
                 Err(e) => reply.error(err(e)),
@@ -489,9 +497,9 @@ impl Filesystem for JfsFuse {
             reply_empty(reply, r)
         };
         if sleep {
-            self.rt.spawn(set(self.vfs.clone()));
+            self.rt.spawn(measured("setlk", set(self.vfs.clone())));
         } else {
-            self.run_here(set);
+            self.run_here("setlk", set);
         }
     }
 
@@ -503,11 +511,13 @@ impl Filesystem for JfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move { reply_empty(reply, vfs.fsync(fh.0).await) });
+        self.run_here("fsync", move |vfs| async move {
+            reply_empty(reply, vfs.fsync(fh.0).await)
+        });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.run_here(move |vfs| async move {
+        self.run_here("opendir", move |vfs| async move {
             match vfs.opendir(vfs.inode_of(ino.0)).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(err(e)),
@@ -523,7 +533,7 @@ impl Filesystem for JfsFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("readdir", move |vfs| async move {
             let r = vfs
                 .readdir(fh.0, offset, |e| {
                     !reply.add(
@@ -549,7 +559,7 @@ impl Filesystem for JfsFuse {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("readdirplus", move |vfs| async move {
             let r = vfs
                 .readdir(fh.0, offset, |e| {
                     !reply.add(
@@ -589,11 +599,13 @@ impl Filesystem for JfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move { reply_empty(reply, vfs.fsync(fh.0).await) });
+        self.run_here("fsyncdir", move |vfs| async move {
+            reply_empty(reply, vfs.fsync(fh.0).await)
+        });
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.run_here(move |vfs| async move {
+        self.run_here("statfs", move |vfs| async move {
             match vfs.statfs().await {
                 Ok(s) => reply.statfs(
                     s.total_space / 4096,
@@ -621,7 +633,7 @@ impl Filesystem for JfsFuse {
         reply: ReplyEmpty,
     ) {
         let name = name.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("setxattr", move |vfs| async move {
             reply_empty(
                 reply,
                 vfs.setxattr(vfs.inode_of(ino.0), name, value, flags).await,
@@ -631,13 +643,13 @@ impl Filesystem for JfsFuse {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("getxattr", move |vfs| async move {
             reply_xattr(reply, size, vfs.getxattr(vfs.inode_of(ino.0), name).await)
         });
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.run_here(move |vfs| async move {
+        self.run_here("listxattr", move |vfs| async move {
             let r = vfs.listxattr(vfs.inode_of(ino.0)).await.map(|names| {
                 let mut out = Vec::new();
                 for n in names {
@@ -652,7 +664,7 @@ impl Filesystem for JfsFuse {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
-        self.run_here(move |vfs| async move {
+        self.run_here("removexattr", move |vfs| async move {
             reply_empty(reply, vfs.removexattr(vfs.inode_of(ino.0), name).await)
         });
     }
@@ -672,7 +684,7 @@ impl Filesystem for JfsFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("fallocate", move |vfs| async move {
             reply_empty(reply, vfs.fallocate(fh.0, offset, length, mode).await)
         });
     }
@@ -687,7 +699,7 @@ impl Filesystem for JfsFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("lseek", move |vfs| async move {
             match vfs.seek_data(fh.0, offset, whence).await {
                 Ok(at) => reply.offset(at),
                 Err(e) => reply.error(err(e)),
@@ -709,7 +721,7 @@ impl Filesystem for JfsFuse {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        self.run_here(move |vfs| async move {
+        self.run_here("copy_file_range", move |vfs| async move {
             match vfs
                 .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
                 .await

@@ -316,11 +316,19 @@ impl Meta {
     /// Connects (a first connection tells whether the database is reachable)
     /// and returns the installed jfs extension's version, if any.
     async fn extension_version(&self, meta_url: &str) -> anyhow::Result<Option<String>> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| unreachable(meta_url, e))?;
+        // a first connection, to say so when the database is unreachable
+        drop(
+            self.pool
+                .get()
+                .await
+                .map_err(|e| unreachable(meta_url, e))?,
+        );
+        Ok(self.installed_version().await?)
+    }
+
+    /// The installed jfs extension's version, if any.
+    pub async fn installed_version(&self) -> Result<Option<String>> {
+        let client = self.pool.get().await?;
         // (unnamed statements here and below: see `unnamed_statements`)
         let rows = client
             .query_typed(
@@ -443,8 +451,29 @@ impl Meta {
     }
 
     /// Runs one statement with bounded retries of serialization failures
-    /// and deadlocks; returns its rows.
+    /// and deadlocks; returns its rows. Counted in the metrics by the
+    /// procedure it calls.
     async fn call(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let procedure = crate::metrics::procedure_of(sql);
+        let started = Instant::now();
+        let result = self.call_with_retries(sql, params, procedure).await;
+        let m = &crate::metrics::METRICS;
+        m.meta_calls
+            .with_label_values(&[procedure])
+            .observe(started.elapsed().as_secs_f64());
+        if result.is_err() {
+            m.meta_errors.with_label_values(&[procedure]).inc();
+        }
+        result
+    }
+
+    /// [`Meta::call`] without the metrics.
+    async fn call_with_retries(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        procedure: &str,
+    ) -> Result<Vec<Row>> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -465,6 +494,10 @@ impl Meta {
                 Ok(rows) => return Ok(rows),
                 Err(e) if attempt < 5 && retryable(&e) => {
                     tracing::debug!("retrying {sql}: {e}");
+                    crate::metrics::METRICS
+                        .meta_retries
+                        .with_label_values(&[procedure])
+                        .inc();
                     tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
                 }
                 Err(e) => return Err(e),

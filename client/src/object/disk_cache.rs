@@ -8,6 +8,16 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
+use crate::metrics::{self, DISK_CACHE, METRICS};
+
+/// Puts the bytes cached into the metrics.
+fn show_used(used: u64) {
+    METRICS
+        .cache_bytes
+        .with_label_values(&[DISK_CACHE])
+        .set(used as i64);
+}
+
 pub struct DiskCache {
     root: PathBuf,
     capacity: u64,
@@ -84,6 +94,12 @@ impl DiskCache {
 
     /// `len` bytes at `off` of a cached block, if it is cached.
     pub async fn get(&self, key: &str, off: u64, len: usize) -> Option<Bytes> {
+        let found = self.read(key, off, len).await;
+        metrics::cache_read(metrics::DISK_CACHE, found.is_some());
+        found
+    }
+
+    async fn read(&self, key: &str, off: u64, len: usize) -> Option<Bytes> {
         if !self.index.lock().unwrap().sizes.contains_key(key) {
             return None;
         }
@@ -132,6 +148,7 @@ impl DiskCache {
             ix.used -= size;
             ix.order.retain(|k| k != key);
         }
+        show_used(ix.used);
     }
 
     /// Deletes the least recently used blocks until the cache fits.
@@ -148,6 +165,7 @@ impl DiskCache {
                 }
                 victims.push(key);
             }
+            show_used(ix.used);
         }
         for key in victims {
             let _ = std::fs::remove_file(self.path(&key));

@@ -1,6 +1,7 @@
 //! Object storage: the `ObjectStore` trait, block keys (JuiceFS's layout) and backends.
 mod disk_cache;
 mod file;
+mod measured;
 mod s3;
 
 use std::future::Future;
@@ -13,6 +14,7 @@ use bytes::Bytes;
 
 pub use disk_cache::DiskCache;
 pub use file::{temporary_of, FileStore};
+use measured::Measured;
 pub use s3::S3Store;
 
 /// Where a volume's blocks live. Keys are relative to the bucket.
@@ -104,7 +106,7 @@ pub async fn claim_bucket(store: &dyn ObjectStore, volume: &str, uuid: &str) -> 
     }
 }
 
-/// Opens the store a volume was formatted with. `keys` are the object
+/// Opens the store a volume was formatted with (its requests measured). `keys` are the object
 /// store's access and secret key, when the volume has them.
 pub async fn open(
     storage: &str,
@@ -112,8 +114,8 @@ pub async fn open(
     keys: Option<(String, String)>,
 ) -> anyhow::Result<Arc<dyn ObjectStore>> {
     match storage {
-        "file" => Ok(Arc::new(FileStore::new(bucket)?)),
-        "s3" => Ok(Arc::new(S3Store::new(bucket, keys).await?)),
+        "file" => Ok(Arc::new(Measured::new(FileStore::new(bucket)?))),
+        "s3" => Ok(Arc::new(Measured::new(S3Store::new(bucket, keys).await?))),
         other => anyhow::bail!("unknown storage {other:?}: use file or s3"),
     }
 }

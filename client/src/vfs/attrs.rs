@@ -18,12 +18,14 @@
 //! while it was read: every forget is numbered, a read takes a [`Ticket`]
 //! before it asks, and a copy is not kept when its inode or name was
 //! forgotten after its ticket.
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::listings::LogFreshness;
 use crate::meta::Attr;
+use crate::metrics;
 
 /// Attributes kept at most, and names; past it, all are dropped.
 const MAX_ENTRIES: usize = 131_072;
@@ -150,17 +152,30 @@ impl AttrCache {
 
     /// The inode's attributes, if known.
     pub fn get(&self, inode: u64) -> Option<Attr> {
-        let inner = self.inner.lock().unwrap();
-        let (attr, seen) = inner.attrs.get(&inode)?;
-        self.answers(*seen).then(|| attr.clone())
+        let found = {
+            let inner = self.inner.lock().unwrap();
+            inner
+                .attrs
+                .get(&inode)
+                .and_then(|(attr, seen)| self.answers(*seen).then(|| attr.clone()))
+        };
+        metrics::cache_read(metrics::ATTR_CACHE, found.is_some());
+        found
     }
 
     /// The attributes of entry `name` of `dir`, if known (only while the
     /// change log is followed).
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Option<Attr> {
-        if !self.log.fresh() {
-            return None;
-        }
+        let found = self
+            .log
+            .fresh()
+            .then(|| self.lookup_kept(dir, name))
+            .flatten();
+        metrics::cache_read(metrics::ENTRY_CACHE, found.is_some());
+        found
+    }
+
+    fn lookup_kept(&self, dir: u64, name: &[u8]) -> Option<Attr> {
         let inner = self.inner.lock().unwrap();
         let inode = inner.names.get(&(dir, name.to_vec()))?;
         let (attr, seen) = inner.attrs.get(inode)?;

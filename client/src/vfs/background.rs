@@ -8,6 +8,7 @@ use super::backup::backup_if_due;
 use super::layout::slice_blocks;
 use super::{Compacted, Vfs};
 use crate::meta::{Meta, VolumeInfo};
+use crate::metrics::METRICS;
 use crate::object::ObjectStore;
 
 /// How often and how patiently the background jobs run.
@@ -100,7 +101,10 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             }
             match v.meta.session_cleanup(c.session_timeout.as_secs()).await {
                 Ok(0) => {}
-                Ok(n) => tracing::info!("cleaned up {n} dead session(s)"),
+                Ok(n) => {
+                    METRICS.sessions_cleaned.inc_by(n as u64);
+                    tracing::info!("cleaned up {n} dead session(s)")
+                }
                 Err(e) => tracing::warn!("session cleanup: {e}"),
             }
         }
@@ -114,7 +118,10 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             if vfs.volume.trash_days > 0 && !vfs.config.read_only {
                 match vfs.meta.trash_purge(10_000).await {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!("purged {n} expired trash entries"),
+                    Ok(n) => {
+                        METRICS.trash_purged.inc_by(n);
+                        tracing::info!("purged {n} expired trash entries")
+                    }
                     Err(e) => tracing::warn!("purging the trash: {e}"),
                 }
             }
@@ -122,6 +129,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 match vfs.meta.free_unlinked(UNLINKED_FREE_STEP).await {
                     Ok(0) => {}
                     Ok(n) => {
+                        METRICS.unlinked_freed.inc_by(n as u64);
                         tracing::debug!("freed {n} files removed while other mounts were live")
                     }
                     Err(e) => tracing::warn!("freeing removed files: {e}"),
@@ -174,9 +182,12 @@ pub async fn drain_delslices(
             let bs = volume.block_size;
             let mut ok = true;
             for (_, _, key) in slice_blocks(&volume.name, id, size, bs) {
-                if let Err(e) = store.delete(&key).await {
-                    tracing::warn!("deleting {key}: {e}");
-                    ok = false;
+                match store.delete(&key).await {
+                    Ok(()) => METRICS.objects_deleted.inc(),
+                    Err(e) => {
+                        tracing::warn!("deleting {key}: {e}");
+                        ok = false;
+                    }
                 }
             }
             if ok {
@@ -188,5 +199,6 @@ pub async fn drain_delslices(
         }
         total += done.len();
         meta.forget_delslices(&done).await?;
+        METRICS.slices_deleted.inc_by(done.len() as u64);
     }
 }

@@ -22,7 +22,10 @@ pub async fn backup_if_due(
         return Ok(None);
     };
     match write_backup(vfs, &stamp, keep).await {
-        Ok(key) => Ok(Some(key)),
+        Ok(key) => {
+            crate::metrics::METRICS.backups.inc();
+            Ok(Some(key))
+        }
         Err(e) => {
             // the next mount to ask tries again
             if let Err(r) = vfs.meta.backup_release(&stamp).await {

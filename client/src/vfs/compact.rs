@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use super::layout::{block_key, block_reads, slice_blocks, visible, Source, CHUNK_SIZE};
 use super::writer::{delete_blocks, WriteTarget};
 use super::{errno, Vfs, VfsResult};
+use crate::metrics::METRICS;
 use crate::object::with_retries;
 
 /// Slices in one chunk from which a mount compacts it in the background
@@ -143,7 +144,11 @@ where
         .compact_chunk(inode, chunk, rows.len(), last_seq, id, size, start)
         .await
     {
-        Ok(()) => Ok(Compacted::Done { slices: rows.len() }),
+        Ok(()) => {
+            METRICS.compactions.inc();
+            METRICS.compacted_slices.inc_by(rows.len() as u64);
+            Ok(Compacted::Done { slices: rows.len() })
+        }
         Err(e) => {
             delete_blocks(t, id, size).await;
             match e.errno() {

@@ -1,6 +1,6 @@
 //! The control file: a hidden `.jfs.control` in the mount's root through which
-//! commands run by `jfs` (info, rmr, clone) talk to the mount that serves a
-//! path, without a META_URL. Write one request line, read the answer.
+//! commands run by `jfs` (info, rmr, clone, compact, stats) talk to the
+//! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
 use super::layout::{slice_blocks, CHUNK_SIZE};
@@ -93,9 +93,10 @@ impl Vfs {
                 Ok(inode) => self.compact_step(self.inode_of(inode), caller).await,
                 Err(_) => Err(format!("bad inode {inode:?}")),
             },
+            (Some("stats"), None) => Ok(crate::metrics::text()),
             _ => Err(format!(
                 "unknown request {:?}; known: info INODE, rmr PARENT_INODE NAME_IN_HEX, \
-                 clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact INODE",
+                 clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact INODE, stats",
                 request.trim()
             )),
         };

@@ -11,6 +11,7 @@ use super::layout::{
     block_count, block_key, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
 };
 use super::{OpenFile, Vfs};
+use crate::metrics::{self, MEMORY_CACHE, METRICS};
 use crate::object::with_retries;
 
 /// Whole blocks recently read, up to a byte budget, oldest dropped first.
@@ -94,6 +95,10 @@ impl BlockCache {
                 c.bytes -= b.len();
             }
         }
+        METRICS
+            .cache_bytes
+            .with_label_values(&[MEMORY_CACHE])
+            .set(c.bytes as i64);
     }
 }
 
@@ -193,22 +198,24 @@ impl Vfs {
         let cached = |block: Bytes| {
             block.slice(f.off as usize..(f.off + f.len).min(block.len() as u32) as usize)
         };
-        if let Some(block) = self.cache.get(&f.key) {
+        let memory_hit = |block: Bytes| {
+            metrics::cache_read(MEMORY_CACHE, true);
             if sequential {
                 self.read_ahead(f);
             }
-            return Ok(cached(block));
+            Ok(cached(block))
+        };
+        if let Some(block) = self.cache.get(&f.key) {
+            return memory_hit(block);
         }
         // a readahead of this block is on its way: wait for it rather than read twice
         self.cache
             .wait_loaded(&f.key, std::time::Duration::from_secs(30))
             .await;
         if let Some(block) = self.cache.get(&f.key) {
-            if sequential {
-                self.read_ahead(f);
-            }
-            return Ok(cached(block));
+            return memory_hit(block);
         }
+        metrics::cache_read(MEMORY_CACHE, false);
         let disk = self.config.disk_cache.clone();
         // with a disk cache every miss fetches (and keeps) the whole block
         let whole = sequential || disk.is_some();

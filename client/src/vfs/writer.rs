@@ -8,6 +8,7 @@ use tokio::task::JoinHandle;
 
 use super::layout::{block_key, slice_blocks, split_by_chunk};
 use crate::meta::{Attr, Meta, SliceRow};
+use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
 
 /// What a writer needs from the mount.
@@ -47,6 +48,9 @@ const BLOCK_ALIGN: usize = 4096;
 struct BlockBuf {
     vec: Vec<u8>,
     start: usize,
+    /// The allocation, counted in the metrics' write buffer bytes until
+    /// the block is uploaded.
+    charge: Charge,
 }
 
 impl BlockBuf {
@@ -54,7 +58,8 @@ impl BlockBuf {
         let mut vec: Vec<u8> = Vec::with_capacity(capacity + BLOCK_ALIGN);
         let start = vec.as_ptr().align_offset(BLOCK_ALIGN).min(BLOCK_ALIGN);
         vec.resize(start, 0);
-        BlockBuf { vec, start }
+        let charge = Charge::write_buffer(vec.capacity());
+        BlockBuf { vec, start, charge }
     }
 
     fn is_allocated(&self) -> bool {
@@ -81,10 +86,10 @@ impl BlockBuf {
         self.vec.truncate(self.start + len);
     }
 
-    /// The bytes, without a copy.
-    fn freeze(self) -> Bytes {
+    /// The bytes, without a copy, and their charge (dropped once uploaded).
+    fn freeze(self) -> (Bytes, Charge) {
         let start = self.start;
-        Bytes::from(self.vec).slice(start..)
+        (Bytes::from(self.vec).slice(start..), self.charge)
     }
 }
 
@@ -95,10 +100,15 @@ pub struct Writer {
     failed: Option<io::Error>,
 }
 
-fn upload(t: &WriteTarget<'_>, key: String, data: Bytes) -> JoinHandle<io::Result<()>> {
+fn upload(
+    t: &WriteTarget<'_>,
+    key: String,
+    (data, charge): (Bytes, Charge),
+) -> JoinHandle<io::Result<()>> {
     let store = t.store.clone();
     let class = t.class.clone();
     t.runtime.spawn(async move {
+        let _held_until_stored = charge;
         with_retries(&format!("put {key}"), || {
             store.put(&key, data.clone(), &class)
         })
@@ -210,7 +220,7 @@ impl Writer {
         for mut slice in slices {
             if !slice.tail.is_empty() {
                 let block = std::mem::take(&mut slice.tail).freeze();
-                let key = block_key(t.volume, slice.id, slice.next_block, block.len() as u32);
+                let key = block_key(t.volume, slice.id, slice.next_block, block.0.len() as u32);
                 slice.uploads.push(upload(t, key, block));
             }
             for handle in slice.uploads {
@@ -287,7 +297,7 @@ mod tests {
         assert_eq!(b.len(), 10_000);
         b.truncate(6000);
         assert_eq!(&b.data()[4998..5002], &[1, 1, 2, 2]);
-        let frozen = b.freeze();
+        let (frozen, _charge) = b.freeze();
         assert_eq!(frozen.len(), 6000);
         assert!((frozen.as_ptr() as usize).is_multiple_of(BLOCK_ALIGN));
         assert!(!BlockBuf::default().is_allocated());
