@@ -11,4 +11,7 @@ out=$(META_PASSWORD="$POSTGRES_PASSWORD" jfs format "$admin" "$JFS_VOLUME" \
   *) echo "$out" >&2; exit 1 ;;
 esac
 mkdir -p /mnt/jfs
-exec env META_PASSWORD="$JFS_CLIENT_PASSWORD" jfs mount "$client" /mnt/jfs --allow-other --log /dev/stderr
+# metrics on every interface of the container: the compose file publishes
+# the port on the host's loopback only
+exec env META_PASSWORD="$JFS_CLIENT_PASSWORD" jfs mount "$client" /mnt/jfs --allow-other --log /dev/stderr \
+    --metrics 0.0.0.0:9567

@@ -15,7 +15,8 @@ docker-compose -f docker-compose.yml config -q || fail "docker-compose.yml does 
 services=$(docker-compose -f docker-compose.yml config --services | sort | tr '\n' ' ')
 [ "$services" = "client postgres s3 " ] || fail "services are '$services', not client, postgres and s3"
 config=$(docker-compose -f docker-compose.yml config)
-for want in "target: postgres" "target: client" "- /dev/fuse" "- SYS_ADMIN" "condition: service_healthy"; do
+for want in "target: postgres" "target: client" "- /dev/fuse" "- SYS_ADMIN" "condition: service_healthy" \
+            "127.0.0.1:9567:9567"; do
   grep -qF -- "$want" <<<"$config" || fail "docker-compose.yml lacks '$want'"
 done
 
@@ -42,4 +43,5 @@ echo "-- the images' scripts"
 for f in deploy/initdb-jfs.sh deploy/client.sh; do
   sh -n "$f" || fail "$f is not valid shell"
 done
+grep -q -- '--metrics 0.0.0.0:9567' deploy/client.sh || fail "deploy/client.sh does not serve the metrics the compose file publishes"
 echo "deploy: ok"
