@@ -30,23 +30,44 @@ fn mount_root(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(root)
 }
 
+/// The control file of the mount that serves a path, open for requests.
+pub struct ControlFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl ControlFile {
+    /// Opens the control file of the mount serving `path`.
+    pub fn open(path: &Path) -> anyhow::Result<ControlFile> {
+        let root = mount_root(path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(root.join(".jfs.control"))
+            .map_err(|_| anyhow::anyhow!("{} is not inside a jfs mount", path.display()))?;
+        Ok(ControlFile {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Sends one request line and returns the answer.
+    pub fn ask(&mut self, request: &str) -> anyhow::Result<String> {
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(request.as_bytes())?;
+        self.file.seek(SeekFrom::Start(0))?;
+        let mut answer = String::new();
+        self.file.read_to_string(&mut answer)?;
+        if let Some(e) = answer.strip_prefix("error: ") {
+            anyhow::bail!("{}: {}", self.path.display(), e.trim());
+        }
+        Ok(answer)
+    }
+}
+
 /// Sends one request to the mount that serves `path` and returns its answer.
 pub fn ask_mount(path: &Path, request: &str) -> anyhow::Result<String> {
-    let root = mount_root(path)?;
-    let control = root.join(".jfs.control");
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&control)
-        .map_err(|_| anyhow::anyhow!("{} is not inside a jfs mount", path.display()))?;
-    f.write_all(request.as_bytes())?;
-    f.seek(SeekFrom::Start(0))?;
-    let mut answer = String::new();
-    f.read_to_string(&mut answer)?;
-    if let Some(e) = answer.strip_prefix("error: ") {
-        anyhow::bail!("{}: {}", path.display(), e.trim());
-    }
-    Ok(answer)
+    ControlFile::open(path)?.ask(request)
 }
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {

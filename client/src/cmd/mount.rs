@@ -292,6 +292,11 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             Some(l) => l.local_addr()?.to_string(),
             None => String::new(),
         };
+        metrics::install(&volume.name, &mountpoint.display().to_string());
+        if let Some(listener) = metrics_listener {
+            metrics::serve(listener)?;
+            tracing::info!("metrics at http://{metrics_addr}/metrics");
+        }
         // what `jfs status` shows of this mount
         let info = serde_json::json!({
             "mountpoint": mountpoint.display().to_string(),
@@ -333,11 +338,6 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store.describe(),
             mountpoint.display()
         );
-        metrics::install(&volume.name, &mountpoint.display().to_string());
-        if let Some(listener) = metrics_listener {
-            metrics::serve(listener)?;
-            tracing::info!("metrics at http://{metrics_addr}/metrics");
-        }
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
         let mut started = vfs.reload_tier_classes().await;
         if started.is_ok() && a.changes_poll > 0.0 {

@@ -1,15 +1,17 @@
 //! `jfs stats MOUNTPOINT`: what a mount does, one line per interval (like
 //! `juicefs stats`): its process, FUSE requests, metadata calls, object
 //! store requests and caches. The figures are the mount's metrics, asked
-//! of the mount through its control file (so `--no-metrics` mounts too).
+//! of the mount through its control file (so `--no-metrics` mounts too),
+//! kept open; its requests are left out of the FUSE figures.
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::info::ask_mount;
+use super::info::ControlFile;
+use crate::metrics::CONTROL_OP;
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
@@ -65,22 +67,30 @@ impl Sample {
     }
 }
 
-/// `a="x",b="y"` as a map (values hold no escaped quotes in jfs's labels
-/// but the mount point's, which are only compared whole).
+/// `a="x",b="y"` as a map; values are unescaped (`\\`, `\"`, `\n`).
 fn parse_labels(text: &str) -> HashMap<String, String> {
     let mut labels = HashMap::new();
     let mut rest = text;
     while let Some((key, after)) = rest.split_once("=\"") {
-        let mut end = 0;
-        let bytes = after.as_bytes();
-        while end < bytes.len() && !(bytes[end] == b'"' && (end == 0 || bytes[end - 1] != b'\\')) {
-            end += 1;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, escaped)) => value.push(escaped),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
         }
-        labels.insert(
-            key.trim_start_matches(',').to_string(),
-            after[..end].to_string(),
-        );
-        rest = after.get(end + 1..).unwrap_or("");
+        labels.insert(key.trim_start_matches(',').to_string(), value);
+        rest = &after[end..];
     }
     labels
 }
@@ -130,13 +140,20 @@ fn figures(old: &Sample, new: &Sample) -> Vec<Option<f64>> {
     let delta = |name: &str, label: Option<(&str, &str)>| {
         (new.sum(name, label) - old.sum(name, label)).max(0.0)
     };
-    let rate = |name: &str, label| Some(delta(name, label) / secs);
-    // mean latency in ms of a histogram's observations in the interval
-    let latency = |histogram: &str, label: Option<(&str, &str)>| {
-        let count = delta(&format!("{histogram}_count"), label);
-        (count > 0.0).then(|| delta(&format!("{histogram}_sum"), label) / count * 1000.0)
+    // a histogram's observations in the interval (those of `label`, or
+    // all but the control file's): how many per second, mean ms
+    let observed = |histogram: &str, suffix: &str, label: Option<(&str, &str)>| {
+        let name = format!("{histogram}_{suffix}");
+        match label {
+            Some(_) => delta(&name, label),
+            None => delta(&name, None) - delta(&name, Some(("op", CONTROL_OP))),
+        }
     };
-    let count_rate = |histogram: &str, label| rate(&format!("{histogram}_count"), label);
+    let count_rate = |histogram: &str, label| Some(observed(histogram, "count", label) / secs);
+    let latency = |histogram: &str, label| {
+        let count = observed(histogram, "count", label);
+        (count > 0.0).then(|| observed(histogram, "sum", label) / count * 1000.0)
+    };
     let hit_percent = |cache: &str| {
         let hits = delta("jfs_cache_hits_total", Some(("cache", cache)));
         let misses = delta("jfs_cache_misses_total", Some(("cache", cache)));
@@ -207,17 +224,22 @@ fn line(values: &[Option<f64>]) -> String {
     out
 }
 
-fn sample(path: &Path) -> anyhow::Result<Sample> {
-    Ok(Sample::parse(&ask_mount(path, "stats\n")?))
+fn sample(control: &mut ControlFile) -> anyhow::Result<Sample> {
+    Ok(Sample::parse(&control.ask("stats\n")?))
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        a.interval > 0.0,
-        "--interval {}: give a number of seconds above 0",
-        a.interval
-    );
-    let mut old = sample(&a.mountpoint)?;
+    let interval = Duration::try_from_secs_f64(a.interval)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--interval {}: give a number of seconds above 0",
+                a.interval
+            )
+        })?;
+    let mut control = ControlFile::open(&a.mountpoint)?;
+    let mut old = sample(&mut control)?;
     let mut out = std::io::stdout().lock();
     write!(
         out,
@@ -227,8 +249,8 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     )?;
     let mut printed = 0;
     while a.count.is_none_or(|n| printed < n) {
-        std::thread::sleep(Duration::from_secs_f64(a.interval));
-        let new = sample(&a.mountpoint)?;
+        std::thread::sleep(interval);
+        let new = sample(&mut control)?;
         writeln!(out, "{}", line(&figures(&old, &new)))?;
         out.flush()?;
         old = new;
@@ -242,15 +264,19 @@ mod tests {
     use super::*;
 
     const TEXT: &str = "# HELP jfs_x x\n\
-        jfs_fuse_op_duration_seconds_sum{mountpoint=\"/m \\\"q\\\"\",op=\"read\",volume=\"v\"} 0.5\n\
-        jfs_fuse_op_duration_seconds_count{mountpoint=\"/m \\\"q\\\"\",op=\"read\",volume=\"v\"} 100\n\
-        jfs_fuse_op_duration_seconds_count{mountpoint=\"/m\",op=\"write\",volume=\"v\"} 50\n\
+        jfs_fuse_op_duration_seconds_sum{op=\"read\",mountpoint=\"/m \\\"q\\\" {a,b}\\\\\",volume=\"v\"} 0.5\n\
+        jfs_fuse_op_duration_seconds_count{op=\"read\",mountpoint=\"/m \\\"q\\\" {a,b}\\\\\",volume=\"v\"} 100\n\
+        jfs_fuse_op_duration_seconds_count{op=\"write\",mountpoint=\"/m\",volume=\"v\"} 50\n\
+        jfs_fuse_op_duration_seconds_sum{op=\"control\",mountpoint=\"/m\",volume=\"v\"} 9\n\
+        jfs_fuse_op_duration_seconds_count{op=\"control\",mountpoint=\"/m\",volume=\"v\"} 10\n\
         jfs_write_buffer_bytes{mountpoint=\"/m\",volume=\"v\"} 2097152\n";
 
     #[test]
     fn series_are_summed_by_name_and_label() {
         let s = Sample::parse(TEXT);
-        assert_eq!(s.sum("jfs_fuse_op_duration_seconds_count", None), 150.0);
+        assert_eq!(s.sum("jfs_fuse_op_duration_seconds_count", None), 160.0);
+        assert_eq!(s.series[0].1["mountpoint"], "/m \"q\" {a,b}\\");
+        assert_eq!(s.series[0].1["volume"], "v");
         assert_eq!(
             s.sum("jfs_fuse_op_duration_seconds_count", Some(("op", "read"))),
             100.0
@@ -265,7 +291,11 @@ mod tests {
         let mut new = Sample::parse(TEXT);
         new.at = old.at + Duration::from_secs(2);
         let values = figures(&old, &new);
-        assert_eq!(values[3], Some(75.0), "fuse ops/s");
+        assert_eq!(
+            values[3],
+            Some(75.0),
+            "fuse ops/s, the control file's left out"
+        );
         let latency_ms = values[4].unwrap();
         assert!(
             (latency_ms - 500.0 / 150.0).abs() < 1e-9,

@@ -30,7 +30,7 @@ use fuser::{
 };
 
 use crate::meta::LockRange;
-use crate::metrics::METRICS;
+use crate::metrics::{CONTROL_OP, METRICS};
 
 use crate::vfs::{Caller, NewNode, NodeType, SetAttr, Vfs, CONTROL_INODE};
 
@@ -355,7 +355,7 @@ impl Filesystem for JfsFuse {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -363,21 +363,27 @@ impl Filesystem for JfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.run_here("read", move |vfs| async move {
-            match vfs.read(fh.0, offset, size).await {
-                Ok(data) => {
-                    METRICS.fuse_read_bytes.inc_by(data.len() as u64);
-                    reply.data(&data)
+        let control = ino.0 == CONTROL_INODE;
+        self.run_here(
+            if control { CONTROL_OP } else { "read" },
+            move |vfs| async move {
+                match vfs.read(fh.0, offset, size).await {
+                    Ok(data) => {
+                        if !control {
+                            METRICS.fuse_read_bytes.inc_by(data.len() as u64);
+                        }
+                        reply.data(&data)
+                    }
+                    Err(e) => reply.error(err(e)),
                 }
-                Err(e) => reply.error(err(e)),
-            }
-        });
+            },
+        );
     }
 
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -390,16 +396,22 @@ impl Filesystem for JfsFuse {
             uid: req.uid(),
             gid: req.gid(),
         };
-        self.run_here("write", move |vfs| async move {
-            // the request's buffer is borrowed: the write completes on this thread
-            match vfs.write(fh.0, offset, data, caller).await {
-                Ok(n) => {
-                    METRICS.fuse_written_bytes.inc_by(n as u64);
-                    reply.written(n)
+        let control = ino.0 == CONTROL_INODE;
+        self.run_here(
+            if control { CONTROL_OP } else { "write" },
+            move |vfs| async move {
+                // the request's buffer is borrowed: the write completes on this thread
+                match vfs.write(fh.0, offset, data, caller).await {
+                    Ok(n) => {
+                        if !control {
+                            METRICS.fuse_written_bytes.inc_by(n as u64);
+                        }
+                        reply.written(n)
+                    }
+                    Err(e) => reply.error(err(e)),
                 }
-                Err(e) => reply.error(err(e)),
-            }
-        });
+            },
+        );
     }
 
     /// A close(2): the pending writes are committed, then the closing
@@ -497,7 +509,8 @@ impl Filesystem for JfsFuse {
             reply_empty(reply, r)
         };
         if sleep {
-            self.rt.spawn(measured("setlk", set(self.vfs.clone())));
+            // apart from setlk: its time is mostly the wait for the lock
+            self.rt.spawn(measured("setlkw", set(self.vfs.clone())));
         } else {
             self.run_here("setlk", set);
         }

@@ -12,8 +12,8 @@ use std::sync::{LazyLock, OnceLock};
 
 use prometheus::core::Collector;
 use prometheus::{
-    exponential_buckets, Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    exponential_buckets, Counter, Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Every metric's name starts with this.
@@ -49,7 +49,7 @@ pub struct Metrics {
     pub trash_purged: IntCounter,
     pub unlinked_freed: IntCounter,
     pub backups: IntCounter,
-    pub process_cpu_seconds: Gauge,
+    pub process_cpu_seconds: Counter,
     pub process_resident_bytes: IntGauge,
     pub start_time_seconds: Gauge,
     pub build_info: IntGaugeVec,
@@ -89,7 +89,8 @@ impl Metrics {
             ),
             fuse_errors: counter_vec(
                 "fuse_errors_total",
-                "FUSE requests answered with an errno (ENOENT included), by operation",
+                "FUSE requests answered with an errno (a lookup's ENOENT too, unless the \
+                 mount answers a missing name from its cache), by operation",
                 "op",
             ),
             fuse_read_bytes: counter("fuse_read_bytes_total", "Bytes read through the mount"),
@@ -166,11 +167,11 @@ impl Metrics {
                 "Removed files kept for other mounts, freed",
             ),
             backups: counter("backups_total", "Metadata backups this mount wrote"),
-            process_cpu_seconds: Gauge::new(
+            process_cpu_seconds: Counter::new(
                 name("process_cpu_seconds_total"),
                 "CPU time this process used (user and system)",
             )
-            .expect("valid gauge"),
+            .expect("valid counter"),
             process_resident_bytes: gauge(
                 "process_resident_bytes",
                 "Resident memory of this process",
@@ -189,11 +190,9 @@ impl Metrics {
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        m.start_time_seconds.set(now);
+        if let Some(started) = process_start_time() {
+            m.start_time_seconds.set(started);
+        }
         m
     }
 
@@ -230,14 +229,11 @@ impl Metrics {
 
     /// Reads this process's CPU time and resident memory from /proc.
     fn refresh_process(&self) {
-        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
-            // the fields after the command, which is in parentheses and may hold spaces
-            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-            let fields: Vec<&str> = after.split_whitespace().collect();
-            // utime and stime: fields 14 and 15 of the line, 12th and 13th here
-            let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-            if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
-                self.process_cpu_seconds.set((user + system) / USER_HZ);
+        if let (Some(user), Some(system)) = (proc_stat_field(14), proc_stat_field(15)) {
+            // a counter only goes up: add what was used since the last reading
+            let used = (user + system) / USER_HZ - self.process_cpu_seconds.get();
+            if used > 0.0 {
+                self.process_cpu_seconds.inc_by(used);
             }
         }
         if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
@@ -255,12 +251,42 @@ impl Metrics {
 /// Clock ticks per second of the times in /proc (USER_HZ: 100 on Linux).
 const USER_HZ: f64 = 100.0;
 
+/// Field `n` (counted from 1, as in proc(5)) of /proc/self/stat.
+fn proc_stat_field(n: usize) -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // the command (field 2) is in parentheses and may hold spaces
+    let after = stat.rsplit_once(')')?.1;
+    after
+        .split_whitespace()
+        .nth(n.checked_sub(3)?)?
+        .parse()
+        .ok()
+}
+
+/// When this process started, in seconds since the epoch: its start in
+/// ticks after boot (field 22 of /proc/self/stat) plus the boot time.
+fn process_start_time() -> Option<f64> {
+    let boot: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(boot + proc_stat_field(22)? / USER_HZ)
+}
+
 /// The caches in the metrics' `cache` label: blocks in memory and on the
 /// local disk, attributes and names.
 pub const MEMORY_CACHE: &str = "memory";
 pub const DISK_CACHE: &str = "disk";
 pub const ATTR_CACHE: &str = "attr";
 pub const ENTRY_CACHE: &str = "entry";
+
+/// The `op` of reads and writes of the control file (`jfs stats`, `jfs
+/// info`...): apart, and their bytes not counted, so that watching a mount
+/// does not show up as its work.
+pub const CONTROL_OP: &str = "control";
 
 /// Counts a read of cache `cache` as a hit or a miss.
 pub fn cache_read(cache: &str, hit: bool) {
@@ -392,5 +418,22 @@ mod tests {
         );
         assert!(text.contains("jfs_process_resident_bytes"), "{text}");
         assert!(text.contains("jfs_build_info{version="), "{text}");
+    }
+
+    #[test]
+    fn the_process_figures_come_from_proc() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let started = process_start_time().expect("a start time");
+        assert!(
+            started <= now + 1.0 && started > now - 3600.0,
+            "{started} vs {now}"
+        );
+        let ticks = proc_stat_field(14).expect("utime") + proc_stat_field(15).expect("stime");
+        assert!(ticks >= 0.0);
+        METRICS.refresh_process();
+        assert!(METRICS.process_resident_bytes.get() > 1 << 20);
     }
 }

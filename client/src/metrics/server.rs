@@ -1,11 +1,14 @@
 //! The mount's Prometheus endpoint: `GET /metrics` over HTTP/1 (hyper).
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::Semaphore;
 
 /// Where a mount serves its metrics unless told otherwise (JuiceFS's port).
 const DEFAULT_ADDR: &str = "127.0.0.1:9567";
@@ -35,28 +38,44 @@ pub fn bind(addr: Option<&str>) -> anyhow::Result<TcpListener> {
     TcpListener::bind(any).map_err(|e| anyhow::anyhow!("no port for the metrics on {any}: {e}"))
 }
 
-/// Serves `/metrics` on `listener` until the runtime stops.
+/// Connections served at once; more are closed at once (a scraper needs one).
+const MAX_CONNECTIONS: usize = 16;
+
+/// The longest a connection may take to send its request, and to stay.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Serves `/metrics` on `listener` until the runtime stops. Connections
+/// are bounded in number and in time, so idle ones cannot use up the
+/// mount's file descriptors.
 pub fn serve(listener: TcpListener) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     tracing::warn!("metrics endpoint: accepting a connection: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                continue;
+            };
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(answer);
-                if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(REQUEST_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service);
+                // (a connection past its time is simply closed)
+                if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await {
                     tracing::debug!("metrics endpoint: {e}");
                 }
+                drop(slot);
             });
         }
     });

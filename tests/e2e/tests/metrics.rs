@@ -45,6 +45,11 @@ fn status_metrics_addr(v: &Volume, mount: &Mount) -> String {
         line.contains(&format!("client {}", env!("CARGO_PKG_VERSION"))),
         "{line}"
     );
+    let installed = v.sql("SELECT extversion FROM pg_extension WHERE extname = 'jfs'");
+    assert!(
+        text.contains(&format!("extension {installed}, this client")),
+        "{text}"
+    );
     line.split("metrics ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
@@ -102,6 +107,11 @@ fn a_mount_serves_metrics_that_move_with_its_work() {
     assert!(moved("jfs_object_bytes_total", "op=\"put\"") >= data.len() as f64);
     assert!(moved("jfs_object_request_duration_seconds_count", "op=\"put\"") >= 1.0);
     assert!(value(&after, "jfs_process_resident_bytes", "") > 0.0);
+    assert_eq!(
+        value(&after, "jfs_write_buffer_bytes", ""),
+        0.0,
+        "every buffer given back once the file is closed"
+    );
 
     let (status, _) = http_get(&addr, "/nothing");
     assert!(status.contains("404"), "{status}");
@@ -125,10 +135,7 @@ fn a_mount_serves_metrics_that_move_with_its_work() {
         .lines()
         .find(|l| l.trim_start().starts_with("cpu%"))
         .unwrap_or_else(|| panic!("no titles in:\n{text}"));
-    let figures: Vec<&str> = text
-        .lines()
-        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .collect();
+    let figures = figure_lines(&text);
     assert_eq!(figures.len(), 2, "{text}");
     for l in &figures {
         assert_eq!(l.len(), titles.len(), "aligned with the titles:\n{text}");
@@ -137,19 +144,45 @@ fn a_mount_serves_metrics_that_move_with_its_work() {
                 .unwrap_or_else(|_| panic!("{word:?} is not a number in {l}"));
         }
     }
-    let fuse_ops: f64 = figures
-        .iter()
-        .map(|l| {
-            l.split('|')
-                .nth(1)
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap()
-        })
-        .map(|ops| ops.parse::<f64>().unwrap())
-        .sum();
-    assert!(fuse_ops > 0.0, "the writes show:\n{text}");
+    // the writer's MiB/s (FUSE write, then object out); jfs stats's own
+    // requests to the control file are not counted as the mount's work
+    let column = |title: &str| titles.split_whitespace().position(|w| w == title).unwrap();
+    let sum = |i: usize| -> f64 {
+        figures
+            .iter()
+            .map(|l| l.split_whitespace().nth(i).unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    assert!(sum(column("write")) > 0.0, "the writes show:\n{text}");
+    assert!(sum(column("out")) > 0.0, "the uploads show:\n{text}");
+    let quiet = ok(jfs()
+        .args(["stats", "--count", "2", "--interval", "0.3"])
+        .arg(&m.path));
+    let quiet = String::from_utf8_lossy(&quiet.stdout).into_owned();
+    let titles = quiet
+        .lines()
+        .find(|l| l.trim_start().starts_with("cpu%"))
+        .unwrap();
+    let read_column = titles.split_whitespace().position(|w| w == "read").unwrap();
+    for l in figure_lines(&quiet) {
+        let read: f64 = l
+            .split_whitespace()
+            .nth(read_column)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            read, 0.0,
+            "reading the metrics is not reading files:\n{quiet}"
+        );
+    }
+}
+
+/// The lines of `jfs stats` output that hold figures.
+fn figure_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect()
 }
 
 #[test]
@@ -178,13 +211,25 @@ fn the_address_is_chosen_or_refused_and_can_be_off() {
     assert!(err.contains(&format!("--metrics {addr}")), "{err}");
     assert!(err.contains("in use"), "{err}");
 
+    // two mounts left to the default: each its own port, both served
+    let d = v.mount("d", &[]);
+    let e = v.mount("e", &[]);
+    let (at_d, at_e) = (status_metrics_addr(&v, &d), status_metrics_addr(&v, &e));
+    assert_ne!(at_d, at_e);
+    for at in [&at_d, &at_e] {
+        let (status, body) = http_get(at, "/metrics");
+        assert!(status.contains("200"), "{status}");
+        assert!(body.contains("jfs_build_info"), "{body}");
+    }
+
     // off: no address, yet `jfs stats` reads the mount through its control file
     let c = v.mount("c", &["--no-metrics"]);
     assert_eq!(status_metrics_addr(&v, &c), "-");
     let out = ok(jfs()
         .args(["stats", "--count", "1", "--interval", "0.2"])
         .arg(&c.path));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("cpu%"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(figure_lines(&text).len(), 1, "{text}");
 }
 
 #[test]
