@@ -72,6 +72,16 @@ impl MetaError {
             _ => libc::EIO,
         }
     }
+
+    /// Whether the call may have committed although it failed: the
+    /// connection broke once the statement was sent (the answer was lost),
+    /// or the answer came and could not be read. An errno answer, an error
+    /// the server reported (its transaction rolled back), or no connection
+    /// at all prove that it did not. What such a call may have committed
+    /// (a slice's blocks) must not be deleted.
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, MetaError::Db(e) if e.code().is_none())
+    }
 }
 
 pub type Result<T> = std::result::Result<T, MetaError>;

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::layout::{block_key, block_reads, slice_blocks, visible, Source, CHUNK_SIZE};
-use super::writer::{delete_blocks, WriteTarget};
+use super::writer::{delete_blocks, forget_blocks, WriteTarget};
 use super::{errno, Vfs, VfsResult};
 use crate::metrics::METRICS;
 use crate::object::with_retries;
@@ -150,7 +150,7 @@ where
             Ok(Compacted::Done { slices: rows.len() })
         }
         Err(e) => {
-            delete_blocks(t, id, size).await;
+            forget_blocks(t, id, size, &e).await;
             match e.errno() {
                 libc::EAGAIN | libc::ENOENT => Ok(Compacted::Changed),
                 errno => {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio::task::JoinHandle;
 
 use super::layout::{block_key, slice_blocks, split_by_chunk};
-use crate::meta::{Attr, Meta, SliceRow};
+use crate::meta::{Attr, Meta, MetaError, SliceRow};
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
 
@@ -248,13 +248,29 @@ impl Writer {
                     } else {
                         tracing::error!("inode {inode}: committing slice {} failed: {e}", slice.id);
                     }
-                    delete_blocks(t, slice.id, slice.len).await;
+                    forget_blocks(t, slice.id, slice.len, &e).await;
                     return Err(e.errno());
                 }
             }
         }
         Ok(attr)
     }
+}
+
+/// After the commit of slice `id` (`size` bytes) failed with `e`: deletes
+/// its blocks when the failure proves that nothing references them, and
+/// keeps them when the commit may have happened (its answer was lost):
+/// deleting them then could take the bytes of a committed file. Blocks
+/// kept and not referenced are `jfs gc --delete`'s.
+pub(super) async fn forget_blocks(t: &WriteTarget<'_>, id: u64, size: u32, e: &MetaError) {
+    if e.may_have_committed() {
+        tracing::warn!(
+            "slice {id}: the commit's answer was lost ({e}); its blocks are kept \
+             (if it was not committed, `jfs gc --delete` removes them)"
+        );
+        return;
+    }
+    delete_blocks(t, id, size).await;
 }
 
 /// Deletes the blocks of slice `id` (`size` bytes), stored but not

@@ -1,0 +1,209 @@
+//! A commit whose answer never arrives: the connection breaks after
+//! PostgreSQL committed and before the mount heard so. The mount cannot
+//! tell that from a commit that failed, so it must not delete what the
+//! commit may reference (a written slice's blocks, a compacted chunk's new
+//! slice); a second mount then reads every byte. The break is made by a
+//! proxy between the mount and PostgreSQL that cuts one connection right
+//! after the server's answer to a chosen procedure (ReadyForQuery, sent
+//! once the transaction committed).
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use jfs_e2e::{env, jfs, pattern, Volume, CLIENT_ROLE};
+
+/// Forwards TCP connections to the test cluster's socket; when armed with
+/// a procedure's SQL text, cuts the connection that next sends it, after
+/// the server has answered (the answer is not passed on).
+struct CuttingProxy {
+    port: u16,
+    armed: Arc<Mutex<Option<&'static str>>>,
+    cuts: Arc<AtomicUsize>,
+}
+
+/// ReadyForQuery in the idle state: the end of the server's answer, sent
+/// after the statement's transaction committed.
+const READY_IDLE: &[u8] = b"Z\0\0\0\x05I";
+
+impl CuttingProxy {
+    fn start() -> CuttingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed: Arc<Mutex<Option<&'static str>>> = Arc::default();
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let socket = format!("{}/.s.PGSQL.{}", env("PGHOST"), env("PGPORT"));
+        let (a, c) = (armed.clone(), cuts.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let server = UnixStream::connect(&socket).unwrap_or_else(|e| {
+                    panic!("{socket} (PGHOST: the cluster's socket directory): {e}")
+                });
+                pipe(client, server, a.clone(), c.clone());
+            }
+        });
+        CuttingProxy { port, armed, cuts }
+    }
+
+    /// The next connection to send `sql` is cut after its answer.
+    fn arm(&self, sql: &'static str) {
+        *self.armed.lock().unwrap() = Some(sql);
+    }
+
+    fn url(&self, db: &str) -> String {
+        // unnamed statements: every call carries its SQL text
+        format!(
+            "postgres://{CLIENT_ROLE}@127.0.0.1:{}/{db}?pgbouncer=true",
+            self.port
+        )
+    }
+}
+
+fn pipe(
+    client: TcpStream,
+    server: UnixStream,
+    armed: Arc<Mutex<Option<&'static str>>>,
+    cuts: Arc<AtomicUsize>,
+) {
+    let doomed = Arc::new(AtomicBool::new(false));
+    let (mut from_client, mut to_server) =
+        (client.try_clone().unwrap(), server.try_clone().unwrap());
+    let d = doomed.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = match from_client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            {
+                let mut armed = armed.lock().unwrap();
+                if let Some(sql) = *armed {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if text.contains(sql) {
+                        d.store(true, Ordering::SeqCst);
+                        *armed = None;
+                    }
+                }
+            }
+            if to_server.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to_server.shutdown(Shutdown::Both);
+    });
+    let (mut from_server, mut to_client) = (server, client);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut held = Vec::new();
+        loop {
+            let n = match from_server.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if doomed.load(Ordering::SeqCst) {
+                // the answer to the chosen call: held back until it is
+                // complete (committed), then the connection is cut
+                held.extend_from_slice(&buf[..n]);
+                if held.windows(READY_IDLE.len()).any(|w| w == READY_IDLE) {
+                    cuts.fetch_add(1, Ordering::SeqCst);
+                    break;
+                }
+                continue;
+            }
+            if to_client.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to_client.shutdown(Shutdown::Both);
+        let _ = from_server.shutdown(Shutdown::Both);
+    });
+}
+
+#[test]
+fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-write-answer");
+    let a = v.mount_url("a", &proxy.url(&v.db), &[]);
+    let b = v.mount("b", &[]);
+
+    let data = pattern(11, (3 << 20) + 1234);
+    proxy.arm("jfs.write_slice(");
+    let mut f = fs::File::create(a.p("f")).unwrap();
+    f.write_all(&data).unwrap();
+    let synced = f.sync_all();
+    drop(f);
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        1,
+        "the commit's answer was cut"
+    );
+    assert!(
+        synced.is_err(),
+        "fsync cannot say the data is safe when it does not know"
+    );
+
+    // the commit happened: the file has its bytes, on another mount too
+    assert_eq!(
+        v.sql("SELECT length FROM jfs.node WHERE inode = jfs.resolve('/f')"),
+        data.len().to_string()
+    );
+    assert_eq!(
+        fs::read(b.p("f")).unwrap(),
+        data,
+        "every block of the committed slice is there"
+    );
+    // and the mount whose answer was lost goes on working
+    fs::write(a.p("g"), b"after").unwrap();
+    assert_eq!(fs::read(b.p("g")).unwrap(), b"after");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-compact-answer");
+    let a = v.mount_url("a", &proxy.url(&v.db), &["--compact-at", "0"]);
+    let b = v.mount("b", &[]);
+
+    // a chunk of many slices: written in pieces, each committed
+    let mut expected = pattern(21, 1 << 20);
+    {
+        let mut f = fs::File::create(a.p("g")).unwrap();
+        f.write_all(&expected).unwrap();
+        f.sync_all().unwrap();
+    }
+    for i in 0..6u64 {
+        let piece = pattern(100 + i, 50_000);
+        let at = (i * 150_000) as usize;
+        expected[at..at + piece.len()].copy_from_slice(&piece);
+        let f = fs::OpenOptions::new().write(true).open(a.p("g")).unwrap();
+        f.write_all_at(&piece, at as u64).unwrap();
+        f.sync_all().unwrap();
+    }
+    let slices = v.sql("SELECT count(*) FROM jfs.slice WHERE inode = jfs.resolve('/g')");
+    assert_eq!(slices, "7");
+
+    proxy.arm("jfs.compact_chunk(");
+    let _ = jfs().arg("compact").arg(a.p("g")).output().unwrap();
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        1,
+        "the compaction's answer was cut"
+    );
+    assert_eq!(
+        v.sql("SELECT count(*) FROM jfs.slice WHERE inode = jfs.resolve('/g')"),
+        "1",
+        "the compaction committed"
+    );
+    assert_eq!(
+        fs::read(b.p("g")).unwrap(),
+        expected,
+        "the new slice's blocks are there"
+    );
+    assert_eq!(fs::read(a.p("g")).unwrap(), expected);
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
