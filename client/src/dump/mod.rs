@@ -14,7 +14,8 @@ pub mod write;
 use serde::{Deserialize, Serialize};
 
 use crate::meta::{
-    AclRow, NodeType, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ,
+    AclRow, NodeRow, NodeType, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER,
+    TAG_USER_OBJ,
 };
 
 /// The trash directory's inode (JuiceFS's TrashInode; jfs uses the same).
@@ -126,6 +127,57 @@ pub struct Attr {
     pub rdev: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub tier: i64,
+}
+
+impl Attr {
+    /// The dump's form of a node's row (a directory's length is 0 in dumps).
+    pub fn of_row(row: &NodeRow) -> Attr {
+        let (atime, atimensec) = split_ns(row.atime);
+        let (mtime, mtimensec) = split_ns(row.mtime);
+        let (ctime, ctimensec) = split_ns(row.ctime);
+        Attr {
+            inode: row.inode,
+            kind: type_name(row.kind).to_string(),
+            mode: row.mode,
+            uid: row.uid,
+            gid: row.gid,
+            atime,
+            mtime,
+            ctime,
+            atimensec,
+            mtimensec,
+            ctimensec,
+            nlink: i64::from(row.nlink),
+            length: if row.kind == NodeType::Dir as i16 {
+                0
+            } else {
+                row.length
+            },
+            rdev: row.rdev,
+            tier: i64::from(row.tier),
+        }
+    }
+
+    /// The node's row, as inode `inode` of type `kind` (the caller
+    /// numbers inodes and reads the type name); values out of range are
+    /// brought into it.
+    pub fn to_row(&self, inode: i64, kind: i16) -> NodeRow {
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+        NodeRow {
+            inode,
+            kind,
+            mode: self.mode & 0o7777,
+            uid: self.uid,
+            gid: self.gid,
+            atime: ns(self.atime, self.atimensec),
+            mtime: ns(self.mtime, self.mtimensec),
+            ctime: ns(self.ctime, self.ctimensec),
+            nlink: self.nlink.clamp(0, i64::from(i32::MAX)) as i32,
+            length: self.length,
+            rdev: self.rdev,
+            tier: self.tier.clamp(0, 3) as i16,
+        }
+    }
 }
 
 /// A slice of a chunk (`id` 0 is a hole; `chunkid` is the name dumps before JuiceFS 1.1 used).

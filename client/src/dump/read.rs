@@ -8,7 +8,7 @@ use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use super::{
     acl_rows, type_code, unescape, Acl, Attr, Chunk, Counters, Quota, Setting, Xattr, CHUNK_SIZE,
 };
-use crate::meta::{NodeRow, Staged, StagedSlice};
+use crate::meta::{Staged, StagedSlice};
 
 /// Rows handed over at a time.
 const BATCH_ROWS: usize = 20_000;
@@ -211,21 +211,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_, '_> {
                     }
                     link_only = kind != 2 && attr.nlink > 1 && !sink.linked.insert(ino);
                     if !link_only {
-                        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-                        sink.staged.nodes.push(NodeRow {
-                            inode: ino,
-                            kind,
-                            mode: attr.mode & 0o7777,
-                            uid: attr.uid,
-                            gid: attr.gid,
-                            atime: ns(attr.atime, attr.atimensec),
-                            mtime: ns(attr.mtime, attr.mtimensec),
-                            ctime: ns(attr.ctime, attr.ctimensec),
-                            nlink: attr.nlink.clamp(0, i64::from(i32::MAX)) as i32,
-                            length: attr.length,
-                            rdev: attr.rdev,
-                            tier: attr.tier.clamp(0, 3) as i16,
-                        });
+                        sink.staged.nodes.push(attr.to_row(ino, kind));
                     }
                     sink.parsed.entries += 1;
                     if sink.parsed.entries.is_multiple_of(10_000) {

@@ -4,9 +4,7 @@ use std::io::Write;
 use futures_util::TryStreamExt;
 use serde::Serialize;
 
-use super::{
-    acl_of, escape, split_ns, type_name, Attr, Counters, Quota, Setting, Xattr, TRASH_INODE,
-};
+use super::{acl_of, escape, Attr, Counters, Quota, Setting, Xattr, TRASH_INODE};
 use crate::meta::{DumpNode, Meta, NodeType};
 
 /// What a dump wrote.
@@ -178,30 +176,7 @@ fn close_dir(out: &mut (dyn Write + Send), depth: usize) -> std::io::Result<()> 
 /// An entry's fields but `entries`: attr, symlink, xattrs, ACLs, chunks.
 fn write_fields(out: &mut (dyn Write + Send), node: &DumpNode, depth: usize) -> anyhow::Result<()> {
     let at = pad(key_indent(depth) + 2);
-    let (atime, atimensec) = split_ns(node.attr.atime);
-    let (mtime, mtimensec) = split_ns(node.attr.mtime);
-    let (ctime, ctimensec) = split_ns(node.attr.ctime);
-    let attr = Attr {
-        inode: node.attr.inode,
-        kind: type_name(node.attr.kind).to_string(),
-        mode: node.attr.mode,
-        uid: node.attr.uid,
-        gid: node.attr.gid,
-        atime,
-        mtime,
-        ctime,
-        atimensec,
-        mtimensec,
-        ctimensec,
-        nlink: i64::from(node.attr.nlink),
-        length: if node.attr.kind == NodeType::Dir as i16 {
-            0
-        } else {
-            node.attr.length
-        },
-        rdev: node.attr.rdev,
-        tier: i64::from(node.attr.tier),
-    };
+    let attr = Attr::of_row(&node.attr);
     write!(out, "\n{at}\"attr\": {}", serde_json::to_string(&attr)?)?;
     if let Some(target) = &node.target {
         write!(
