@@ -13,6 +13,17 @@ export PATH="$HOME/.cargo/bin:$PATH"
 pg_config=${PG_CONFIG:-/usr/bin/pg_config}
 cargo pgrx install -p jfs --pg-config "$pg_config" "$@"
 extdir="$("$pg_config" --sharedir)/extension"
+# a released version names one schema: this build's SQL must be its
+# frozen script's (pgrx orders the files' blocks as it likes, so lines are
+# compared as sets)
+version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$extdir/jfs.control")
+if [ -f "migrations/jfs--$version.sql" ] &&
+   ! cmp -s <(sort "$extdir/jfs--$version.sql") <(sort "migrations/jfs--$version.sql"); then
+  diff <(sort "migrations/jfs--$version.sql") <(sort "$extdir/jfs--$version.sql") | head -20 >&2 || true
+  echo "sql/ differs from the released jfs $version (migrations/jfs--$version.sql): a version names one schema;" \
+       "move the workspace version on in Cargo.toml and put the change into a new upgrade script" >&2
+  exit 1
+fi
 SUDO=""; [ -w "$extdir" ] || SUDO=sudo
 $SUDO install -m 644 migrations/jfs--*.sql "$extdir/"
 echo "installed jfs $(sed -n "s/^default_version = '\(.*\)'/\1/p" "$extdir/jfs.control") and $(ls migrations/jfs--*.sql | wc -l) migration script(s) into $extdir"

@@ -174,16 +174,19 @@ END
 $$;
 
 -- Waits until everything committed so far (by any session) is flushed to
--- the WAL on disk. fsync, fsyncdir, syncfs and close after writes call it in
--- 'fsync' durability mode. Costs nothing when nothing is pending: a
--- transaction with an xid commits synchronously, and that flush covers all
--- WAL written before it.
+-- the WAL on disk (and, with synchronous standbys, replicated to them).
+-- fsync, fsyncdir, syncfs and close after writes call it in 'fsync'
+-- durability mode. Costs nothing when nothing is pending. A commit waits
+-- for the flush only if its transaction wrote WAL (an xid alone writes
+-- none, and its commit then is as asynchronous as the commits it was to
+-- cover): the transactional message is that WAL, and the synchronous
+-- commit of this transaction flushes everything inserted before it.
 CREATE FUNCTION sync() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     IF pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
-        PERFORM pg_catalog.txid_current();
+        PERFORM pg_catalog.pg_logical_emit_message(true, 'jfs.sync', '');
     END IF;
 END
 $$;

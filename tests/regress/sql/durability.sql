@@ -24,6 +24,19 @@ SELECT jfs.sync();
 SELECT current_setting('synchronous_commit') IN ('on', 'off') AS valid;
 COMMIT;
 SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() - 8192 AS flushed_after_sync;
+-- and the flush covers every asynchronous commit before it, at once: with
+-- the WAL writer slowed down, nothing else flushes them meanwhile
+ALTER SYSTEM SET wal_writer_delay = '10s';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT errno FROM jfs.mknod(1, 'async', 1, 420, 0, 0);
+SELECT pg_current_wal_insert_lsn() AS before_sync \gset
+SELECT pg_current_wal_flush_lsn() < :'before_sync'::pg_lsn AS pending_before_sync;
+SELECT jfs.sync();
+SELECT pg_current_wal_flush_lsn() >= :'before_sync'::pg_lsn AS flushed_by_sync;
+SELECT errno FROM jfs.unlink(1, 'async');
+ALTER SYSTEM RESET wal_writer_delay;
+SELECT pg_reload_conf();
 -- an aborted procedure transaction leaves nothing behind, in either mode
 BEGIN;
 SELECT errno FROM jfs.mknod(1, 'rolled-back', 2, 493, 0, 0);
