@@ -68,6 +68,17 @@ pub struct MountArgs {
     /// Connections to PostgreSQL
     #[arg(long, default_value_t = 16)]
     max_connections: usize,
+    /// Seconds a metadata call is retried while PostgreSQL is unreachable,
+    /// restarting or failing over, before the operation fails with EIO
+    #[arg(long, default_value_t = crate::meta::DEFAULT_META_RETRY.as_secs())]
+    meta_retry: u64,
+    /// Seconds an object store request is retried while it fails with
+    /// errors that may pass (timeouts, resets, 5xx, SlowDown)
+    #[arg(long, default_value_t = crate::object::DEFAULT_OBJECT_RETRY.as_secs())]
+    object_retry: u64,
+    /// Seconds one object store request may take before it is tried again
+    #[arg(long, default_value_t = crate::object::DEFAULT_OBJECT_TIMEOUT.as_secs())]
+    object_timeout: u64,
     /// Seconds between session heartbeats
     #[arg(long, default_value_t = 12)]
     heartbeat: u64,
@@ -77,6 +88,11 @@ pub struct MountArgs {
     /// Seconds between runs that delete the objects of deleted data
     #[arg(long, default_value_t = 10)]
     gc_interval: u64,
+    /// Seconds after which writes to a file left open without fsync are
+    /// committed (other mounts then see them; a crash of this mount loses
+    /// at most that long); 0: only at fsync and close
+    #[arg(long, default_value_t = 5.0)]
+    commit_after: f64,
     /// Seconds the objects of deleted data are kept before deletion
     #[arg(long, default_value_t = 0)]
     gc_delay: u64,
@@ -178,10 +194,14 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         ("--changes-poll", a.changes_poll.to_string()),
         ("--buffer-size", a.buffer_size.to_string()),
         ("--max-connections", a.max_connections.to_string()),
+        ("--meta-retry", a.meta_retry.to_string()),
+        ("--object-retry", a.object_retry.to_string()),
+        ("--object-timeout", a.object_timeout.to_string()),
         ("--heartbeat", a.heartbeat.to_string()),
         ("--session-timeout", a.session_timeout.to_string()),
         ("--gc-interval", a.gc_interval.to_string()),
         ("--gc-delay", a.gc_delay.to_string()),
+        ("--commit-after", a.commit_after.to_string()),
         ("--compact-at", a.compact_at.to_string()),
         ("--backup-meta", a.backup_meta.as_secs().to_string()),
         ("--backup-keep", a.backup_keep.to_string()),
@@ -268,14 +288,24 @@ async fn subdir_inode(meta: &Meta, volume: &str, path: &str) -> anyhow::Result<u
 
 /// Mounts in this process and serves until unmounted.
 fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.commit_after.is_finite() && a.commit_after >= 0.0,
+        "--commit-after {}: give seconds, 0 or more",
+        a.commit_after
+    );
     let rt = super::runtime()?;
     let mountpoint = a.mountpoint.canonicalize()?;
     let (vfs, host, info) = rt.block_on(async {
         let OpenVolume {
-            meta,
+            mut meta,
             volume,
             store,
         } = open_volume(meta_url, a.max_connections, BucketCheck::WhenReachable).await?;
+        meta.set_retry_for(Duration::from_secs(a.meta_retry));
+        object::set_retries(
+            Duration::from_secs(a.object_retry),
+            Duration::from_secs(a.object_timeout),
+        );
         meta.require_client_grants().await?;
         let root = match &a.subdir {
             Some(path) => subdir_inode(&meta, &volume.name, path).await?,
@@ -360,6 +390,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
                 gc_delay: Duration::from_secs(a.gc_delay),
                 backup_meta: a.backup_meta,
                 backup_keep: a.backup_keep,
+                commit_after: Duration::from_secs_f64(a.commit_after),
             },
             host,
             info,

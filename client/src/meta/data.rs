@@ -1,5 +1,5 @@
 //! File layout procedures: write_slice, read_chunk, compaction and the delslice queue.
-use super::{attr_from_row, check_errno, Attr, Meta, Result};
+use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result};
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +25,16 @@ impl SliceRow {
 }
 
 impl Meta {
-    /// Commits a stored slice into a chunk of a file.
-    pub async fn write_slice(&self, inode: u64, chunk: u32, slice: SliceRow) -> Result<Attr> {
-        let row = self
-            .call_one(
+    /// Commits a stored slice into a chunk of a file; returns the file's
+    /// attributes and the epoch the commit was sent in.
+    pub async fn write_slice(
+        &self,
+        inode: u64,
+        chunk: u32,
+        slice: SliceRow,
+    ) -> Result<(Attr, Epoch)> {
+        let (mut rows, sent_in) = self
+            .call_stamped(
                 "SELECT * FROM jfs.write_slice($1, $2, $3, $4, $5, $6, $7)",
                 &[
                     &(inode as i64),
@@ -41,7 +47,8 @@ impl Meta {
                 ],
             )
             .await?;
-        attr_from_row(&row)
+        let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
+        Ok((attr_from_row(&row)?, sent_in))
     }
 
     /// The slices of one chunk, oldest first.

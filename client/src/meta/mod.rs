@@ -9,6 +9,7 @@ mod acl;
 mod changelog;
 mod data;
 mod dump;
+mod durability;
 mod fsck;
 mod lock;
 mod namespace;
@@ -21,10 +22,13 @@ mod version;
 mod volume;
 mod xattr;
 
+use std::collections::HashSet;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::Hook;
+use deadpool_postgres::{HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
@@ -34,6 +38,8 @@ pub use acl::{
 pub use changelog::{Change, LoggedChange};
 pub use data::SliceRow;
 pub use dump::{AclRow, DumpNode, LoadRequest, NodeRow, Snapshot, Staged, StagedSlice};
+pub use durability::Epoch;
+use durability::{Incarnation, Incarnations, INCARNATION_SQL};
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};
@@ -56,6 +62,17 @@ pub enum MetaError {
     /// A parameter this client cannot send without a prepared statement.
     #[error("{0}")]
     Parameter(String),
+    /// The connection was found closed before the statement was sent.
+    #[error("metadata database connection closed (not sent)")]
+    NotSent,
+    /// A sync ran on another server incarnation than earlier asynchronous
+    /// commits it was to make durable (a restart or failover in between):
+    /// they may be lost.
+    #[error(
+        "the metadata server restarted or failed over before commits of this mount were \
+         made durable: they may be lost"
+    )]
+    NotDurable,
 }
 
 impl From<tokio_postgres::Error> for MetaError {
@@ -82,6 +99,50 @@ impl MetaError {
     pub fn may_have_committed(&self) -> bool {
         matches!(self, MetaError::Db(e) if e.code().is_none())
     }
+
+    /// What a failed call means for retrying it.
+    fn kind(&self) -> Failure {
+        match self {
+            MetaError::Errno(_) | MetaError::Parameter(_) | MetaError::NotDurable => Failure::Final,
+            MetaError::NotSent => Failure::Unavailable,
+            MetaError::Pool(deadpool_postgres::PoolError::Backend(e)) => match e.code() {
+                // a role or database that is refused stays refused
+                Some(c) if c.code().starts_with("28") || c.code() == "3D000" => Failure::Final,
+                _ => Failure::Unavailable,
+            },
+            MetaError::Pool(deadpool_postgres::PoolError::Closed)
+            | MetaError::Pool(deadpool_postgres::PoolError::NoRuntimeSpecified) => Failure::Final,
+            MetaError::Pool(_) => Failure::Unavailable,
+            MetaError::Db(e) => match e.code().map(|c| c.code()) {
+                Some("40001" | "40P01") => Failure::Conflict,
+                // the server went away or is not a primary (yet): the
+                // transaction did not commit
+                Some(c)
+                    if c.starts_with("08")
+                        || matches!(c, "57P01" | "57P02" | "57P03" | "25006" | "53300") =>
+                {
+                    Failure::Unavailable
+                }
+                Some(_) => Failure::Final,
+                None => Failure::AnswerLost,
+            },
+        }
+    }
+}
+
+/// How a call failed, for [`Meta::call`]'s retries.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// Serialization failure or deadlock: rolled back, retried a few times.
+    Conflict,
+    /// The database could not be reached, was shutting down or starting,
+    /// or is a standby: nothing committed, retried until `--meta-retry`.
+    Unavailable,
+    /// The connection broke after the statement was sent: it may have
+    /// committed, so only read-only procedures are retried.
+    AnswerLost,
+    /// An answer: no retry.
+    Final,
 }
 
 pub type Result<T> = std::result::Result<T, MetaError>;
@@ -202,7 +263,32 @@ pub struct Meta {
     /// call is one unnamed statement with its parameters' types, which
     /// PgBouncer in transaction mode can send to any server connection.
     unnamed_statements: bool,
+    /// The server incarnations this client's commits went to (shared by
+    /// every pool made from this one).
+    incarnations: Arc<Incarnations>,
+    /// The jfs procedures that only read (not VOLATILE): retried even when
+    /// the answer was lost.
+    read_only: Arc<OnceLock<HashSet<String>>>,
+    /// How long calls are retried while the database is unavailable.
+    retry_for: Duration,
 }
+
+/// How long calls are retried while the database is unavailable, unless
+/// told otherwise (a failover of a replicated PostgreSQL takes 5-30 s).
+pub const DEFAULT_META_RETRY: Duration = Duration::from_secs(60);
+
+/// Procedures whose commits no fsync vouches for: losing them to a crash
+/// loses nothing a file system promised (a sync itself, heartbeats, the
+/// bookkeeping of background jobs).
+const NOT_VOUCHED: [&str; 7] = [
+    "sync",
+    "session_heartbeat",
+    "session_register",
+    "changelog_prune",
+    "backup_claim",
+    "backup_release",
+    "forget_delslices",
+];
 
 /// The META_URL option that turns named prepared statements off.
 const POOLER_OPTION: &str = "pgbouncer";
@@ -273,6 +359,11 @@ thread_local! {
     static THREAD_LAST_USE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
+/// The first and the longest pause between retries of a call while the
+/// database is unavailable.
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(50);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
+
 /// A thread's connection idle for longer is checked before it is used.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
@@ -290,7 +381,42 @@ impl Meta {
                 redact_url(meta_url)
             ),
         }
+        meta.load_read_only_procedures().await?;
         Ok(meta)
+    }
+
+    /// Learns which jfs procedures only read (declared STABLE or IMMUTABLE).
+    async fn load_read_only_procedures(&self) -> Result<()> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query_typed(
+                "SELECT proname::text FROM pg_catalog.pg_proc \
+                  WHERE pronamespace = 'jfs'::regnamespace AND provolatile <> 'v'",
+                &[],
+            )
+            .await?;
+        let _ = self
+            .read_only
+            .set(rows.iter().map(|r| r.get::<_, String>(0)).collect());
+        Ok(())
+    }
+
+    /// Calls are retried for this long while the database is unavailable
+    /// (a restart, a failover, a broken connection).
+    pub fn set_retry_for(&mut self, retry_for: Duration) {
+        self.retry_for = retry_for;
+    }
+
+    /// Whether the volume's commits are asynchronous ('fsync' durability
+    /// mode), so that syncs check the server they ran on.
+    pub fn set_async_commits(&self, on: bool) {
+        self.incarnations.set_async_commits(on);
+    }
+
+    /// The current epoch (see `durability`): read before a commit whose
+    /// durability a later [`Meta::sync`] is to prove.
+    pub fn epoch(&self) -> Epoch {
+        self.incarnations.epoch()
     }
 
     /// Connects for `jfs format`: installs the extension when it is missing
@@ -402,11 +528,15 @@ impl Meta {
         }
         config.keepalives_idle(Duration::from_secs(30));
         config.application_name("jfs");
-        let pool = build_pool(&config, max_connections)?;
+        let incarnations = Arc::<Incarnations>::default();
+        let pool = build_pool(&config, max_connections, &incarnations)?;
         Ok(Meta {
             pool,
             config,
             unnamed_statements,
+            incarnations,
+            read_only: Arc::default(),
+            retry_for: DEFAULT_META_RETRY,
         })
     }
 
@@ -417,11 +547,14 @@ impl Meta {
     pub fn for_session(&self, sid: i64) -> anyhow::Result<Meta> {
         let mut config = self.config.clone();
         config.application_name(session_application_name(sid));
-        let pool = build_pool(&config, self.pool.status().max_size)?;
+        let pool = build_pool(&config, self.pool.status().max_size, &self.incarnations)?;
         Ok(Meta {
             pool,
             config,
             unnamed_statements: self.unnamed_statements,
+            incarnations: self.incarnations.clone(),
+            read_only: self.read_only.clone(),
+            retry_for: self.retry_for,
         })
     }
 
@@ -432,7 +565,7 @@ impl Meta {
     /// wakes no other thread but PostgreSQL's. Each such thread holds one
     /// connection besides the shared pool.
     pub fn use_thread_connection(&self) -> anyhow::Result<()> {
-        let pool = build_pool(&self.config, 1)?;
+        let pool = build_pool(&self.config, 1, &self.incarnations)?;
         THREAD_POOL.with(|p| *p.borrow_mut() = Some(pool));
         Ok(())
     }
@@ -464,6 +597,16 @@ impl Meta {
     /// and deadlocks; returns its rows. Counted in the metrics by the
     /// procedure it calls.
     async fn call(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        Ok(self.call_stamped(sql, params).await?.0)
+    }
+
+    /// [`Meta::call`], also returning the epoch the statement was sent in
+    /// (see `durability`).
+    async fn call_stamped(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(Vec<Row>, Epoch)> {
         let procedure = crate::metrics::procedure_of(sql);
         let started = Instant::now();
         let result = self.call_with_retries(sql, params, procedure).await;
@@ -477,42 +620,97 @@ impl Meta {
         result
     }
 
-    /// [`Meta::call`] without the metrics.
+    /// [`Meta::call`] without the metrics. A call that failed because the
+    /// database was unavailable (nothing committed), or that only reads and
+    /// lost its answer, is retried with backoff for `retry_for`; one that
+    /// may have committed is not (it could apply twice).
     async fn call_with_retries(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         procedure: &str,
-    ) -> Result<Vec<Row>> {
-        let mut attempt = 0;
+    ) -> Result<(Vec<Row>, Epoch)> {
+        let read_only = self
+            .read_only
+            .get()
+            .is_some_and(|names| names.contains(procedure));
+        let mut conflicts = 0;
+        let mut outage: Option<Instant> = None;
+        let mut pause = RETRY_PAUSE_MIN;
         loop {
-            attempt += 1;
-            let result = async {
-                let client = self.client().await?;
-                if self.unnamed_statements {
-                    let typed = params
-                        .iter()
-                        .map(|&p| Ok((p, param_type(p)?)))
-                        .collect::<Result<Vec<_>>>()?;
-                    return Ok::<_, MetaError>(client.query_typed(sql, &typed).await?);
+            let e = match self.run(sql, params).await {
+                Ok((rows, sent_in)) => {
+                    if let Some(since) = outage {
+                        tracing::info!(
+                            "metadata database available again: {procedure} went through after {:.1} s",
+                            since.elapsed().as_secs_f64()
+                        );
+                    }
+                    if !read_only && !NOT_VOUCHED.contains(&procedure) {
+                        self.incarnations.committed(sent_in);
+                    }
+                    return Ok((rows, sent_in));
                 }
-                let stmt = client.prepare_cached(sql).await?;
-                Ok::<_, MetaError>(client.query(&stmt, params).await?)
-            }
-            .await;
-            match result {
-                Ok(rows) => return Ok(rows),
-                Err(e) if attempt < 5 && retryable(&e) => {
+                Err(e) => e,
+            };
+            let wait = match e.kind() {
+                Failure::Conflict if conflicts < 4 => {
+                    conflicts += 1;
                     tracing::debug!("retrying {sql}: {e}");
-                    crate::metrics::METRICS
-                        .meta_retries
-                        .with_label_values(&[procedure])
-                        .inc();
-                    tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+                    Duration::from_millis(5 << conflicts)
                 }
-                Err(e) => return Err(e),
+                Failure::Unavailable => pause,
+                Failure::AnswerLost if read_only => pause,
+                _ => return Err(e),
+            };
+            let since = *outage.get_or_insert_with(Instant::now);
+            if wait == pause {
+                if since.elapsed() >= self.retry_for {
+                    tracing::error!(
+                        "{procedure}: the metadata database is still unavailable after {:.0} s \
+                         (--meta-retry): giving up: {e}",
+                        since.elapsed().as_secs_f64()
+                    );
+                    return Err(e);
+                }
+                if pause == RETRY_PAUSE_MIN {
+                    tracing::warn!(
+                        "{procedure}: the metadata database is unavailable ({e}); retrying for up \
+                         to {} s",
+                        self.retry_for.as_secs()
+                    );
+                }
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
+            } else {
+                outage = None;
             }
+            crate::metrics::METRICS
+                .meta_retries
+                .with_label_values(&[procedure])
+                .inc();
+            tokio::time::sleep(wait).await;
         }
+    }
+
+    /// Sends one statement on one connection; returns its rows and the
+    /// epoch it was sent in (read once the connection is there: a new one
+    /// has noted the server it reached).
+    async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<(Vec<Row>, Epoch)> {
+        let client = self.client().await?;
+        if client.is_closed() {
+            drop(deadpool_postgres::Object::take(client));
+            return Err(MetaError::NotSent);
+        }
+        let sent_in = self.incarnations.epoch();
+        if self.unnamed_statements {
+            let typed = params
+                .iter()
+                .map(|&p| Ok((p, param_type(p)?)))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok((client.query_typed(sql, &typed).await?, sent_in));
+        }
+        let stmt = client.prepare_cached(sql).await?;
+        Ok((client.query(&stmt, params).await?, sent_in))
     }
 
     async fn call_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
@@ -524,7 +722,14 @@ impl Meta {
     }
 }
 
-fn build_pool(config: &tokio_postgres::Config, max_connections: usize) -> anyhow::Result<Pool> {
+/// A pool whose every new connection first notes the server incarnation it
+/// reached, so that a commit sent on it is stamped with the right epoch.
+fn build_pool(
+    config: &tokio_postgres::Config,
+    max_connections: usize,
+    incarnations: &Arc<Incarnations>,
+) -> anyhow::Result<Pool> {
+    let observer = incarnations.clone();
     let manager = Manager::from_config(
         config.clone(),
         NoTls,
@@ -538,6 +743,26 @@ fn build_pool(config: &tokio_postgres::Config, max_connections: usize) -> anyhow
         .create_timeout(Some(Duration::from_secs(5)))
         .recycle_timeout(Some(Duration::from_secs(5)))
         .runtime(Runtime::Tokio1)
+        .post_create(Hook::async_fn(move |client, _| {
+            let observer = observer.clone();
+            Box::pin(async move {
+                let messages = client
+                    .simple_query(INCARNATION_SQL)
+                    .await
+                    .map_err(HookError::Backend)?;
+                let row = messages.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
+                    _ => None,
+                });
+                let text = |i: usize| row.and_then(|r| r.get(i)).unwrap_or_default().to_string();
+                observer.observe(Incarnation {
+                    id: text(0),
+                    timeline: text(1),
+                    clean_start: text(2) == "true",
+                });
+                Ok(())
+            })
+        }))
         .build()
         .map_err(|e| anyhow::anyhow!("connection pool: {e}"))
 }
@@ -577,15 +802,6 @@ fn db_error_text(e: &tokio_postgres::Error) -> String {
         )
     } else {
         text
-    }
-}
-
-fn retryable(e: &MetaError) -> bool {
-    match e {
-        // only errors that prove the transaction did not commit: retrying
-        // after a lost connection could apply an operation twice
-        MetaError::Db(db) => matches!(db.code().map(|c| c.code()), Some("40001") | Some("40P01")),
-        _ => false,
     }
 }
 

@@ -1,5 +1,8 @@
 //! Volume procedures: format, volume, statfs, alloc_ids, sync.
-use super::{check_errno, Meta, MetaError, Result};
+use super::durability::{Incarnation, SYNC_SQL};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{check_errno, Epoch, Meta, MetaError, Result};
 
 /// The volume's format (`jfs.volume()`).
 #[derive(Debug, Clone)]
@@ -129,17 +132,98 @@ impl Meta {
         })
     }
 
-    /// Reserves `count` ids of `kind` ("inode" or "slice"); returns the first.
+    /// Reserves `count` ids of `kind` ("inode" or "slice"); returns the
+    /// first. The reservation is durable before the ids are used: a crash
+    /// that erased it would hand them out again, and two slices with one
+    /// id overwrite each other's blocks.
     pub async fn alloc_ids(&self, kind: &str, count: i32) -> Result<u64> {
-        let row = self
-            .call_one("SELECT jfs.alloc_ids($1, $2) AS first", &[&kind, &count])
-            .await?;
-        Ok(row.try_get::<_, i64>("first")? as u64)
+        loop {
+            let sent_in = self.epoch();
+            let row = self
+                .call_one("SELECT jfs.alloc_ids($1, $2) AS first", &[&kind, &count])
+                .await?;
+            let first = row.try_get::<_, i64>("first")? as u64;
+            if self.durable_since(sent_in).await? {
+                return Ok(first);
+            }
+            tracing::warn!(
+                "{count} {kind} ids reserved from {first} may be lost with the server that \
+                 reserved them: reserving others"
+            );
+        }
     }
 
-    /// Waits until everything committed so far is durable.
-    pub async fn sync(&self) -> Result<()> {
-        self.call("SELECT jfs.sync()", &[]).await?;
+    /// Runs `jfs.sync()` and notes the server incarnation it ran on.
+    async fn sync_here(&self) -> Result<()> {
+        let row = self.call_one(SYNC_SQL, &[]).await?;
+        self.incarnations.observe(Incarnation {
+            id: row.try_get(1)?,
+            timeline: row.try_get(2)?,
+            clean_start: row.try_get::<_, String>(3)? == "true",
+        });
         Ok(())
+    }
+
+    /// fsync of a file: waits until the file's commits since `since` (the
+    /// epoch its oldest unsynced commit was sent in) are durable. Fails with
+    /// [`MetaError::NotDurable`] when the server changed after such a commit
+    /// (a crash may have erased it).
+    pub async fn sync_file(&self, since: Option<Epoch>) -> Result<()> {
+        let unsynced = self.sync_taking_unsynced().await?;
+        if !self.incarnations.covers(unsynced) {
+            // the mount's other commits: for a directory's fsync to report
+            self.incarnations.restore_unsynced(unsynced);
+        }
+        if self.incarnations.covers(since) {
+            Ok(())
+        } else {
+            Err(MetaError::NotDurable)
+        }
+    }
+
+    /// fsync of a directory: waits until every commit of this client is
+    /// durable. Fails with [`MetaError::NotDurable`], once for each
+    /// directory handle (`losses_seen`, from [`Meta::losses`] at its open),
+    /// after commits not yet synced were found sent to a server that is
+    /// gone, as Linux reports a writeback error once to each descriptor.
+    pub async fn sync_dir(&self, losses_seen: &AtomicU64) -> Result<()> {
+        let unsynced = self.sync_taking_unsynced().await?;
+        if !self.incarnations.covers(unsynced) {
+            self.incarnations.lost();
+        }
+        let losses = self.losses();
+        if losses_seen.swap(losses, Ordering::SeqCst) < losses {
+            Err(MetaError::NotDurable)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// How many times commits of this client were found lost so far.
+    pub fn losses(&self) -> u64 {
+        self.incarnations.losses()
+    }
+
+    /// Runs [`SYNC_SQL`] with the epoch of this client's oldest unsynced
+    /// commit taken (put back if the sync fails); returns that epoch.
+    async fn sync_taking_unsynced(&self) -> Result<Option<Epoch>> {
+        let unsynced = self.incarnations.take_unsynced();
+        if let Err(e) = self.sync_here().await {
+            self.incarnations.restore_unsynced(unsynced);
+            return Err(e);
+        }
+        Ok(unsynced)
+    }
+
+    /// Makes what was committed, or read, since `sent_in` durable on the
+    /// server it came from: false when that server is gone (ids it handed
+    /// out may be handed out again; a freed slice it listed may be
+    /// referenced again).
+    pub async fn durable_since(&self, sent_in: Epoch) -> Result<bool> {
+        if !self.incarnations.async_commits() {
+            return Ok(true);
+        }
+        self.sync_here().await?;
+        Ok(self.incarnations.covers(Some(sent_in)))
     }
 }

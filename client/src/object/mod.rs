@@ -6,6 +6,7 @@ mod s3;
 
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -137,25 +138,74 @@ pub(crate) fn read_range(path: &std::path::Path, off: u64, len: usize) -> io::Re
     Ok(Bytes::from(buf))
 }
 
-/// Runs an object operation with up to 4 attempts and exponential backoff
-/// on errors that may pass (timeouts, interruptions, refused connections).
+/// How long an object operation is retried while it fails with errors that
+/// may pass, unless the mount says otherwise (`--object-retry`).
+pub const DEFAULT_OBJECT_RETRY: Duration = Duration::from_secs(60);
+
+/// How long one attempt of an object operation may take, unless the mount
+/// says otherwise (`--object-timeout`): a server that stalls mid-answer is
+/// then a retried timeout, never a read that hangs.
+pub const DEFAULT_OBJECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The retry time and the attempt timeout in force, in milliseconds (one
+/// each per process: a mount).
+static RETRY_FOR_MS: AtomicU64 = AtomicU64::new(DEFAULT_OBJECT_RETRY.as_millis() as u64);
+static ATTEMPT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_OBJECT_TIMEOUT.as_millis() as u64);
+
+/// Sets how long object operations are retried, and how long one attempt
+/// may take.
+pub fn set_retries(retry_for: Duration, attempt_timeout: Duration) {
+    RETRY_FOR_MS.store(retry_for.as_millis() as u64, Ordering::Relaxed);
+    ATTEMPT_TIMEOUT_MS.store(attempt_timeout.as_millis().max(1) as u64, Ordering::Relaxed);
+}
+
+/// The first and the longest pause between attempts.
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(50);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// Runs an object operation, again with exponential backoff while it fails
+/// with errors that may pass (timeouts, refused or reset connections, a
+/// body cut short, 5xx and SlowDown answers, an attempt that took too
+/// long), for the retry time ([`set_retries`]); then returns the last error.
 pub async fn with_retries<T, F, Fut>(what: &str, mut op: F) -> io::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = io::Result<T>>,
 {
-    let mut delay = Duration::from_millis(50);
-    let mut attempt = 1;
+    let retry_for = Duration::from_millis(RETRY_FOR_MS.load(Ordering::Relaxed));
+    let attempt_timeout = Duration::from_millis(ATTEMPT_TIMEOUT_MS.load(Ordering::Relaxed));
+    let started = std::time::Instant::now();
+    let mut pause = RETRY_PAUSE_MIN;
+    let mut attempts = 1;
     loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) if attempt < 4 && transient(&e) => {
-                tracing::warn!("{what}: {e}; retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-                attempt += 1;
+        let attempt = tokio::time::timeout(attempt_timeout, op()).await;
+        let result = attempt.unwrap_or_else(|_| {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer within {} s", attempt_timeout.as_secs_f64()),
+            ))
+        });
+        match result {
+            Ok(v) => {
+                if attempts > 1 {
+                    tracing::info!("{what}: done at attempt {attempts}");
+                }
+                return Ok(v);
             }
-            Err(e) => return Err(e),
+            Err(e) if transient(&e) && started.elapsed() + pause <= retry_for => {
+                if attempts == 1 || pause == RETRY_PAUSE_MAX {
+                    tracing::warn!("{what}: {e}; retrying for up to {} s", retry_for.as_secs());
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
+                attempts += 1;
+            }
+            Err(e) => {
+                if attempts > 1 {
+                    tracing::error!("{what}: giving up after {attempts} attempts: {e}");
+                }
+                return Err(e);
+            }
         }
     }
 }
@@ -168,6 +218,7 @@ fn transient(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionRefused
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
             | io::ErrorKind::WouldBlock
     )
 }

@@ -3,6 +3,8 @@
 use std::io;
 
 use async_trait::async_trait;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{
     BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
@@ -90,7 +92,10 @@ impl S3Store {
         let mut b = aws_sdk_s3::config::Builder::from(&shared)
             .force_path_style(addr.path_style)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-            .response_checksum_validation(ResponseChecksumValidation::WhenRequired);
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+            // one attempt per request: `with_retries` retries, for the
+            // mount's --object-retry, with its own backoff and timeout
+            .retry_config(RetryConfig::disabled());
         if let Some(endpoint) = &addr.endpoint {
             b = b.endpoint_url(endpoint);
         }
@@ -138,12 +143,12 @@ impl S3Store {
 
 /// SDK errors as io errors: network trouble and 5xx are transient (retried),
 /// 404 is NotFound, the rest carry the server's message.
-fn to_io<E, R>(what: &str, e: SdkError<E, R>) -> io::Error
+fn to_io<E>(what: &str, e: SdkError<E, HttpResponse>) -> io::Error
 where
     E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug,
 {
     let text = format!("{what}: {}", aws_sdk_s3::error::DisplayErrorContext(&e));
+    let status = e.raw_response().map(|r| r.status().as_u16()).unwrap_or(0);
     let kind = match &e {
         SdkError::TimeoutError(_) => io::ErrorKind::TimedOut,
         SdkError::DispatchFailure(_) => io::ErrorKind::ConnectionRefused,
@@ -151,6 +156,8 @@ where
         SdkError::ServiceError(_) if text.contains("NoSuchKey") || text.contains("NotFound") => {
             io::ErrorKind::NotFound
         }
+        // a server error or too many requests, whatever its body says
+        SdkError::ServiceError(_) if status >= 500 || status == 429 => io::ErrorKind::TimedOut,
         SdkError::ServiceError(_)
             if text.contains("InternalError")
                 || text.contains("SlowDown")

@@ -25,6 +25,9 @@ pub struct BackgroundConfig {
     pub backup_meta: Duration,
     /// Metadata backups kept in the object store.
     pub backup_keep: usize,
+    /// Writes left open without fsync are committed after this long (zero:
+    /// only at fsync and close).
+    pub commit_after: Duration,
 }
 
 /// The longest a mount waits between asking whether a backup is due.
@@ -32,6 +35,17 @@ const BACKUP_POLL: Duration = Duration::from_secs(60);
 
 /// Starts the jobs; they run until the runtime shuts down.
 pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
+    if !cfg.commit_after.is_zero() {
+        let v = vfs.clone();
+        let every = (cfg.commit_after / 2).min(Duration::from_secs(1));
+        let age = cfg.commit_after;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                v.commit_waiting_writes(age).await;
+            }
+        });
+    }
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {
@@ -171,10 +185,20 @@ pub async fn drain_delslices(
 ) -> anyhow::Result<usize> {
     let mut total = 0;
     loop {
+        let read_in = meta.epoch();
         let pending = meta
             .pending_delslices(delay.as_secs(), DELSLICE_PAGE)
             .await?;
         if pending.is_empty() {
+            return Ok(total);
+        }
+        // the commits that freed these slices are durable before their
+        // objects go: a crash that erased one would bring its references back
+        if !meta.durable_since(read_in).await? {
+            tracing::warn!(
+                "the metadata server changed while freed slices were listed: \
+                 none deleted this round"
+            );
             return Ok(total);
         }
         let mut done = Vec::with_capacity(pending.len());

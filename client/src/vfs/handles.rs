@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::writer::Writer;
 use super::{Vfs, VfsResult};
-use crate::meta::{DirEntry, Meta};
+use crate::meta::{DirEntry, Epoch, Meta};
 
 /// Ids of one kind reserved in ranges from the database.
 pub(super) struct IdRange {
@@ -63,8 +63,8 @@ pub(super) struct FileState {
     /// generations mean "no change", even across a release and a new open.
     pub(super) generation: u64,
     pub(super) writer: Writer,
-    /// Pending writes were committed but not yet synced (fsync durability mode).
-    pub(super) needs_sync: bool,
+    /// The epoch the oldest commit of this file not yet synced was sent in.
+    pub(super) unsynced: Option<Epoch>,
     /// Its last name went away while open: release it at last close.
     pub(super) unlinked: bool,
     /// Its storage tier: new blocks go to that tier's class.
@@ -110,6 +110,9 @@ pub(super) enum Handle {
     Dir {
         inode: u64,
         page: tokio::sync::Mutex<DirPage>,
+        /// The mount's lost commits this handle has reported (see
+        /// [`crate::meta::Meta::sync_dir`]).
+        losses_seen: AtomicU64,
     },
 }
 
@@ -179,7 +182,7 @@ impl Vfs {
                         chunks: HashMap::new(),
                         generation: 0,
                         writer: Writer::default(),
-                        needs_sync: false,
+                        unsynced: None,
                         unlinked: false,
                         tier,
                         commits: HashMap::new(),

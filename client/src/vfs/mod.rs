@@ -146,6 +146,7 @@ impl Vfs {
         config: VfsConfig,
         sid: i64,
     ) -> Vfs {
+        meta.set_async_commits(volume.meta_durability == "fsync");
         let log = Arc::new(listings::LogFreshness::default());
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use super::layout::{block_key, slice_blocks, split_by_chunk};
-use crate::meta::{Attr, Meta, MetaError, SliceRow};
+use super::layout::{block_key, slice_blocks, split_by_chunk, CHUNK_SIZE};
+use crate::meta::{Attr, Epoch, Meta, MetaError, SliceRow};
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
 
@@ -35,7 +35,25 @@ struct PendingSlice {
     id: u64,
     next_block: u32,
     tail: BlockBuf,
-    uploads: Vec<JoinHandle<io::Result<()>>>,
+    uploads: Vec<Upload>,
+    /// Blocks whose upload failed, kept to be uploaded again.
+    failed: Vec<FailedUpload>,
+    /// A block of it is gone (its upload task died): it cannot be committed.
+    broken: bool,
+    /// Its last block went to the store (a flush began): nothing more may
+    /// be appended to it.
+    sealed: bool,
+}
+
+/// A block upload in flight.
+type Upload = JoinHandle<Result<(), FailedUpload>>;
+
+/// A block whose upload failed (after the store's retries), with its bytes.
+struct FailedUpload {
+    key: String,
+    data: Bytes,
+    charge: Charge,
+    error: io::Error,
 }
 
 /// Where a block's bytes start in its buffer: a 4 KiB boundary, so a whole
@@ -93,32 +111,80 @@ impl BlockBuf {
     }
 }
 
-/// The not yet committed writes of one file in this mount.
+/// The not yet committed writes of one file in this mount. A failed upload
+/// or commit keeps them (with their bytes) to be tried again by the next
+/// flush; only an answer that they can never be committed (the file is
+/// gone, no space) drops them.
 #[derive(Default)]
 pub struct Writer {
     slices: Vec<PendingSlice>,
-    failed: Option<io::Error>,
+    /// When the oldest write not yet committed came (while slices are pending).
+    dirty_since: Option<std::time::Instant>,
+    /// The epoch the oldest commit not yet taken by the file was sent in.
+    committed_in: Option<Epoch>,
 }
 
-fn upload(
-    t: &WriteTarget<'_>,
-    key: String,
-    (data, charge): (Bytes, Charge),
-) -> JoinHandle<io::Result<()>> {
+fn upload(t: &WriteTarget<'_>, key: String, (data, charge): (Bytes, Charge)) -> Upload {
     let store = t.store.clone();
     let class = t.class.clone();
     t.runtime.spawn(async move {
-        let _held_until_stored = charge;
-        with_retries(&format!("put {key}"), || {
+        // the charge is held until the block is stored (or handed back)
+        match with_retries(&format!("put {key}"), || {
             store.put(&key, data.clone(), &class)
         })
         .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) => Err(FailedUpload {
+                key,
+                data,
+                charge,
+                error,
+            }),
+        }
     })
+}
+
+/// What waiting for an upload found.
+enum Uploaded {
+    Stored,
+    /// Failed: the block, to upload again.
+    Failed(FailedUpload),
+    /// Its task died (a panic): the bytes are gone.
+    Gone(String),
+}
+
+async fn join(handle: Upload) -> Uploaded {
+    match handle.await {
+        Ok(Ok(())) => Uploaded::Stored,
+        Ok(Err(failed)) => Uploaded::Failed(failed),
+        Err(e) => Uploaded::Gone(e.to_string()),
+    }
 }
 
 impl Writer {
     pub fn is_empty(&self) -> bool {
-        self.slices.is_empty() && self.failed.is_none()
+        self.slices.is_empty()
+    }
+
+    /// The file byte ranges of the pending writes, for the log.
+    pub fn pending_ranges(&self) -> String {
+        let ranges: Vec<String> = self.slices.iter().map(PendingSlice::range).collect();
+        ranges.join(", ")
+    }
+
+    /// How long the oldest write not yet committed has waited.
+    pub fn pending_for(&self) -> Option<std::time::Duration> {
+        match self.slices.is_empty() {
+            true => None,
+            false => self.dirty_since.map(|t| t.elapsed()),
+        }
+    }
+
+    /// The epoch the oldest slice committed since the last call was sent
+    /// in (what a sync of the file must cover), if any was committed.
+    pub fn take_committed_in(&mut self) -> Option<Epoch> {
+        self.committed_in.take()
     }
 
     /// How many slices are pending in each chunk.
@@ -149,10 +215,13 @@ impl Writer {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<u64, i32>>,
     {
+        if self.slices.is_empty() {
+            self.dirty_since = Some(std::time::Instant::now());
+        }
         for piece in split_by_chunk(offset, data.len()) {
             let bytes = &data[piece.range_off..piece.range_off + piece.len as usize];
             let appends = matches!(self.slices.last(),
-                Some(s) if s.chunk == piece.chunk && s.pos + s.len == piece.pos);
+                Some(s) if !s.sealed && s.chunk == piece.chunk && s.pos + s.len == piece.pos);
             if !appends {
                 if self.slices.last().is_some_and(|s| s.chunk != piece.chunk) {
                     self.flush(t, inode).await?;
@@ -166,6 +235,9 @@ impl Writer {
                     next_block: 0,
                     tail: BlockBuf::default(),
                     uploads: Vec::new(),
+                    failed: Vec::new(),
+                    broken: false,
+                    sealed: false,
                 });
             }
             let slice = self.slices.last_mut().expect("a slice was just ensured");
@@ -188,7 +260,8 @@ impl Writer {
         Ok(())
     }
 
-    /// Waits for the oldest uploads while more than `max` are in flight.
+    /// Waits for the oldest uploads while more than `max` are in flight
+    /// (a failed one is kept for the flush to try again).
     async fn bound_inflight(&mut self, max: usize) {
         loop {
             let inflight: usize = self.slices.iter().map(|s| s.uploads.len()).sum();
@@ -199,39 +272,54 @@ impl Writer {
                 return;
             };
             let handle = slice.uploads.remove(0);
-            if let Err(e) = join(handle).await {
-                self.failed.get_or_insert(e);
-            }
+            slice.note(join(handle).await);
         }
     }
 
-    /// Uploads what is left, waits for every upload, then commits the
-    /// slices in the order they were written. Returns the file's attributes
-    /// after the last commit (None if nothing was pending). On a failed
-    /// upload nothing after it is committed and its errno is returned
-    /// ([`store_errno`]).
+    /// Uploads what is left (blocks that failed before again), waits for
+    /// every upload, then commits the slices in the order they were written.
+    /// Returns the file's attributes after the last commit (None if nothing
+    /// was pending). A failed upload, or a commit that failed for want of
+    /// the database, stops there and keeps that slice and the later ones
+    /// pending, to be tried again; an answer that they cannot be committed
+    /// (the file is gone, no space) drops them all. The errno is returned
+    /// ([`store_errno`] for the store's errors).
     pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
-        let slices = std::mem::take(&mut self.slices);
-        if let Some(e) = self.failed.take() {
-            tracing::error!("inode {inode}: an earlier block upload failed: {e}");
-            return Err(store_errno(&e));
-        }
         let mut attr = None;
-        for mut slice in slices {
+        while !self.slices.is_empty() {
+            let slice = &mut self.slices[0];
+            slice.sealed = true;
             if !slice.tail.is_empty() {
                 let block = std::mem::take(&mut slice.tail).freeze();
                 let key = block_key(t.volume, slice.id, slice.next_block, block.0.len() as u32);
                 slice.uploads.push(upload(t, key, block));
+                slice.next_block += 1;
             }
-            for handle in slice.uploads {
-                if let Err(e) = join(handle).await {
-                    tracing::error!(
-                        "inode {inode}: storing slice {} in {} failed: {e}",
-                        slice.id,
-                        t.store.describe()
-                    );
-                    return Err(store_errno(&e));
-                }
+            for f in std::mem::take(&mut slice.failed) {
+                slice.uploads.push(upload(t, f.key, (f.data, f.charge)));
+            }
+            for handle in std::mem::take(&mut slice.uploads) {
+                slice.note(join(handle).await);
+            }
+            if let Some(f) = slice.failed.first() {
+                tracing::error!(
+                    "inode {inode}: storing slice {} in {} failed: {}; {} block(s) kept to try again",
+                    slice.id,
+                    t.store.describe(),
+                    f.error,
+                    slice.failed.len()
+                );
+                return Err(store_errno(&f.error));
+            }
+            if slice.broken {
+                tracing::error!(
+                    "inode {inode}: slice {} lost a block; bytes {} lost",
+                    slice.id,
+                    slice.range()
+                );
+                let slice = self.slices.remove(0);
+                delete_blocks(t, slice.id, slice.len).await;
+                return Err(libc::EIO);
             }
             let row = SliceRow {
                 pos: slice.pos,
@@ -241,19 +329,85 @@ impl Writer {
                 len: slice.len,
             };
             match t.meta.write_slice(inode, slice.chunk, row).await {
-                Ok(a) => attr = Some(a),
-                Err(e) => {
-                    if e.errno() == libc::EDQUOT || e.errno() == libc::ENOSPC {
-                        tracing::warn!("inode {inode}: slice {} not committed: {e}", slice.id);
-                    } else {
-                        tracing::error!("inode {inode}: committing slice {} failed: {e}", slice.id);
+                Ok((a, sent_in)) => {
+                    attr = Some(a);
+                    self.committed_in.get_or_insert(sent_in);
+                    self.slices.remove(0);
+                }
+                Err(MetaError::Errno(errno)) => {
+                    let e = MetaError::Errno(errno);
+                    let level_warn = errno == libc::EDQUOT || errno == libc::ENOSPC;
+                    for slice in std::mem::take(&mut self.slices) {
+                        if level_warn {
+                            tracing::warn!(
+                                "inode {inode}: slice {} not committed ({e}): bytes {} not written",
+                                slice.id,
+                                slice.range()
+                            );
+                        } else {
+                            tracing::error!(
+                                "inode {inode}: committing slice {} failed ({e}): bytes {} lost",
+                                slice.id,
+                                slice.range()
+                            );
+                        }
+                        slice.discard(t).await;
                     }
+                    return Err(errno);
+                }
+                Err(e) if e.may_have_committed() => {
+                    tracing::error!(
+                        "inode {inode}: the answer to the commit of slice {} (bytes {}) was lost: {e}",
+                        slice.id,
+                        slice.range()
+                    );
+                    let slice = self.slices.remove(0);
                     forget_blocks(t, slice.id, slice.len, &e).await;
+                    return Err(e.errno());
+                }
+                Err(e) => {
+                    let id = slice.id;
+                    tracing::error!(
+                        "inode {inode}: committing slice {id} failed: {e}; it and {} later \
+                         slice(s) are kept to try again",
+                        self.slices.len() - 1
+                    );
                     return Err(e.errno());
                 }
             }
         }
         Ok(attr)
+    }
+}
+
+impl PendingSlice {
+    /// Notes how one of its uploads ended.
+    fn note(&mut self, uploaded: Uploaded) {
+        match uploaded {
+            Uploaded::Stored => {}
+            Uploaded::Failed(f) => self.failed.push(f),
+            Uploaded::Gone(why) => {
+                tracing::error!("slice {}: a block upload died: {why}", self.id);
+                self.broken = true;
+            }
+        }
+    }
+
+    /// The file bytes it covers, as text for the log.
+    fn range(&self) -> String {
+        let start = self.chunk as u64 * CHUNK_SIZE + self.pos as u64;
+        format!("[{start}, {})", start + self.len as u64)
+    }
+
+    /// Gives it up: waits for its uploads, then deletes its blocks (never
+    /// committed, nothing references them).
+    async fn discard(self, t: &WriteTarget<'_>) {
+        for handle in self.uploads {
+            join(handle).await;
+        }
+        if self.next_block > 0 {
+            delete_blocks(t, self.id, self.len).await;
+        }
     }
 }
 
@@ -295,10 +449,6 @@ pub(super) fn store_errno(e: &io::Error) -> i32 {
             _ => libc::EIO,
         },
     }
-}
-
-async fn join(handle: JoinHandle<io::Result<()>>) -> io::Result<()> {
-    handle.await.map_err(io::Error::other)?
 }
 
 #[cfg(test)]

@@ -123,11 +123,17 @@ impl Volume {
 
     /// A volume whose blocks live in `server`'s bucket `bucket`.
     pub fn s3(name: &str, server: &S3Server, bucket: &str) -> Volume {
+        Volume::s3_at(name, &server.endpoint, bucket)
+    }
+
+    /// A volume whose blocks live in bucket `bucket` of the S3 endpoint
+    /// `endpoint` (`http://host:port`).
+    pub fn s3_at(name: &str, endpoint: &str, bucket: &str) -> Volume {
         let dir = tempfile::Builder::new()
             .prefix("jfs-e2e-")
             .tempdir()
             .unwrap();
-        let url = format!("{}/{bucket}", server.endpoint);
+        let url = format!("{endpoint}/{bucket}");
         let args = [
             "--storage",
             "s3",
@@ -791,5 +797,67 @@ pub fn make_varied_tree(src: &Path) {
                 ),
             ])
             .arg(path));
+    }
+}
+
+/// Runs a bash script with scripts/pg.sh's functions, from the repository.
+pub fn pg_sh(script: &str) -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = ok(Command::new("bash").current_dir(repo).args([
+        "-c",
+        &format!("set -euo pipefail; . scripts/pg.sh; {script}"),
+    ]));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A private cluster in DIR/pg (socket there), stopped when dropped.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl Cluster {
+    /// Creates and starts a cluster in `dir` on a free port.
+    pub fn start(dir: &Path) -> Cluster {
+        let c = Cluster {
+            dir: dir.to_path_buf(),
+            port: pg_sh("free_port").parse().unwrap(),
+        };
+        pg_sh(&format!("cluster_start {} {}", c.dir.display(), c.port));
+        c
+    }
+
+    pub fn sql(&self, db: &str, sql: &str) -> String {
+        let out = ok(Command::new("psql")
+            .args(["-XAtq", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-p"])
+            .arg(self.port.to_string())
+            .arg("-h")
+            .arg(&self.dir)
+            .args(["-d", db, "-c", sql]));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn url(&self, role: &str, db: &str) -> String {
+        let host = self.dir.to_str().unwrap().replace('/', "%2F");
+        format!("postgres://{role}@{host}:{}/{db}", self.port)
+    }
+
+    pub fn pg_ctl(&self, action: &str) {
+        pg_sh(&format!(
+            "as_postgres \"$PGBIN/pg_ctl\" -D {dir}/data -l {dir}/postgres.log -w -t 120 {action} >/dev/null",
+            dir = self.dir.display()
+        ));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+            .args([
+                "-c",
+                &format!(". scripts/pg.sh; cluster_stop {}", self.dir.display()),
+            ])
+            .status();
     }
 }

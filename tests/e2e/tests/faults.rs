@@ -34,9 +34,14 @@ fn alone() -> MutexGuard<'static, ()> {
 /// Stops or starts the test cluster (its output to its log, not to ours:
 /// a server holding our stdout would keep the test runner's pipe open).
 fn pg_ctl(action: &str) {
+    assert!(pg_ctl_status(action), "pg_ctl {action}");
+}
+
+/// [`pg_ctl`], saying whether it worked.
+fn pg_ctl_status(action: &str) -> bool {
     let data = env("JFS_TEST_PGDATA");
     let log = format!("{data}/../postgres.log");
-    let status = Command::new("runuser")
+    Command::new("runuser")
         .args([
             "-u",
             "postgres",
@@ -52,8 +57,7 @@ fn pg_ctl(action: &str) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
-        .unwrap();
-    assert!(status.success(), "pg_ctl {action}");
+        .is_ok_and(|s| s.success())
 }
 
 #[test]
@@ -138,8 +142,9 @@ fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
         "no jfs extension",
     );
 
-    // PostgreSQL stops under a mount: calls fail (EIO) in bounded time, then work again
-    let m = v.mount("a", &[]);
+    // PostgreSQL stops under a mount: calls are retried for --meta-retry,
+    // then fail (EIO), then work again
+    let m = v.mount("a", &["--meta-retry", "3"]);
     fs::write(m.p("before"), b"before").unwrap();
     pg_ctl("stop");
     let started = Instant::now();
@@ -147,7 +152,15 @@ fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
     let took = started.elapsed();
     pg_ctl("start");
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
-    assert!(took < Duration::from_secs(60), "took {took:?}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(60),
+        "took {took:?}"
+    );
+    assert!(
+        m.log_text().contains("giving up"),
+        "the log names the cause:\n{}",
+        m.log_tail(20)
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match fs::write(m.p("after"), b"after") {
@@ -244,4 +257,81 @@ fn a_full_bucket_file_system_is_enospc_and_failed_mounts_leave_no_session() {
         "a cache directory that is a file must fail the mount"
     );
     assert_eq!(v.sql("SELECT count(*) FROM jfs.session"), "0");
+}
+
+/// Starts the test cluster again when dropped, if a test stopped it and
+/// failed before starting it (the other tests need it).
+struct StartAgain;
+
+impl Drop for StartAgain {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = pg_ctl_status("start");
+        }
+    }
+}
+
+/// The bytes a writer process of the test below writes (seed, length).
+fn bytes_of(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| ((seed * 7 + i * 13) % 251) as u8)
+        .collect()
+}
+
+/// A process that writes FILE at two places (two slices), says "written",
+/// and then answers each line on stdin with an fsync: "ok" or "err ERRNO".
+/// (The test's own process holds no descriptor of the mount: a command it
+/// starts would inherit it and flush it as it execs.)
+const WRITER: &str = r#"
+import os, sys
+def data(seed, n): return bytes((seed * 7 + i * 13) % 251 for i in range(n))
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.pwrite(fd, data(1, 100000), 0)
+os.pwrite(fd, data(2, 50000), 1000000)
+print("written", flush=True)
+for line in sys.stdin:
+    try:
+        os.fsync(fd)
+        print("ok", flush=True)
+    except OSError as e:
+        print("err", e.errno, flush=True)
+os.close(fd)
+"#;
+
+#[test]
+fn writes_pending_through_an_outage_are_kept_until_stored() {
+    use std::io::{BufRead, Write};
+    let _alone = alone();
+    let v = Volume::new("keep-pending");
+    let m = v.mount("a", &["--meta-retry", "2", "--commit-after", "0"]);
+    let mut writer = Command::new("python3")
+        .args(["-c", WRITER])
+        .arg(m.p("f"))
+        .current_dir("/")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    let mut answers = std::io::BufReader::new(writer.stdout.take().unwrap()).lines();
+    let mut next = || answers.next().unwrap().unwrap();
+    assert_eq!(next(), "written");
+    let _start_again = StartAgain;
+    pg_ctl("stop");
+    writeln!(stdin, "fsync").unwrap();
+    let first = next();
+    pg_ctl("start");
+    assert_eq!(first, format!("err {}", libc::EIO), "no database, no fsync");
+    // the writes were kept: the next fsync stores them
+    writeln!(stdin, "fsync").unwrap();
+    assert_eq!(next(), "ok");
+    drop(stdin);
+    assert!(writer.wait().unwrap().success());
+    let other = v.mount("b", &[]);
+    let got = fs::read(other.p("f")).unwrap();
+    assert_eq!(got.len(), 1_050_000);
+    assert!(got[..100_000] == bytes_of(1, 100_000)[..], "first write");
+    assert!(got[100_000..1_000_000].iter().all(|&b| b == 0), "the hole");
+    assert!(got[1_000_000..] == bytes_of(2, 50_000)[..], "second write");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

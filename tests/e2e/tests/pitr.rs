@@ -10,62 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use jfs_e2e::{eventually, jfs, mount_at, ok, pattern};
+use jfs_e2e::{eventually, jfs, mount_at, ok, pattern, pg_sh, Cluster};
 
 /// The role the mounts use (jfs.grant_client).
 const CLIENT: &str = "jfs_pitr_client";
-
-/// Runs a bash script with scripts/pg.sh's functions, from the repository.
-fn pg_sh(script: &str) -> String {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = ok(Command::new("bash").current_dir(repo).args([
-        "-c",
-        &format!("set -euo pipefail; . scripts/pg.sh; {script}"),
-    ]));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A private cluster in DIR/pg (socket there), stopped when dropped.
-struct Cluster {
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Cluster {
-    fn sql(&self, db: &str, sql: &str) -> String {
-        let out = ok(Command::new("psql")
-            .args(["-XAtq", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-p"])
-            .arg(self.port.to_string())
-            .arg("-h")
-            .arg(&self.dir)
-            .args(["-d", db, "-c", sql]));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    fn url(&self, role: &str, db: &str) -> String {
-        let host = self.dir.to_str().unwrap().replace('/', "%2F");
-        format!("postgres://{role}@{host}:{}/{db}", self.port)
-    }
-
-    fn pg_ctl(&self, action: &str) {
-        pg_sh(&format!(
-            "as_postgres \"$PGBIN/pg_ctl\" -D {dir}/data -l {dir}/postgres.log -w -t 120 {action} >/dev/null",
-            dir = self.dir.display()
-        ));
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-            .args([
-                "-c",
-                &format!(". scripts/pg.sh; cluster_stop {}", self.dir.display()),
-            ])
-            .status();
-    }
-}
 
 /// Every block file in the bucket.
 fn blocks(bucket: &Path) -> Vec<PathBuf> {
@@ -93,15 +41,7 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
     ok(Command::new("chown").arg("postgres:postgres").arg(&archive));
 
     // the live cluster, archiving its WAL
-    let live = Cluster {
-        dir: base.join("pg1"),
-        port: pg_sh("free_port").parse().unwrap(),
-    };
-    pg_sh(&format!(
-        "cluster_start {} {}",
-        live.dir.display(),
-        live.port
-    ));
+    let live = Cluster::start(&base.join("pg1"));
     live.sql("postgres", "ALTER SYSTEM SET archive_mode = on");
     live.sql(
         "postgres",

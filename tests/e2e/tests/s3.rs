@@ -63,7 +63,8 @@ fn files_round_trip_through_s3_and_deletes_free_objects() {
 fn a_write_that_cannot_reach_s3_fails_and_promises_nothing() {
     let mut s3 = S3Server::start();
     let v = Volume::s3("s3down", &s3, "jfs-e2e-down");
-    let m = v.mount("a", &[]);
+    // (object requests retried for 2 s, not the default minute)
+    let m = v.mount("a", &["--object-retry", "2"]);
     fs::write(m.p("safe"), b"safe").unwrap();
     s3.stop();
     let mut f = File::create(m.p("lost")).unwrap();
@@ -120,4 +121,82 @@ fn the_disk_cache_serves_reads_while_s3_is_away() {
     // a new process (empty memory) finds every block on the local disk
     let m = v.mount("b", &["--cache-dir", &cache_arg, "--cache-size", "64"]);
     assert!(fs::read(m.p("f")).unwrap() == pattern(4, 9 << 20));
+}
+
+/// tests/e2e/scripts/s3faults.py in front of an S3 server: failing the share
+/// of requests written in its control file.
+struct FaultProxy {
+    endpoint: String,
+    share_file: std::path::PathBuf,
+    child: std::process::Child,
+}
+
+impl FaultProxy {
+    fn start(upstream: u16, share_file: &std::path::Path) -> FaultProxy {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        fs::write(share_file, "0").unwrap();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/s3faults.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .args([port.to_string(), upstream.to_string()])
+            .arg(share_file)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        FaultProxy {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            share_file: share_file.to_path_buf(),
+            child,
+        }
+    }
+
+    fn fail_share(&self, share: f64) {
+        fs::write(&self.share_file, share.to_string()).unwrap();
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn reads_and_writes_ride_through_a_faulty_s3() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = FaultProxy::start(s3.port, &dir.path().join("share"));
+    let v = Volume::s3_at("s3faults", &proxy.endpoint, "jfs-e2e-faults");
+    // (an attempt that stalls is tried again after 2 s, not a minute)
+    let faulty = ["--object-timeout", "2"];
+    let a = v.mount("a", &faulty);
+    // from now on one request in six gets 503 SlowDown, 500, a reset
+    // connection or (GETs) a body cut short
+    proxy.fail_share(0.17);
+    let sizes = [1usize, 4096, 100_000, 3 << 20, 5 << 20];
+    for (i, size) in sizes.iter().enumerate() {
+        let mut f = File::create(a.p(&format!("f{i}"))).unwrap();
+        f.write_all(&pattern(i as u64, *size)).unwrap();
+        f.sync_all().unwrap();
+    }
+    // read back by a mount that has nothing cached
+    let b = v.mount("b", &faulty);
+    for (i, size) in sizes.iter().enumerate() {
+        let got = fs::read(b.p(&format!("f{i}"))).unwrap();
+        assert!(got == pattern(i as u64, *size), "f{i}: wrong bytes");
+    }
+    proxy.fail_share(0.0);
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

@@ -275,3 +275,21 @@ fn a_create_storm_on_one_mount_is_followed_by_the_other() {
     }
     eprintln!("storm: {looked} lookups on B, longest a made name was missing: {worst_miss:?}");
 }
+
+#[test]
+fn writes_left_open_without_fsync_are_committed_within_seconds() {
+    use std::io::Write;
+    let v = Volume::new("commit-after");
+    let a = v.mount("a", &["--commit-after", "1"]);
+    let b = v.mount("b", &[]);
+    let mut f = fs::File::create(a.p("open")).unwrap();
+    f.write_all(&jfs_e2e::pattern(3, 300_000)).unwrap();
+    // no fsync, no close: the writes are committed by the mount itself
+    assert!(
+        eventually(BOUND, || fs::read(b.p("open"))
+            .is_ok_and(|got| got == jfs_e2e::pattern(3, 300_000))),
+        "the other mount never saw writes held open on this one\n{}",
+        a.log_tail(20)
+    );
+    drop(f);
+}

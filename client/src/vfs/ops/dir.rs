@@ -24,6 +24,7 @@ impl Vfs {
         let fh = self.add_handle(Handle::Dir {
             inode,
             page: tokio::sync::Mutex::new(DirPage::default()),
+            losses_seen: self.meta.losses().into(),
         });
         Ok(fh)
     }
@@ -35,7 +36,7 @@ impl Vfs {
         F: FnMut(&ListedEntry) -> bool,
     {
         let handle = self.file_handle(fh)?;
-        let Handle::Dir { inode, page } = &*handle else {
+        let Handle::Dir { inode, page, .. } = &*handle else {
             return Err(libc::ENOTDIR);
         };
         let inode = *inode;

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::meta::{Attr, NewNode, NodeType};
+use crate::meta::{Attr, MetaError, NewNode, NodeType};
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
 
@@ -48,14 +48,26 @@ impl Vfs {
                 }
             }
         }
+        // (some slices may have been committed before an error)
+        if let Some(sent_in) = state.writer.take_committed_in() {
+            state.unsynced.get_or_insert(sent_in);
+        }
         match result {
             Ok(Some(attr)) => {
                 state.length = state.length.max(attr.length);
-                state.needs_sync = true;
                 Ok(())
             }
             Ok(None) => Ok(()),
-            Err(e) => Err(e),
+            Err(e) => {
+                if state.writer.is_empty() {
+                    // writes were given up: the length they made is not
+                    // the file's (nothing reads as silent zeros)
+                    if let Ok(attr) = self.meta.getattr(inode).await {
+                        state.length = attr.length;
+                    }
+                }
+                Err(e)
+            }
         }
     }
 
@@ -64,9 +76,19 @@ impl Vfs {
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
         let mut state = file.state.lock().await;
         self.flush_locked(file.inode, &mut state).await?;
-        if state.needs_sync && (sync || self.volume.meta_durability == "fsync") {
-            self.meta.sync().await.map_err(errno)?;
-            state.needs_sync = false;
+        if state.unsynced.is_some() && (sync || self.volume.meta_durability == "fsync") {
+            let result = self.meta.sync_file(state.unsynced).await;
+            if let Err(MetaError::NotDurable) = &result {
+                tracing::error!(
+                    "inode {}: its changes since its last fsync may be lost",
+                    file.inode
+                );
+            }
+            if !matches!(&result, Err(e) if !matches!(e, MetaError::NotDurable)) {
+                // synced, or its loss reported
+                state.unsynced = None;
+            }
+            result.map_err(errno)?;
         }
         Ok(())
     }
@@ -234,7 +256,7 @@ impl Vfs {
         let handle = self.file_handle(fh)?;
         match &*handle {
             Handle::File { file, .. } => self.flush_file(file, true).await,
-            Handle::Dir { .. } => self.meta.sync().await.map_err(errno),
+            Handle::Dir { losses_seen, .. } => self.meta.sync_dir(losses_seen).await.map_err(errno),
             Handle::Control { .. } => Ok(()),
         }
     }
@@ -249,13 +271,47 @@ impl Vfs {
         };
         let mut state = file.state.lock().await;
         let flushed = self.flush_locked(file.inode, &mut state).await;
-        if self.close_file(file) && state.unlinked {
+        let last = self.close_file(file);
+        if last && flushed.is_err() && !state.writer.is_empty() {
+            // the last descriptor is gone: nobody is left to tell but the log
+            tracing::error!(
+                "inode {}: closed with writes that could not be stored; bytes {} are lost",
+                file.inode,
+                state.writer.pending_ranges()
+            );
+        }
+        if last && state.unlinked {
             self.meta
                 .release(self.sid(), file.inode)
                 .await
                 .map_err(errno)?;
         }
         flushed
+    }
+
+    /// Commits the pending writes of open files that waited `age` or more
+    /// without a flush (files being flushed are left alone), and tries
+    /// again those a failed commit kept: other mounts then see the writes
+    /// and a crash of this mount loses at most that window.
+    pub async fn commit_waiting_writes(&self, age: std::time::Duration) {
+        let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
+        for file in files {
+            let Ok(mut state) = file.state.try_lock() else {
+                continue;
+            };
+            if state
+                .writer
+                .pending_for()
+                .is_some_and(|waited| waited >= age)
+            {
+                if let Err(e) = self.flush_locked(file.inode, &mut state).await {
+                    tracing::warn!(
+                        "inode {}: committing writes in the background: errno {e} (kept to try again)",
+                        file.inode
+                    );
+                }
+            }
+        }
     }
 
     /// Commits every open file's pending writes (unmount, shutdown).

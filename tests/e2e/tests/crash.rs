@@ -1,0 +1,310 @@
+//! PostgreSQL crashing and restarting under a workload: what fsync
+//! acknowledged survives a crash (`pg_ctl stop -m immediate`, what a power
+//! loss or an OOM kill of the postmaster does), and a restart (`-m fast`, a
+//! minor upgrade) shorter than `--meta-retry` reaches no application.
+//! (Private clusters, stopped and started by the tests; the mounts run as a
+//! client role.)
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use jfs_e2e::{jfs, mount_at, ok, Cluster, Mount, Rng};
+
+/// The role the mounts use (jfs.grant_client).
+const CLIENT: &str = "jfs_crash_client";
+
+/// A private cluster with a formatted volume in database `vol`, its bucket
+/// in DIR/bucket.
+struct Setup {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    pg: Cluster,
+}
+
+impl Setup {
+    fn new(name: &str, settings: &[&str]) -> Setup {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("jfs-{name}-"))
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
+        ok(Command::new("chmod").arg("755").arg(&base));
+        let pg = Cluster::start(&base.join("pg"));
+        for setting in settings {
+            pg.sql("postgres", &format!("ALTER SYSTEM SET {setting}"));
+        }
+        pg.pg_ctl("restart");
+        pg.sql("postgres", "CREATE DATABASE vol");
+        pg.sql(
+            "vol",
+            &format!(
+                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+                 CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
+            ),
+        );
+        ok(jfs()
+            .args(["format", &pg.url("postgres", "vol"), name, "--bucket"])
+            .arg(base.join("bucket")));
+        Setup {
+            _tmp: tmp,
+            base,
+            pg,
+        }
+    }
+
+    fn mount(&self, label: &str, extra: &[&str]) -> Mount {
+        mount_at(
+            &self.pg.url(CLIENT, "vol"),
+            &self.base.join(format!("mnt-{label}")),
+            &self.base.join(format!("mount-{label}.log")),
+            extra,
+        )
+    }
+}
+
+/// The bytes of the workload's file `name` (scripts/workload.py's content()).
+fn content(name: &str) -> Vec<u8> {
+    let unit = format!("{name}:");
+    unit.repeat(4096 / unit.len() + 1).as_bytes()[..4096].to_vec()
+}
+
+/// scripts/workload.py on a mount: writers that record each file only after
+/// fsync of the file and of its directory returned 0, and readers.
+struct Workload {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+/// What a workload did.
+struct Outcome {
+    /// Files recorded, relative to the workload's directory.
+    recorded: Vec<String>,
+    errors: Vec<String>,
+    /// Operation latency: p50, p99, max (seconds).
+    latency: String,
+}
+
+impl Workload {
+    fn start(dir: &Path, out: &Path, writers: usize, readers: usize) -> Workload {
+        fs::create_dir_all(dir).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .arg(dir)
+            .args([writers.to_string(), readers.to_string()])
+            .current_dir("/")
+            .stdout(fs::File::create(out).unwrap())
+            .spawn()
+            .unwrap();
+        Workload {
+            child,
+            out: out.to_path_buf(),
+        }
+    }
+
+    fn recorded(&self) -> usize {
+        fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("ok "))
+            .count()
+    }
+
+    fn finish(mut self) -> Outcome {
+        ok(Command::new("kill").args(["-TERM", &self.child.id().to_string()]));
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the workload failed: {status}");
+        let text = fs::read_to_string(&self.out).unwrap();
+        let mut outcome = Outcome {
+            recorded: Vec::new(),
+            errors: Vec::new(),
+            latency: String::new(),
+        };
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("ok", name)) => outcome.recorded.push(name.to_string()),
+                Some(("err", what)) => outcome.errors.push(what.to_string()),
+                Some(("latency", figures)) => outcome.latency = figures.to_string(),
+                _ => panic!("workload said {line:?}"),
+            }
+        }
+        outcome
+    }
+}
+
+/// Every recorded file under `dir` of `fresh` (a mount with an empty cache):
+/// those missing or wrong.
+fn missing_or_wrong(recorded: &[String], dir: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    for name in recorded {
+        match fs::read(dir.join(name)) {
+            Ok(bytes) if bytes == content(name) => {}
+            Ok(bytes) => bad.push(format!("{name}: {} wrong bytes", bytes.len())),
+            Err(e) => bad.push(format!("{name}: {e}")),
+        }
+    }
+    bad
+}
+
+#[test]
+fn fsync_acknowledged_files_survive_postgres_crashes() {
+    // the WAL writer flushes asynchronous commits only every 10 s: a crash
+    // then erases every commit no sync covered (the window a sync must not
+    // vouch for after the server restarted)
+    let s = Setup::new("crash", &["wal_writer_delay = '10s'"]);
+    let m = s.mount("a", &["--meta-retry", "30"]);
+    let work = Workload::start(&m.p("work"), &s.base.join("work.out"), 2, 0);
+    let mut rng = Rng::new(2026);
+    const CRASHES: usize = 20;
+    for run in 0..CRASHES {
+        std::thread::sleep(Duration::from_millis(200 + rng.below(800)));
+        let before = work.recorded();
+        s.pg.pg_ctl("-m immediate stop");
+        s.pg.pg_ctl("start");
+        eprintln!("crash {run}: {before} files recorded before it");
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let outcome = work.finish();
+    eprintln!(
+        "{} files recorded, {} operations failed (a commit cut by a crash is EIO)",
+        outcome.recorded.len(),
+        outcome.errors.len()
+    );
+    assert!(
+        outcome.recorded.len() >= 2 * CRASHES,
+        "the writers recorded only {} files: {:?}\n{}",
+        outcome.recorded.len(),
+        outcome.errors,
+        m.log_tail(40)
+    );
+    let fresh = s.mount("fresh", &[]);
+    let bad = missing_or_wrong(&outcome.recorded, &fresh.p("work"));
+    assert!(
+        bad.is_empty(),
+        "{} of {} files acknowledged by fsync are missing or wrong after {CRASHES} crashes: {:?}\n{}",
+        bad.len(),
+        outcome.recorded.len(),
+        &bad[..bad.len().min(20)],
+        m.log_tail(40)
+    );
+}
+
+#[test]
+fn postgres_restarts_shorter_than_the_retry_time_reach_no_application() {
+    let s = Setup::new("restart", &[]);
+    let m = s.mount("a", &[]);
+    let work = Workload::start(&m.p("work"), &s.base.join("work.out"), 2, 2);
+    const RESTARTS: usize = 3;
+    const OUTAGE: Duration = Duration::from_secs(4);
+    for run in 0..RESTARTS {
+        std::thread::sleep(Duration::from_secs(2));
+        s.pg.pg_ctl("-m fast stop");
+        std::thread::sleep(OUTAGE);
+        s.pg.pg_ctl("start");
+        eprintln!("restart {run}: {} files recorded so far", work.recorded());
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let outcome = work.finish();
+    eprintln!(
+        "{} files recorded across {RESTARTS} outages of {OUTAGE:?}; operation latency \
+         p50 p99 max (s): {}",
+        outcome.recorded.len(),
+        outcome.latency
+    );
+    assert!(
+        outcome.errors.is_empty(),
+        "errors reached the applications: {:?}\n{}",
+        &outcome.errors[..outcome.errors.len().min(20)],
+        m.log_tail(40)
+    );
+    assert!(
+        outcome.recorded.len() >= 20,
+        "only {} files",
+        outcome.recorded.len()
+    );
+    let fresh = s.mount("fresh", &[]);
+    let bad = missing_or_wrong(&outcome.recorded, &fresh.p("work"));
+    assert!(bad.is_empty(), "missing or wrong: {bad:?}");
+    assert_eq!(s.pg.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// Block files in a bucket.
+fn blocks(bucket: &Path) -> usize {
+    let out = ok(Command::new("find")
+        .arg(bucket)
+        .args(["-type", "f", "-path", "*/chunks/*"]));
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn objects_are_deleted_only_once_the_commit_that_freed_them_is_durable() {
+    // unlinks stay in the WAL buffers for up to 10 s, while the mount's
+    // background deletion runs every second (no --gc-delay)
+    let s = Setup::new("freed", &["wal_writer_delay = '10s'"]);
+    let m = s.mount("a", &[]);
+    let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+    for name in &names {
+        fs::write(m.p(name), content(name)).unwrap();
+        fs::File::open(m.p(name)).unwrap().sync_all().unwrap();
+    }
+    fs::File::open(&m.path).unwrap().sync_all().unwrap();
+    let stored = blocks(&s.base.join("bucket"));
+    assert!(stored >= names.len(), "{stored} blocks");
+    for name in &names {
+        fs::remove_file(m.p(name)).unwrap();
+    }
+    // the mount deletes the freed blocks (and, before that, makes the
+    // unlinks durable: a crash then cannot bring the files back)
+    assert!(
+        jfs_e2e::eventually(20, || blocks(&s.base.join("bucket")) < stored),
+        "no freed block deleted\n{}",
+        m.log_tail(20)
+    );
+    s.pg.pg_ctl("-m immediate stop");
+    s.pg.pg_ctl("start");
+    let fresh = s.mount("fresh", &[]);
+    let mut bad = Vec::new();
+    for name in &names {
+        match fs::read(fresh.p(name)) {
+            Ok(bytes) if bytes == content(name) => {}
+            Ok(bytes) => bad.push(format!("{name}: {} wrong bytes", bytes.len())),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => bad.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "files whose blocks were deleted came back with the crash: {bad:?}"
+    );
+    ok(jfs().args(["fsck", &s.pg.url(CLIENT, "vol"), "--check-objects"]));
+}
+
+#[test]
+fn fsync_acknowledged_files_survive_a_killed_mount() {
+    // JuiceFS's crash-consistency check (#7400): the mount killed under a
+    // writer that records each file once it and its directory are fsynced
+    let s = Setup::new("killed", &[]);
+    let m = s.mount("a", &[]);
+    let work = Workload::start(&m.p("work"), &s.base.join("work.out"), 2, 0);
+    std::thread::sleep(Duration::from_secs(3));
+    m.crash();
+    let outcome = work.finish();
+    assert!(
+        outcome.recorded.len() >= 10,
+        "only {} files recorded: {:?}",
+        outcome.recorded.len(),
+        outcome.errors
+    );
+    let cache = s.base.join("empty-cache");
+    let fresh = s.mount("fresh", &["--cache-dir", cache.to_str().unwrap()]);
+    let bad = missing_or_wrong(&outcome.recorded, &fresh.p("work"));
+    assert!(
+        bad.is_empty(),
+        "{} of {} recorded files missing or wrong after kill -9 of the mount: {:?}",
+        bad.len(),
+        outcome.recorded.len(),
+        &bad[..bad.len().min(20)]
+    );
+    assert_eq!(s.pg.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
+}
