@@ -166,7 +166,12 @@ fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
 fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-compact-answer");
-    let a = v.mount_url("a", &proxy.url(&v.db), &["--compact-at", "0"]);
+    // (no background commit: the slices are exactly the writes below)
+    let a = v.mount_url(
+        "a",
+        &proxy.url(&v.db),
+        &["--compact-at", "0", "--commit-after", "0"],
+    );
     let b = v.mount("b", &[]);
 
     // a chunk of many slices: written in pieces, each committed
