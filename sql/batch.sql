@@ -124,6 +124,17 @@ BEGIN
 END
 $$;
 
+-- The directories of the tree rooted at directory p_root, p_root first.
+CREATE FUNCTION _tree_dirs(p_root bigint) RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE t(inode) AS (
+        SELECT p_root
+        UNION ALL
+        SELECT e.inode FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
+    )
+    SELECT array_agg(t.inode) FROM t
+$$;
+
 -- Removes the tree p_name of p_parent (a directory and everything below it;
 -- a non-directory is simply unlinked), at most p_limit entries per call so
 -- that no transaction grows without bound: files first, then directories
@@ -131,8 +142,10 @@ $$;
 -- done; a step that stops halfway leaves a smaller, consistent tree. The
 -- directories of the tree are locked for the step, so a concurrent create
 -- inside either lands before (and a later step removes it) or finds its
--- directory gone (ENOENT). Hard links from outside the tree survive; files
--- the session p_sid has open stay until released.
+-- directory gone (ENOENT); what a rename moved out of the tree (or the tree
+-- itself, renamed) while rmr waited for those locks stays. Hard links from
+-- outside the tree survive; files the session p_sid has open stay until
+-- released. The trash itself is not removed (EPERM).
 CREATE FUNCTION rmr(p_parent bigint, p_name bytea, p_limit integer DEFAULT 100000, p_sid bigint DEFAULT 0,
                     p_open_inodes bigint[] DEFAULT '{}')
 RETURNS TABLE (errno integer, removed bigint, done boolean)
@@ -149,6 +162,7 @@ DECLARE
     v_parents bigint[];
     v_spaces bigint[];
     v_pqroot bigint;
+    v_locked bigint[] := '{}';
     v_removed bigint := 0;
     v_count bigint;
     v_limit integer := greatest(coalesce(p_limit, 100000), 1);
@@ -157,6 +171,9 @@ BEGIN
       FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
     IF v_root IS NULL THEN
         RETURN QUERY SELECT CASE WHEN _is_dot(p_name) THEN 22 ELSE _missing(p_parent, p_name) END, 0::bigint, true;
+        RETURN;
+    ELSIF v_root = _trash_inode() THEN
+        RETURN QUERY SELECT 1, 0::bigint, true;
         RETURN;
     END IF;
     IF v_root_type <> 2 THEN
@@ -173,24 +190,40 @@ BEGIN
         END IF;
     END IF;
     PERFORM _durability(v_mode);
+
+    -- The tree's directories (with their depth below the root) and up to
+    -- p_limit non-directories in them, locked together in inode order. A
+    -- rename may have changed the tree while we waited for those locks, so
+    -- it is read again under them until every directory it has is locked
+    -- (what moved out stays locked, harmlessly, to the end of the step).
+    LOOP
+        v_dirs := _tree_dirs(v_root);
+        SELECT array_agg(f.inode) INTO v_gone
+          FROM (SELECT e.inode FROM edge e WHERE e.parent = ANY (v_dirs) AND e.type <> 2 LIMIT v_limit) f;
+        PERFORM 1 FROM node n
+         WHERE n.inode = ANY (v_dirs || coalesce(v_gone, '{}')) AND NOT n.inode = ANY (v_locked)
+         ORDER BY n.inode FOR UPDATE;
+        v_locked := v_locked || v_dirs || coalesce(v_gone, '{}');
+        IF NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_root) THEN
+            -- the tree was renamed or removed meanwhile: what the name is now
+            RETURN QUERY SELECT * FROM rmr(p_parent, p_name, p_limit, p_sid, p_open_inodes);
+            RETURN;
+        END IF;
+        EXIT WHEN _tree_dirs(v_root) <@ v_locked;
+    END LOOP;
     -- one row per step: the tree below the entry loses entries
     INSERT INTO change (op, inode, parent, name) VALUES ('rmr', v_root, p_parent, p_name);
-
-    -- the tree's directories, with their depth below the root
     WITH RECURSIVE t(inode, depth) AS (
         SELECT v_root, 0
         UNION ALL
         SELECT e.inode, t.depth + 1 FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
     )
     SELECT array_agg(t.inode ORDER BY t.depth), array_agg(t.depth ORDER BY t.depth) INTO v_dirs, v_depths FROM t;
-
-    -- up to p_limit non-directories in them
     SELECT array_agg(f.parent) AS parents, array_agg(f.name) AS names, array_agg(f.inode) AS inodes INTO v_files
       FROM (SELECT e.parent, e.name, e.inode FROM edge e
              WHERE e.parent = ANY (v_dirs) AND e.type <> 2 LIMIT v_limit) f;
-
-    -- lock the directories and those nodes together, in inode order
-    PERFORM 1 FROM node n WHERE n.inode = ANY (v_dirs || coalesce(v_files.inodes, '{}'))
+    -- (files that came into the locked directories while we waited)
+    PERFORM 1 FROM node n WHERE n.inode = ANY (v_files.inodes) AND NOT n.inode = ANY (v_locked)
      ORDER BY n.inode FOR UPDATE;
 
     IF v_files.inodes IS NOT NULL THEN

@@ -126,6 +126,34 @@ END
 $$;
 
 -- For mounts, which keep the kernel's caches in step with the others: the
+-- changes of the transactions that the snapshot p_horizon (an earlier
+-- call's; NULL: none, just the horizon) did not see, that the session p_sid
+-- did not make or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
+-- once. Only the transactions running at p_horizon and those begun after
+-- it are read, so a long transaction that writes nothing to the volume
+-- (another application's, or one in another database) costs nothing; a
+-- horizon of transaction ids (changes_for_mount) re-read everything since
+-- such a transaction at every poll. The first row carries only the horizon.
+CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
+RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_current_snapshot() AS now)
+    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL
+       AND (c.xid >= pg_snapshot_xmax(p_horizon)
+            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
+$$;
+
+-- For mounts of jfs 0.2.1 and older (see mount_changes): the
 -- changes of transactions from p_horizon on (a horizon an earlier call
 -- returned; NULL: none, just the horizon) that the session p_sid did not
 -- make, or made where its kernel cannot know (trees removed or cloned

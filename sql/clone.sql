@@ -46,7 +46,7 @@ BEGIN
     IF v_errno <> 0 THEN
         RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
-    ELSIF _is_dot(p_dst_name) THEN
+    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
         RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
     END IF;

@@ -23,7 +23,7 @@ $$;
 -- The old slices' references are released; the freed ones are queued in
 -- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
 -- chunk changed, and the caller deletes the new slice's blocks; 2 when the
--- file is gone; 22 for bad arguments.
+-- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
 CREATE FUNCTION compact_chunk(
     p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
     p_slice_id bigint, p_slice_size integer, p_pos integer)
@@ -42,6 +42,8 @@ BEGIN
     PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN 2;
+    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
+        RETURN 22;
     END IF;
     SELECT count(*), max(seq) INTO v_rows, v_last
       FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;

@@ -4,7 +4,9 @@
 -- [p_slice_off, p_slice_off + p_len) of stored slice p_slice_id (of size
 -- p_slice_size) now appear at [p_pos, p_pos + p_len) of the chunk, over
 -- whatever was there. Called after the slice's blocks are in object storage.
--- Extends the length, sets mtime (p_mtime, default now) and ctime.
+-- Extends the length, sets mtime (p_mtime, default now) and ctime. The
+-- slice id must be one alloc_ids handed out, committed nowhere yet and not
+-- queued for deletion (EINVAL): each write's slice is committed once.
 CREATE FUNCTION write_slice(
     p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
     p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
@@ -32,18 +34,21 @@ BEGIN
     ELSIF n.type <> 1 THEN
         RETURN _err(22);
     END IF;
+    IF NOT _fresh_slice_id(p_slice_id) THEN
+        RETURN _err(22);
+    END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
     -- a longer file must fit the quotas: refused before anything changes
     v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;
+    -- (a concurrent commit of the same id makes this fail: the id is used once)
+    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
     -- the bytes that showed data under the new slice (none for an append)
     v_had := _range_size(_chunk_data(p_inode, p_chunk_index, p_pos, p_pos + p_len));
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
     VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
-    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1)
-        ON CONFLICT (slice_id) DO UPDATE SET refs = slice_ref.refs + 1;
     n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
     n.used := n.used + p_len - v_had;
     UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used

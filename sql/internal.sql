@@ -29,6 +29,18 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     END
 $$;
 
+-- The trash directory's inode (JuiceFS's TrashInode): /.trash, see sql/trash.sql.
+CREATE FUNCTION _trash_inode() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 9223372032828243968::bigint $$;
+
+-- Whether (p_parent, p_name) is a name the volume keeps for itself: /.trash
+-- (the trash) and /.jfs.control (each mount's control file). Nobody makes,
+-- links or renames an entry to them in the root; elsewhere they are names.
+CREATE FUNCTION _reserved_name(p_parent bigint, p_name bytea) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_parent = 1 AND p_name IN ('\x2e7472617368'::bytea, '\x2e6a66732e636f6e74726f6c'::bytea)
+$$;
+
 CREATE FUNCTION _is_dot(p_name bytea) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT p_name = '\x2e'::bytea OR p_name = '\x2e2e'::bytea $$;
@@ -95,6 +107,23 @@ BEGIN
     UPDATE node SET mtime = p_now, ctime = p_now
      WHERE inode = p_dir AND _dir_times_stale(mtime, ctime, p_now, p_skip_ns);
 END
+$$;
+
+-- Whether p_id is an id of counter p_kind ('inode', 'slice') that was handed
+-- out (by alloc_ids, or taken here): ids are never handed out twice.
+CREATE FUNCTION _handed_out(p_kind text, p_id bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_id > 0 AND p_id < (SELECT c.next FROM counter c WHERE c.name = p_kind)
+$$;
+
+-- Whether a client's slice id p_id can name a new slice: handed out, and
+-- neither referenced already nor queued for deletion (its objects would be
+-- deleted under the new reference).
+CREATE FUNCTION _fresh_slice_id(p_id bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT _handed_out('slice', p_id)
+       AND NOT EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = p_id)
+       AND NOT EXISTS (SELECT 1 FROM delslice d WHERE d.slice_id = p_id)
 $$;
 
 -- Reserves the next p_count ids of a counter; returns the first.

@@ -118,8 +118,9 @@ $$;
 
 -- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
 -- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
--- p_inode is an id from a range the client reserved with alloc_ids; NULL
--- allocates one here. A directory with the set-group-id bit passes its group
+-- p_inode is an id from a range the client reserved with alloc_ids (another
+-- is EINVAL); NULL allocates one here. /.trash and /.jfs.control are EEXIST
+-- (the trash's own inode makes /.trash, owned by root, 0700: EPERM else). A directory with the set-group-id bit passes its group
 -- (and, to subdirectories, the bit) on.
 CREATE FUNCTION mknod(
     p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
@@ -147,6 +148,16 @@ BEGIN
         RETURN _err(22);
     ELSIF p_type = 3 AND length(p_target) > 4096 THEN
         RETURN _err(36);
+    ELSIF p_inode = _trash_inode() THEN
+        IF p_parent <> 1 OR p_name <> '\x2e7472617368'::bytea OR p_type <> 2 OR p_uid <> 0 OR p_gid <> 0
+           OR p_mode & 4095 <> 448 THEN
+            RETURN _err(1);
+        END IF;
+    ELSIF _reserved_name(p_parent, p_name) THEN
+        RETURN _err(17);
+    ELSIF p_inode IS NOT NULL AND (p_inode < 2 OR NOT _handed_out('inode', p_inode)
+                                   OR EXISTS (SELECT 1 FROM node x WHERE x.inode = p_inode)) THEN
+        RETURN _err(22);
     END IF;
 
     -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
@@ -273,7 +284,7 @@ DECLARE
 BEGIN
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
-    ELSIF _is_dot(p_name) THEN
+    ELSIF _is_dot(p_name) OR _reserved_name(p_parent, p_name) THEN
         RETURN _err(17);
     END IF;
     PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
@@ -326,6 +337,8 @@ BEGIN
           FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
         IF NOT FOUND THEN
             RETURN _err(_missing(p_parent, p_name));
+        ELSIF v.inode = _trash_inode() THEN
+            RETURN _err(1);
         ELSIF v.type = 2 THEN
             RETURN _err(21);
         END IF;
@@ -392,6 +405,8 @@ BEGIN
         SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
         IF NOT FOUND THEN
             RETURN _err(_missing(p_parent, p_name));
+        ELSIF v_child = _trash_inode() THEN
+            RETURN _err(1);
         ELSIF v_type <> 2 THEN
             RETURN _err(20);
         END IF;

@@ -25,8 +25,9 @@ $$;
 -- session p_sid has it open (p_open_inodes). Directories that move between
 -- parents take a volume-wide transaction lock first (as Linux takes its
 -- per-superblock rename mutex), so two renames can never build a cycle.
--- Returns errno, the moved inode, and the replaced (or exchanged) inode with
--- its nlink after the call (0 and NULL when nothing was replaced).
+-- Nothing moves to /.trash or /.jfs.control, and the trash does not move
+-- (EPERM). Returns errno, the moved inode, and the replaced (or exchanged)
+-- inode with its nlink after the call (0 and NULL when nothing was replaced).
 CREATE FUNCTION rename(
     p_parent bigint, p_name bytea, p_new_parent bigint, p_new_name bytea,
     p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}',
@@ -60,6 +61,8 @@ BEGIN
     errno := greatest(_check_name(p_name), _check_name(p_new_name));
     IF errno <> 0 THEN
         RETURN;
+    ELSIF _reserved_name(p_new_parent, p_new_name) THEN
+        errno := 1; RETURN;
     END IF;
 
     FOR attempt IN 1..5 LOOP
@@ -70,6 +73,8 @@ BEGIN
           LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
         IF v_src IS NULL THEN
             errno := _missing(p_parent, p_name); RETURN;
+        ELSIF v_src = _trash_inode() THEN
+            errno := 1; RETURN;
         END IF;
         inode := v_src;
         IF v_dst IS NULL THEN
@@ -179,6 +184,7 @@ BEGIN
                 IF v_dst_type = 2 THEN
                     DELETE FROM node WHERE node.inode = v_dst;
                     DELETE FROM xattr WHERE xattr.inode = v_dst;
+                    DELETE FROM acl WHERE acl.inode = v_dst;
                     PERFORM _forget_dirs(ARRAY[v_dst]);
                     UPDATE node SET nlink = nlink - 1 WHERE node.inode = p_new_parent;
                     PERFORM _uncharge_nodes(ARRAY[v_gone.uid], ARRAY[v_gone.gid], ARRAY[4096::bigint]);

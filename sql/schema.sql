@@ -300,6 +300,15 @@ CREATE TABLE change (
 );
 CREATE INDEX change_xid ON change (xid, id);
 
+-- The whole name of a trash entry whose name there (PARENT-INODE-NAME, in
+-- hour directory `hour`) was cut to 255 bytes: what jfs.restore puts back.
+CREATE TABLE trash_name (
+    hour     bigint NOT NULL,
+    name     bytea  NOT NULL,
+    original bytea  NOT NULL CHECK (length(original) BETWEEN 1 AND 255),
+    PRIMARY KEY (hour, name)
+);
+
 -- Composite results of the procedures. errno 0 = success; the other fields
 -- are NULL when errno <> 0.
 CREATE TYPE attr AS (
@@ -347,3 +356,4 @@ SELECT pg_catalog.pg_extension_config_dump('tier', '');
 SELECT pg_catalog.pg_extension_config_dump('acl', '');
 SELECT pg_catalog.pg_extension_config_dump('change', '');
 SELECT pg_catalog.pg_extension_config_dump('change_id', '');
+SELECT pg_catalog.pg_extension_config_dump('trash_name', '');

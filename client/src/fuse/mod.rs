@@ -627,7 +627,7 @@ impl Filesystem for JfsFuse {
                     s.used_inodes + s.avail_inodes,
                     s.avail_inodes,
                     4096,
-                    255,
+                    crate::vfs::NAME_MAX as u32,
                     4096,
                 ),
                 Err(e) => reply.error(err(e)),

@@ -26,9 +26,6 @@ pub struct Change {
 /// A change as a mount applies it: what to forget.
 #[derive(Debug, Clone)]
 pub struct LoggedChange {
-    pub id: i64,
-    /// The writing transaction (xid8 as a number).
-    pub xid: i64,
     pub op: String,
     pub inode: Option<i64>,
     pub parent: Option<i64>,
@@ -78,30 +75,30 @@ impl Meta {
             .collect()
     }
 
-    /// The changes a mount (session `sid`) must apply from transactions at
-    /// or after `horizon` (`None`: none yet), with the new horizon.
-    pub async fn changes_for_mount(
+    /// The changes a mount (session `sid`) must apply: those of the
+    /// transactions the snapshot `horizon` did not see (`None`: none yet),
+    /// each once, with the new horizon (`jfs.mount_changes`; a snapshot in
+    /// its text form, `xmin:xmax:xip,...`).
+    pub async fn mount_changes(
         &self,
         sid: i64,
-        horizon: Option<i64>,
-    ) -> Result<(i64, Vec<LoggedChange>)> {
+        horizon: Option<&str>,
+    ) -> Result<(String, Vec<LoggedChange>)> {
         let rows = self
             .call(
-                "SELECT horizon, id, xid, op, inode, parent, name, parent2, name2, inode2 \
-                   FROM jfs.changes_for_mount($1, $2)",
+                "SELECT horizon::text AS horizon, id, op, inode, parent, name, parent2, name2, inode2 \
+                   FROM jfs.mount_changes($1, $2::text::pg_snapshot)",
                 &[&sid, &horizon],
             )
             .await?;
-        let mut new_horizon = horizon.unwrap_or(0);
+        let mut new_horizon = horizon.unwrap_or_default().to_string();
         let mut changes = Vec::with_capacity(rows.len());
         for r in &rows {
             new_horizon = r.try_get("horizon")?;
-            let Some(id) = r.try_get::<_, Option<i64>>("id")? else {
-                continue;
-            };
+            if r.try_get::<_, Option<i64>>("id")?.is_none() {
+                continue; // the row that carries only the horizon
+            }
             changes.push(LoggedChange {
-                id,
-                xid: r.try_get("xid")?,
                 op: r.try_get("op")?,
                 inode: r.try_get("inode")?,
                 parent: r.try_get("parent")?,

@@ -3,10 +3,10 @@
 //! attributes for long (`--attr-cache`, `--entry-cache`) and still shows
 //! another mount's change within a poll interval (`--changes-poll`).
 //!
-//! The log is read by transaction horizon (`jfs.changes_for_mount`): every
-//! change of a transaction older than the horizon has been read, those of
-//! transactions still running come again until they are older, so a change
-//! that commits late (ids are not commit order) is never missed. Forgetting
+//! The log is read by snapshot (`jfs.mount_changes`): each poll gets the
+//! changes of the transactions the previous poll's snapshot did not see,
+//! each once, so a change that commits late (ids are not commit order) is
+//! never missed, and a long transaction elsewhere costs nothing. Forgetting
 //! is idempotent. Each change is applied twice, at once and again a moment
 //! later: a reply read from the database just before the change committed
 //! may reach the kernel (or this mount's directory cache) after the first
@@ -15,7 +15,7 @@
 //! Names other mounts made are added to this mount's directory listings
 //! (`listings`) by the poller itself, before it reports the poll done, so
 //! a listing never answers "missing" for a name made more than a poll ago.
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -47,7 +47,7 @@ pub struct LogPolls {
 /// locks of a directory). Returns once the first horizon is read, so that
 /// nothing cached after this call misses a change.
 pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()> {
-    let (first_horizon, _) = vfs.meta.changes_for_mount(vfs.sid(), None).await?;
+    let (first_horizon, _) = vfs.meta.mount_changes(vfs.sid(), None).await?;
     let (tx, rx) = mpsc::channel::<(u64, Vec<LoggedChange>)>();
     let v = vfs.clone();
     std::thread::Builder::new()
@@ -56,8 +56,6 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
         .expect("spawning the change thread");
     tokio::spawn(async move {
         let mut horizon = first_horizon;
-        // ids applied whose transactions are not older than the horizon yet
-        let mut applied: HashMap<i64, i64> = HashMap::new();
         // (one warning per outage, not one per poll)
         let mut failing = false;
         loop {
@@ -66,13 +64,8 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                 _ = vfs.log_polls.wake.notified() => {}
             }
             let poll = vfs.log_polls.started.fetch_add(1, Ordering::SeqCst) + 1;
-            match vfs.meta.changes_for_mount(vfs.sid(), Some(horizon)).await {
-                Ok((next, changes)) => {
-                    let fresh: Vec<LoggedChange> = changes
-                        .into_iter()
-                        .filter(|c| applied.insert(c.id, c.xid).is_none())
-                        .collect();
-                    applied.retain(|_, xid| *xid >= next);
+            match vfs.meta.mount_changes(vfs.sid(), Some(&horizon)).await {
+                Ok((next, fresh)) => {
                     horizon = next;
                     for c in &fresh {
                         vfs.learn_names(c);

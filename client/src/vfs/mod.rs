@@ -129,6 +129,10 @@ fn errno(e: crate::meta::MetaError) -> i32 {
     e.errno()
 }
 
+/// The longest name of a directory entry, in bytes (NAME_MAX; the database
+/// refuses longer ones too).
+pub const NAME_MAX: usize = 255;
+
 /// The control file's name in the mount's root is taken.
 fn reserved_name(root: u64, parent: u64, name: &[u8]) -> VfsResult<()> {
     if parent == root && name == control::CONTROL_NAME {

@@ -247,3 +247,52 @@ fn unlink_frees_objects_and_open_files_stay_readable() {
     assert_eq!(v.sql("SELECT count(*) FROM jfs.delslice"), "0");
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+/// A name longer than 255 bytes is ENAMETOOLONG for every call that looks it
+/// up, also when the directory's listing is cached here (that answered
+/// ENOENT: the listing knew the name was not there before anyone asked
+/// whether it could be).
+#[test]
+fn a_name_too_long_is_enametoolong_with_a_cached_listing() {
+    let v = Volume::new("longname");
+    let m = v.mount("a", &["--attr-cache", "30", "--entry-cache", "30"]);
+    fs::create_dir(m.p("d")).unwrap();
+    fs::write(m.p("d/f"), b"x").unwrap();
+    let long = "n".repeat(256);
+    let long_path = m.p(&format!("d/{long}"));
+    // the listing, read after the change log was (it is trusted only then),
+    // is complete and cached
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(fs::read_dir(m.p("d")).unwrap().count(), 1);
+    assert_eq!(
+        fs::metadata(m.p("d/absent")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    let calls: Vec<(&str, std::io::Result<()>)> = vec![
+        ("stat", fs::metadata(&long_path).map(|_| ())),
+        (
+            "chmod",
+            fs::set_permissions(&long_path, fs::Permissions::from_mode(0o644)),
+        ),
+        (
+            "truncate",
+            OpenOptions::new().write(true).open(&long_path).map(|_| ()),
+        ),
+        ("link", fs::hard_link(m.p("d/f"), &long_path)),
+        ("rename", fs::rename(&long_path, m.p("d/g"))),
+        ("rmdir", fs::remove_dir(&long_path)),
+        ("unlink", fs::remove_file(&long_path)),
+    ];
+    for (call, result) in calls {
+        let err = result.expect_err(call);
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::ENAMETOOLONG),
+            "{call} of a 256-byte name: {err}"
+        );
+    }
+    // a 255-byte name is a name
+    let max = m.p(&format!("d/{}", "m".repeat(255)));
+    fs::write(&max, b"ok").unwrap();
+    assert_eq!(fs::read(&max).unwrap(), b"ok");
+}

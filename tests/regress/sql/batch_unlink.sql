@@ -3,6 +3,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 0, 0) \gset
 SELECT inode AS other FROM jfs.mknod(1, 'other', 2, 493, 0, 0) \gset
 -- files with data, a symlink, a fifo, a file hard-linked from another directory, a subdirectory

@@ -5,6 +5,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- a mount's connections are named jfs:SID: its changes carry the session
 SET application_name = 'jfs:42';
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 1000, 100) \gset

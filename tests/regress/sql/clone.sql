@@ -4,6 +4,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- /src/{f (8 KiB, xattr), h (hard link of f), s -> f, fifo, sparse (data at chunk 2 only, then a hole),
 --       d/{g (hard link of f), e/}, o (hard link of /outside/o)}
 SELECT inode AS src FROM jfs.mknod(1, 'src', 2, 493, 1000, 100) \gset

@@ -16,7 +16,8 @@ SELECT pos, slice_id - :s AS slice, len FROM jfs.read_chunk(:f, 1);
 SELECT count(*) AS rows FROM jfs.read_chunk(:f, 5);
 -- an explicit mtime (a client flushing a write that happened earlier)
 SELECT errno, mtime FROM jfs.write_slice(:f, 0, 0, :s + 4, 4096, 0, 4096, 1700000000000000001);
--- one slice may back several ranges (a part of it used twice): one reference each
+-- a slice id is committed once: another range of it is EINVAL (a client could
+-- otherwise show any file's slice in its own), one reference stays
 SELECT errno FROM jfs.write_slice(:f, 2, 0, :s + 5, 8192, 0, 4096);
 SELECT errno FROM jfs.write_slice(:f, 2, 4096, :s + 5, 8192, 4096, 4096);
 SELECT slice_id - :s AS slice, size, refs FROM jfs.slice_ref WHERE slice_id = :s + 5;

@@ -3,6 +3,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('dumped', 'file', '/var/tmp/jfs-dump', p_uuid => '00000000-0000-0000-0000-0000000000d1');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS d FROM jfs.mknod(1, 'dir', 2, 493, 1000, 1000) \gset
 SELECT inode AS f FROM jfs.mknod(:d, 'file', 1, 420, 1000, 1000) \gset
 SELECT errno FROM jfs.write_slice(:f, 0, 0, 77, 65536, 0, 65536);

@@ -27,7 +27,8 @@ SELECT name, uuid, max_space AS capacity, max_inodes AS inodes FROM jfs.setting,
 SELECT name FROM jfs.ls('/');
 SELECT errno, total_space, avail_space, used_inodes, avail_inodes FROM jfs.statfs();
 -- the block size cannot change once data exists
-SELECT errno FROM jfs.write_slice(2, 0, 0, 1, 4096, 0, 4096);
+SELECT jfs.alloc_ids('slice', 1) AS ws \gset
+SELECT errno FROM jfs.write_slice(2, 0, 0, :ws, 4096, 0, 4096);
 SELECT errno, message FROM jfs.format('vol2', p_block_size => 1048576, p_force => true);
 -- id ranges: consecutive reservations never overlap
 SELECT jfs.alloc_ids('inode', 1000) AS first, jfs.alloc_ids('inode', 10) AS second, jfs.alloc_ids('slice', 5) AS slices;

@@ -3,6 +3,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS home FROM jfs.mknod(1, 'home', 2, 493, 0, 0) \gset
 SELECT inode AS alice FROM jfs.mknod(:home, 'alice', 2, 448, 1000, 1000) \gset
 SELECT inode AS notes FROM jfs.mknod(:alice, 'notes.txt', 1, 420, 1000, 1000) \gset

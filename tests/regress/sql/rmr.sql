@@ -3,6 +3,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- /t/{f1..f5, s -> f1, a/{g1..g3, b/{h1, h2, c/}}, link-of-outside}; /outside/o (also linked into /t/a)
 SELECT inode AS t FROM jfs.mknod(1, 't', 2, 493, 0, 0) \gset
 SELECT inode AS a FROM jfs.mknod(:t, 'a', 2, 493, 0, 0) \gset

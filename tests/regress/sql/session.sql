@@ -3,6 +3,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT jfs.session_register('host-a', 101, '{"mountpoint": "/mnt/a"}') AS sa \gset
 SELECT jfs.session_register('host-b', 202) AS sb \gset
 SELECT host, pid, info FROM jfs.session ORDER BY sid;

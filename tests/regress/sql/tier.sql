@@ -4,6 +4,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress');
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT * FROM jfs.tier ORDER BY id;
 SELECT * FROM jfs.set_tier_class(1, 'standard_ia');
 SELECT * FROM jfs.set_tier_class(3, 'GLACIER');

@@ -5,6 +5,8 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
 SELECT errno FROM jfs.format('regress', p_trash_days => 1);
+-- slice ids, reserved as a mount reserves them
+SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS a FROM jfs.mknod(1, 'a', 2, 493, 0, 0) \gset
 SELECT inode AS b FROM jfs.mknod(1, 'b', 2, 493, 0, 0) \gset
 SELECT inode AS f FROM jfs.mknod(:a, 'f', 1, 420, 0, 0) \gset

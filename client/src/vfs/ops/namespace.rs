@@ -1,12 +1,17 @@
 //! Namespace operations: lookup, getattr, mknod (files, directories,
 //! symlinks, devices), link, unlink, rmdir, rename, setattr.
 use crate::meta::{Attr, NewNode, NodeType, SetAttr};
-use crate::vfs::{control, errno, reserved_name, Vfs, VfsResult};
+use crate::vfs::{control, errno, reserved_name, Vfs, VfsResult, NAME_MAX};
 
 impl Vfs {
     pub async fn lookup(&self, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         if parent == self.config.root && name == control::CONTROL_NAME {
             return Ok(control::control_attr());
+        }
+        // before any cache: a listing knows the name is not there, but not
+        // that it cannot be
+        if name.len() > NAME_MAX {
+            return Err(libc::ENAMETOOLONG);
         }
         if self.listings.absent(parent, name) {
             return Err(libc::ENOENT);
