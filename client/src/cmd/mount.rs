@@ -93,8 +93,11 @@ pub struct MountArgs {
     /// at most that long); 0: only at fsync and close
     #[arg(long, default_value_t = 5.0)]
     commit_after: f64,
-    /// Seconds the objects of deleted data are kept before deletion
-    #[arg(long, default_value_t = 0)]
+    /// Seconds the objects of deleted data are kept before deletion (it
+    /// also waits until the commit that freed them is durable): other
+    /// mounts may still read through slice lists they read before, and a
+    /// failover to a standby that lags brings references back; 0: at once
+    #[arg(long, default_value_t = 3600)]
     gc_delay: u64,
     /// Slices in a chunk from which this mount compacts it in the background (0: never)
     #[arg(long, default_value_t = crate::vfs::COMPACT_AT)]

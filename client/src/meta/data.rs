@@ -1,4 +1,4 @@
-//! File layout procedures: write_slice, read_chunk, compaction and the delslice queue.
+//! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
 use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result};
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
@@ -49,6 +49,42 @@ impl Meta {
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         Ok((attr_from_row(&row)?, sent_in))
+    }
+
+    /// Commits stored slices (each with its chunk) of a file in order, in
+    /// one call (`jfs.write_slices`): how many were committed, then the
+    /// file's attributes after the last of them, or the errno of the one
+    /// that was refused (the ones before it are committed); and the epoch
+    /// the call was sent in.
+    pub async fn write_slices(
+        &self,
+        inode: u64,
+        slices: &[(u32, SliceRow)],
+    ) -> Result<(usize, std::result::Result<Attr, i32>, Epoch)> {
+        let column = |f: fn(&(u32, SliceRow)) -> i32| slices.iter().map(f).collect::<Vec<i32>>();
+        let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
+        let (mut rows, sent_in) = self
+            .call_stamped(
+                "SELECT w.committed, (w.a).* FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7) w",
+                &[
+                    &(inode as i64),
+                    &column(|(c, _)| *c as i32),
+                    &column(|(_, s)| s.pos as i32),
+                    &ids,
+                    &column(|(_, s)| s.size as i32),
+                    &column(|(_, s)| s.off as i32),
+                    &column(|(_, s)| s.len as i32),
+                ],
+            )
+            .await?;
+        let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
+        let committed = row.try_get::<_, i32>("committed")? as usize;
+        let attr = match attr_from_row(&row) {
+            Ok(attr) => Ok(attr),
+            Err(MetaError::Errno(errno)) => Err(errno),
+            Err(e) => return Err(e),
+        };
+        Ok((committed, attr, sent_in))
     }
 
     /// The slices of one chunk, oldest first.
@@ -182,6 +218,29 @@ impl Meta {
         rows.iter()
             .map(|r| Ok((r.try_get::<_, i64>("slice_id")? as u64, r.try_get("state")?)))
             .collect()
+    }
+
+    /// After a commit of slices `ids` (in commit order) whose answer was
+    /// lost: how many of them, from the first, the database has (referenced,
+    /// or committed and freed since: a slice id is committed once, so one it
+    /// has never seen was not), and the epoch of the server that said so (a
+    /// sync there covers them: they are in its WAL). The others were not
+    /// committed and can be sent again.
+    pub async fn settle_slices(&self, ids: &[i64]) -> Result<(usize, Epoch)> {
+        let (rows, seen_in) = self
+            .call_stamped("SELECT * FROM jfs.slice_states($1)", &[&ids])
+            .await?;
+        let mut known = std::collections::HashSet::new();
+        for r in &rows {
+            if r.try_get::<_, String>("state")? != "unreferenced" {
+                known.insert(r.try_get::<_, i64>("slice_id")?);
+            }
+        }
+        let committed = ids.iter().take_while(|id| known.contains(id)).count();
+        if committed > 0 {
+            self.incarnations.committed(seen_in);
+        }
+        Ok((committed, seen_in))
     }
 
     /// How many freed slices wait in the delslice queue (all of them:

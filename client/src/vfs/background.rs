@@ -35,17 +35,19 @@ const BACKUP_POLL: Duration = Duration::from_secs(60);
 
 /// Starts the jobs; they run until the runtime shuts down.
 pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
-    if !cfg.commit_after.is_zero() {
-        let v = vfs.clone();
-        let every = (cfg.commit_after / 2).min(Duration::from_secs(1));
-        let age = cfg.commit_after;
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                v.commit_waiting_writes(age).await;
-            }
-        });
-    }
+    // the committer: files whose writes waited --commit-after, and every
+    // file when the write buffers are full
+    let v = vfs.clone();
+    let every =
+        (!cfg.commit_after.is_zero()).then(|| (cfg.commit_after / 2).min(Duration::from_secs(1)));
+    let age = cfg.commit_after;
+    tokio::spawn(async move {
+        loop {
+            let all = v.commit_due(every).await;
+            v.commit_waiting_writes(if all { Duration::ZERO } else { age })
+                .await;
+        }
+    });
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {

@@ -53,7 +53,8 @@ pub struct VfsConfig {
     /// Whether the mount reads the change log (`--changes-poll` > 0): what
     /// is cached here is then kept exact, and missing names are cached.
     pub follow_changes: bool,
-    /// Memory for write uploads in flight and the read block cache, in bytes.
+    /// Memory for write uploads in flight and the read block cache, in
+    /// bytes; also the bound of all pending writes' buffers (back-pressure).
     pub buffer_size: usize,
     pub read_only: bool,
     /// A local disk cache of blocks (whole blocks are fetched when it is on).
@@ -95,6 +96,9 @@ pub struct Vfs {
     log: Arc<listings::LogFreshness>,
     /// Polls of the change log, for lock barriers.
     log_polls: changes::LogPolls,
+    /// Wakes the background committer to commit every file's pending
+    /// writes now (the write buffers are full).
+    commit_now: tokio::sync::Notify,
     /// The mount's shared runtime: background work (uploads, readahead)
     /// runs there, whichever thread started it.
     runtime: tokio::runtime::Handle,
@@ -162,6 +166,7 @@ impl Vfs {
                 log.clone(),
             ),
             log_polls: changes::LogPolls::default(),
+            commit_now: tokio::sync::Notify::new(),
             space_limited: Mutex::new(None),
             listings: listings::Listings::new(
                 config.follow_changes && !config.entry_ttl.is_zero(),

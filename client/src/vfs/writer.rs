@@ -1,5 +1,13 @@
 //! Write buffers: a file's pending slices, uploaded block by block while writing goes on,
 //! committed to the metadata in write order on flush.
+//!
+//! A slice's buffer grows with what is written into it (a 4 KiB write holds
+//! about 4 KiB, not a block), and a write that lands in the part of a
+//! pending slice not uploaded yet (over it or right after it) goes into that
+//! slice's buffer instead of opening a new slice, unless a later slice
+//! covers the same bytes (it would shadow the write at commit). A flush
+//! uploads the slices' last blocks a window ahead of the commits, so many
+//! small slices do not wait for one upload each in turn.
 use std::io;
 use std::sync::Arc;
 
@@ -60,6 +68,29 @@ struct FailedUpload {
 /// block can be stored with direct I/O (see the file store).
 const BLOCK_ALIGN: usize = 4096;
 
+/// The first allocation of a slice's buffer at least (it doubles as it
+/// fills, up to the block size).
+const FIRST_BUFFER: usize = 4 << 10;
+
+/// Buffers from this size on start at a [`BLOCK_ALIGN`] boundary (a whole
+/// block is stored from one); smaller ones are only ever a slice's last
+/// block.
+const ALIGNED_FROM: usize = 64 << 10;
+
+/// How many of the latest pending slices a write looks through for one to
+/// go into.
+const MERGE_WINDOW: usize = 4096;
+
+/// How many slices ahead of the one being committed a flush uploads.
+const FLUSH_WINDOW: usize = 256;
+
+/// How many stored slices a flush commits in one call (`jfs.write_slices`).
+const COMMIT_BATCH: usize = 256;
+
+/// How many commits of one flush may lose their answer and be settled by
+/// asking the database; past it, the flush gives up with EIO.
+const MAX_ANSWERS_LOST: u32 = 3;
+
 /// The bytes of one block being assembled, starting at an aligned address
 /// inside their allocation (as long as they stay within its capacity).
 #[derive(Default)]
@@ -73,6 +104,15 @@ struct BlockBuf {
 
 impl BlockBuf {
     fn with_capacity(capacity: usize) -> BlockBuf {
+        if capacity < ALIGNED_FROM {
+            let vec: Vec<u8> = Vec::with_capacity(capacity);
+            let charge = Charge::write_buffer(vec.capacity());
+            return BlockBuf {
+                vec,
+                start: 0,
+                charge,
+            };
+        }
         let mut vec: Vec<u8> = Vec::with_capacity(capacity + BLOCK_ALIGN);
         let start = vec.as_ptr().align_offset(BLOCK_ALIGN).min(BLOCK_ALIGN);
         vec.resize(start, 0);
@@ -98,6 +138,24 @@ impl BlockBuf {
 
     fn extend(&mut self, bytes: &[u8]) {
         self.vec.extend_from_slice(bytes);
+    }
+
+    /// Puts `bytes` at `at` (at most its length: over its bytes or right
+    /// after them), growing the allocation (aligned, doubling, to at least
+    /// [`FIRST_BUFFER`] and at most `max` unless the bytes need more).
+    fn put(&mut self, at: usize, bytes: &[u8], max: usize) {
+        debug_assert!(at <= self.len());
+        let needed = at + bytes.len();
+        if self.start + needed > self.vec.capacity() || !self.is_allocated() {
+            let capacity = (self.len() * 2).max(FIRST_BUFFER).min(max).max(needed);
+            let mut grown = BlockBuf::with_capacity(capacity);
+            grown.extend(self.data());
+            *self = grown;
+        }
+        let overlap = bytes.len().min(self.len() - at);
+        let start = self.start + at;
+        self.vec[start..start + overlap].copy_from_slice(&bytes[..overlap]);
+        self.vec.extend_from_slice(&bytes[overlap..]);
     }
 
     fn truncate(&mut self, len: usize) {
@@ -200,9 +258,10 @@ impl Writer {
     }
 
     /// Buffers `data` written at `offset` of file `inode`. `next_slice_id`
-    /// hands out slice ids. Writing into another chunk first commits what
-    /// is pending (so a sequential writer commits every 64 MiB, and a full
-    /// quota stops it there with the errno, not only at close).
+    /// hands out slice ids. Writing on from the end of a chunk into the next
+    /// first commits what is pending (so a sequential writer commits every
+    /// 64 MiB, and a full quota stops it there with the errno, not only at
+    /// close).
     pub async fn write<F, Fut>(
         &mut self,
         t: &WriteTarget<'_>,
@@ -218,35 +277,43 @@ impl Writer {
         if self.slices.is_empty() {
             self.dirty_since = Some(std::time::Instant::now());
         }
+        let block_size = t.block_size as usize;
         for piece in split_by_chunk(offset, data.len()) {
             let bytes = &data[piece.range_off..piece.range_off + piece.len as usize];
-            let appends = matches!(self.slices.last(),
-                Some(s) if !s.sealed && s.chunk == piece.chunk && s.pos + s.len == piece.pos);
-            if !appends {
-                if self.slices.last().is_some_and(|s| s.chunk != piece.chunk) {
-                    self.flush(t, inode).await?;
+            let index = match self.writable_slice(piece.chunk, piece.pos, piece.len, t.block_size) {
+                Some(i) => i,
+                None => {
+                    // a writer going on into the next chunk commits what it wrote
+                    // (one commit per 64 MiB of a sequential file; a full quota
+                    // stops it there); writes here and there stay pending
+                    if self.slices.last().is_some_and(|s| {
+                        piece.pos == 0
+                            && piece.chunk == s.chunk + 1
+                            && s.pos + s.len == CHUNK_SIZE as u32
+                    }) {
+                        self.flush(t, inode).await?;
+                    }
+                    let id = next_slice_id().await?;
+                    self.slices.push(PendingSlice {
+                        chunk: piece.chunk,
+                        pos: piece.pos,
+                        len: 0,
+                        id,
+                        next_block: 0,
+                        tail: BlockBuf::default(),
+                        uploads: Vec::new(),
+                        failed: Vec::new(),
+                        broken: false,
+                        sealed: false,
+                    });
+                    self.slices.len() - 1
                 }
-                let id = next_slice_id().await?;
-                self.slices.push(PendingSlice {
-                    chunk: piece.chunk,
-                    pos: piece.pos,
-                    len: 0,
-                    id,
-                    next_block: 0,
-                    tail: BlockBuf::default(),
-                    uploads: Vec::new(),
-                    failed: Vec::new(),
-                    broken: false,
-                    sealed: false,
-                });
-            }
-            let slice = self.slices.last_mut().expect("a slice was just ensured");
-            if !slice.tail.is_allocated() {
-                slice.tail = BlockBuf::with_capacity((t.block_size as usize).max(bytes.len()));
-            }
-            slice.tail.extend(bytes);
-            slice.len += piece.len;
-            while slice.tail.len() >= t.block_size as usize {
+            };
+            let slice = &mut self.slices[index];
+            let at = (piece.pos - slice.tail_start(t.block_size)) as usize;
+            slice.tail.put(at, bytes, block_size);
+            slice.len = slice.len.max(piece.pos + piece.len - slice.pos);
+            while slice.tail.len() >= block_size {
                 let mut rest = BlockBuf::with_capacity(t.block_size as usize);
                 rest.extend(&slice.tail.data()[t.block_size as usize..]);
                 slice.tail.truncate(t.block_size as usize);
@@ -258,6 +325,29 @@ impl Writer {
             self.bound_inflight(t.max_inflight).await;
         }
         Ok(())
+    }
+
+    /// The pending slice a write of `len` bytes at `pos` of `chunk` can go
+    /// into: not sealed, the write starts in its buffered (not yet
+    /// uploaded) part or right after it, and no later slice overlaps the
+    /// write (its bytes would shadow the write's at commit). Looks through
+    /// the latest [`MERGE_WINDOW`] slices, newest first.
+    fn writable_slice(&self, chunk: u32, pos: u32, len: u32, block_size: u32) -> Option<usize> {
+        let first = self.slices.len().saturating_sub(MERGE_WINDOW);
+        for i in (first..self.slices.len()).rev() {
+            let s = &self.slices[i];
+            if s.chunk != chunk {
+                continue;
+            }
+            let writable = !s.sealed && s.tail_start(block_size) <= pos && pos <= s.pos + s.len;
+            let overlaps = s.pos < pos + len && pos < s.pos + s.len;
+            if writable {
+                return Some(i);
+            } else if overlaps {
+                return None; // the newest slice under the write cannot take it
+            }
+        }
+        None
     }
 
     /// Waits for the oldest uploads while more than `max` are in flight
@@ -277,8 +367,8 @@ impl Writer {
     }
 
     /// Uploads what is left (blocks that failed before again), waits for
-    /// every upload, then commits the slices in the order they were written.
-    /// Returns the file's attributes after the last commit (None if nothing
+    /// every upload, then commits the slices in the order they were written
+    /// (those stored, up to [`COMMIT_BATCH`] in one call). Returns the file's attributes after the last commit (None if nothing
     /// was pending). A failed upload, or a commit that failed for want of
     /// the database, stops there and keeps that slice and the later ones
     /// pending, to be tried again; an answer that they cannot be committed
@@ -286,90 +376,98 @@ impl Writer {
     /// ([`store_errno`] for the store's errors).
     pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
         let mut attr = None;
+        let mut answers_lost = 0;
         while !self.slices.is_empty() {
-            let slice = &mut self.slices[0];
-            slice.sealed = true;
-            if !slice.tail.is_empty() {
-                let block = std::mem::take(&mut slice.tail).freeze();
-                let key = block_key(t.volume, slice.id, slice.next_block, block.0.len() as u32);
-                slice.uploads.push(upload(t, key, block));
-                slice.next_block += 1;
-            }
-            for f in std::mem::take(&mut slice.failed) {
-                slice.uploads.push(upload(t, f.key, (f.data, f.charge)));
-            }
-            for handle in std::mem::take(&mut slice.uploads) {
-                slice.note(join(handle).await);
-            }
-            if let Some(f) = slice.failed.first() {
-                tracing::error!(
-                    "inode {inode}: storing slice {} in {} failed: {}; {} block(s) kept to try again",
-                    slice.id,
-                    t.store.describe(),
-                    f.error,
-                    slice.failed.len()
-                );
-                return Err(store_errno(&f.error));
-            }
-            if slice.broken {
-                tracing::error!(
-                    "inode {inode}: slice {} lost a block; bytes {} lost",
-                    slice.id,
-                    slice.range()
-                );
-                let slice = self.slices.remove(0);
-                delete_blocks(t, slice.id, slice.len).await;
-                return Err(libc::EIO);
-            }
-            let row = SliceRow {
-                pos: slice.pos,
-                id: slice.id,
-                size: slice.len,
-                off: 0,
-                len: slice.len,
-            };
-            match t.meta.write_slice(inode, slice.chunk, row).await {
-                Ok((a, sent_in)) => {
-                    attr = Some(a);
-                    self.committed_in.get_or_insert(sent_in);
-                    self.slices.remove(0);
+            // the rest of the next slices goes to the store together
+            for s in self.slices.iter_mut().take(FLUSH_WINDOW) {
+                if !s.sealed || !s.failed.is_empty() {
+                    s.upload_rest(t);
                 }
-                Err(MetaError::Errno(errno)) => {
-                    let e = MetaError::Errno(errno);
-                    let level_warn = errno == libc::EDQUOT || errno == libc::ENOSPC;
-                    for slice in std::mem::take(&mut self.slices) {
-                        if level_warn {
-                            tracing::warn!(
-                                "inode {inode}: slice {} not committed ({e}): bytes {} not written",
-                                slice.id,
-                                slice.range()
-                            );
-                        } else {
-                            tracing::error!(
-                                "inode {inode}: committing slice {} failed ({e}): bytes {} lost",
-                                slice.id,
-                                slice.range()
-                            );
+            }
+            // the slices from the first on whose blocks are all stored
+            let mut ready = 0;
+            while ready < self.slices.len().min(COMMIT_BATCH) {
+                let slice = &mut self.slices[ready];
+                if !slice.sealed {
+                    break; // (past the upload window)
+                }
+                for handle in std::mem::take(&mut slice.uploads) {
+                    slice.note(join(handle).await);
+                }
+                if !slice.failed.is_empty() || slice.broken {
+                    break;
+                }
+                ready += 1;
+            }
+            if ready == 0 {
+                return Err(self.unstored(t, inode).await);
+            }
+            let batch: Vec<(u32, SliceRow)> = self.slices[..ready]
+                .iter()
+                .map(|s| (s.chunk, s.row()))
+                .collect();
+            let result = match ready {
+                1 => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
+                    Ok((a, sent_in)) => Ok((1, Ok(a), Some(sent_in))),
+                    Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None)),
+                    Err(e) => Err(e),
+                },
+                _ => t
+                    .meta
+                    .write_slices(inode, &batch)
+                    .await
+                    .map(|(n, outcome, sent_in)| (n, outcome, Some(sent_in))),
+            };
+            match result {
+                Ok((committed, outcome, sent_in)) => {
+                    if committed > 0 {
+                        if let Some(sent_in) = sent_in {
+                            self.committed_in.get_or_insert(sent_in);
                         }
-                        slice.discard(t).await;
+                        self.slices.drain(..committed);
                     }
-                    return Err(errno);
+                    match outcome {
+                        Ok(a) => attr = Some(a),
+                        Err(errno) => {
+                            self.refused(t, inode, errno).await;
+                            return Err(errno);
+                        }
+                    }
                 }
                 Err(e) if e.may_have_committed() => {
-                    tracing::error!(
-                        "inode {inode}: the answer to the commit of slice {} (bytes {}) was lost: {e}",
-                        slice.id,
-                        slice.range()
-                    );
-                    let slice = self.slices.remove(0);
-                    forget_blocks(t, slice.id, slice.len, &e).await;
+                    // ask the database what happened (the answer waits out an outage)
+                    answers_lost += 1;
+                    let ids: Vec<i64> = self.slices[..ready].iter().map(|s| s.id as i64).collect();
+                    let settled = match answers_lost <= MAX_ANSWERS_LOST {
+                        true => t.meta.settle_slices(&ids).await.ok(),
+                        false => None,
+                    };
+                    if let Some((committed, seen_in)) = settled {
+                        tracing::warn!(
+                            "inode {inode}: the answer to a commit of {ready} slice(s) was lost ({e}); \
+                             the database has {committed} of them, the others are sent again"
+                        );
+                        if committed > 0 {
+                            self.committed_in.get_or_insert(seen_in);
+                            self.slices.drain(..committed);
+                        }
+                        continue;
+                    }
+                    for slice in self.slices.drain(..ready).collect::<Vec<_>>() {
+                        tracing::error!(
+                            "inode {inode}: the answer to the commit of slice {} (bytes {}) was lost: {e}",
+                            slice.id,
+                            slice.range()
+                        );
+                        forget_blocks(t, slice.id, slice.len, &e).await;
+                    }
                     return Err(e.errno());
                 }
                 Err(e) => {
-                    let id = slice.id;
                     tracing::error!(
-                        "inode {inode}: committing slice {id} failed: {e}; it and {} later \
+                        "inode {inode}: committing slice {} failed: {e}; it and {} later \
                          slice(s) are kept to try again",
+                        self.slices[0].id,
                         self.slices.len() - 1
                     );
                     return Err(e.errno());
@@ -378,9 +476,90 @@ impl Writer {
         }
         Ok(attr)
     }
+
+    /// The first pending slice could not be stored: its errno, with the
+    /// cause in the log (a failed upload is kept to try again; a slice that
+    /// lost a block is given up).
+    async fn unstored(&mut self, t: &WriteTarget<'_>, inode: u64) -> i32 {
+        let slice = &self.slices[0];
+        if let Some(f) = slice.failed.first() {
+            tracing::error!(
+                "inode {inode}: storing slice {} in {} failed: {}; {} block(s) kept to try again",
+                slice.id,
+                t.store.describe(),
+                f.error,
+                slice.failed.len()
+            );
+            return store_errno(&f.error);
+        }
+        tracing::error!(
+            "inode {inode}: slice {} lost a block; bytes {} lost",
+            slice.id,
+            slice.range()
+        );
+        let slice = self.slices.remove(0);
+        delete_blocks(t, slice.id, slice.len).await;
+        libc::EIO
+    }
+
+    /// The database refused the first pending slice (`errno`: the file is
+    /// gone, no space or quota left): it and every later one are given up,
+    /// with their byte ranges in the log, and their blocks deleted.
+    async fn refused(&mut self, t: &WriteTarget<'_>, inode: u64, errno: i32) {
+        let e = MetaError::Errno(errno);
+        let level_warn = errno == libc::EDQUOT || errno == libc::ENOSPC;
+        for slice in std::mem::take(&mut self.slices) {
+            if level_warn {
+                tracing::warn!(
+                    "inode {inode}: slice {} not committed ({e}): bytes {} not written",
+                    slice.id,
+                    slice.range()
+                );
+            } else {
+                tracing::error!(
+                    "inode {inode}: committing slice {} failed ({e}): bytes {} lost",
+                    slice.id,
+                    slice.range()
+                );
+            }
+            slice.discard(t).await;
+        }
+    }
 }
 
 impl PendingSlice {
+    /// Where its buffered part starts in the chunk (the blocks before it
+    /// are uploading or stored).
+    fn tail_start(&self, block_size: u32) -> u32 {
+        self.pos + self.next_block * block_size
+    }
+
+    /// How it is committed: all of it, from its first byte.
+    fn row(&self) -> SliceRow {
+        SliceRow {
+            pos: self.pos,
+            id: self.id,
+            size: self.len,
+            off: 0,
+            len: self.len,
+        }
+    }
+
+    /// Seals it (nothing more goes into it) and starts uploading what is
+    /// not in the store yet: its last block, and blocks that failed before.
+    fn upload_rest(&mut self, t: &WriteTarget<'_>) {
+        self.sealed = true;
+        if !self.tail.is_empty() {
+            let block = std::mem::take(&mut self.tail).freeze();
+            let key = block_key(t.volume, self.id, self.next_block, block.0.len() as u32);
+            self.uploads.push(upload(t, key, block));
+            self.next_block += 1;
+        }
+        for f in std::mem::take(&mut self.failed) {
+            self.uploads.push(upload(t, f.key, (f.data, f.charge)));
+        }
+    }
+
     /// Notes how one of its uploads ended.
     fn note(&mut self, uploaded: Uploaded) {
         match uploaded {
@@ -457,7 +636,7 @@ mod tests {
 
     #[test]
     fn block_buffers_are_aligned_and_keep_their_bytes() {
-        let mut b = BlockBuf::with_capacity(3 * BLOCK_ALIGN);
+        let mut b = BlockBuf::with_capacity(ALIGNED_FROM);
         b.extend(&[1u8; 5000]);
         b.extend(&[2u8; 5000]);
         assert_eq!(b.len(), 10_000);
@@ -467,6 +646,70 @@ mod tests {
         assert_eq!(frozen.len(), 6000);
         assert!((frozen.as_ptr() as usize).is_multiple_of(BLOCK_ALIGN));
         assert!(!BlockBuf::default().is_allocated());
+    }
+
+    #[test]
+    fn a_buffer_grows_with_what_is_put_in_it() {
+        const BLOCK: usize = 4 << 20;
+        let mut b = BlockBuf::default();
+        b.put(0, &[1u8; 4096], BLOCK);
+        // a 4 KiB write holds about 4 KiB, not a block
+        assert!(b.vec.capacity() < 2 * FIRST_BUFFER, "{}", b.vec.capacity());
+        b.put(4096, &[2u8; 100], BLOCK);
+        b.put(10, &[3u8; 10], BLOCK);
+        b.put(4000, &[4u8; 200], BLOCK);
+        assert_eq!(b.len(), 4200);
+        assert_eq!(&b.data()[8..12], &[1, 1, 3, 3]);
+        assert_eq!(&b.data()[3999..4001], &[1, 4]);
+        assert_eq!(&b.data()[4199..4200], &[4]);
+        // grown to a block, it starts aligned (it is stored whole)
+        b.put(4200, &vec![5u8; BLOCK - 4200], BLOCK);
+        assert_eq!(b.len(), BLOCK);
+        assert!((b.data().as_ptr() as usize).is_multiple_of(BLOCK_ALIGN));
+        assert_eq!(&b.data()[4199..4201], &[4, 5]);
+    }
+
+    fn pending(chunk: u32, pos: u32, len: u32, next_block: u32) -> PendingSlice {
+        let mut tail = BlockBuf::default();
+        let buffered = len - next_block * 4096;
+        tail.put(0, &vec![0u8; buffered as usize], 4096);
+        PendingSlice {
+            chunk,
+            pos,
+            len,
+            id: 1,
+            next_block,
+            tail,
+            uploads: Vec::new(),
+            failed: Vec::new(),
+            broken: false,
+            sealed: false,
+        }
+    }
+
+    #[test]
+    fn a_write_goes_into_the_newest_pending_slice_it_lands_on_unless_shadowed() {
+        const BS: u32 = 4096;
+        let mut w = Writer::default();
+        w.slices.push(pending(0, 0, 3000, 0)); // [0, 3000)
+        w.slices.push(pending(0, 10_000, 100, 0)); // [10000, 10100)
+        w.slices.push(pending(1, 0, 100, 0)); // another chunk
+                                              // over a slice, inside it, right after it
+        assert_eq!(w.writable_slice(0, 100, 10, BS), Some(0));
+        assert_eq!(w.writable_slice(0, 3000, 10, BS), Some(0));
+        assert_eq!(w.writable_slice(0, 10_050, 500, BS), Some(1));
+        assert_eq!(w.writable_slice(1, 50, 10, BS), Some(2));
+        // a gap: a new slice
+        assert_eq!(w.writable_slice(0, 5000, 10, BS), None);
+        // slice 0 would take a write that slice 1 (newer) overlaps: no
+        assert_eq!(w.writable_slice(0, 2900, 7200, BS), None);
+        // bytes already uploading (its first block) cannot change
+        w.slices.push(pending(0, 20_000, 5000, 1)); // block 0 of it uploading
+        assert_eq!(w.writable_slice(0, 20_100, 10, BS), None);
+        assert_eq!(w.writable_slice(0, 24_100, 10, BS), Some(3));
+        // sealed (a flush began): nothing more goes in
+        w.slices[0].sealed = true;
+        assert_eq!(w.writable_slice(0, 100, 10, BS), None);
     }
 
     #[test]

@@ -281,7 +281,8 @@ impl Volume {
 }
 
 /// `jfs mount -d` of `url` on `path` (made if missing), logging to `log`,
-/// with gc every second and no kernel caching unless `extra` asks for it.
+/// with gc every second (objects of freed data deleted at once) and no
+/// kernel caching unless `extra` asks for it.
 pub fn mount_at(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
     std::fs::create_dir_all(path).unwrap();
     let mut cmd = jfs();
@@ -290,7 +291,7 @@ pub fn mount_at(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
         .args(["-d", "--gc-interval", "1", "--log"])
         .arg(log)
         .args(extra);
-    for flag in ["--attr-cache", "--entry-cache"] {
+    for flag in ["--attr-cache", "--entry-cache", "--gc-delay"] {
         if !extra.contains(&flag) {
             cmd.args([flag, "0"]);
         }

@@ -54,3 +54,20 @@ SELECT jfs.delslice_count() AS queued;
 DELETE FROM jfs.delslice WHERE slice_id > 10000000;
 SELECT name, storage, block_size, meta_durability FROM jfs.volume();
 SELECT * FROM jfs.fsck();
+-- write_slices: a flush's slices in one call, in order, up to the first that
+-- fails (the ones before it stay committed)
+SELECT jfs.alloc_ids('slice', 10) AS b \gset
+SELECT inode AS g FROM jfs.mknod(1, 'g', 1, 420, 0, 0) \gset
+SELECT committed, (a).errno, (a).length FROM jfs.write_slices(:g, '{0,0,1}', '{0,100,0}',
+    ARRAY[:b, :b + 1, :b + 2], '{4096,50,10}', '{0,0,0}', '{4096,50,10}');
+SELECT chunk_index, pos, slice_id - :b AS slice, len FROM jfs.slice WHERE inode = :g ORDER BY seq;
+SELECT committed, (a).errno, (a).length FROM jfs.write_slices(:g, '{0,0,0}', '{0,0,0}',
+    ARRAY[:b + 3, :b + 1, :b + 4], '{10,10,10}', '{0,0,0}', '{10,10,10}');
+SELECT count(*) AS slices, (SELECT length FROM jfs.node WHERE inode = :g) FROM jfs.slice WHERE inode = :g;
+-- arrays of different lengths, none, or too many: EINVAL
+SELECT committed, (a).errno FROM jfs.write_slices(:g, '{0}', '{0,0}', ARRAY[:b + 5], '{1}', '{0}', '{1}');
+SELECT committed, (a).errno FROM jfs.write_slices(:g, '{}', '{}', '{}', '{}', '{}', '{}');
+SELECT committed, (a).errno FROM jfs.write_slices(:g, NULL, NULL, NULL, NULL, NULL, NULL);
+SELECT committed, (a).errno FROM jfs.write_slices(:g, array_fill(0, '{10001}'), array_fill(0, '{10001}'),
+    array_fill(:b + 5, '{10001}'), array_fill(1, '{10001}'), array_fill(0, '{10001}'), array_fill(1, '{10001}'));
+SELECT * FROM jfs.fsck();

@@ -5,8 +5,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::meta::{Attr, MetaError, NewNode, NodeType};
+use crate::metrics::METRICS;
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
+
+/// How often a write held back by full write buffers looks again.
+const BUFFER_WAIT_STEP: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// How long a write waits for memory before the log says so.
+const BUFFER_WAIT_TOLD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a write waits for memory at most (longer than the stores'
+/// default retry times): then it fails with EIO.
+const BUFFER_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
 
 impl Vfs {
     /// Attributes with what this mount knows better of a file open here:
@@ -226,6 +237,7 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let mut state = file.state.lock().await;
+        self.wait_for_buffer(file.inode, &mut state).await?;
         let allowed = self
             .writable_len(file.inode, &mut state, offset, data.len())
             .await?;
@@ -240,6 +252,42 @@ impl Vfs {
         state.length = state.length.max(offset + data.len() as u64);
         state.changed();
         Ok(data.len() as u32)
+    }
+
+    /// Back-pressure of `--buffer-size`: while the write buffers of all files
+    /// hold that much, a write first commits its own file's pending writes
+    /// (their error is the write's), then waits for the other files' to be
+    /// committed by the background committer, which this wakes; EIO if
+    /// they cannot be for [`BUFFER_WAIT_LIMIT`] (the store is down).
+    async fn wait_for_buffer(&self, inode: u64, state: &mut FileState) -> VfsResult<()> {
+        let full = || METRICS.write_buffer_bytes.get() as usize >= self.config.buffer_size;
+        if !full() {
+            return Ok(());
+        }
+        self.flush_locked(inode, state).await?;
+        let started = std::time::Instant::now();
+        let mut told = false;
+        while full() {
+            self.commit_now.notify_one();
+            tokio::time::sleep(BUFFER_WAIT_STEP).await;
+            if !told && started.elapsed() >= BUFFER_WAIT_TOLD {
+                tracing::warn!(
+                    "inode {inode}: writes wait for memory: the write buffers hold {} bytes \
+                     (--buffer-size {}) that cannot be stored yet",
+                    METRICS.write_buffer_bytes.get(),
+                    self.config.buffer_size
+                );
+                told = true;
+            }
+            if started.elapsed() >= BUFFER_WAIT_LIMIT {
+                tracing::error!(
+                    "inode {inode}: a write waited {BUFFER_WAIT_LIMIT:?} for the write buffers \
+                     (--buffer-size) to be stored; it fails with EIO"
+                );
+                return Err(libc::EIO);
+            }
+        }
+        Ok(())
     }
 
     /// close(2) of one descriptor: pending writes are committed (and synced
@@ -294,6 +342,25 @@ impl Vfs {
     /// again those a failed commit kept: other mounts then see the writes
     /// and a crash of this mount loses at most that window.
     pub async fn commit_waiting_writes(&self, age: std::time::Duration) {
+        self.commit_files(age).await
+    }
+
+    /// Waits until the write buffers are full or `every` passed (never, for
+    /// None); true when they are full (commit every file now).
+    pub async fn commit_due(&self, every: Option<std::time::Duration>) -> bool {
+        match every {
+            Some(every) => tokio::select! {
+                _ = tokio::time::sleep(every) => false,
+                _ = self.commit_now.notified() => true,
+            },
+            None => {
+                self.commit_now.notified().await;
+                true
+            }
+        }
+    }
+
+    async fn commit_files(&self, age: std::time::Duration) {
         let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
         for file in files {
             let Ok(mut state) = file.state.try_lock() else {
