@@ -24,7 +24,7 @@ mod xattr;
 
 use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::Hook;
@@ -271,6 +271,9 @@ pub struct Meta {
     read_only: Arc<OnceLock<HashSet<String>>>,
     /// How long calls are retried while the database is unavailable.
     retry_for: Duration,
+    /// Since when this client has reached the database without a break
+    /// (shared by every pool made from this one).
+    reached_since: Arc<Mutex<Option<Instant>>>,
 }
 
 /// How long calls are retried while the database is unavailable, unless
@@ -288,6 +291,26 @@ const NOT_VOUCHED: [&str; 7] = [
     "backup_claim",
     "backup_release",
     "forget_delslices",
+];
+
+/// Procedures not retried while the database is unavailable: a session
+/// cleanup sent again when the database is back would find every session
+/// silent for as long as the outage lasted, and end the live ones.
+const NOT_RETRIED: [&str; 1] = ["session_cleanup"];
+
+/// Procedures that change something but give the same result when run
+/// twice (a lock set again to what it is, a heartbeat, a range of ids that
+/// is then not used): retried like reads when their answer was lost.
+const IDEMPOTENT: [&str; 9] = [
+    "setlk",
+    "unlock_owner",
+    "cancel_lock_wait",
+    "session_heartbeat",
+    "session_close",
+    "sustain",
+    "release",
+    "sync",
+    "alloc_ids",
 ];
 
 /// The META_URL option that turns named prepared statements off.
@@ -403,6 +426,12 @@ impl Meta {
 
     /// Calls are retried for this long while the database is unavailable
     /// (a restart, a failover, a broken connection).
+    /// How long this client has reached the database without a break (None
+    /// while it cannot).
+    pub fn reached_for(&self) -> Option<Duration> {
+        self.reached_since.lock().unwrap().map(|t| t.elapsed())
+    }
+
     pub fn set_retry_for(&mut self, retry_for: Duration) {
         self.retry_for = retry_for;
     }
@@ -537,6 +566,7 @@ impl Meta {
             incarnations,
             read_only: Arc::default(),
             retry_for: DEFAULT_META_RETRY,
+            reached_since: Arc::new(Mutex::new(Some(Instant::now()))),
         })
     }
 
@@ -555,6 +585,7 @@ impl Meta {
             incarnations: self.incarnations.clone(),
             read_only: self.read_only.clone(),
             retry_for: self.retry_for,
+            reached_since: self.reached_since.clone(),
         })
     }
 
@@ -640,6 +671,10 @@ impl Meta {
         loop {
             let e = match self.run(sql, params).await {
                 Ok((rows, sent_in)) => {
+                    self.reached_since
+                        .lock()
+                        .unwrap()
+                        .get_or_insert_with(Instant::now);
                     if let Some(since) = outage {
                         tracing::info!(
                             "metadata database available again: {procedure} went through after {:.1} s",
@@ -659,8 +694,21 @@ impl Meta {
                     tracing::debug!("retrying {sql}: {e}");
                     Duration::from_millis(5 << conflicts)
                 }
-                Failure::Unavailable => pause,
-                Failure::AnswerLost if read_only => pause,
+                Failure::Unavailable => {
+                    *self.reached_since.lock().unwrap() = None;
+                    if NOT_RETRIED.contains(&procedure) {
+                        return Err(e);
+                    }
+                    pause
+                }
+                Failure::AnswerLost if read_only || IDEMPOTENT.contains(&procedure) => pause,
+                Failure::AnswerLost => {
+                    tracing::warn!(
+                        "{procedure}: the connection broke with the call in flight ({e}): it may \
+                         have happened, so it is not sent again"
+                    );
+                    return Err(e);
+                }
                 _ => return Err(e),
             };
             let since = *outage.get_or_insert_with(Instant::now);

@@ -1,5 +1,5 @@
 //! Namespace procedures: lookup, getattr, mknod, symlink, readlink, link, unlink, rmdir, rename, readdir.
-use super::{attr_from_row, check_errno, Attr, Meta, NodeType, Result};
+use super::{attr_from_row, check_errno, Attr, Meta, MetaError, NodeType, Result};
 
 /// The bits of `jfs.setattr`'s mask, JuiceFS's values (`sql/setattr.sql`).
 pub mod set_mask {
@@ -126,8 +126,36 @@ impl Meta {
     }
 
     /// Creates node `node` as entry `name` of `parent`, with an inode id
-    /// from a range this client reserved.
+    /// from a range this client reserved. When the answer was lost, the
+    /// entry tells what happened: the id is this call's alone, so the name
+    /// pointing at it means it was made; a name that is not there means it
+    /// was not, and it is made now.
     pub async fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        node: &NewNode<'_>,
+        inode: u64,
+    ) -> Result<Attr> {
+        match self.mknod_once(parent, name, node, inode).await {
+            Err(e) if e.may_have_committed() => match self.lookup(parent, name).await {
+                Ok(attr) if attr.inode == inode => {
+                    tracing::warn!(
+                        "mknod of inode {inode}: the answer was lost ({e}); it was made"
+                    );
+                    Ok(attr)
+                }
+                Err(MetaError::Errno(libc::ENOENT)) => {
+                    tracing::warn!("mknod of inode {inode}: the answer was lost ({e}); made again");
+                    self.mknod_once(parent, name, node, inode).await
+                }
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    async fn mknod_once(
         &self,
         parent: u64,
         name: &[u8],

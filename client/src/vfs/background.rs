@@ -66,7 +66,10 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                         .session_register(&host, std::process::id() as i32, &info)
                         .await
                     {
-                        Ok(sid) => v.set_sid(sid),
+                        Ok(sid) => {
+                            v.set_sid(sid);
+                            v.session_lost().await;
+                        }
                         Err(e) => tracing::error!("registering the session again: {e}"),
                     }
                 }
@@ -113,6 +116,13 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
         loop {
             tokio::time::sleep(c.session_timeout / 2).await;
             if read_only {
+                continue;
+            }
+            // after an outage every session looks dead until the live ones
+            // heartbeat again: only a mount that has reached the database
+            // for a whole timeout judges the others
+            if v.meta.reached_for().is_none_or(|d| d < c.session_timeout) {
+                tracing::debug!("session cleanup waits: the database was out of reach lately");
                 continue;
             }
             match v.meta.session_cleanup(c.session_timeout.as_secs()).await {

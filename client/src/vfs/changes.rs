@@ -161,7 +161,7 @@ impl Vfs {
     /// their last name are held by this session (they stay readable and
     /// writable until closed here, as on a local file system; the
     /// database keeps such a file a moment for this: jfs.sustain).
-    async fn hold_open_files(&self) {
+    pub(super) async fn hold_open_files(&self) {
         let open = self.open_inodes();
         if open.is_empty() {
             return;

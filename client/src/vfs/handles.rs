@@ -73,6 +73,11 @@ pub(super) struct FileState {
     pub(super) commits: HashMap<u32, usize>,
     /// Locked through this mount while open: closes drop their owner's locks.
     pub(super) locked: bool,
+    /// Its locks went with this mount's session (ended as dead by another
+    /// mount while this one was cut off): its handles get EIO until the
+    /// file is closed, as NFS does when a lease is lost, so that nobody
+    /// writes on under a lock that another process may now hold.
+    pub(super) locks_lost: bool,
     /// The space limits over the file as last asked, and when.
     pub(super) space_limit: Option<(std::time::Instant, crate::meta::SpaceLimit)>,
 }
@@ -187,6 +192,7 @@ impl Vfs {
                         tier,
                         commits: HashMap::new(),
                         locked: false,
+                        locks_lost: false,
                         space_limit: None,
                     }),
                 })

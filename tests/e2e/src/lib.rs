@@ -862,3 +862,57 @@ impl Drop for Cluster {
             .status();
     }
 }
+
+/// The role mounts of a [`PrivateVolume`] use (jfs.grant_client).
+pub const PRIVATE_CLIENT: &str = "jfs_crash_client";
+
+/// A private cluster (one the test may stop and start) with a formatted
+/// volume in database `vol`, its bucket in DIR/bucket.
+pub struct PrivateVolume {
+    _tmp: tempfile::TempDir,
+    pub base: PathBuf,
+    pub pg: Cluster,
+}
+
+impl PrivateVolume {
+    /// `settings`: lines for ALTER SYSTEM SET, applied before the volume is made.
+    pub fn new(name: &str, settings: &[&str]) -> PrivateVolume {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("jfs-{name}-"))
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
+        ok(Command::new("chmod").arg("755").arg(&base));
+        let pg = Cluster::start(&base.join("pg"));
+        for setting in settings {
+            pg.sql("postgres", &format!("ALTER SYSTEM SET {setting}"));
+        }
+        pg.pg_ctl("restart");
+        pg.sql("postgres", "CREATE DATABASE vol");
+        pg.sql(
+            "vol",
+            &format!(
+                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+                 CREATE ROLE {PRIVATE_CLIENT} LOGIN; SELECT jfs.grant_client('{PRIVATE_CLIENT}')"
+            ),
+        );
+        ok(jfs()
+            .args(["format", &pg.url("postgres", "vol"), name, "--bucket"])
+            .arg(base.join("bucket")));
+        PrivateVolume {
+            _tmp: tmp,
+            base,
+            pg,
+        }
+    }
+
+    /// A mount of the volume as the client role, in DIR/mnt-LABEL.
+    pub fn mount(&self, label: &str, extra: &[&str]) -> Mount {
+        mount_at(
+            &self.pg.url(PRIVATE_CLIENT, "vol"),
+            &self.base.join(format!("mnt-{label}")),
+            &self.base.join(format!("mount-{label}.log")),
+            extra,
+        )
+    }
+}

@@ -9,59 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use jfs_e2e::{jfs, mount_at, ok, Cluster, Mount, Rng};
-
-/// The role the mounts use (jfs.grant_client).
-const CLIENT: &str = "jfs_crash_client";
-
-/// A private cluster with a formatted volume in database `vol`, its bucket
-/// in DIR/bucket.
-struct Setup {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    pg: Cluster,
-}
-
-impl Setup {
-    fn new(name: &str, settings: &[&str]) -> Setup {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("jfs-{name}-"))
-            .tempdir()
-            .unwrap();
-        let base = tmp.path().to_path_buf();
-        ok(Command::new("chmod").arg("755").arg(&base));
-        let pg = Cluster::start(&base.join("pg"));
-        for setting in settings {
-            pg.sql("postgres", &format!("ALTER SYSTEM SET {setting}"));
-        }
-        pg.pg_ctl("restart");
-        pg.sql("postgres", "CREATE DATABASE vol");
-        pg.sql(
-            "vol",
-            &format!(
-                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
-                 CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
-            ),
-        );
-        ok(jfs()
-            .args(["format", &pg.url("postgres", "vol"), name, "--bucket"])
-            .arg(base.join("bucket")));
-        Setup {
-            _tmp: tmp,
-            base,
-            pg,
-        }
-    }
-
-    fn mount(&self, label: &str, extra: &[&str]) -> Mount {
-        mount_at(
-            &self.pg.url(CLIENT, "vol"),
-            &self.base.join(format!("mnt-{label}")),
-            &self.base.join(format!("mount-{label}.log")),
-            extra,
-        )
-    }
-}
+use jfs_e2e::{jfs, ok, PrivateVolume as Setup, Rng, PRIVATE_CLIENT as CLIENT};
 
 /// The bytes of the workload's file `name` (scripts/workload.py's content()).
 fn content(name: &str) -> Vec<u8> {
@@ -213,8 +161,10 @@ fn postgres_restarts_shorter_than_the_retry_time_reach_no_application() {
         outcome.latency
     );
     // A commit whose connection the shutdown closed with no answer may have
-    // happened: it is not retried (it could apply twice) and is EIO, logged
-    // as such. Nothing else may reach the applications, and no read fails.
+    // happened: a write's or a create's is settled by asking the database,
+    // a lock's is set again, any other is not retried (it could apply
+    // twice) and is EIO, logged as such. Nothing else may reach the
+    // applications, and no read fails.
     let log = m.log_text();
     let answers_lost = log
         .lines()

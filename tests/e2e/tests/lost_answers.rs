@@ -218,3 +218,53 @@ fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
     assert_eq!(fs::read(a.p("g")).unwrap(), expected);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+/// A create and a lock whose answers are lost: the create is settled by
+/// looking at its name (the inode id is this mount's alone), the lock is
+/// simply set again (setting a lock twice is setting it once); neither
+/// reaches the application as an error.
+#[test]
+fn a_create_and_a_lock_whose_answers_are_lost_succeed() {
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-create-answer");
+    let a = v.mount_url("a", &proxy.url(&v.db), &[]);
+    let b = v.mount("b", &[]);
+
+    proxy.arm("jfs.mknod(");
+    let made = fs::File::create(a.p("new"));
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        1,
+        "the create's answer was cut"
+    );
+    let mut f = made.expect("the create succeeds: the mount looked and found it made");
+    assert!(
+        a.log_text().contains("the answer was lost"),
+        "settled, not ignored"
+    );
+    f.write_all(b"made once").unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(fs::read(b.p("new")).unwrap(), b"made once");
+
+    proxy.arm("jfs.setlk(");
+    let locked = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); \
+             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('locked')",
+        ])
+        .arg(a.p("new"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        2,
+        "the lock's answer was cut"
+    );
+    assert!(
+        locked.status.success(),
+        "the lock succeeds: {}",
+        String::from_utf8_lossy(&locked.stderr)
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}

@@ -86,6 +86,9 @@ impl Vfs {
     /// until the metadata is durable: what close() and fsync() promise.
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
         let mut state = file.state.lock().await;
+        if state.locks_lost {
+            return Err(libc::EIO);
+        }
         self.flush_locked(file.inode, &mut state).await?;
         if state.unsynced.is_some() && (sync || self.volume.meta_durability == "fsync") {
             let result = self.meta.sync_file(state.unsynced).await;
@@ -237,6 +240,9 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let mut state = file.state.lock().await;
+        if state.locks_lost {
+            return Err(libc::EIO);
+        }
         self.wait_for_buffer(file.inode, &mut state).await?;
         let allowed = self
             .writable_len(file.inode, &mut state, offset, data.len())

@@ -51,6 +51,12 @@ impl Vfs {
         {
             // what was written under the lock reaches the next holder
             let mut state = file.state.lock().await;
+            if state.locks_lost {
+                return match range.typ {
+                    libc::F_UNLCK => Ok(()),
+                    _ => Err(libc::EIO),
+                };
+            }
             self.flush_locked(inode, &mut state).await?;
         }
         let mut pause = WAIT_FIRST;
@@ -76,11 +82,38 @@ impl Vfs {
             // what other mounts changed before (a file the last holder
             // removed, say) shows from now on
             self.catch_up_with_log().await;
-            let mut state = file.state.lock().await;
-            state.locked = true;
-            self.lock_barrier(inode, &mut state).await?;
+            {
+                let mut state = file.state.lock().await;
+                state.locked = true;
+                self.lock_barrier(inode, &mut state).await?;
+            }
+            // the kernel drops its pages of the file: not under the file's
+            // lock, which a read holding one of those pages waits for
+            self.tell_kernel(Forget::Data {
+                inode: self.kernel_ino(inode),
+            });
         }
         Ok(())
+    }
+
+    /// This mount's session was ended by another mount (it was cut off from
+    /// the database for longer than the session timeout) and a new one
+    /// registered: the locks of files open here are gone (their handles get
+    /// EIO until closed), and the files open here are held again.
+    pub async fn session_lost(&self) {
+        let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
+        for file in files {
+            let mut state = file.state.lock().await;
+            if state.locked && !state.locks_lost {
+                state.locks_lost = true;
+                tracing::error!(
+                    "inode {}: its locks went with the session that was ended; its open \
+                     handles get EIO until the file is closed",
+                    file.inode
+                );
+            }
+        }
+        self.hold_open_files().await;
     }
 
     /// A close by lock owner `owner` (flush, or the last close of an open
@@ -100,7 +133,8 @@ impl Vfs {
             .map_err(errno)
     }
 
-    /// A lock was taken: the file's data and length are read afresh.
+    /// A lock was taken: the file's data and length are read afresh here
+    /// (the caller then tells the kernel to drop its pages).
     async fn lock_barrier(
         &self,
         inode: u64,
@@ -113,9 +147,6 @@ impl Vfs {
         }
         // cached slice lists go
         state.changed();
-        self.tell_kernel(Forget::Data {
-            inode: self.kernel_ino(inode),
-        });
         Ok(())
     }
 }
