@@ -24,7 +24,8 @@ mod xattr;
 
 use std::collections::HashSet;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::Hook;
@@ -271,9 +272,10 @@ pub struct Meta {
     read_only: Arc<OnceLock<HashSet<String>>>,
     /// How long calls are retried while the database is unavailable.
     retry_for: Duration,
-    /// Since when this client has reached the database without a break
-    /// (shared by every pool made from this one).
-    reached_since: Arc<Mutex<Option<Instant>>>,
+    /// Since when this client has reached the database without a break, in
+    /// milliseconds since the Unix epoch (0: it cannot now; shared by every
+    /// pool made from this one).
+    reached_since_ms: Arc<AtomicU64>,
 }
 
 /// How long calls are retried while the database is unavailable, unless
@@ -292,6 +294,14 @@ const NOT_VOUCHED: [&str; 7] = [
     "backup_release",
     "forget_delslices",
 ];
+
+/// Milliseconds since the Unix epoch, now (at least 1).
+fn unix_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (since.as_millis() as u64).max(1)
+}
 
 /// Procedures not retried while the database is unavailable: a session
 /// cleanup sent again when the database is back would find every session
@@ -429,7 +439,10 @@ impl Meta {
     /// How long this client has reached the database without a break (None
     /// while it cannot).
     pub fn reached_for(&self) -> Option<Duration> {
-        self.reached_since.lock().unwrap().map(|t| t.elapsed())
+        match self.reached_since_ms.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some(Duration::from_millis(unix_ms().saturating_sub(since))),
+        }
     }
 
     pub fn set_retry_for(&mut self, retry_for: Duration) {
@@ -566,7 +579,7 @@ impl Meta {
             incarnations,
             read_only: Arc::default(),
             retry_for: DEFAULT_META_RETRY,
-            reached_since: Arc::new(Mutex::new(Some(Instant::now()))),
+            reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
         })
     }
 
@@ -585,7 +598,7 @@ impl Meta {
             incarnations: self.incarnations.clone(),
             read_only: self.read_only.clone(),
             retry_for: self.retry_for,
-            reached_since: self.reached_since.clone(),
+            reached_since_ms: self.reached_since_ms.clone(),
         })
     }
 
@@ -671,10 +684,15 @@ impl Meta {
         loop {
             let e = match self.run(sql, params).await {
                 Ok((rows, sent_in)) => {
-                    self.reached_since
-                        .lock()
-                        .unwrap()
-                        .get_or_insert_with(Instant::now);
+                    // (one atomic read per call; a write only when it was cut off)
+                    if self.reached_since_ms.load(Ordering::Relaxed) == 0 {
+                        let _ = self.reached_since_ms.compare_exchange(
+                            0,
+                            unix_ms(),
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
                     if let Some(since) = outage {
                         tracing::info!(
                             "metadata database available again: {procedure} went through after {:.1} s",
@@ -695,7 +713,7 @@ impl Meta {
                     Duration::from_millis(5 << conflicts)
                 }
                 Failure::Unavailable => {
-                    *self.reached_since.lock().unwrap() = None;
+                    self.reached_since_ms.store(0, Ordering::Relaxed);
                     if NOT_RETRIED.contains(&procedure) {
                         return Err(e);
                     }

@@ -90,6 +90,15 @@ fn next_generation() -> u64 {
 }
 
 impl FileState {
+    /// EIO once the file's locks were lost with the session (see
+    /// `locks_lost`): its handles are not used on until the file is closed.
+    pub(super) fn usable(&self) -> VfsResult<()> {
+        match self.locks_lost {
+            true => Err(libc::EIO),
+            false => Ok(()),
+        }
+    }
+
     /// Notes a change of the file's data or length: cached slice lists go.
     pub(super) fn changed(&mut self) {
         self.generation = next_generation();

@@ -129,9 +129,7 @@ impl Vfs {
     ) -> Result<Bytes, i32> {
         let length = {
             let mut state = file.state.lock().await;
-            if state.locks_lost {
-                return Err(libc::EIO);
-            }
+            state.usable()?;
             if !state.writer.is_empty() {
                 self.flush_locked(file.inode, &mut state).await?;
             }

@@ -86,9 +86,7 @@ impl Vfs {
     /// until the metadata is durable: what close() and fsync() promise.
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
         let mut state = file.state.lock().await;
-        if state.locks_lost {
-            return Err(libc::EIO);
-        }
+        state.usable()?;
         self.flush_locked(file.inode, &mut state).await?;
         if state.unsynced.is_some() && (sync || self.volume.meta_durability == "fsync") {
             let result = self.meta.sync_file(state.unsynced).await;
@@ -240,9 +238,7 @@ impl Vfs {
             return Err(libc::EISDIR);
         };
         let mut state = file.state.lock().await;
-        if state.locks_lost {
-            return Err(libc::EIO);
-        }
+        state.usable()?;
         self.wait_for_buffer(file.inode, &mut state).await?;
         let allowed = self
             .writable_len(file.inode, &mut state, offset, data.len())
@@ -343,14 +339,6 @@ impl Vfs {
         flushed
     }
 
-    /// Commits the pending writes of open files that waited `age` or more
-    /// without a flush (files being flushed are left alone), and tries
-    /// again those a failed commit kept: other mounts then see the writes
-    /// and a crash of this mount loses at most that window.
-    pub async fn commit_waiting_writes(&self, age: std::time::Duration) {
-        self.commit_files(age).await
-    }
-
     /// Waits until the write buffers are full or `every` passed (never, for
     /// None); true when they are full (commit every file now).
     pub async fn commit_due(&self, every: Option<std::time::Duration>) -> bool {
@@ -366,7 +354,11 @@ impl Vfs {
         }
     }
 
-    async fn commit_files(&self, age: std::time::Duration) {
+    /// Commits the pending writes of open files that waited `age` or more
+    /// without a flush (files being flushed are left alone), and tries
+    /// again those a failed commit kept: other mounts then see the writes
+    /// and a crash of this mount loses at most that window.
+    pub async fn commit_waiting_writes(&self, age: std::time::Duration) {
         let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
         for file in files {
             let Ok(mut state) = file.state.try_lock() else {

@@ -51,12 +51,10 @@ impl Vfs {
         {
             // what was written under the lock reaches the next holder
             let mut state = file.state.lock().await;
-            if state.locks_lost {
-                return match range.typ {
-                    libc::F_UNLCK => Ok(()),
-                    _ => Err(libc::EIO),
-                };
+            if range.typ == libc::F_UNLCK && state.locks_lost {
+                return Ok(()); // nothing is left to unlock
             }
+            state.usable()?;
             self.flush_locked(inode, &mut state).await?;
         }
         let mut pause = WAIT_FIRST;
