@@ -1,4 +1,5 @@
 //! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
+use super::journal::Redo;
 use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result};
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
@@ -34,7 +35,7 @@ impl Meta {
         slice: SliceRow,
     ) -> Result<(Attr, Epoch)> {
         let (mut rows, sent_in) = self
-            .call_stamped(
+            .call_journaled_by_caller(
                 "SELECT * FROM jfs.write_slice($1, $2, $3, $4, $5, $6, $7)",
                 &[
                     &(inode as i64),
@@ -48,7 +49,17 @@ impl Meta {
             )
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
-        Ok((attr_from_row(&row)?, sent_in))
+        let attr = attr_from_row(&row)?;
+        self.journal_slices(inode, &[(chunk, slice)], sent_in);
+        Ok((attr, sent_in))
+    }
+
+    /// Keeps slices committed in `sent_in` in the journal.
+    fn journal_slices(&self, inode: u64, slices: &[(u32, SliceRow)], sent_in: Epoch) {
+        if !slices.is_empty() {
+            let slices = slices.to_vec();
+            self.journal_redo(sent_in, Redo::Slices { inode, slices });
+        }
     }
 
     /// Commits stored slices (each with its chunk) of a file in order, in
@@ -64,7 +75,7 @@ impl Meta {
         let column = |f: fn(&(u32, SliceRow)) -> i32| slices.iter().map(f).collect::<Vec<i32>>();
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
         let (mut rows, sent_in) = self
-            .call_stamped(
+            .call_journaled_by_caller(
                 "SELECT w.committed, (w.a).* FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7) w",
                 &[
                     &(inode as i64),
@@ -79,6 +90,7 @@ impl Meta {
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         let committed = row.try_get::<_, i32>("committed")? as usize;
+        self.journal_slices(inode, &slices[..committed.min(slices.len())], sent_in);
         let attr = match attr_from_row(&row) {
             Ok(attr) => Ok(attr),
             Err(MetaError::Errno(errno)) => Err(errno),
@@ -220,13 +232,18 @@ impl Meta {
             .collect()
     }
 
-    /// After a commit of slices `ids` (in commit order) whose answer was
-    /// lost: how many of them, from the first, the database has (referenced,
-    /// or committed and freed since: a slice id is committed once, so one it
-    /// has never seen was not), and the epoch of the server that said so (a
-    /// sync there covers them: they are in its WAL). The others were not
-    /// committed and can be sent again.
-    pub async fn settle_slices(&self, ids: &[i64]) -> Result<(usize, Epoch)> {
+    /// After a commit of `slices` (in commit order) to `inode` whose answer
+    /// was lost: how many of them, from the first, the database has
+    /// (referenced, or committed and freed since: a slice id is committed
+    /// once, so one it has never seen was not), and the epoch of the server
+    /// that said so (a sync there covers them: they are in its WAL). The
+    /// others were not committed and can be sent again.
+    pub async fn settle_slices(
+        &self,
+        inode: u64,
+        slices: &[(u32, SliceRow)],
+    ) -> Result<(usize, Epoch)> {
+        let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
         let (rows, seen_in) = self
             .call_stamped("SELECT * FROM jfs.slice_states($1)", &[&ids])
             .await?;
@@ -237,9 +254,7 @@ impl Meta {
             }
         }
         let committed = ids.iter().take_while(|id| known.contains(id)).count();
-        if committed > 0 {
-            self.incarnations.committed(seen_in);
-        }
+        self.journal_slices(inode, &slices[..committed], seen_in);
         Ok((committed, seen_in))
     }
 

@@ -11,6 +11,7 @@ mod data;
 mod dump;
 mod durability;
 mod fsck;
+mod journal;
 mod lock;
 mod namespace;
 mod quota;
@@ -41,6 +42,7 @@ pub use data::SliceRow;
 pub use dump::{AclRow, DumpNode, LoadRequest, NodeRow, Snapshot, Staged, StagedSlice};
 pub use durability::Epoch;
 use durability::{Incarnation, Incarnations, INCARNATION_SQL};
+use journal::{Entry, Redo};
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};
@@ -74,6 +76,10 @@ pub enum MetaError {
          made durable: they may be lost"
     )]
     NotDurable,
+    /// Commits are to be told again to a new server incarnation before
+    /// this statement is sent (never returned from a call).
+    #[error("commits are to be told again to the metadata server first")]
+    ReplayDue,
 }
 
 impl From<tokio_postgres::Error> for MetaError {
@@ -105,7 +111,7 @@ impl MetaError {
     fn kind(&self) -> Failure {
         match self {
             MetaError::Errno(_) | MetaError::Parameter(_) | MetaError::NotDurable => Failure::Final,
-            MetaError::NotSent => Failure::Unavailable,
+            MetaError::NotSent | MetaError::ReplayDue => Failure::Unavailable,
             MetaError::Pool(deadpool_postgres::PoolError::Backend(e)) => match e.code() {
                 // a role or database that is refused stays refused
                 Some(c) if c.code().starts_with("28") || c.code() == "3D000" => Failure::Final,
@@ -276,6 +282,11 @@ pub struct Meta {
     /// milliseconds since the Unix epoch (0: it cannot now; shared by every
     /// pool made from this one).
     reached_since_ms: Arc<AtomicU64>,
+    /// Held while commits are told again to a new server incarnation.
+    replaying: Arc<tokio::sync::Mutex<()>>,
+    /// This is the client that tells them: its calls neither wait for a
+    /// replay nor are journaled.
+    in_replay: bool,
 }
 
 /// How long calls are retried while the database is unavailable, unless
@@ -284,16 +295,44 @@ pub const DEFAULT_META_RETRY: Duration = Duration::from_secs(60);
 
 /// Procedures whose commits no fsync vouches for: losing them to a crash
 /// loses nothing a file system promised (a sync itself, heartbeats, the
-/// bookkeeping of background jobs).
-const NOT_VOUCHED: [&str; 7] = [
+/// bookkeeping of background jobs, which redo what a crash erased; a lost
+/// compaction leaves the slices it replaced; ids are synced before use).
+const NOT_VOUCHED: [&str; 13] = [
     "sync",
     "session_heartbeat",
     "session_register",
+    "session_close",
+    "session_cleanup",
     "changelog_prune",
     "backup_claim",
     "backup_release",
     "forget_delslices",
+    "alloc_ids",
+    "compact_chunk",
+    "free_unlinked",
+    "trash_purge",
 ];
+
+/// Procedures whose commits the mount relies on but no fsync vouches for
+/// (locks, files held open): when a crash may have erased them, the mount
+/// is told (`Meta::state_losses`).
+const MOUNT_STATE: [&str; 5] = [
+    "setlk",
+    "unlock_owner",
+    "cancel_lock_wait",
+    "sustain",
+    "release",
+];
+
+/// How a call's commit is kept in the journal (see `journal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Journaling {
+    /// By the procedure it calls.
+    ByProcedure,
+    /// By the caller, once it knows the outcome (with what it takes to
+    /// commit it again).
+    ByCaller,
+}
 
 /// Milliseconds since the Unix epoch, now (at least 1).
 fn unix_ms() -> u64 {
@@ -309,9 +348,14 @@ fn unix_ms() -> u64 {
 const NOT_RETRIED: [&str; 1] = ["session_cleanup"];
 
 /// Procedures that change something but give the same result when run
-/// twice (a lock set again to what it is, a heartbeat, a range of ids that
-/// is then not used): retried like reads when their answer was lost.
-const IDEMPOTENT: [&str; 9] = [
+/// twice (attributes or an ACL set again to the values given, a lock set
+/// again to what it is, a heartbeat, a range of ids that is then not used):
+/// retried like reads when their answer was lost. (A truncate sent again
+/// after another mount wrote past the new length would cut that write too:
+/// a race of two writers that the first truncate alone could lose as well.)
+const IDEMPOTENT: [&str; 11] = [
+    "setattr",
+    "set_acl",
     "setlk",
     "unlock_owner",
     "cancel_lock_wait",
@@ -580,6 +624,8 @@ impl Meta {
             read_only: Arc::default(),
             retry_for: DEFAULT_META_RETRY,
             reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
+            replaying: Arc::default(),
+            in_replay: false,
         })
     }
 
@@ -594,12 +640,16 @@ impl Meta {
         Ok(Meta {
             pool,
             config,
-            unnamed_statements: self.unnamed_statements,
-            incarnations: self.incarnations.clone(),
-            read_only: self.read_only.clone(),
-            retry_for: self.retry_for,
-            reached_since_ms: self.reached_since_ms.clone(),
+            ..self.clone()
         })
+    }
+
+    /// This client as the one that tells commits again (same pool).
+    fn replayer(&self) -> Meta {
+        Meta {
+            in_replay: true,
+            ..self.clone()
+        }
     }
 
     /// Gives the calling thread a connection of its own, used by every call
@@ -651,9 +701,39 @@ impl Meta {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<(Vec<Row>, Epoch)> {
+        self.call_journaled(sql, params, Journaling::ByProcedure)
+            .await
+    }
+
+    /// [`Meta::call_stamped`] for a commit the caller keeps in the journal
+    /// itself ([`Meta::journal_redo`]), once it knows the outcome.
+    async fn call_journaled_by_caller(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(Vec<Row>, Epoch)> {
+        self.call_journaled(sql, params, Journaling::ByCaller).await
+    }
+
+    /// Keeps a commit sent in `sent_in` in the journal with what it takes
+    /// to commit it again.
+    fn journal_redo(&self, sent_in: Epoch, redo: Redo) {
+        if !self.in_replay {
+            self.incarnations.record(sent_in, Entry::Redo(redo));
+        }
+    }
+
+    async fn call_journaled(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        journaling: Journaling,
+    ) -> Result<(Vec<Row>, Epoch)> {
         let procedure = crate::metrics::procedure_of(sql);
         let started = Instant::now();
-        let result = self.call_with_retries(sql, params, procedure).await;
+        let result = self
+            .call_with_retries(sql, params, procedure, journaling)
+            .await;
         let m = &crate::metrics::METRICS;
         m.meta_calls
             .with_label_values(&[procedure])
@@ -673,6 +753,7 @@ impl Meta {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         procedure: &str,
+        journaling: Journaling,
     ) -> Result<(Vec<Row>, Epoch)> {
         let read_only = self
             .read_only
@@ -682,6 +763,10 @@ impl Meta {
         let mut outage: Option<Instant> = None;
         let mut pause = RETRY_PAUSE_MIN;
         loop {
+            if !self.in_replay && self.incarnations.replay_due() {
+                // (boxed: the replay calls this function)
+                Box::pin(self.replay()).await?;
+            }
             let e = match self.run(sql, params).await {
                 Ok((rows, sent_in)) => {
                     // (one atomic read per call; a write only when it was cut off)
@@ -699,11 +784,16 @@ impl Meta {
                             since.elapsed().as_secs_f64()
                         );
                     }
-                    if !read_only && !NOT_VOUCHED.contains(&procedure) {
-                        self.incarnations.committed(sent_in);
+                    if !read_only && !self.in_replay && journaling == Journaling::ByProcedure {
+                        if MOUNT_STATE.contains(&procedure) {
+                            self.incarnations.record(sent_in, Entry::State);
+                        } else if !NOT_VOUCHED.contains(&procedure) {
+                            self.incarnations.record(sent_in, Entry::Opaque);
+                        }
                     }
                     return Ok((rows, sent_in));
                 }
+                Err(MetaError::ReplayDue) => continue,
                 Err(e) => e,
             };
             let wait = match e.kind() {
@@ -719,7 +809,13 @@ impl Meta {
                     }
                     pause
                 }
-                Failure::AnswerLost if read_only || IDEMPOTENT.contains(&procedure) => pause,
+                Failure::AnswerLost if read_only => pause,
+                Failure::AnswerLost if IDEMPOTENT.contains(&procedure) => {
+                    tracing::warn!(
+                        "{procedure}: the answer was lost ({e}); sent again (twice is as once)"
+                    );
+                    pause
+                }
                 Failure::AnswerLost => {
                     tracing::warn!(
                         "{procedure}: the connection broke with the call in flight ({e}): it may \
@@ -768,6 +864,11 @@ impl Meta {
             return Err(MetaError::NotSent);
         }
         let sent_in = self.incarnations.epoch();
+        if !self.in_replay && self.incarnations.replay_due() {
+            // this connection is the first to reach a new server: what
+            // the old one may have lost goes first
+            return Err(MetaError::ReplayDue);
+        }
         if self.unnamed_statements {
             let typed = params
                 .iter()

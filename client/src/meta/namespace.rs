@@ -1,5 +1,6 @@
 //! Namespace procedures: lookup, getattr, mknod, symlink, readlink, link, unlink, rmdir, rename, readdir.
-use super::{attr_from_row, check_errno, Attr, Meta, MetaError, NodeType, Result};
+use super::journal::Redo;
+use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, NodeType, Result};
 
 /// The bits of `jfs.setattr`'s mask, JuiceFS's values (`sql/setattr.sql`).
 pub mod set_mask {
@@ -137,33 +138,43 @@ impl Meta {
         node: &NewNode<'_>,
         inode: u64,
     ) -> Result<Attr> {
-        match self.mknod_once(parent, name, node, inode).await {
-            Err(e) if e.may_have_committed() => match self.lookup(parent, name).await {
-                Ok(attr) if attr.inode == inode => {
-                    tracing::warn!(
-                        "mknod of inode {inode}: the answer was lost ({e}); it was made"
-                    );
-                    Ok(attr)
+        let made = match self.mknod_once(parent, name, node, inode).await {
+            Err(e) if e.may_have_committed() => {
+                let asked_in = self.epoch();
+                match self.lookup(parent, name).await {
+                    Ok(attr) if attr.inode == inode => {
+                        tracing::warn!(
+                            "mknod of inode {inode}: the answer was lost ({e}); it was made"
+                        );
+                        Ok((attr, asked_in))
+                    }
+                    Err(MetaError::Errno(libc::ENOENT)) => {
+                        tracing::warn!(
+                            "mknod of inode {inode}: the answer was lost ({e}); made again"
+                        );
+                        self.mknod_once(parent, name, node, inode).await
+                    }
+                    _ => Err(e),
                 }
-                Err(MetaError::Errno(libc::ENOENT)) => {
-                    tracing::warn!("mknod of inode {inode}: the answer was lost ({e}); made again");
-                    self.mknod_once(parent, name, node, inode).await
-                }
-                _ => Err(e),
-            },
+            }
             other => other,
-        }
+        };
+        let (attr, sent_in) = made?;
+        self.journal_redo(sent_in, Redo::mknod(parent, name, node, inode));
+        Ok(attr)
     }
 
-    async fn mknod_once(
+    /// One `jfs.mknod` call (not journaled): the node and the epoch it was
+    /// sent in.
+    pub(super) async fn mknod_once(
         &self,
         parent: u64,
         name: &[u8],
         node: &NewNode<'_>,
         inode: u64,
-    ) -> Result<Attr> {
-        let row = self
-            .call_one(
+    ) -> Result<(Attr, Epoch)> {
+        let (mut rows, sent_in) = self
+            .call_journaled_by_caller(
                 "SELECT * FROM jfs.mknod($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 &[
                     &(parent as i64),
@@ -179,7 +190,8 @@ impl Meta {
                 ],
             )
             .await?;
-        attr_from_row(&row)
+        let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
+        Ok((attr_from_row(&row)?, sent_in))
     }
 
     pub async fn readlink(&self, inode: u64) -> Result<Vec<u8>> {
@@ -191,39 +203,120 @@ impl Meta {
     }
 
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> Result<Attr> {
-        let row = self
-            .call_one(
-                "SELECT * FROM jfs.link($1, $2, $3)",
-                &[&(inode as i64), &(parent as i64), &name],
-            )
-            .await?;
-        attr_from_row(&row)
+        let send = || async {
+            let row = self
+                .call_one(
+                    "SELECT * FROM jfs.link($1, $2, $3)",
+                    &[&(inode as i64), &(parent as i64), &name],
+                )
+                .await?;
+            attr_from_row(&row)
+        };
+        match self.sent_again("link", send, libc::EEXIST).await? {
+            Some(attr) => Ok(attr),
+            // the name is there: made by the first link if it names the inode
+            None => match self.lookup(parent, name).await? {
+                attr if attr.inode == inode => Ok(attr),
+                _ => Err(MetaError::Errno(libc::EEXIST)),
+            },
+        }
     }
 
     /// Removes a name; `open` lists the inodes this session has open, so an
-    /// unlinked file that is still open here stays until released.
-    pub async fn unlink(&self, parent: u64, name: &[u8], sid: i64, open: &[i64]) -> Result<Attr> {
-        let row = self
-            .call_one(
-                "SELECT * FROM jfs.unlink($1, $2, $3, $4)",
-                &[&(parent as i64), &name, &sid, &open],
-            )
-            .await?;
-        attr_from_row(&row)
+    /// unlinked file that is still open here stays until released. None:
+    /// the answer was lost and the name was gone when asked again (the
+    /// removed inode is not known).
+    pub async fn unlink(
+        &self,
+        parent: u64,
+        name: &[u8],
+        sid: i64,
+        open: &[i64],
+    ) -> Result<Option<Attr>> {
+        let send = || async {
+            let row = self
+                .call_one(
+                    "SELECT * FROM jfs.unlink($1, $2, $3, $4)",
+                    &[&(parent as i64), &name, &sid, &open],
+                )
+                .await?;
+            attr_from_row(&row)
+        };
+        self.sent_again("unlink", send, libc::ENOENT).await
     }
 
-    pub async fn rmdir(&self, parent: u64, name: &[u8]) -> Result<Attr> {
-        let row = self
-            .call_one(
-                "SELECT * FROM jfs.rmdir($1, $2)",
-                &[&(parent as i64), &name],
-            )
-            .await?;
-        attr_from_row(&row)
+    /// Removes an empty directory (None: as [`Meta::unlink`]).
+    pub async fn rmdir(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
+        let send = || async {
+            let row = self
+                .call_one(
+                    "SELECT * FROM jfs.rmdir($1, $2)",
+                    &[&(parent as i64), &name],
+                )
+                .await?;
+            attr_from_row(&row)
+        };
+        self.sent_again("rmdir", send, libc::ENOENT).await
+    }
+
+    /// Runs `send`, a change whose second run changes nothing more than its
+    /// first (but may answer otherwise). If the answer was lost, it is sent
+    /// again, and the errno `happened` then means the first run did it:
+    /// None (the caller may check further). An outage in between is waited
+    /// out by the second call.
+    pub(super) async fn sent_again<T, F, Fut>(
+        &self,
+        what: &str,
+        send: F,
+        happened: i32,
+    ) -> Result<Option<T>>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match send().await {
+            Err(e) if e.may_have_committed() => {
+                tracing::warn!("{what}: the answer was lost ({e}); asking again");
+                match send().await {
+                    Err(MetaError::Errno(errno)) if errno == happened => Ok(None),
+                    other => other.map(Some),
+                }
+            }
+            other => other.map(Some),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
     pub async fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+        sid: i64,
+        open: &[i64],
+    ) -> Result<RenameResult> {
+        let send = || self.rename_once(parent, name, new_parent, new_name, flags, sid, open);
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return send().await; // a second exchange would undo the first
+        }
+        match self.sent_again("rename", send, libc::ENOENT).await? {
+            Some(r) => Ok(r),
+            // the source is gone: moved by the first rename if the target is there
+            None => match self.lookup(new_parent, new_name).await {
+                Ok(attr) => Ok(RenameResult {
+                    moved: attr.inode,
+                    replaced: 0,
+                    replaced_nlink: 0,
+                }),
+                Err(_) => Err(MetaError::Errno(libc::ENOENT)),
+            },
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn rename_once(
         &self,
         parent: u64,
         name: &[u8],

@@ -153,49 +153,45 @@ impl Meta {
         }
     }
 
-    /// Runs `jfs.sync()` and notes the server incarnation it ran on.
-    async fn sync_here(&self) -> Result<()> {
-        let row = self.call_one(SYNC_SQL, &[]).await?;
+    /// Runs `jfs.sync()`: what this client committed before it is durable
+    /// on the server it ran on, whose incarnation it notes. Returns the
+    /// epoch it ran in.
+    async fn sync_here(&self) -> Result<Epoch> {
+        let mark = self.incarnations.mark();
+        let (mut rows, sent_in) = self.call_stamped(SYNC_SQL, &[]).await?;
+        let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         self.incarnations.observe(Incarnation {
             id: row.try_get(1)?,
             timeline: row.try_get(2)?,
             clean_start: row.try_get::<_, String>(3)? == "true",
         });
-        Ok(())
+        self.incarnations.synced(mark, sent_in);
+        Ok(sent_in)
     }
 
     /// fsync of a file: waits until the file's commits since `since` (the
     /// epoch its oldest unsynced commit was sent in) are durable. Fails with
     /// [`MetaError::NotDurable`] when the server changed after such a commit
-    /// (a crash may have erased it).
+    /// and it could not be told again (see `journal`).
     pub async fn sync_file(&self, since: Option<Epoch>) -> Result<()> {
-        let unsynced = self.sync_taking_unsynced().await?;
-        if !self.incarnations.covers(unsynced) {
-            // the mount's other commits: for a directory's fsync to report
-            self.incarnations.restore_unsynced(unsynced);
-        }
-        if self.incarnations.covers(since) {
-            Ok(())
-        } else {
-            Err(MetaError::NotDurable)
+        self.sync_here().await?;
+        match self.incarnations.covers(since) {
+            true => Ok(()),
+            false => Err(MetaError::NotDurable),
         }
     }
 
     /// fsync of a directory: waits until every commit of this client is
     /// durable. Fails with [`MetaError::NotDurable`], once for each
     /// directory handle (`losses_seen`, from [`Meta::losses`] at its open),
-    /// after commits not yet synced were found sent to a server that is
-    /// gone, as Linux reports a writeback error once to each descriptor.
+    /// after commits not yet synced were lost with a server that is gone,
+    /// as Linux reports a writeback error once to each descriptor.
     pub async fn sync_dir(&self, losses_seen: &AtomicU64) -> Result<()> {
-        let unsynced = self.sync_taking_unsynced().await?;
-        if !self.incarnations.covers(unsynced) {
-            self.incarnations.lost();
-        }
+        self.sync_here().await?;
         let losses = self.losses();
-        if losses_seen.swap(losses, Ordering::SeqCst) < losses {
-            Err(MetaError::NotDurable)
-        } else {
-            Ok(())
+        match losses_seen.swap(losses, Ordering::SeqCst) < losses {
+            true => Err(MetaError::NotDurable),
+            false => Ok(()),
         }
     }
 
@@ -204,15 +200,10 @@ impl Meta {
         self.incarnations.losses()
     }
 
-    /// Runs [`SYNC_SQL`] with the epoch of this client's oldest unsynced
-    /// commit taken (put back if the sync fails); returns that epoch.
-    async fn sync_taking_unsynced(&self) -> Result<Option<Epoch>> {
-        let unsynced = self.incarnations.take_unsynced();
-        if let Err(e) = self.sync_here().await {
-            self.incarnations.restore_unsynced(unsynced);
-            return Err(e);
-        }
-        Ok(unsynced)
+    /// How many times locks or files held open by this client may have
+    /// been lost with a server that is gone.
+    pub fn state_losses(&self) -> u64 {
+        self.incarnations.state_losses()
     }
 
     /// Makes what was committed, or read, since `sent_in` durable on the
@@ -224,6 +215,6 @@ impl Meta {
             return Ok(true);
         }
         self.sync_here().await?;
-        Ok(self.incarnations.covers(Some(sent_in)))
+        Ok(self.incarnations.unchanged_since(sent_in))
     }
 }

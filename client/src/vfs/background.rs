@@ -51,8 +51,14 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {
+        let mut state_losses = v.meta.state_losses();
         loop {
             tokio::time::sleep(c.heartbeat).await;
+            if v.meta.state_losses() != state_losses {
+                state_losses = v.meta.state_losses();
+                v.session_lost("may have been erased by a crash of the metadata server")
+                    .await;
+            }
             match v.meta.session_heartbeat(v.sid()).await {
                 Ok(true) => {}
                 Ok(false) => {
@@ -68,7 +74,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                     {
                         Ok(sid) => {
                             v.set_sid(sid);
-                            v.session_lost().await;
+                            v.session_lost("went with the session that was ended").await;
                         }
                         Err(e) => tracing::error!("registering the session again: {e}"),
                     }

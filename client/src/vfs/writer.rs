@@ -437,9 +437,8 @@ impl Writer {
                 Err(e) if e.may_have_committed() => {
                     // ask the database what happened (the answer waits out an outage)
                     answers_lost += 1;
-                    let ids: Vec<i64> = self.slices[..ready].iter().map(|s| s.id as i64).collect();
                     let settled = match answers_lost <= MAX_ANSWERS_LOST {
-                        true => t.meta.settle_slices(&ids).await.ok(),
+                        true => t.meta.settle_slices(inode, &batch).await.ok(),
                         false => None,
                     };
                     if let Some((committed, seen_in)) = settled {

@@ -268,3 +268,83 @@ fn a_create_and_a_lock_whose_answers_are_lost_succeed() {
     );
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+/// Runs a Python statement with `path` as `p`; its error, if any.
+fn python(code: &str, path: &std::path::Path) -> Result<(), String> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", &format!("import os, sys; p = sys.argv[1]; {code}")])
+        .arg(path)
+        .output()
+        .unwrap();
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+#[test]
+fn namespace_changes_whose_answers_are_lost_succeed() {
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-namespace-answers");
+    let a = v.mount_url("a", &proxy.url(&v.db), &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    fs::create_dir(a.p("gone")).unwrap();
+    for name in ["f", "g", "x"] {
+        fs::write(a.p(name), name).unwrap();
+    }
+    let mut cuts = 0;
+    let mut cut = |sql: &'static str, what: &str, op: &dyn Fn() -> Result<(), String>| {
+        proxy.arm(sql);
+        let result = op();
+        cuts += 1;
+        assert_eq!(
+            proxy.cuts.load(Ordering::SeqCst),
+            cuts,
+            "{what}: its answer was cut"
+        );
+        result.unwrap_or_else(|e| panic!("{what} failed after its answer was lost: {e}"));
+    };
+    let io = |r: std::io::Result<()>| r.map_err(|e| e.to_string());
+    cut("jfs.link(", "link", &|| {
+        io(fs::hard_link(a.p("f"), a.p("d/f2")))
+    });
+    cut("jfs.rename(", "rename", &|| {
+        io(fs::rename(a.p("g"), a.p("d/g")))
+    });
+    cut("jfs.unlink(", "unlink", &|| io(fs::remove_file(a.p("f"))));
+    cut("jfs.rmdir(", "rmdir", &|| io(fs::remove_dir(a.p("gone"))));
+    cut("jfs.setattr(", "chmod", &|| {
+        use std::os::unix::fs::PermissionsExt;
+        io(fs::set_permissions(
+            a.p("x"),
+            fs::Permissions::from_mode(0o600),
+        ))
+    });
+    cut("jfs.setxattr(", "setxattr (XATTR_CREATE)", &|| {
+        python("os.setxattr(p, 'user.k', b'v', os.XATTR_CREATE)", &a.p("x"))
+    });
+    cut("jfs.removexattr(", "removexattr", &|| {
+        python("os.removexattr(p, 'user.k')", &a.p("x"))
+    });
+    assert!(
+        a.log_text().matches("the answer was lost").count() >= 7,
+        "settled by asking again:\n{}",
+        a.log_tail(30)
+    );
+    // each happened once, as another mount sees
+    let mut names: Vec<_> = fs::read_dir(b.p(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["d", "x"]);
+    assert_eq!(fs::read(b.p("d/f2")).unwrap(), b"f");
+    assert_eq!(fs::read(b.p("d/g")).unwrap(), b"g");
+    use std::os::unix::fs::MetadataExt;
+    let x = fs::metadata(b.p("x")).unwrap();
+    assert_eq!((x.mode() & 0o7777, x.nlink()), (0o600, 1));
+    assert_eq!(fs::metadata(b.p("d/f2")).unwrap().nlink(), 1);
+    assert!(python("os.getxattr(p, 'user.k')", &b.p("x")).is_err());
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}

@@ -96,17 +96,17 @@ impl Vfs {
 
     /// This mount's session was ended by another mount (it was cut off from
     /// the database for longer than the session timeout) and a new one
-    /// registered: the locks of files open here are gone (their handles get
-    /// EIO until closed), and the files open here are held again.
-    pub async fn session_lost(&self) {
+    /// registered, or a crash of the database may have erased locks (`why`):
+    /// the locks of files open here are gone (their handles get EIO until
+    /// closed), and the files open here are held again.
+    pub async fn session_lost(&self, why: &str) {
         let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
         for file in files {
             let mut state = file.state.lock().await;
             if state.locked && !state.locks_lost {
                 state.locks_lost = true;
                 tracing::error!(
-                    "inode {}: its locks went with the session that was ended; its open \
-                     handles get EIO until the file is closed",
+                    "inode {}: its locks {why}; its open handles get EIO until the file is closed",
                     file.inode
                 );
             }

@@ -115,10 +115,14 @@ impl Vfs {
             .map_err(errno)?;
         self.listings.removed(parent, name);
         self.attrs.forget_entry(parent, name);
-        // its nlink and ctime moved
-        self.attrs.forget(attr.inode);
-        if attr.nlink == 0 {
-            self.mark_unlinked(attr.inode).await;
+        // its nlink and ctime moved (None: the answer was lost, the name
+        // found gone, the inode not known: a file open here that lost its
+        // last name is then released when this mount's session ends)
+        if let Some(attr) = attr {
+            self.attrs.forget(attr.inode);
+            if attr.nlink == 0 {
+                self.mark_unlinked(attr.inode).await;
+            }
         }
         Ok(())
     }
@@ -129,7 +133,9 @@ impl Vfs {
         self.listings.removed(parent, name);
         // the parent's nlink and times, and the directory itself is gone
         self.attrs.forget_entry(parent, name);
-        self.attrs.forget(attr.inode);
+        if let Some(attr) = attr {
+            self.attrs.forget(attr.inode);
+        }
         Ok(())
     }
 
