@@ -401,17 +401,25 @@ impl Meta {
         sid: i64,
         open: &[i64],
     ) -> Result<(u64, bool)> {
-        let row = self
-            .call_one(
-                "SELECT * FROM jfs.rmr($1, $2, $3, $4, $5)",
-                &[&(parent as i64), &name, &limit, &sid, &open],
-            )
-            .await?;
-        check_errno(&row)?;
-        Ok((
-            row.try_get::<_, i64>("removed")? as u64,
-            row.try_get("done")?,
-        ))
+        let send = || async {
+            let row = self
+                .call_one(
+                    "SELECT * FROM jfs.rmr($1, $2, $3, $4, $5)",
+                    &[&(parent as i64), &name, &limit, &sid, &open],
+                )
+                .await?;
+            check_errno(&row)?;
+            Ok((
+                row.try_get::<_, i64>("removed")? as u64,
+                row.try_get("done")?,
+            ))
+        };
+        // a step sent again removes what is left; the tree gone: the lost
+        // step removed the last of it (how many is not known)
+        Ok(self
+            .sent_again("rmr", send, libc::ENOENT)
+            .await?
+            .unwrap_or((0, true)))
     }
 
     /// Clones node `src` (a file or a whole tree) to the new entry `name` of

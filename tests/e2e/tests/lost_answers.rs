@@ -290,6 +290,8 @@ fn namespace_changes_whose_answers_are_lost_succeed() {
     let b = v.mount("b", &[]);
     fs::create_dir(a.p("d")).unwrap();
     fs::create_dir(a.p("gone")).unwrap();
+    fs::create_dir_all(a.p("tree/sub")).unwrap();
+    fs::write(a.p("tree/sub/file"), "in the tree").unwrap();
     for name in ["f", "g", "x"] {
         fs::write(a.p(name), name).unwrap();
     }
@@ -327,8 +329,15 @@ fn namespace_changes_whose_answers_are_lost_succeed() {
     cut("jfs.removexattr(", "removexattr", &|| {
         python("os.removexattr(p, 'user.k')", &a.p("x"))
     });
+    cut("jfs.rmr(", "jfs rmr", &|| {
+        let out = jfs().arg("rmr").arg(a.p("tree")).output().unwrap();
+        match out.status.success() {
+            true => Ok(()),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        }
+    });
     assert!(
-        a.log_text().matches("the answer was lost").count() >= 7,
+        a.log_text().matches("the answer was lost").count() >= 8,
         "settled by asking again:\n{}",
         a.log_tail(30)
     );
