@@ -266,6 +266,18 @@ impl AttrCache {
         inner.forget(dir);
     }
 
+    /// [`AttrCache::forget_all`], returning what was cached: the inodes
+    /// and the entries (directory, name).
+    pub fn forget_all_known(&self) -> (Vec<u64>, Vec<(u64, Vec<u8>)>) {
+        let known = {
+            let inner = self.inner.lock().unwrap();
+            let inodes = inner.attrs.keys().copied().collect();
+            (inodes, inner.names.keys().cloned().collect())
+        };
+        self.forget_all();
+        known
+    }
+
     pub fn forget_all(&self) {
         let mut inner = self.inner.lock().unwrap();
         inner.attrs.clear();

@@ -56,6 +56,8 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
         .expect("spawning the change thread");
     tokio::spawn(async move {
         let mut horizon = first_horizon;
+        // the server incarnation the horizon belongs to
+        let mut horizon_epoch = vfs.meta.epoch();
         // (one warning per outage, not one per poll)
         let mut failing = false;
         loop {
@@ -64,6 +66,24 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                 _ = vfs.log_polls.wake.notified() => {}
             }
             let poll = vfs.log_polls.started.fetch_add(1, Ordering::SeqCst) + 1;
+            let epoch = vfs.meta.epoch();
+            if epoch != horizon_epoch {
+                // the server crashed or failed over: it may have lost
+                // changes this mount applied, and hands their transaction
+                // ids out again (a later change could pass for one seen)
+                match vfs.meta.mount_changes(vfs.sid(), None).await {
+                    Ok((fresh, _)) => {
+                        horizon = fresh;
+                        horizon_epoch = epoch;
+                        let forgotten = vfs.server_changed().await;
+                        if tx.send((poll, forgotten)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => vfs.log_unread(),
+                }
+                continue;
+            }
             match vfs.meta.mount_changes(vfs.sid(), Some(&horizon)).await {
                 Ok((next, fresh)) => {
                     horizon = next;
@@ -198,6 +218,45 @@ impl Vfs {
             self.listings.forget_all();
             self.attrs.forget_all();
         }
+    }
+
+    /// After a crash or failover of the metadata server: it may have lost
+    /// commits whose changes this mount (and its kernel) applied, so
+    /// everything cached is forgotten, here and, through the returned
+    /// changes (one per inode and entry that was cached), in the kernel.
+    async fn server_changed(&self) -> Vec<LoggedChange> {
+        let (mut inodes, names) = self.attrs.forget_all_known();
+        self.listings.forget_all();
+        let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
+        for file in files {
+            file.state.lock().await.chunks.clear();
+            inodes.push(file.inode);
+        }
+        tracing::warn!(
+            "the metadata server crashed or failed over: what this mount and its kernel cached \
+             ({} inodes, {} names) is read again",
+            inodes.len(),
+            names.len()
+        );
+        let node = |inode: u64| LoggedChange {
+            // (a "write": the kernel drops the file's pages too)
+            op: "write".into(),
+            inode: Some(inode as i64),
+            parent: None,
+            name: None,
+            parent2: None,
+            name2: None,
+            inode2: None,
+        };
+        let entry = |(parent, name): (u64, Vec<u8>)| LoggedChange {
+            op: "crash".into(),
+            parent: Some(parent as i64),
+            name: Some(name),
+            ..node(0)
+        };
+        let mut forgotten: Vec<_> = inodes.into_iter().map(node).collect();
+        forgotten.extend(names.into_iter().map(entry));
+        forgotten
     }
 
     /// Reading the change log failed: nothing cached here answers past

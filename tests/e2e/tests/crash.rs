@@ -291,3 +291,67 @@ fn fsync_acknowledged_files_survive_a_killed_mount() {
     );
     assert_eq!(s.pg.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+/// Sets the mode of `inode` as another client would, in one asynchronous
+/// commit.
+fn chmod_elsewhere(s: &Setup, inode: u64, mode: u32) {
+    s.pg.sql(
+        "vol",
+        &format!("SELECT errno FROM jfs.setattr({inode}, 1, {mode})"),
+    );
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn changes_made_after_a_crash_reach_every_mount() {
+    // A crash erases the last asynchronous commits of other clients, which
+    // a mount and its kernel may have applied (the change log cannot say
+    // a change was undone), and hands their transaction ids out again: a
+    // later change with such an id must not pass for one the mount has seen.
+    use std::os::unix::fs::MetadataExt;
+    let s = Setup::new("xid-reuse", &["wal_writer_delay = '10s'"]);
+    let m = s.mount("a", &["--attr-cache", "60", "--entry-cache", "60"]);
+    fs::write(m.p("f"), "f").unwrap();
+    fs::File::open(m.p("f")).unwrap().sync_all().unwrap();
+    fs::File::open(m.p("")).unwrap().sync_all().unwrap();
+    let f = fs::metadata(m.p("f")).unwrap().ino();
+    assert_eq!(mode(&m.p("f")), 0o644);
+    let xids = || {
+        s.pg.sql(
+            "vol",
+            "SELECT string_agg(xid::text, ',' ORDER BY id) FROM jfs.change",
+        )
+    };
+    // (several transactions: the mount's own next commit takes one id)
+    for mode in [0o604, 0o602, 0o601, 0o600] {
+        chmod_elsewhere(&s, f, mode);
+    }
+    assert!(
+        jfs_e2e::eventually(10, || mode(&m.p("f")) == 0o600),
+        "the mount saw the change"
+    );
+    // (past the mount's second application of a change)
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(mode(&m.p("f")), 0o600);
+    s.pg.pg_ctl("-m immediate stop");
+    s.pg.pg_ctl("start");
+    assert!(
+        jfs_e2e::eventually(10, || mode(&m.p("f")) == 0o644),
+        "the crash erased the change, but the mount still shows mode {:o}",
+        mode(&m.p("f"))
+    );
+    let erased = xids();
+    chmod_elsewhere(&s, f, 0o640);
+    let reused = xids();
+    eprintln!("transaction ids of changes: {erased} after the crash, {reused} after a change");
+    assert!(
+        jfs_e2e::eventually(10, || mode(&m.p("f")) == 0o640),
+        "a change made after the crash is not seen by the mount: mode {:o}\n{}",
+        mode(&m.p("f")),
+        m.log_tail(20)
+    );
+}
