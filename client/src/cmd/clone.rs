@@ -1,6 +1,5 @@
 //! `jfs clone SRC DST`: copy a file or a whole tree inside a mount as one
 //! transaction in PostgreSQL (a snapshot of SRC; data shared, copy-on-write).
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -8,7 +7,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 
-use super::info::ask_mount;
+use super::info::{ask_mount, entry_of, hex_name, node_token};
 
 #[derive(Args, Debug)]
 pub struct CloneArgs {
@@ -24,14 +23,7 @@ pub struct CloneArgs {
 pub fn run(a: CloneArgs) -> anyhow::Result<()> {
     let src = std::fs::symlink_metadata(&a.src)
         .with_context(|| format!("{} does not exist", a.src.display()))?;
-    let name = a
-        .dst
-        .file_name()
-        .with_context(|| format!("{} has no name to create", a.dst.display()))?;
-    let parent = match a.dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let (parent, name) = entry_of(&a.dst)?;
     let dir = std::fs::metadata(&parent)
         .with_context(|| format!("{} does not exist", parent.display()))?;
     if !dir.is_dir() {
@@ -44,14 +36,14 @@ pub fn run(a: CloneArgs) -> anyhow::Result<()> {
             parent.display()
         );
     }
-    let hex: String = name.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex_name(name);
     let started = Instant::now();
     if src.is_dir() {
         eprint!("cloning {} ...", a.src.display());
     }
     let request = format!(
         "clone {} {} {hex}{}\n",
-        src.ino(),
+        node_token(&a.src)?,
         dir.ino(),
         if a.preserve { " preserve" } else { "" }
     );

@@ -1,13 +1,12 @@
 //! `jfs compact PATH...`: rewrite every fragmented chunk of the files in
 //! trees inside a mount as one slice each, asked of the mount that serves them.
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
 
-use super::info::ask_mount;
+use super::info::{ask_mount, node_token};
 
 #[derive(Args, Debug)]
 pub struct CompactArgs {
@@ -38,13 +37,11 @@ fn parse_step(answer: &str) -> Option<Step> {
 
 pub fn run(a: CompactArgs) -> anyhow::Result<()> {
     for path in &a.paths {
-        let ino = std::fs::symlink_metadata(path)
-            .with_context(|| format!("{} does not exist", path.display()))?
-            .ino();
+        let node = node_token(path)?;
         let started = Instant::now();
         let (mut chunks, mut slices) = (0u64, 0u64);
         loop {
-            let answer = ask_mount(path, &format!("compact {ino}\n"))?;
+            let answer = ask_mount(path, &format!("compact {node}\n"))?;
             let step = parse_step(&answer)
                 .with_context(|| format!("unexpected answer from the mount: {answer:?}"))?;
             chunks += step.chunks;

@@ -65,6 +65,42 @@ impl ControlFile {
     }
 }
 
+/// A name in hex, as control requests carry names (any byte but "/" and NUL).
+pub fn hex_name(name: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    name.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The directory that holds `path`'s entry ("." for a bare name), and the
+/// entry's name.
+pub fn entry_of(path: &Path) -> anyhow::Result<(PathBuf, &std::ffi::OsStr)> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no entry of a directory", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((parent, name))
+}
+
+/// How a control request names the node at `path` (not followed if a
+/// symlink): a directory by its inode, anything else as an entry of its
+/// directory ("PARENT_INODE:NAME_IN_HEX"), so the mount can check the way
+/// to it for the caller.
+pub fn node_token(path: &Path) -> anyhow::Result<String> {
+    let meta = std::fs::symlink_metadata(path)
+        .with_context(|| format!("{} does not exist", path.display()))?;
+    if meta.is_dir() {
+        return Ok(meta.ino().to_string());
+    }
+    let (parent, name) = entry_of(path)?;
+    let parent_ino = std::fs::metadata(&parent)
+        .with_context(|| format!("{} does not exist", parent.display()))?
+        .ino();
+    Ok(format!("{parent_ino}:{}", hex_name(name)))
+}
+
 /// Sends one request to the mount that serves `path` and returns its answer.
 pub fn ask_mount(path: &Path, request: &str) -> anyhow::Result<String> {
     ControlFile::open(path)?.ask(request)
@@ -72,10 +108,7 @@ pub fn ask_mount(path: &Path, request: &str) -> anyhow::Result<String> {
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {
     for path in &a.paths {
-        let ino = std::fs::symlink_metadata(path)
-            .with_context(|| format!("{} does not exist", path.display()))?
-            .ino();
-        let answer = ask_mount(path, &format!("info {ino}\n"))?;
+        let answer = ask_mount(path, &format!("info {}\n", node_token(path)?))?;
         println!("{}:", path.display());
         print!("{answer}");
     }

@@ -1,6 +1,5 @@
 //! `jfs rmr PATH...`: remove whole trees inside a mount, inside PostgreSQL, in bounded
 //! transactions, asked of the mount that serves them (no per-file round trip).
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,7 +7,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 
-use super::info::ask_mount;
+use super::info::{ask_mount, entry_of, hex_name};
 
 #[derive(Args, Debug)]
 pub struct RmrArgs {
@@ -22,17 +21,11 @@ pub fn run(a: RmrArgs) -> anyhow::Result<()> {
         // the mount answers ENOENT for the entry; name it, not its directory
         std::fs::symlink_metadata(path)
             .with_context(|| format!("{} does not exist", path.display()))?;
-        let name = path
-            .file_name()
-            .with_context(|| format!("{} has no name to remove", path.display()))?;
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let (parent, name) = entry_of(path)?;
         let parent_ino = std::fs::metadata(&parent)
             .with_context(|| format!("{} does not exist", parent.display()))?
             .ino();
-        let hex: String = name.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let hex = hex_name(name);
         let started = Instant::now();
         let mut total = 0u64;
         loop {

@@ -395,6 +395,7 @@ impl Filesystem for JfsFuse {
         let caller = Caller {
             uid: req.uid(),
             gid: req.gid(),
+            pid: req.pid(),
         };
         let control = ino.0 == CONTROL_INODE;
         self.run_here(

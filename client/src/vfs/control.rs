@@ -3,6 +3,7 @@
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
+use super::control_auth::Requester;
 use super::layout::{slice_blocks, CHUNK_SIZE};
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
@@ -15,28 +16,13 @@ pub const CONTROL_NAME: &[u8] = b".jfs.control";
 /// Its inode: far above any id the database hands out.
 pub const CONTROL_INODE: u64 = 0x7FFF_FFFF_FFFF_0001;
 
-/// Who wrote a control request (from the FUSE request, not from the request text).
+/// Who wrote a control request (from the FUSE request, not from the
+/// request text; see `control_auth`).
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
-}
-
-impl Caller {
-    /// Whether the caller has all of `want` (4 read, 2 write, 1 search) on a
-    /// node, by its owner/group/other bits (root always).
-    fn may(&self, attr: &Attr, want: u32) -> bool {
-        let bits = if self.uid == 0 {
-            return true;
-        } else if self.uid == attr.uid {
-            attr.mode >> 6
-        } else if self.gid == attr.gid {
-            attr.mode >> 3
-        } else {
-            attr.mode
-        };
-        bits & want == want
-    }
+    pub pid: u32,
 }
 
 /// The control file's attributes.
@@ -67,39 +53,39 @@ impl Vfs {
         if request.trim() == "stats" {
             return crate::metrics::text();
         }
+        let who = Requester::of(caller);
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
-            (Some("info"), Some(inode)) => match inode.parse::<u64>() {
-                Ok(inode) => self.info(self.inode_of(inode)).await,
-                Err(_) => Err(format!("bad inode {inode:?}")),
+            (Some("info"), Some(node)) => match self.node(node, &who).await {
+                Ok(attr) => self.info(attr).await,
+                Err(e) => Err(e),
             },
             (Some("rmr"), Some(parent)) => match (parent.parse::<u64>(), words.next().map(hex)) {
-                (Ok(parent), Some(Ok(name))) => self.rmr_step(self.inode_of(parent), &name).await,
+                (Ok(parent), Some(Ok(name))) => {
+                    self.rmr_step(self.inode_of(parent), &name, &who).await
+                }
                 _ => Err("usage: rmr PARENT_INODE NAME_IN_HEX".to_string()),
             },
             (Some("clone"), Some(src)) => {
                 let dst_parent = words.next().map(str::parse::<u64>);
                 let name = words.next().map(hex);
                 let preserve = words.next() == Some("preserve");
-                match (src.parse::<u64>(), dst_parent, name) {
-                    (Ok(src), Some(Ok(dst_parent)), Some(Ok(name))) => {
-                        let (src, dst_parent) = (self.inode_of(src), self.inode_of(dst_parent));
-                        self.clone_tree(src, dst_parent, &name, preserve, caller)
+                match (dst_parent, name) {
+                    (Some(Ok(dst_parent)), Some(Ok(name))) => {
+                        let dst_parent = self.inode_of(dst_parent);
+                        self.clone_tree(src, dst_parent, &name, preserve, &who)
                             .await
                     }
                     _ => Err(
-                        "usage: clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve]"
-                            .to_string(),
+                        "usage: clone SRC_NODE DST_PARENT_INODE NAME_IN_HEX [preserve]".to_string(),
                     ),
                 }
             }
-            (Some("compact"), Some(inode)) => match inode.parse::<u64>() {
-                Ok(inode) => self.compact_step(self.inode_of(inode), caller).await,
-                Err(_) => Err(format!("bad inode {inode:?}")),
-            },
+            (Some("compact"), Some(node)) => self.compact_step(node, &who).await,
             _ => Err(format!(
-                "unknown request {:?}; known: info INODE, rmr PARENT_INODE NAME_IN_HEX, \
-                 clone SRC_INODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact INODE, stats",
+                "unknown request {:?}; known: info NODE, rmr PARENT_INODE NAME_IN_HEX, \
+                 clone SRC_NODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact NODE, stats \
+                 (NODE: a directory's INODE, or PARENT_INODE:NAME_IN_HEX)",
                 request.trim()
             )),
         };
@@ -115,12 +101,11 @@ impl Vfs {
     /// One step of compacting a tree: the fragmented chunks of the files at
     /// or below `root`, for about a second; answers "compacted CHUNKS
     /// SLICES remaining N" (N: fragmented chunks left).
-    async fn compact_step(&self, root: u64, caller: Caller) -> Result<String, String> {
+    async fn compact_step(&self, node: &str, who: &Requester) -> Result<String, String> {
         let text = |e: i32| std::io::Error::from_raw_os_error(e).to_string();
-        let attr = self.meta.getattr(root).await.map_err(|e| text(e.errno()))?;
-        if !caller.may(&attr, 4) {
-            return Err(text(libc::EACCES));
-        }
+        let attr = self.node(node, who).await?;
+        self.may_compact(&attr, who)?;
+        let root = attr.inode;
         let fragmented = self
             .meta
             .fragmented_chunks(root, 2)
@@ -152,10 +137,11 @@ impl Vfs {
     /// One step of removing a tree (up to [`RMR_STEP`] entries, one transaction):
     /// answers "removed N done|more". On the last step the kernel forgets
     /// the entry so the mount shows the result at once.
-    async fn rmr_step(&self, parent: u64, name: &[u8]) -> Result<String, String> {
+    async fn rmr_step(&self, parent: u64, name: &[u8], who: &Requester) -> Result<String, String> {
         if self.config.read_only {
             return Err(std::io::Error::from_raw_os_error(libc::EROFS).to_string());
         }
+        self.may_remove_tree(parent, name, who).await?;
         let (removed, done) = self
             .meta
             .rmr(parent, name, RMR_STEP, self.sid(), &self.open_inodes())
@@ -172,27 +158,23 @@ impl Vfs {
 
     /// Clones `src` (a file or a tree) to the new entry `name` of `dst_parent`
     /// in one transaction: answers "cloned INODE NODES SPACE". The caller
-    /// needs read on the source and write+search on the destination
-    /// directory; the clone is owned by the caller unless root asks to
-    /// preserve owners.
+    /// needs what `cp -r` would (see `control_auth`); the clone is owned by
+    /// the caller unless root asks to preserve owners.
     async fn clone_tree(
         &self,
-        src: u64,
+        src: &str,
         dst_parent: u64,
         name: &[u8],
         preserve: bool,
-        caller: Caller,
+        who: &Requester,
     ) -> Result<String, String> {
-        let os_err = |e: i32| std::io::Error::from_raw_os_error(e).to_string();
         if self.config.read_only {
-            return Err(os_err(libc::EROFS));
+            return Err(std::io::Error::from_raw_os_error(libc::EROFS).to_string());
         }
-        let source = self.getattr(src).await.map_err(os_err)?;
-        let dir = self.getattr(dst_parent).await.map_err(os_err)?;
-        if !caller.may(&source, 4) || !caller.may(&dir, 3) {
-            return Err(os_err(libc::EACCES));
-        }
-        let owner = (!preserve || caller.uid != 0).then_some((caller.uid, caller.gid));
+        let source = self.node(src, who).await?;
+        let src = source.inode;
+        self.may_clone(source, dst_parent, who).await?;
+        let owner = (!preserve || !who.is_root()).then_some((who.uid, who.gid));
         let (inode, nodes, space) = self
             .meta
             .clone_node(src, dst_parent, name, owner)
@@ -204,11 +186,8 @@ impl Vfs {
     }
 
     /// Inode, type, length, and for files every chunk's slices and objects.
-    async fn info(&self, inode: u64) -> Result<String, String> {
-        let attr = self
-            .getattr(inode)
-            .await
-            .map_err(|e| std::io::Error::from_raw_os_error(e).to_string())?;
+    async fn info(&self, attr: Attr) -> Result<String, String> {
+        let inode = attr.inode;
         let mut out = String::new();
         let _ = writeln!(out, "inode: {}", attr.inode);
         let _ = writeln!(out, "type: {:?}", attr.kind);
@@ -253,7 +232,7 @@ impl Vfs {
 }
 
 /// Bytes from hex digits (names travel in hex: they may hold any byte but "/" and NUL).
-fn hex(s: &str) -> Result<Vec<u8>, ()> {
+pub(super) fn hex(s: &str) -> Result<Vec<u8>, ()> {
     if !s.len().is_multiple_of(2) {
         return Err(());
     }

@@ -11,6 +11,7 @@ pub mod backup;
 pub mod changes;
 mod compact;
 mod control;
+mod control_auth;
 mod handles;
 pub mod layout;
 mod listings;

@@ -1,0 +1,245 @@
+//! Who may ask what of the control file: each request is checked as the system calls it stands for would be.
+//!
+//! The control file is open to every local user of an `--allow-other`
+//! mount, and its requests name inodes, so each one is checked for the
+//! uid, gid and supplementary groups of the process that wrote it: `rmr`
+//! as `rm -rf` would (read, write and search on every directory it removes
+//! from, the sticky bit's rules), `clone` as `cp -r` (read on every source
+//! file, read and search on every source directory, write and search on the
+//! destination), `compact` write on its target, `info` search on the path.
+//! An inode outside the mount's `--subdir` is refused for everyone.
+//! (Permission bits only: an ACL that grants more is not consulted, so
+//! such a request is refused; a named entry that denies less than the
+//! class bits would is a known gap.)
+
+use super::control::Caller;
+use super::Vfs;
+use crate::meta::{Attr, NodeType};
+
+/// read, write, search (execute) bits.
+const READ: u32 = 4;
+const WRITE: u32 = 2;
+const SEARCH: u32 = 1;
+
+/// Entries read per page when a tree is checked.
+const PAGE: i32 = 1000;
+
+/// The writer of a control request, with its supplementary groups.
+#[derive(Debug, Clone)]
+pub(super) struct Requester {
+    pub uid: u32,
+    pub gid: u32,
+    groups: Vec<u32>,
+}
+
+impl Requester {
+    /// The writer of a request: its groups from `/proc/PID/status` (none if
+    /// the process is gone: fewer rights, never more).
+    pub fn of(caller: Caller) -> Requester {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", caller.pid));
+        let groups = status
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                    g.split_whitespace()
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        Requester {
+            uid: caller.uid,
+            gid: caller.gid,
+            groups,
+        }
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+
+    /// Whether it has all of `want` on a node by its owner, group and
+    /// other bits (root always).
+    fn may(&self, attr: &Attr, want: u32) -> bool {
+        let bits = if self.is_root() {
+            return true;
+        } else if self.uid == attr.uid {
+            attr.mode >> 6
+        } else if self.gid == attr.gid || self.groups.contains(&attr.gid) {
+            attr.mode >> 3
+        } else {
+            attr.mode
+        };
+        bits & want == want
+    }
+
+    /// Whether it may remove or rename entry `entry` of directory `dir`
+    /// (write and search on it, and the sticky bit's rule).
+    fn may_unlink(&self, dir: &Attr, entry: &Attr) -> bool {
+        let sticky = dir.mode & 0o1000 != 0;
+        self.may(dir, WRITE | SEARCH)
+            && (!sticky || self.is_root() || self.uid == dir.uid || self.uid == entry.uid)
+    }
+}
+
+/// A refusal, as the answer's text.
+fn denied(what: &str, inode: u64) -> String {
+    format!(
+        "{what} (inode {inode}): {}",
+        std::io::Error::from_raw_os_error(libc::EACCES)
+    )
+}
+
+fn os_error(e: i32) -> String {
+    std::io::Error::from_raw_os_error(e).to_string()
+}
+
+impl Vfs {
+    /// The attributes of `inode` if `who` can reach it: it lies in this
+    /// mount's tree and `who` may search every directory above it (up to
+    /// the mount's root).
+    pub(super) async fn reach(&self, inode: u64, who: &Requester) -> Result<Attr, String> {
+        let attr = self.getattr(inode).await.map_err(os_error)?;
+        let mut at = attr.clone();
+        while at.inode != self.config.root {
+            if at.inode == 1 || at.parent == 0 || at.parent == at.inode {
+                return Err(format!(
+                    "inode {inode} is not in this mount's tree (--subdir): {}",
+                    os_error(libc::EACCES)
+                ));
+            }
+            at = self.getattr(at.parent).await.map_err(os_error)?;
+            if !who.may(&at, SEARCH) {
+                return Err(denied("no search permission on a directory above", inode));
+            }
+        }
+        Ok(attr)
+    }
+
+    /// The node a request names, if `who` can reach it: a directory by its
+    /// inode (its place is known), anything else as an entry of its
+    /// directory, "PARENT_INODE:NAME_IN_HEX" (inodes as the kernel numbers
+    /// them), which needs search on that directory too.
+    pub(super) async fn node(&self, token: &str, who: &Requester) -> Result<Attr, String> {
+        let bad =
+            || format!("bad node {token:?}: INODE of a directory, or PARENT_INODE:NAME_IN_HEX");
+        let Some((parent, name)) = token.split_once(':') else {
+            let inode = self.inode_of(token.parse().map_err(|_| bad())?);
+            let attr = self.reach(inode, who).await?;
+            if attr.kind != NodeType::Dir && !(who.is_root() && self.config.root == 1) {
+                return Err(format!(
+                    "inode {inode} is not a directory: name it as PARENT_INODE:NAME_IN_HEX \
+                     (a jfs command older than this mount?)"
+                ));
+            }
+            return Ok(attr);
+        };
+        let parent = self.inode_of(parent.parse().map_err(|_| bad())?);
+        let name = super::control::hex(name).map_err(|_| bad())?;
+        let dir = self.reach(parent, who).await?;
+        if !who.may(&dir, SEARCH) {
+            return Err(denied("no search permission on the directory", parent));
+        }
+        self.meta
+            .lookup(parent, &name)
+            .await
+            .map_err(|e| os_error(e.errno()))
+    }
+
+    /// Checks that `who` may remove entry `name` of `parent` and everything
+    /// below it, as `rm -rf` would need to.
+    pub(super) async fn may_remove_tree(
+        &self,
+        parent: u64,
+        name: &[u8],
+        who: &Requester,
+    ) -> Result<(), String> {
+        let dir = self.reach(parent, who).await?;
+        let top = self
+            .meta
+            .lookup(parent, name)
+            .await
+            .map_err(|e| os_error(e.errno()))?;
+        if !who.may_unlink(&dir, &top) {
+            return Err(denied("may not remove entries of the directory", parent));
+        }
+        if who.is_root() || top.kind != NodeType::Dir {
+            return Ok(());
+        }
+        self.walk(top, |dir, entry| {
+            if !who.may(dir, READ) || !who.may_unlink(dir, entry) {
+                return Err(denied("may not remove entries of the directory", dir.inode));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Checks that `who` may copy `src` and everything below it, as
+    /// `cp -r` would need to, into directory `dst_parent`.
+    pub(super) async fn may_clone(
+        &self,
+        source: Attr,
+        dst_parent: u64,
+        who: &Requester,
+    ) -> Result<(), String> {
+        let dir = self.reach(dst_parent, who).await?;
+        if !who.may(&dir, WRITE | SEARCH) {
+            return Err(denied("may not make entries in the directory", dst_parent));
+        }
+        let readable = |attr: &Attr| match attr.kind {
+            NodeType::Dir => who.may(attr, READ | SEARCH),
+            NodeType::File => who.may(attr, READ),
+            _ => true,
+        };
+        if !readable(&source) {
+            return Err(denied("may not read", source.inode));
+        }
+        if who.is_root() || source.kind != NodeType::Dir {
+            return Ok(());
+        }
+        self.walk(source, |_, entry| match readable(entry) {
+            true => Ok(()),
+            false => Err(denied("may not read", entry.inode)),
+        })
+        .await
+    }
+
+    /// Checks that `who` may ask for a compaction of `attr`'s node: write on it.
+    pub(super) fn may_compact(&self, attr: &Attr, who: &Requester) -> Result<(), String> {
+        match who.may(attr, WRITE) {
+            true => Ok(()),
+            false => Err(denied("may not write", attr.inode)),
+        }
+    }
+
+    /// Calls `check(directory, entry)` for every entry below directory
+    /// `top` (entries of directories the checks let through).
+    async fn walk<F>(&self, top: Attr, check: F) -> Result<(), String>
+    where
+        F: Fn(&Attr, &Attr) -> Result<(), String>,
+    {
+        let mut dirs = vec![top];
+        while let Some(dir) = dirs.pop() {
+            let mut cookie = 0;
+            loop {
+                let page = self
+                    .meta
+                    .readdirplus(dir.inode, cookie, PAGE)
+                    .await
+                    .map_err(|e| os_error(e.errno()))?;
+                for entry in &page {
+                    check(&dir, &entry.attr)?;
+                    if entry.attr.kind == NodeType::Dir {
+                        dirs.push(entry.attr.clone());
+                    }
+                }
+                match page.last() {
+                    Some(last) if page.len() == PAGE as usize => cookie = last.cookie,
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,233 @@
+//! The control file as an attacker sees it: any local user of an
+//! `--allow-other` mount can write requests to `.jfs.control`, so each is
+//! checked for the writer's uid, gid and groups as the system calls it
+//! stands for would be (rm -rf, cp -r, write, search on the path), and an
+//! inode outside the mount's `--subdir` is refused for everyone.
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+use jfs_e2e::Volume;
+
+const ALICE: u32 = 1001;
+const BOB: u32 = 1002;
+/// A group BOB is given as a supplementary group only.
+const TEAM: u32 = 1003;
+
+/// Sends one control request through the mount rooted at `mount` as `uid`
+/// (its own gid, supplementary groups `groups`), with the system's Python
+/// (readable by everyone); returns the answer.
+fn ask_as(uid: u32, groups: &[u32], mount: &Path, request: &str) -> String {
+    let groups: Vec<String> = groups.iter().map(u32::to_string).collect();
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid", &uid.to_string(), "--regid", &uid.to_string()]);
+    match groups.is_empty() {
+        true => cmd.arg("--clear-groups"),
+        false => cmd.args(["--groups", &groups.join(",")]),
+    };
+    let out = cmd
+        .args([
+            "/usr/bin/python3",
+            "-c",
+            "import sys\n\
+             with open(sys.argv[1], 'r+b', buffering=0) as f:\n\
+             \x20   f.write(sys.argv[2].encode()); f.seek(0); sys.stdout.write(f.read().decode())",
+        ])
+        .arg(mount.join(".jfs.control"))
+        .arg(format!("{request}\n"))
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "uid {uid} could not use the control file: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ino(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().ino()
+}
+
+/// How a request names a node: a directory by its inode, anything else as
+/// PARENT_INODE:NAME_IN_HEX (as the `jfs` commands do).
+fn node(path: &Path) -> String {
+    match fs::symlink_metadata(path).unwrap().is_dir() {
+        true => ino(path).to_string(),
+        false => format!(
+            "{}:{}",
+            ino(path.parent().unwrap()),
+            hex(path.file_name().unwrap().to_str().unwrap())
+        ),
+    }
+}
+
+fn hex(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Makes directory `path` with `mode`, owned by uid:gid.
+fn dir(path: &Path, mode: u32, uid: u32, gid: u32) {
+    fs::create_dir(path).unwrap();
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Makes file `path` with `mode`, owned by uid:gid.
+fn file(path: &Path, mode: u32, uid: u32, gid: u32) {
+    fs::write(path, format!("{}\n", path.display())).unwrap();
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn refused(answer: &str) -> bool {
+    answer.starts_with("error:") && answer.contains("ermission denied")
+}
+
+#[test]
+fn control_requests_are_checked_as_the_system_calls_they_stand_for() {
+    let v = Volume::new("control-auth");
+    let m = v.mount("a", &["--allow-other"]);
+    let p = |rel: &str| m.p(rel);
+    dir(&p("home"), 0o755, 0, 0);
+    dir(&p("home/alice"), 0o700, ALICE, ALICE);
+    file(&p("home/alice/secret"), 0o600, ALICE, ALICE);
+    dir(&p("home/alice/sub"), 0o755, ALICE, ALICE);
+    file(&p("home/alice/sub/notes"), 0o644, ALICE, ALICE);
+    dir(&p("home/bob"), 0o755, BOB, BOB);
+    dir(&p("home/bob/tree"), 0o755, BOB, BOB);
+    dir(&p("home/bob/tree/sub"), 0o755, BOB, BOB);
+    file(&p("home/bob/tree/sub/file"), 0o644, BOB, BOB);
+    dir(&p("shared"), 0o1777, 0, 0);
+    dir(&p("shared/alices"), 0o777, ALICE, ALICE);
+    file(&p("shared/alices/f"), 0o666, ALICE, ALICE);
+    dir(&p("team"), 0o770, 0, TEAM);
+    dir(&p("team/work"), 0o770, 0, TEAM);
+    file(&p("team/work/f"), 0o660, 0, TEAM);
+    let bob = |request: String| ask_as(BOB, &[], &m.path, &request);
+
+    // rmr as rm -rf: bob may not remove alice's home (no write on /home),
+    // nor what is hers in a sticky directory, nor enter what he cannot read
+    let answer = bob(format!("rmr {} {}", ino(&p("home")), hex("alice")));
+    assert!(refused(&answer), "rmr of another user's home: {answer}");
+    let answer = bob(format!("rmr {} {}", ino(&p("shared")), hex("alices")));
+    assert!(refused(&answer), "rmr in a sticky directory: {answer}");
+    let answer = bob(format!("rmr {} {}", ino(&p("home/alice")), hex("sub")));
+    assert!(
+        refused(&answer),
+        "rmr below a directory he cannot search: {answer}"
+    );
+    assert!(p("home/alice/secret").exists() && p("shared/alices/f").exists());
+    assert!(p("home/alice/sub/notes").exists());
+
+    // clone as cp -r: a tree with a directory he cannot read, a file he
+    // cannot read, or a destination he cannot write is refused
+    for (src, dst) in [
+        ("home", "home/bob"),
+        ("home/alice", "home/bob"),
+        ("home/alice/secret", "home/bob"),
+        ("home/bob/tree", "home/alice"),
+    ] {
+        let answer = bob(format!(
+            "clone {} {} {}",
+            node(&p(src)),
+            ino(&p(dst)),
+            hex("copy")
+        ));
+        assert!(refused(&answer), "clone of {src} into {dst}: {answer}");
+    }
+    assert!(!p("home/bob/copy").exists());
+
+    // info needs search on the path; compact needs write on the file
+    let answer = bob(format!("info {}", node(&p("home/alice/secret"))));
+    assert!(
+        refused(&answer),
+        "info below a directory he cannot search: {answer}"
+    );
+    let answer = bob(format!("compact {}", node(&p("shared/alices/f"))));
+    assert!(
+        answer.starts_with("compacted"),
+        "compact of a file he may write: {answer}"
+    );
+    let answer = bob(format!("compact {}", ino(&p("home/bob/tree/sub"))));
+    assert!(answer.starts_with("compacted"), "{answer}");
+    let answer = bob(format!("compact {}", node(&p("home/alice/sub/notes"))));
+    assert!(
+        refused(&answer),
+        "compact of a file he may not write: {answer}"
+    );
+
+    // what he may do, he still can: a group he has only as a supplementary
+    // group counts (from the writer's process)
+    let answer = ask_as(
+        BOB,
+        &[TEAM],
+        &m.path,
+        &format!("rmr {} {}", ino(&p("team")), hex("work")),
+    );
+    assert!(
+        answer.contains("done"),
+        "rmr through a supplementary group: {answer}"
+    );
+    assert!(!p("team/work").exists());
+    let answer = bob(format!(
+        "clone {} {} {}",
+        ino(&p("home/bob/tree")),
+        ino(&p("home/bob")),
+        hex("copy")
+    ));
+    assert!(
+        answer.starts_with("cloned"),
+        "clone of his own tree: {answer}"
+    );
+    assert_eq!(
+        fs::metadata(p("home/bob/copy/sub/file")).unwrap().uid(),
+        BOB
+    );
+    let answer = bob(format!("rmr {} {}", ino(&p("home/bob")), hex("tree")));
+    assert!(answer.contains("done"), "rmr of his own tree: {answer}");
+    assert!(!p("home/bob/tree").exists());
+    let answer = ask_as(
+        ALICE,
+        &[],
+        &m.path,
+        &format!("rmr {} {}", ino(&p("home/alice")), hex("sub")),
+    );
+    assert!(
+        answer.contains("done"),
+        "alice removes her own tree: {answer}"
+    );
+    let answer = bob(format!("info {}", node(&p("home/bob/copy/sub/file"))));
+    assert!(answer.contains("type: File"), "{answer}");
+}
+
+#[test]
+fn control_requests_stay_inside_the_mounted_subdir() {
+    let v = Volume::new("control-subdir");
+    let whole = v.mount("whole", &[]);
+    dir(&whole.p("a"), 0o755, 0, 0);
+    dir(&whole.p("b"), 0o755, 0, 0);
+    file(&whole.p("b/kept"), 0o644, 0, 0);
+    let b = ino(&whole.p("b"));
+    let a = v.mount("a", &["--allow-other", "--subdir", "/a"]);
+    for request in [
+        format!("rmr {b} {}", hex("kept")),
+        format!("info {}", node(&whole.p("b/kept"))),
+        format!("info {}", ino(&whole.p("b/kept"))),
+        format!("compact {}", node(&whole.p("b/kept"))),
+        format!("info {b}"),
+        format!("clone {b} 1 {}", hex("stolen")),
+    ] {
+        for uid in [0, BOB] {
+            let answer = ask_as(uid, &[], &a.path, &request);
+            assert!(
+                answer.starts_with("error:"),
+                "uid {uid}: {request:?} through a mount of /a: {answer}"
+            );
+        }
+    }
+    assert!(whole.p("b/kept").exists());
+    assert!(!whole.p("a/stolen").exists());
+}
