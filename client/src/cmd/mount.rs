@@ -59,6 +59,10 @@ pub struct MountArgs {
     /// MiB the local block cache may hold
     #[arg(long, default_value_t = 10240)]
     cache_size: u64,
+    /// Nothing more is cached while less than this share of the cache
+    /// directory's file system is free
+    #[arg(long, default_value_t = 0.1)]
+    free_space_ratio: f64,
     /// Refuse every change
     #[arg(long)]
     read_only: bool,
@@ -224,6 +228,8 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         args.push(dir.to_string_lossy().into());
         args.push("--cache-size".into());
         args.push(a.cache_size.to_string());
+        args.push("--free-space-ratio".into());
+        args.push(a.free_space_ratio.to_string());
     }
     if a.allow_other {
         args.push("--allow-other".into());
@@ -338,7 +344,11 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         })
         .to_string();
         let disk_cache = match &a.cache_dir {
-            Some(dir) => Some(Arc::new(object::DiskCache::open(dir, a.cache_size << 20)?)),
+            Some(dir) => Some(Arc::new(object::DiskCache::open(
+                dir,
+                a.cache_size << 20,
+                a.free_space_ratio,
+            )?)),
             None => None,
         };
         // the last step that can fail comes before the session exists,

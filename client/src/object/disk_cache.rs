@@ -1,14 +1,31 @@
-//! A local disk cache of whole blocks in front of the object store, bounded in size,
-//! least recently used blocks evicted first. Blocks never change, so a cached
-//! block is always valid.
-use std::collections::{HashMap, VecDeque};
-use std::io;
+//! A local disk cache of whole blocks in front of the object store: private to the mount's user, checked on every read, bounded in size and by free space, least recently used blocks evicted first.
+//!
+//! Blocks never change, so a cached block is valid as long as its bytes are
+//! the ones stored. Each cache file holds a header (a magic number and the
+//! block's length), a CRC-32 of every 32 KiB of the block, and the block; a
+//! read checks the pieces it covers, and a mismatch (a bad disk, a file
+//! changed behind the mount's back, an older cache format) is logged, the
+//! file dropped, and the block read from the object store. Files are 0600 in
+//! 0700 directories (the blocks are other users' file data), written to a
+//! temporary name, flushed to disk and then renamed.
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
+use lru::LruCache;
 
 use crate::metrics::{self, DISK_CACHE, METRICS};
+
+/// The first bytes of a cache file ("jfs cache, format 1").
+const MAGIC: &[u8; 4] = b"jfc1";
+/// Bytes of block each checksum covers.
+const PIECE: u64 = 32 << 10;
+/// Magic, then the block's length (u64, little endian).
+const HEADER: u64 = 12;
 
 /// Puts the bytes cached into the metrics.
 fn show_used(used: u64) {
@@ -18,26 +35,115 @@ fn show_used(used: u64) {
         .set(used as i64);
 }
 
+/// Checksums in a cache file of a block of `len` bytes.
+fn pieces(len: u64) -> u64 {
+    len.div_ceil(PIECE)
+}
+
+/// Where a block of `len` bytes starts in its cache file.
+fn data_start(len: u64) -> u64 {
+    HEADER + 4 * pieces(len)
+}
+
+/// The cache file of `block`: header, checksums, block.
+fn encode(block: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data_start(block.len() as u64) as usize + block.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(block.len() as u64).to_le_bytes());
+    for piece in block.chunks(PIECE as usize) {
+        out.extend_from_slice(&crc32fast::hash(piece).to_le_bytes());
+    }
+    out.extend_from_slice(block);
+    out
+}
+
+/// Why a cache file could not give a range of its block.
+#[derive(Debug)]
+enum Unreadable {
+    /// The file could not be opened (it went away).
+    Gone,
+    /// Not a cache file of this format, or a block shorter than asked.
+    Format,
+    /// The piece starting at this byte of the block has another checksum.
+    Corrupt(u64),
+}
+
+/// Reads `len` bytes at `off` of the block cached in `path` (fewer at its
+/// end), checking every piece they touch.
+fn read_checked(path: &Path, off: u64, len: usize) -> Result<Bytes, Unreadable> {
+    let file = std::fs::File::open(path).map_err(|_| Unreadable::Gone)?;
+    let mut header = [0u8; HEADER as usize];
+    file.read_exact_at(&mut header, 0)
+        .map_err(|_| Unreadable::Format)?;
+    if &header[..4] != MAGIC {
+        return Err(Unreadable::Format);
+    }
+    let block_len = u64::from_le_bytes(header[4..].try_into().expect("8 bytes"));
+    if off >= block_len {
+        return Ok(Bytes::new());
+    }
+    let end = (off + len as u64).min(block_len);
+    let (first, last) = (off / PIECE, (end - 1) / PIECE);
+    let mut sums = vec![0u8; 4 * (last - first + 1) as usize];
+    file.read_exact_at(&mut sums, HEADER + 4 * first)
+        .map_err(|_| Unreadable::Format)?;
+    let from = first * PIECE;
+    let to = ((last + 1) * PIECE).min(block_len);
+    let mut data = vec![0u8; (to - from) as usize];
+    file.read_exact_at(&mut data, data_start(block_len) + from)
+        .map_err(|_| Unreadable::Format)?;
+    for (i, (piece, sum)) in data.chunks(PIECE as usize).zip(sums.chunks(4)).enumerate() {
+        if crc32fast::hash(piece).to_le_bytes() != sum {
+            return Err(Unreadable::Corrupt(from + i as u64 * PIECE));
+        }
+    }
+    let start = (off - from) as usize;
+    Ok(Bytes::from(data).slice(start..start + (end - off) as usize))
+}
+
+/// Makes `dir` (and its parents) 0700.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Writes a cache file: 0600, flushed to disk before it takes its name.
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(parent) = path.parent() {
+        private_dir(parent)?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_data()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The share of the file system holding `dir` that is free for this user.
+fn free_share(dir: &Path) -> Option<f64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    (st.blocks() > 0).then(|| st.blocks_available() as f64 / st.blocks() as f64)
+}
+
 pub struct DiskCache {
     root: PathBuf,
     capacity: u64,
+    /// Blocks are not cached while less than this share of the cache's
+    /// file system is free.
+    free_floor: f64,
     index: Mutex<Index>,
+    /// Whether the free-space floor was said to be reached (said once).
+    floor_said: AtomicBool,
 }
 
-#[derive(Default)]
+/// The cached blocks (key -> bytes on disk), least recently used first.
 struct Index {
-    sizes: HashMap<String, u64>,
-    order: VecDeque<String>,
+    blocks: LruCache<String, u64>,
     used: u64,
-}
-
-impl Index {
-    fn touch(&mut self, key: &str) {
-        if let Some(pos) = self.order.iter().position(|k| k == key) {
-            let k = self.order.remove(pos).expect("position is valid");
-            self.order.push_back(k);
-        }
-    }
 }
 
 fn scan(dir: &Path, root: &Path, found: &mut Vec<(String, u64, std::time::SystemTime)>) {
@@ -65,24 +171,42 @@ fn scan(dir: &Path, root: &Path, found: &mut Vec<(String, u64, std::time::System
 }
 
 impl DiskCache {
-    /// Opens (and indexes) the cache in `dir`, keeping at most `capacity` bytes.
-    pub fn open(dir: &Path, capacity: u64) -> anyhow::Result<DiskCache> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            anyhow::anyhow!("cannot create the cache directory {}: {e}", dir.display())
-        })?;
+    /// Opens (and indexes) the cache in `dir`, keeping at most `capacity`
+    /// bytes and caching nothing while less than `free_floor` of its file
+    /// system is free. `dir` is made 0700; one that belongs to another user
+    /// is refused.
+    pub fn open(dir: &Path, capacity: u64, free_floor: f64) -> anyhow::Result<DiskCache> {
+        let problem = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("the cache directory {}: {e}", dir.display())
+        };
+        private_dir(dir).map_err(|e| problem(&e))?;
+        let md = std::fs::metadata(dir).map_err(|e| problem(&e))?;
+        let me = nix::unistd::geteuid().as_raw();
+        if md.uid() != me {
+            return Err(problem(&format!(
+                "belongs to uid {}, not to this mount's user (uid {me}): choose another",
+                md.uid()
+            )));
+        }
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .map_err(|e| problem(&e))?;
         let mut found = Vec::new();
         scan(dir, dir, &mut found);
         found.sort_by_key(|f| f.2);
-        let mut index = Index::default();
+        let mut index = Index {
+            blocks: LruCache::unbounded(),
+            used: 0,
+        };
         for (key, size, _) in found {
             index.used += size;
-            index.sizes.insert(key.clone(), size);
-            index.order.push_back(key);
+            index.blocks.put(key, size);
         }
         let cache = DiskCache {
             root: dir.to_path_buf(),
             capacity,
+            free_floor,
             index: Mutex::new(index),
+            floor_said: AtomicBool::new(false),
         };
         cache.evict();
         Ok(cache)
@@ -92,7 +216,8 @@ impl DiskCache {
         self.root.join(key)
     }
 
-    /// `len` bytes at `off` of a cached block, if it is cached.
+    /// `len` bytes at `off` of a cached block, if it is cached (and its
+    /// bytes are the block's).
     pub async fn get(&self, key: &str, off: u64, len: usize) -> Option<Bytes> {
         let found = self.read(key, off, len).await;
         metrics::cache_read(metrics::DISK_CACHE, found.is_some());
@@ -100,43 +225,57 @@ impl DiskCache {
     }
 
     async fn read(&self, key: &str, off: u64, len: usize) -> Option<Bytes> {
-        if !self.index.lock().unwrap().sizes.contains_key(key) {
-            return None;
-        }
-        self.index.lock().unwrap().touch(key);
+        // (a hit becomes the most recently used)
+        self.index.lock().unwrap().blocks.get(key)?;
         let path = self.path(key);
-        let read = tokio::task::spawn_blocking(move || super::read_range(&path, off, len)).await;
+        let read = tokio::task::spawn_blocking(move || read_checked(&path, off, len)).await;
         match read {
-            Ok(Ok(b)) => Some(b),
-            _ => {
-                self.forget(key);
-                None
-            }
+            Ok(Ok(b)) => return Some(b),
+            Ok(Err(Unreadable::Corrupt(at))) => tracing::warn!(
+                "disk cache: block {key} does not match its checksum at byte {at} (a bad disk, \
+                 or a file changed behind the mount): dropped, read from the object store"
+            ),
+            Ok(Err(Unreadable::Format)) => tracing::warn!(
+                "disk cache: {key} is not a cache file of this jfs (an older format, or cut \
+                 short): dropped, read from the object store"
+            ),
+            _ => {}
         }
+        self.forget(key);
+        let _ = std::fs::remove_file(self.path(key));
+        None
     }
 
     /// Stores a whole block (in the background of the caller's read).
     pub async fn put(&self, key: &str, data: Bytes) {
-        if data.len() as u64 > self.capacity || self.index.lock().unwrap().sizes.contains_key(key) {
+        if data.len() as u64 > self.capacity || self.index.lock().unwrap().blocks.contains(key) {
             return;
         }
-        let path = self.path(key);
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let size = data.len() as u64;
-        let written = tokio::task::spawn_blocking(move || -> io::Result<()> {
-            if let Some(p) = path.parent() {
-                std::fs::create_dir_all(p)?;
+        if free_share(&self.root).is_some_and(|free| free < self.free_floor) {
+            if !self.floor_said.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "disk cache: less than {:.0}% of {} is free (--free-space-ratio): \
+                     nothing more is cached until there is room",
+                    self.free_floor * 100.0,
+                    self.root.display()
+                );
             }
-            std::fs::write(&tmp, &data)?;
-            std::fs::rename(&tmp, &path)
+            return;
+        }
+        self.floor_said.store(false, Ordering::Relaxed);
+        let path = self.path(key);
+        let written = tokio::task::spawn_blocking(move || {
+            let file = encode(&data);
+            write_private(&path, &file).map(|()| file.len() as u64)
         })
         .await;
-        if let Ok(Ok(())) = written {
+        if let Ok(Ok(size)) = written {
             {
                 let mut ix = self.index.lock().unwrap();
                 ix.used += size;
-                ix.sizes.insert(key.to_string(), size);
-                ix.order.push_back(key.to_string());
+                if let Some(old) = ix.blocks.put(key.to_string(), size) {
+                    ix.used -= old;
+                }
             }
             self.evict();
         }
@@ -144,9 +283,8 @@ impl DiskCache {
 
     fn forget(&self, key: &str) {
         let mut ix = self.index.lock().unwrap();
-        if let Some(size) = ix.sizes.remove(key) {
+        if let Some(size) = ix.blocks.pop(key) {
             ix.used -= size;
-            ix.order.retain(|k| k != key);
         }
         show_used(ix.used);
     }
@@ -157,12 +295,10 @@ impl DiskCache {
         {
             let mut ix = self.index.lock().unwrap();
             while ix.used > self.capacity {
-                let Some(key) = ix.order.pop_front() else {
+                let Some((key, size)) = ix.blocks.pop_lru() else {
                     break;
                 };
-                if let Some(size) = ix.sizes.remove(&key) {
-                    ix.used -= size;
-                }
+                ix.used -= size;
                 victims.push(key);
             }
             show_used(ix.used);
@@ -182,11 +318,17 @@ impl DiskCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
 
     #[tokio::test]
     async fn caches_evicts_and_reindexes() {
         let dir = tempfile::tempdir().unwrap();
-        let c = DiskCache::open(dir.path(), 10).unwrap();
+        let size = encode(b"abcd").len() as u64;
+        let c = DiskCache::open(dir.path(), 2 * size + 1, 0.0).unwrap();
         c.put("v/chunks/0/0/1_0_4", Bytes::from_static(b"abcd"))
             .await;
         c.put("v/chunks/0/0/2_0_4", Bytes::from_static(b"efgh"))
@@ -197,17 +339,76 @@ mod tests {
             .await;
         assert!(c.get("v/chunks/0/0/2_0_4", 0, 4).await.is_none());
         assert!(c.get("v/chunks/0/0/1_0_4", 0, 4).await.is_some());
-        assert_eq!(c.used(), 8);
+        assert_eq!(c.used(), 2 * size);
         assert!(!dir.path().join("v/chunks/0/0/2_0_4").exists());
         // a new process finds what is on disk
-        let again = DiskCache::open(dir.path(), 10).unwrap();
-        assert_eq!(again.used(), 8);
+        let again = DiskCache::open(dir.path(), 2 * size + 1, 0.0).unwrap();
+        assert_eq!(again.used(), 2 * size);
         assert_eq!(
             &again.get("v/chunks/0/0/3_0_4", 0, 4).await.unwrap()[..],
             b"ijkl"
         );
         // a smaller limit evicts at open
-        let small = DiskCache::open(dir.path(), 4).unwrap();
-        assert_eq!(small.used(), 4);
+        let small = DiskCache::open(dir.path(), size, 0.0).unwrap();
+        assert_eq!(small.used(), size);
+    }
+
+    #[tokio::test]
+    async fn cached_blocks_are_private_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let c = DiskCache::open(&root, 1 << 30, 0.0).unwrap();
+        let block: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        c.put("v/chunks/0/0/9_0_100000", Bytes::from(block.clone()))
+            .await;
+        let file = root.join("v/chunks/0/0/9_0_100000");
+        assert_eq!(mode(&root), 0o700);
+        assert_eq!(mode(&root.join("v/chunks/0")), 0o700);
+        assert_eq!(mode(&file), 0o600);
+        // a range across pieces, and one past the end
+        let got = c
+            .get("v/chunks/0/0/9_0_100000", 30_000, 40_000)
+            .await
+            .unwrap();
+        assert_eq!(&got[..], &block[30_000..70_000]);
+        let tail = c.get("v/chunks/0/0/9_0_100000", 99_990, 100).await.unwrap();
+        assert_eq!(&tail[..], &block[99_990..]);
+        // one byte changed behind the cache's back: not served, dropped
+        let f = OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(b"X", data_start(100_000) + 50_000).unwrap();
+        assert_eq!(
+            &c.get("v/chunks/0/0/9_0_100000", 0, 10).await.unwrap()[..],
+            &block[..10],
+            "the pieces not touched are still good"
+        );
+        assert!(c
+            .get("v/chunks/0/0/9_0_100000", 49_000, 2_000)
+            .await
+            .is_none());
+        assert!(!file.exists());
+        assert_eq!(c.used(), 0);
+        // a file of another format is dropped too
+        std::fs::write(root.join("v/chunks/0/0/8_0_4"), b"abcd").unwrap();
+        let c = DiskCache::open(&root, 1 << 30, 0.0).unwrap();
+        assert!(c.get("v/chunks/0/0/8_0_4", 0, 4).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn nothing_is_cached_below_the_free_space_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = DiskCache::open(dir.path(), 1 << 30, 1.01).unwrap();
+        c.put("k", Bytes::from_static(b"abcd")).await;
+        assert_eq!(c.used(), 0);
+        assert!(!dir.path().join("k").exists());
+    }
+
+    #[test]
+    fn another_users_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(12345), None).unwrap();
+        let e = DiskCache::open(&theirs, 1 << 20, 0.0).err().unwrap();
+        assert!(e.to_string().contains("belongs to uid 12345"), "{e}");
     }
 }
