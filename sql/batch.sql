@@ -28,7 +28,7 @@ BEGIN
     IF v_zero IS NULL THEN
         RETURN;
     END IF;
-    IF p_sid > 0 AND cardinality(p_open_inodes) > 0 AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+    IF p_sid > 0 AND cardinality(p_open_inodes) > 0 AND coalesce(_may_act_for(p_sid), false) THEN
         SELECT coalesce(array_agg(z), '{}') INTO v_keep FROM unnest(v_zero) z WHERE z = ANY (p_open_inodes);
         UPDATE node SET nlink = 0, ctime = p_now WHERE inode = ANY (v_keep);
         INSERT INTO sustained (sid, inode) SELECT p_sid, k FROM unnest(v_keep) k ON CONFLICT DO NOTHING;

@@ -244,7 +244,7 @@ $$;
 CREATE FUNCTION _keep_open(p_inode bigint, p_sid bigint, p_open_inodes bigint[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_sid > 0 AND p_inode = ANY (p_open_inodes) AND EXISTS (SELECT 1 FROM session WHERE sid = p_sid) THEN
+    IF p_sid > 0 AND p_inode = ANY (p_open_inodes) AND coalesce(_may_act_for(p_sid), false) THEN
         UPDATE node SET nlink = 0, ctime = _now() WHERE inode = p_inode;
         INSERT INTO sustained (sid, inode) VALUES (p_sid, p_inode) ON CONFLICT DO NOTHING;
         RETURN true;
@@ -257,6 +257,34 @@ BEGIN
         END IF;
     END IF;
     RETURN false;
+END
+$$;
+
+-- Whether the caller's login role administers jfs: a superuser, or a role
+-- granted the procedures of administration (jfs.grant_admin).
+CREATE FUNCTION _is_admin() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+        OR pg_catalog.has_function_privilege(session_user, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
+$$;
+
+-- Whether the caller may act for session p_sid: its login role registered
+-- it (or the session is from before sessions had roles), or it is an
+-- administrator. NULL when there is no such session.
+CREATE FUNCTION _may_act_for(p_sid bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT s.role IS NULL OR s.role = session_user OR _is_admin() FROM session s WHERE s.sid = p_sid
+$$;
+
+-- Refuses a call about session p_sid made by another role than the one
+-- that registered it (a client role cannot act as another mount).
+CREATE FUNCTION _check_session(p_sid bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT coalesce(_may_act_for(p_sid), true) THEN
+        RAISE EXCEPTION 'jfs: session % was registered by another role', p_sid
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
 END
 $$;
 

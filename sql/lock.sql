@@ -56,6 +56,7 @@ BEGIN
     IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
         RETURN 22;
     END IF;
+    PERFORM _check_session(p_sid);
     PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
     IF NOT FOUND THEN
         RETURN 37;
@@ -129,6 +130,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM _begin();
+    PERFORM _check_session(p_sid);
     DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
     DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
     GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -139,8 +141,11 @@ $$;
 -- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
 -- wait was interrupted): deadlock detection stops following it at once.
 CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+END
 $$;
 
 -- Who holds which locks, for people: the file's path, the session's host.

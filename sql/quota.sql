@@ -206,7 +206,8 @@ END
 $$;
 
 -- Recounts quotas (all, or one kind, or one key) from the namespace beside
--- their counters; with p_repair, writes the recount where they differ (and,
+-- their counters; with p_repair (administration: it locks every writer
+-- out while it counts), writes the recount where they differ (and,
 -- when checking all, recounts every directory's dir_stats too). Metadata
 -- changes wait while a repair counts.
 CREATE FUNCTION check_quota(p_kind text DEFAULT NULL, p_key bigint DEFAULT NULL, p_repair boolean DEFAULT false)
@@ -219,6 +220,10 @@ DECLARE
     u record;
 BEGIN
     IF p_repair THEN
+        IF NOT _is_admin() THEN
+            RAISE EXCEPTION 'jfs: repairing quotas is administration (jfs.grant_admin)'
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
         LOCK TABLE node IN EXCLUSIVE MODE;
     END IF;
     FOR q IN SELECT x.kind, x.key FROM quota x

@@ -27,7 +27,9 @@
 --             At zero the slice moves to delslice.
 -- symlink     inode -> target bytes.
 -- xattr       (inode, name bytea) -> value bytea.
--- session     sid -> a mounted client: host, pid, info, start and last heartbeat.
+-- session     sid -> a mounted client: host, pid, info, start and last heartbeat,
+--             the role that registered it (only it, or an administrator, acts
+--             for it), and how long it may stay silent.
 -- sustained   (sid, inode): inodes with nlink 0 still open in that session.
 -- unlinked    inode -> at: files without names kept a moment for other mounts.
 -- plock       (inode, sid, owner, lstart) -> fcntl and flock locks: type, last byte, pid.
@@ -56,8 +58,9 @@
 --             a move into the trash or a clone put it; inode2: the node a
 --             rename replaced or exchanged, a clone's source; uid, gid: the
 --             node's owner after the change; session: the mount that did it
---             (its connections' application_name is jfs:SID; NULL for SQL
---             run by people).
+--             (its connections' application_name is jfs:SID, believed only
+--             from the role that registered that session; NULL for SQL run
+--             by people).
 --
 -- Space is charged in 4 KiB units of file length (directories and symlinks one
 -- unit each); every node counts one inode.
@@ -180,7 +183,13 @@ CREATE TABLE session (
     pid        integer     NOT NULL DEFAULT 0,
     info       jsonb       NOT NULL DEFAULT '{}',
     started    timestamptz NOT NULL DEFAULT now(),
-    heartbeat  timestamptz NOT NULL DEFAULT now()
+    heartbeat  timestamptz NOT NULL DEFAULT now(),
+    -- the login role that registered it: only that role (or an
+    -- administrator) acts for it; NULL for sessions from before 0.2.4
+    role       name        DEFAULT session_user,
+    -- how long it may stay silent before others end it (its mount's
+    -- --session-timeout; NULL: as the cleaning mount says)
+    session_timeout interval
 );
 
 CREATE TABLE sustained (
@@ -283,6 +292,19 @@ CREATE TABLE acl (
 
 CREATE SEQUENCE change_id;
 
+-- The session a change is logged under: the one the connection names in
+-- its application_name (jfs:SID, as a mount's connections do), if the
+-- caller's login role registered it; NULL otherwise (every mount then
+-- applies the change). Another role cannot make its changes pass for a
+-- mount's own, which that mount would skip.
+CREATE FUNCTION _change_session() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT s.sid FROM session s
+     WHERE s.sid = substring(pg_catalog.current_setting('application_name')
+                             FROM '^jfs:([0-9]{1,18})$')::bigint
+       AND (s.role IS NULL OR s.role = session_user)
+$$;
+
 CREATE TABLE change (
     id      bigint      PRIMARY KEY DEFAULT nextval('change_id'),
     xid     xid8        NOT NULL DEFAULT pg_current_xact_id(),
@@ -296,7 +318,7 @@ CREATE TABLE change (
     inode2  bigint,
     uid     bigint,
     gid     bigint,
-    session bigint      DEFAULT substring(current_setting('application_name') FROM '^jfs:([0-9]{1,18})$')::bigint
+    session bigint      DEFAULT _change_session()
 );
 CREATE INDEX change_xid ON change (xid, id);
 

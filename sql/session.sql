@@ -8,12 +8,25 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     RETURNING sid
 $$;
 
+-- A new session of the caller's login role (only it, or an administrator,
+-- acts for it), which other mounts end only after p_timeout without a
+-- heartbeat (its mount's --session-timeout, at least a second).
+CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    INSERT INTO session (host, pid, info, session_timeout)
+    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
+            greatest(coalesce(p_timeout, '5 minutes'), '1 second'))
+    RETURNING sid
+$$;
+
 -- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
 -- register again (and its sustained inodes are gone).
 CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     PERFORM _begin();
+    PERFORM _check_session(p_sid);
     UPDATE session SET heartbeat = now() WHERE sid = p_sid;
     RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
 END
@@ -45,6 +58,7 @@ CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     PERFORM _begin();
+    PERFORM _check_session(p_sid);
     PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 2;
@@ -54,8 +68,9 @@ BEGIN
 END
 $$;
 
--- Ends every session whose last heartbeat is older than p_timeout; any
--- client may call it. Returns the number of sessions ended.
+-- Ends every session whose last heartbeat is older than p_timeout and than
+-- the session's own timeout (so no caller can end a live one); any client
+-- may call it. Returns the number of sessions ended.
 CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -63,7 +78,9 @@ DECLARE
     v_count integer := 0;
 BEGIN
     PERFORM _begin();
-    FOR v_sid IN SELECT sid FROM session WHERE heartbeat < now() - p_timeout ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
+    FOR v_sid IN SELECT sid FROM session
+                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
+                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
         PERFORM _end_session(v_sid);
         v_count := v_count + 1;
     END LOOP;
@@ -77,6 +94,7 @@ CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     PERFORM _begin();
+    PERFORM _check_session(p_sid);
     PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
     DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
     IF NOT FOUND THEN
@@ -108,6 +126,7 @@ CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
     PERFORM _begin();
+    PERFORM _check_session(p_sid);
     PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
     IF NOT FOUND THEN
         RETURN '{}';

@@ -86,7 +86,9 @@ pub struct MountArgs {
     /// Seconds between session heartbeats
     #[arg(long, default_value_t = 12)]
     heartbeat: u64,
-    /// Seconds without a heartbeat after which a session counts as dead
+    /// Seconds without a heartbeat after which other mounts end this mount's
+    /// session (it declares them when it registers; heartbeats come at
+    /// least three times as often)
     #[arg(long, default_value_t = 300)]
     session_timeout: u64,
     /// Seconds between runs that delete the objects of deleted data
@@ -141,6 +143,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         _ => return Err(format!("{text:?}: the unit is s, m, h or d")),
     };
     Ok(Duration::from_secs(n.saturating_mul(unit_secs)))
+}
+
+/// The session timeout of `--session-timeout SECONDS` (at least 2 s).
+fn session_timeout(secs: u64) -> Duration {
+    Duration::from_secs(secs.max(2))
 }
 
 fn default_log() -> PathBuf {
@@ -354,7 +361,12 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         // the last step that can fail comes before the session exists,
         // or takes it away again: a failed mount leaves no session row
         let sid = meta
-            .session_register(&host, std::process::id() as i32, &info)
+            .session_register(
+                &host,
+                std::process::id() as i32,
+                &info,
+                session_timeout(a.session_timeout),
+            )
             .await?;
         let meta = match meta.for_session(sid) {
             Ok(m) => m,
@@ -397,8 +409,11 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         background::spawn(
             vfs.clone(),
             BackgroundConfig {
-                heartbeat: Duration::from_secs(a.heartbeat.max(1)),
-                session_timeout: Duration::from_secs(a.session_timeout.max(2)),
+                // (at least three heartbeats within the session's own timeout:
+                // other mounts end it after that much silence)
+                heartbeat: Duration::from_secs(a.heartbeat.max(1))
+                    .min(session_timeout(a.session_timeout) / 3),
+                session_timeout: session_timeout(a.session_timeout),
                 gc_interval: Duration::from_secs(a.gc_interval.max(1)),
                 gc_delay: Duration::from_secs(a.gc_delay),
                 backup_meta: a.backup_meta,

@@ -85,7 +85,7 @@ struct CheckArgs {
     meta_url: String,
     #[command(flatten)]
     target: Target,
-    /// Write the recount where the counters drifted
+    /// Write the recount where the counters drifted (administration: an admin role's META_URL)
     #[arg(long)]
     repair: bool,
 }

@@ -22,11 +22,20 @@ pub fn session_application_name(sid: i64) -> String {
 }
 
 impl Meta {
-    pub async fn session_register(&self, host: &str, pid: i32, info: &str) -> Result<i64> {
+    /// A new session of this client's role (`jfs.session_open`), which
+    /// other mounts end only after `timeout` without a heartbeat.
+    pub async fn session_register(
+        &self,
+        host: &str,
+        pid: i32,
+        info: &str,
+        timeout: std::time::Duration,
+    ) -> Result<i64> {
+        let timeout = format!("{} milliseconds", timeout.as_millis());
         let row = self
             .call_one(
-                "SELECT jfs.session_register($1, $2, $3::text::jsonb) AS sid",
-                &[&host, &pid, &info],
+                "SELECT jfs.session_open($1, $2, $3::text::jsonb, $4::text::interval) AS sid",
+                &[&host, &pid, &info, &timeout],
             )
             .await?;
         Ok(row.try_get("sid")?)

@@ -69,7 +69,12 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                     );
                     match v
                         .meta
-                        .session_register(&host, std::process::id() as i32, &info)
+                        .session_register(
+                            &host,
+                            std::process::id() as i32,
+                            &info,
+                            c.session_timeout,
+                        )
                         .await
                     {
                         Ok(sid) => {

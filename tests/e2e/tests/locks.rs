@@ -175,7 +175,8 @@ fn a_blocked_lock_is_interrupted_by_a_signal_and_a_deadlock_is_reported() {
 #[test]
 fn the_locks_of_a_crashed_mount_go_with_its_session() {
     let v = Volume::new("locks-crash");
-    let a = v.mount("a", &[]);
+    // (a session is ended only after the timeout its own mount declared)
+    let a = v.mount("a", &["--heartbeat", "1", "--session-timeout", "3"]);
     std::fs::write(a.p("f"), b"x").unwrap();
     std::fs::write(a.p("g"), b"x").unwrap();
     let mut la = Locker::open(&a.p("f"));

@@ -11,7 +11,8 @@ use jfs_e2e::{eventually, pattern, Volume};
 #[test]
 fn a_dead_session_is_cleaned_by_another_mount() {
     let v = Volume::new("deadsession");
-    let a = v.mount("a", &["--heartbeat", "1"]);
+    // (a session is ended only after the timeout its own mount declared)
+    let a = v.mount("a", &["--heartbeat", "1", "--session-timeout", "3"]);
     fs::write(a.p("held"), pattern(8, 5 << 20)).unwrap();
     fs::write(a.p("kept"), b"kept").unwrap();
     let objects_with_held = v.objects().len();
@@ -86,4 +87,80 @@ fn directory_attributes_follow_changes_here_and_elsewhere() {
             == 0o700),
         "mode change on mount b never reached mount a"
     );
+}
+
+/// Runs SQL as `role` over the test cluster's socket, with `app_name` as
+/// the connection's application_name; psql's output, or its error.
+fn psql_as(role: &str, app_name: &str, db: &str, sql: &str) -> Result<String, String> {
+    let out = std::process::Command::new("psql")
+        .args([
+            "-XAtq",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-U",
+            role,
+            "-d",
+            db,
+            "-c",
+            sql,
+        ])
+        .env("PGAPPNAME", app_name)
+        .output()
+        .unwrap();
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+    }
+}
+
+#[test]
+fn another_client_role_cannot_act_as_a_mount() {
+    const INTRUDER: &str = "jfs_e2e_intruder";
+    let v = Volume::new("intruder");
+    jfs_e2e::psql(
+        "postgres",
+        &format!(
+            "DO $$ BEGIN CREATE ROLE {INTRUDER} LOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+        ),
+    );
+    v.sql(&format!("SELECT jfs.grant_client('{INTRUDER}')"));
+    let m = v.mount("a", &["--attr-cache", "60", "--entry-cache", "60"]);
+    fs::write(m.p("f"), b"f").unwrap();
+    let inode = fs::metadata(m.p("f")).unwrap().ino();
+    assert_eq!(fs::metadata(m.p("f")).unwrap().mode() & 0o777, 0o644);
+    let sid = v.sql("SELECT sid FROM jfs.session");
+    let mount_name = format!("jfs:{sid}");
+    let intruder = |sql: &str| psql_as(INTRUDER, &mount_name, &v.db, sql);
+
+    // a change made under the mount's name is still the intruder's: the
+    // mount applies it (it would skip its own, and show 644 for a minute)
+    intruder(&format!("SELECT errno FROM jfs.setattr({inode}, 1, 384)")).unwrap();
+    assert!(
+        eventually(5, || fs::metadata(m.p("f")).unwrap().mode() & 0o777
+            == 0o600),
+        "the mount took the intruder's change for its own"
+    );
+    // it cannot end, close or speak for the live mount's session
+    assert_eq!(intruder("SELECT jfs.session_cleanup('0')").unwrap(), "0");
+    for call in [
+        format!("SELECT jfs.session_close({sid})"),
+        format!("SELECT jfs.session_heartbeat({sid})"),
+        format!("SELECT jfs.setlk({inode}, {sid}, 1, 1, 0, 9, 1)"),
+        format!("SELECT jfs.unlock_owner({inode}, {sid}, 1)"),
+        format!("SELECT jfs.sustain({sid}, ARRAY[{inode}]::bigint[])"),
+        format!("SELECT jfs.release({sid}, {inode})"),
+        "SELECT count(*) FROM jfs.check_quota(NULL, NULL, true)".to_string(),
+    ] {
+        let refused = intruder(&call).expect_err(&call);
+        assert!(
+            refused.contains("another role") || refused.contains("administration"),
+            "{call}: {refused}"
+        );
+    }
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.session"), "1");
+    // and the mount goes on
+    fs::write(m.p("g"), b"g").unwrap();
+    assert_eq!(fs::read(m.p("g")).unwrap(), b"g");
+    v.sql(&format!("DROP OWNED BY {INTRUDER}"));
 }

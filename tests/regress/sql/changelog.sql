@@ -8,6 +8,8 @@ SELECT errno FROM jfs.format('regress');
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- a mount's connections are named jfs:SID: its changes carry the session
+-- (one its role opened: here session 42, the superuser's)
+INSERT INTO jfs.session (sid, host) VALUES (42, 'regress');
 SET application_name = 'jfs:42';
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 1000, 100) \gset
 SELECT inode AS f FROM jfs.mknod(:d, 'f', 1, 420, 1000, 100) \gset
