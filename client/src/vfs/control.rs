@@ -3,7 +3,7 @@
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
-use super::control_auth::Requester;
+use super::control_auth::{Part, Removable, Requester};
 use super::layout::{slice_blocks, CHUNK_SIZE};
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
@@ -141,7 +141,9 @@ impl Vfs {
         if self.config.read_only {
             return Err(std::io::Error::from_raw_os_error(libc::EROFS).to_string());
         }
-        self.may_remove_tree(parent, name, who).await?;
+        if let Removable::Part(part) = self.removable_tree(parent, name, who).await? {
+            return self.remove_part(part).await;
+        }
         let (removed, done) = self
             .meta
             .rmr(parent, name, RMR_STEP, self.sid(), &self.open_inodes())
@@ -153,6 +155,33 @@ impl Vfs {
         Ok(format!(
             "removed {removed} {}\n",
             if done { "done" } else { "more" }
+        ))
+    }
+
+    /// Removes what a caller may remove of a tree that holds entries it may
+    /// not (each removable subtree in steps of [`RMR_STEP`]), as `rm -rf`
+    /// does: answers an error naming what was left.
+    async fn remove_part(&self, part: Part) -> Result<String, String> {
+        let mut removed = 0;
+        for (dir, name) in &part.whole {
+            loop {
+                let (n, done) = self
+                    .meta
+                    .rmr(*dir, name, RMR_STEP, self.sid(), &self.open_inodes())
+                    .await
+                    .map_err(|e| format!("removed {removed}, then: {e}"))?;
+                removed += n;
+                if done {
+                    break;
+                }
+            }
+            self.forget_entry(*dir, name);
+        }
+        Err(format!(
+            "removed {removed}; left {} entries it may not remove (the first: {}): {}",
+            part.refused,
+            part.first_refused,
+            std::io::Error::from_raw_os_error(libc::EACCES)
         ))
     }
 

@@ -4,7 +4,8 @@
 //! mount, and its requests name inodes, so each one is checked for the
 //! uid, gid and supplementary groups of the process that wrote it: `rmr`
 //! as `rm -rf` would (read, write and search on every directory it removes
-//! from, the sticky bit's rules), `clone` as `cp -r` (read on every source
+//! from, the sticky bit's rules; what it may not remove is left and
+//! reported), `clone` as `cp -r` (read on every source
 //! file, read and search on every source directory, write and search on the
 //! destination), `compact` write on its target, `info` search on the path.
 //! An inode outside the mount's `--subdir` is refused for everyone.
@@ -23,6 +24,33 @@ const SEARCH: u32 = 1;
 
 /// Entries read per page when a tree is checked.
 const PAGE: i32 = 1000;
+
+/// What a caller may remove of a tree.
+#[derive(Debug)]
+pub(super) enum Removable {
+    /// All of it.
+    Whole,
+    /// Some of it.
+    Part(Part),
+}
+
+/// The part of a tree a caller may remove.
+#[derive(Debug)]
+pub(super) struct Part {
+    /// Entries (directory, name) it may remove whole.
+    pub whole: Vec<(u64, Vec<u8>)>,
+    /// How many entries it may not remove (left, with what leads to them).
+    pub refused: u64,
+    /// The first of them, for the answer.
+    pub first_refused: String,
+}
+
+impl Part {
+    fn merge(&mut self, other: Part) {
+        self.whole.extend(other.whole);
+        self.refused += other.refused;
+    }
+}
 
 /// The writer of a control request, with its supplementary groups.
 #[derive(Debug, Clone)]
@@ -146,33 +174,95 @@ impl Vfs {
             .map_err(|e| os_error(e.errno()))
     }
 
-    /// Checks that `who` may remove entry `name` of `parent` and everything
-    /// below it, as `rm -rf` would need to.
-    pub(super) async fn may_remove_tree(
+    /// What `who` may remove of entry `name` of `parent` and everything
+    /// below it, as `rm -rf` would find out: every directory it removes
+    /// from needs read, write and search (and, if sticky, to own the entry
+    /// or the directory); what it may not remove is left.
+    pub(super) async fn removable_tree(
         &self,
         parent: u64,
         name: &[u8],
         who: &Requester,
-    ) -> Result<(), String> {
+    ) -> Result<Removable, String> {
         let dir = self.reach(parent, who).await?;
+        if !who.may(&dir, SEARCH) {
+            return Err(denied("no search permission on the directory", parent));
+        }
         let top = self
             .meta
             .lookup(parent, name)
             .await
             .map_err(|e| os_error(e.errno()))?;
-        if !who.may_unlink(&dir, &top) {
-            return Err(denied("may not remove entries of the directory", parent));
+        if who.is_root() {
+            return Ok(Removable::Whole);
         }
-        if who.is_root() || top.kind != NodeType::Dir {
-            return Ok(());
+        self.removable(&dir, &top, name, who).await
+    }
+
+    /// [`Vfs::removable_tree`] for an entry whose directory's attributes
+    /// are known.
+    async fn removable(
+        &self,
+        dir: &Attr,
+        entry: &Attr,
+        name: &[u8],
+        who: &Requester,
+    ) -> Result<Removable, String> {
+        let itself = who.may_unlink(dir, entry);
+        let refused = || Part {
+            whole: Vec::new(),
+            refused: 1,
+            first_refused: format!(
+                "{:?} in directory inode {}",
+                String::from_utf8_lossy(name),
+                dir.inode
+            ),
+        };
+        if entry.kind != NodeType::Dir || !who.may(entry, READ | WRITE | SEARCH) {
+            // (a directory it may not empty is left whole)
+            return Ok(match itself && entry.kind != NodeType::Dir {
+                true => Removable::Whole,
+                false => Removable::Part(refused()),
+            });
         }
-        self.walk(top, |dir, entry| {
-            if !who.may(dir, READ) || !who.may_unlink(dir, entry) {
-                return Err(denied("may not remove entries of the directory", dir.inode));
+        let mut whole_here = Vec::new();
+        let mut part: Option<Part> = None;
+        let mut cookie = 0;
+        loop {
+            let page = self
+                .meta
+                .readdirplus(entry.inode, cookie, PAGE)
+                .await
+                .map_err(|e| os_error(e.errno()))?;
+            for child in &page {
+                match Box::pin(self.removable(entry, &child.attr, &child.name, who)).await? {
+                    Removable::Whole => whole_here.push((entry.inode, child.name.clone())),
+                    Removable::Part(p) => match part.as_mut() {
+                        Some(acc) => acc.merge(p),
+                        None => part = Some(p),
+                    },
+                }
             }
-            Ok(())
-        })
-        .await
+            match page.last() {
+                Some(last) if page.len() == PAGE as usize => cookie = last.cookie,
+                _ => break,
+            }
+        }
+        let mut part = match (part, itself) {
+            (None, true) => return Ok(Removable::Whole),
+            (None, false) => Part {
+                whole: Vec::new(),
+                ..refused()
+            },
+            (Some(mut p), itself) => {
+                if !itself {
+                    p.refused += 1;
+                }
+                p
+            }
+        };
+        part.whole.extend(whole_here);
+        Ok(Removable::Part(part))
     }
 
     /// Checks that `who` may copy `src` and everything below it, as

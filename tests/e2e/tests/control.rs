@@ -100,8 +100,12 @@ fn control_requests_are_checked_as_the_system_calls_they_stand_for() {
     dir(&p("home/bob/tree"), 0o755, BOB, BOB);
     dir(&p("home/bob/tree/sub"), 0o755, BOB, BOB);
     file(&p("home/bob/tree/sub/file"), 0o644, BOB, BOB);
+    dir(&p("home/bob/mixed"), 0o755, BOB, BOB);
+    file(&p("home/bob/mixed/mine"), 0o644, BOB, BOB);
+    dir(&p("home/bob/mixed/hers"), 0o755, ALICE, ALICE);
+    file(&p("home/bob/mixed/hers/f"), 0o644, ALICE, ALICE);
     dir(&p("shared"), 0o1777, 0, 0);
-    dir(&p("shared/alices"), 0o777, ALICE, ALICE);
+    dir(&p("shared/alices"), 0o755, ALICE, ALICE);
     file(&p("shared/alices/f"), 0o666, ALICE, ALICE);
     dir(&p("team"), 0o770, 0, TEAM);
     dir(&p("team/work"), 0o770, 0, TEAM);
@@ -121,6 +125,15 @@ fn control_requests_are_checked_as_the_system_calls_they_stand_for() {
     );
     assert!(p("home/alice/secret").exists() && p("shared/alices/f").exists());
     assert!(p("home/alice/sub/notes").exists());
+    // in a tree of his holding a directory of hers, he removes what rm -rf
+    // would: his file; hers and the way to it are left, and said so
+    let answer = bob(format!("rmr {} {}", ino(&p("home/bob")), hex("mixed")));
+    assert!(
+        refused(&answer) && answer.contains("removed 1; left 1"),
+        "rmr of a tree with another user's directory: {answer}"
+    );
+    assert!(!p("home/bob/mixed/mine").exists());
+    assert!(p("home/bob/mixed/hers/f").exists());
 
     // clone as cp -r: a tree with a directory he cannot read, a file he
     // cannot read, or a destination he cannot write is refused
