@@ -7,7 +7,7 @@ step() { printf '\n==> %s\n' "$*"; }
 need_apt=()
 for pkg in build-essential pkg-config clang libclang-dev cmake postgresql-15 \
            postgresql-server-dev-15 postgresql-contrib fuse3 sudo python3-venv \
-           acl rsync pgbouncer time; do
+           acl rsync pgbouncer time openssl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -18,6 +18,7 @@ mod quota;
 mod range;
 mod session;
 mod tier;
+mod tls;
 mod trash;
 mod version;
 mod volume;
@@ -32,7 +33,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use deadpool_postgres::Hook;
 use deadpool_postgres::{HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub use acl::{
     AclEntry, AclKind, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ,
@@ -48,6 +50,7 @@ pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};
 pub use session::session_application_name;
 pub use tier::TierSlice;
+use tls::TlsOptions;
 pub use version::{check_extension_version, VERSION_TEXT};
 pub use volume::{FormatRequest, Statfs, VolumeInfo};
 
@@ -266,6 +269,8 @@ pub fn redact_url(meta_url: &str) -> String {
 pub struct Meta {
     pool: Pool,
     config: tokio_postgres::Config,
+    /// TLS as META_URL asks for it (see `tls`).
+    tls: MakeRustlsConnect,
     /// No named prepared statements (META_URL's `pgbouncer=true`): each
     /// call is one unnamed statement with its parameters' types, which
     /// PgBouncer in transaction mode can send to any server connection.
@@ -598,6 +603,10 @@ impl Meta {
 
     fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
         let (meta_url, unnamed_statements) = split_pooler_option(meta_url);
+        let (meta_url, tls) = TlsOptions::split(&meta_url);
+        let (ssl_mode, tls) = tls
+            .connector()
+            .map_err(|e| anyhow::anyhow!("META_URL {}: {e}", redact_url(&meta_url)))?;
         let mut config = tokio_postgres::Config::from_str(&meta_url).map_err(|e| {
             anyhow::anyhow!(
                 "bad META_URL {}: {e}; expected postgres://user:password@host:port/database",
@@ -614,11 +623,13 @@ impl Meta {
         }
         config.keepalives_idle(Duration::from_secs(30));
         config.application_name("jfs");
+        config.ssl_mode(ssl_mode);
         let incarnations = Arc::<Incarnations>::default();
-        let pool = build_pool(&config, max_connections, &incarnations)?;
+        let pool = build_pool(&config, &tls, max_connections, &incarnations)?;
         Ok(Meta {
             pool,
             config,
+            tls,
             unnamed_statements,
             incarnations,
             read_only: Arc::default(),
@@ -636,7 +647,12 @@ impl Meta {
     pub fn for_session(&self, sid: i64) -> anyhow::Result<Meta> {
         let mut config = self.config.clone();
         config.application_name(session_application_name(sid));
-        let pool = build_pool(&config, self.pool.status().max_size, &self.incarnations)?;
+        let pool = build_pool(
+            &config,
+            &self.tls,
+            self.pool.status().max_size,
+            &self.incarnations,
+        )?;
         Ok(Meta {
             pool,
             config,
@@ -659,7 +675,7 @@ impl Meta {
     /// wakes no other thread but PostgreSQL's. Each such thread holds one
     /// connection besides the shared pool.
     pub fn use_thread_connection(&self) -> anyhow::Result<()> {
-        let pool = build_pool(&self.config, 1, &self.incarnations)?;
+        let pool = build_pool(&self.config, &self.tls, 1, &self.incarnations)?;
         THREAD_POOL.with(|p| *p.borrow_mut() = Some(pool));
         Ok(())
     }
@@ -893,13 +909,14 @@ impl Meta {
 /// reached, so that a commit sent on it is stamped with the right epoch.
 fn build_pool(
     config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
     max_connections: usize,
     incarnations: &Arc<Incarnations>,
 ) -> anyhow::Result<Pool> {
     let observer = incarnations.clone();
     let manager = Manager::from_config(
         config.clone(),
-        NoTls,
+        tls.clone(),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -935,10 +952,18 @@ fn build_pool(
 }
 
 fn unreachable(meta_url: &str, e: deadpool_postgres::PoolError) -> anyhow::Error {
+    let cause = with_causes(&e);
+    let hint = match cause.contains("invalid peer certificate") {
+        true => {
+            " (the server's TLS certificate was refused: sslrootcert in META_URL names the \
+                  CA that signed it, and with sslmode=verify-full the host in META_URL must be \
+                  one the certificate is for)"
+        }
+        false => "",
+    };
     anyhow::anyhow!(
-        "cannot connect to the metadata database {}: {}",
-        redact_url(meta_url),
-        with_causes(&e)
+        "cannot connect to the metadata database {}: {cause}{hint}",
+        redact_url(meta_url)
     )
 }
 
