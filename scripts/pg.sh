@@ -9,6 +9,33 @@ as_postgres() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# private_dir DIR [OWNER [MODE]]: makes DIR (MODE, 0700 by default; owned
+# by OWNER when run as root), or checks that an existing DIR is a real
+# directory of this user (or OWNER): never a symbolic link, never another
+# user's, so nothing planted in a shared place (/var/tmp) is followed or
+# written into.
+private_dir() {
+  local dir=$1 owner=${2:-} mode=${3:-700}
+  if [ -L "$dir" ]; then
+    echo "$dir is a symbolic link: refusing to use it (remove it, or choose another directory)" >&2
+    return 1
+  fi
+  if [ -e "$dir" ]; then
+    local uid
+    uid=$(stat -c %u "$dir")
+    if [ "$uid" != "$(id -u)" ] && { [ -z "$owner" ] || [ "$uid" != "$(id -u "$owner")" ]; }; then
+      echo "$dir belongs to uid $uid, not to you: refusing to use it (choose another directory)" >&2
+      return 1
+    fi
+  else
+    mkdir -p -m 0700 "$dir"
+  fi
+  if [ -n "$owner" ] && [ "$(id -u)" -eq 0 ]; then
+    chown "$owner:$owner" "$dir"
+  fi
+  chmod "$mode" "$dir"
+}
+
 # A free TCP port on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -18,29 +45,43 @@ free_port() {
 # unix socket in DIR (and on LISTEN, e.g. 127.0.0.1, if given). The settings
 # live in DIR/data/jfs.conf, so a plain `pg_ctl -D DIR/data start` (as the
 # fault tests do) comes back on the same socket and port.
+#
+# Private to the postgres user (and root): DIR is 0700, and so is the
+# socket, which trusts whoever reaches it; TCP asks for a password
+# (scram-sha-256), never trust. A DIR that is a symbolic link, or that
+# another user owns, is refused.
 cluster_start() {
   local dir=$1 port=$2 listen=${3:-}
-  mkdir -p "$dir"
-  chmod 755 "$dir"
-  [ "$(id -u)" -ne 0 ] || chown postgres:postgres "$dir"
+  private_dir "$dir" postgres || return 1
   if [ ! -f "$dir/data/PG_VERSION" ]; then
-    as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+    as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+      -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; echo "initdb of $dir/data failed" >&2; return 1; }
     echo "include 'jfs.conf'" | as_postgres tee -a "$dir/data/postgresql.conf" >/dev/null
   fi
-  if as_postgres "$PGBIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-    return 0
-  fi
+  # (written at every start: a cluster made by an older jfs trusted TCP)
+  as_postgres tee "$dir/data/pg_hba.conf" >/dev/null <<HBA
+local all all trust
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+HBA
   as_postgres tee "$dir/data/jfs.conf" >/dev/null <<CONF
 port = $port
 unix_socket_directories = '$dir'
+unix_socket_permissions = 0700
 listen_addresses = '$listen'
+password_encryption = 'scram-sha-256'
 max_connections = 200
 shared_buffers = 256MB
 # batches (rmr, clone) write ~100 MB of WAL per 100,000 files: room for it
 wal_buffers = 64MB
 max_wal_size = 4GB
 CONF
+  if as_postgres "$PGBIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    # running already: the access rules above apply from now on
+    as_postgres "$PGBIN/pg_ctl" -D "$dir/data" reload >/dev/null
+    return 0
+  fi
   as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; echo "PostgreSQL in $dir did not start (log: $dir/postgres.log)" >&2; return 1; }
 }

@@ -62,7 +62,8 @@ echo "==> starting a private PostgreSQL 15 in $tmp/pg (socket, port $port)"
 cluster_start "$tmp/pg" "$port"
 export PGHOST="$tmp/pg" PGPORT=$port PGUSER=postgres PGDUMPFILE="$tmp/dump.pgc"
 export JFS_TEST_PGDATA="$tmp/pg/data" JFS_BIN="$root/target/debug/jfs"
-mkdir -p "$tmp/out"; [ "$(id -u)" -ne 0 ] || chmod 777 "$tmp/out"
+# (the results: root and the server's postgres user write there, nobody else)
+mkdir -p -m 0700 "$tmp/out"; [ "$(id -u)" -ne 0 ] || chown postgres "$tmp/out"
 
 # run_suite NAME RUNNER ARGS...: runs a pg_regress-style suite, counts its results
 passed=0; failed=0

@@ -1,4 +1,5 @@
 //! `jfs mount`: serve a volume through FUSE, in the foreground or as a daemon (-d).
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -192,11 +193,20 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // (a symbolic link planted where the log goes is not followed: the
+    // mount often runs as root)
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&log)
-        .with_context(|| format!("cannot open the log file {}", log.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot open the log file {} (a symbolic link is not followed)",
+                log.display()
+            )
+        })?;
     let start_len = out.metadata().map(|m| m.len()).unwrap_or(0);
     let exe = std::env::current_exe()?;
     let mut args: Vec<String> = vec!["mount".into(), URL_FROM_ENV.into()];

@@ -335,3 +335,26 @@ fn writes_pending_through_an_outage_are_kept_until_stored() {
     assert!(got[1_000_000..] == bytes_of(2, 50_000)[..], "second write");
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+#[test]
+fn a_log_path_planted_as_a_symbolic_link_is_not_followed() {
+    let _one = alone();
+    let v = Volume::new("log-symlink");
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"keep me").unwrap();
+    let log = dir.path().join("jfs.log");
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    fails_with(
+        jfs()
+            .args(["mount", &v.url])
+            .arg(&mnt)
+            .arg("-d")
+            .arg("--log")
+            .arg(&log),
+        "a symbolic link is not followed",
+    );
+    assert_eq!(fs::read(&victim).unwrap(), b"keep me");
+}
