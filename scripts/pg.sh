@@ -62,8 +62,11 @@ cluster_start() {
   # (written at every start: a cluster made by an older jfs trusted TCP)
   as_postgres tee "$dir/data/pg_hba.conf" >/dev/null <<HBA
 local all all trust
+local replication all trust
 host all all 127.0.0.1/32 scram-sha-256
 host all all ::1/128 scram-sha-256
+host replication all 127.0.0.1/32 scram-sha-256
+host replication all ::1/128 scram-sha-256
 HBA
   as_postgres tee "$dir/data/jfs.conf" >/dev/null <<CONF
 port = $port
