@@ -7,7 +7,8 @@
 -- copy-on-write (a later write to either side makes new slices). Hard links
 -- inside the tree stay hard links in the clone (nlink counts the entries in
 -- the clone); a link from outside the tree is not followed. Modes and times
--- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes.
+-- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
+-- squashed role's owner ids are squashed, those the clone keeps too).
 --
 -- Snapshot: the whole source is read and copied by ONE SQL statement, so it
 -- is read under one MVCC snapshot: a write, rename or create committed while
@@ -27,7 +28,8 @@
 --
 -- Returns errno 0 with the new root's inode, the nodes created and the space
 -- charged; else errno: 2 no source / no destination directory, 20 the
--- destination parent is not a directory, 17 the name exists, 22/36 bad name,
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name
+-- or owner id,
 -- 28/122 over a limit.
 CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
                            p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
@@ -42,7 +44,11 @@ DECLARE
     v_roots bigint[];
     v_quota_errno integer := 0;
     v_owner record;
+    v_squash record := _caller_squash();
 BEGIN
+    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
+        v_errno := 22;
+    END IF;
     IF v_errno <> 0 THEN
         RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
@@ -90,7 +96,8 @@ BEGIN
         SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
     ), new_nodes AS (
         INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
-        SELECT m.new, n.type, n.mode, coalesce(p_uid, n.uid), coalesce(p_gid, n.gid), n.atime, n.mtime, v_now,
+        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
+               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
                CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
                CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
                n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used

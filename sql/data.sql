@@ -157,14 +157,19 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT count(*) FROM delslice
 $$;
 
--- The objects of these slices are deleted: drop them from the queue.
+-- The objects of these slices are deleted: drop them from the queue. Only
+-- slices kept as long as the volume retains freed objects are dropped (those
+-- pending_delslices gives): no caller can make the queue forget a slice
+-- before its objects may go.
 CREATE FUNCTION forget_delslices(p_slice_ids bigint[]) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_count integer;
 BEGIN
     PERFORM _begin();
-    DELETE FROM delslice WHERE slice_id = ANY (p_slice_ids);
+    DELETE FROM delslice d
+     WHERE d.slice_id = ANY (p_slice_ids)
+       AND d.queued_at <= now() - (SELECT s.retain_deleted FROM setting s);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END

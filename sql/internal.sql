@@ -58,6 +58,34 @@ $$;
 CREATE FUNCTION _id_ok(p_id bigint) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT p_id BETWEEN 0 AND 4294967294 $$;
 
+-- The limits (jfs.grant_client) that bind the caller's login role: its
+-- own and those of the roles it is a member of; none for a superuser.
+CREATE FUNCTION _caller_limits() RETURNS SETOF client_role
+LANGUAGE sql STABLE AS $$
+    SELECT r.* FROM client_role r JOIN pg_catalog.pg_roles g ON g.rolname = r.role
+     WHERE pg_catalog.pg_has_role(session_user, g.oid, 'MEMBER')
+       AND NOT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = session_user), false)
+$$;
+
+-- The squash of owner ids the caller is under: kind 'none'; 'root', ids 0
+-- become uid/gid; 'all', every id does (all before root, then by role).
+CREATE FUNCTION _caller_squash(OUT kind text, OUT uid bigint, OUT gid bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(c.squash, 'none'), c.squash_uid, c.squash_gid
+      FROM (SELECT 1) one LEFT JOIN LATERAL (
+          SELECT r.squash, r.squash_uid, r.squash_gid FROM _caller_limits() r
+           WHERE r.squash <> 'none'
+           ORDER BY r.squash = 'all' DESC, r.role
+           LIMIT 1) c ON true
+$$;
+
+-- Owner id p_id of a squashed call: p_to under 'all', and under 'root'
+-- when p_id is 0.
+CREATE FUNCTION _squashed(p_id bigint, p_kind text, p_to bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_kind = 'all' OR (p_kind = 'root' AND p_id = 0) THEN p_to ELSE p_id END
+$$;
+
 -- The volume's durability mode applied to this transaction. In 'fsync'
 -- mode the commit does not wait for the WAL flush (atomic, durable within
 -- the WAL writer delay); jfs.sync() waits for it. In 'always' mode every

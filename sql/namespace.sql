@@ -121,7 +121,9 @@ $$;
 -- p_inode is an id from a range the client reserved with alloc_ids (another
 -- is EINVAL); NULL allocates one here. /.trash and /.jfs.control are EEXIST
 -- (the trash's own inode makes /.trash, owned by root, 0700: EPERM else). A directory with the set-group-id bit passes its group
--- (and, to subdirectories, the bit) on.
+-- (and, to subdirectories, the bit) on. A squashed role's owner ids are
+-- squashed (_caller_squash), but for the trash's own directories. A
+-- symlink target holds no NUL byte (EINVAL).
 CREATE FUNCTION mknod(
     p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
     p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL,
@@ -136,6 +138,7 @@ DECLARE
     v_acl_tags smallint[];
     v_acl_ids bigint[];
     v_acl_perms smallint[];
+    v_squash record;
 BEGIN
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
@@ -144,7 +147,7 @@ BEGIN
     ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
           OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
         RETURN _err(22);
-    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0) THEN
+    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0 OR position('\x00'::bytea IN p_target) > 0) THEN
         RETURN _err(22);
     ELSIF p_type = 3 AND length(p_target) > 4096 THEN
         RETURN _err(36);
@@ -200,6 +203,12 @@ BEGIN
     END IF;
     n.uid := p_uid;
     n.gid := p_gid;
+    IF NOT (p_type = 2 AND p_mode & 4095 = 448 AND p_uid = 0 AND p_gid = 0
+            AND (p_inode = _trash_inode() OR p_parent = _trash_inode())) THEN
+        v_squash := _caller_squash();
+        n.uid := _squashed(p_uid, v_squash.kind, v_squash.uid);
+        n.gid := _squashed(p_gid, v_squash.kind, v_squash.gid);
+    END IF;
     IF par.mode & 1024 <> 0 THEN
         n.gid := par.gid;
         IF p_type = 2 THEN

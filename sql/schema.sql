@@ -35,6 +35,9 @@
 -- plock       (inode, sid, owner, lstart) -> fcntl and flock locks: type, last byte, pid.
 -- lock_wait   (sid, owner, inode) -> the range an owner waits for (deadlock detection).
 -- delslice    slice id -> size, queued_at: objects waiting for deletion.
+-- client_role a mount role's limits, set by jfs.grant_client: read-only,
+--             and the squash of owner ids (none, root: ids 0 become
+--             squash_uid/squash_gid, all: every id does).
 -- dir_stats   (directory inode, stripe) -> space and inodes of its direct
 --             children (entries); the sum over the stripes is the figure.
 -- quota       (kind, key) -> limits (0 = none): ('fs', 0) the volume,
@@ -243,6 +246,14 @@ CREATE TABLE delslice (
     queued_at timestamptz NOT NULL DEFAULT now()
 );
 
+CREATE TABLE client_role (
+    role       name    PRIMARY KEY,
+    read_only  boolean NOT NULL DEFAULT false,
+    squash     text    NOT NULL DEFAULT 'none' CHECK (squash IN ('none', 'root', 'all')),
+    squash_uid bigint  NOT NULL DEFAULT 65534 CHECK (squash_uid BETWEEN 0 AND 4294967294),
+    squash_gid bigint  NOT NULL DEFAULT 65534 CHECK (squash_gid BETWEEN 0 AND 4294967294)
+);
+
 CREATE TABLE dir_stats (
     inode  bigint   NOT NULL,
     stripe smallint NOT NULL,
@@ -371,6 +382,7 @@ SELECT pg_catalog.pg_extension_config_dump('unlinked', '');
 SELECT pg_catalog.pg_extension_config_dump('plock', '');
 SELECT pg_catalog.pg_extension_config_dump('lock_wait', '');
 SELECT pg_catalog.pg_extension_config_dump('delslice', '');
+SELECT pg_catalog.pg_extension_config_dump('client_role', '');
 SELECT pg_catalog.pg_extension_config_dump('dir_stats', '');
 SELECT pg_catalog.pg_extension_config_dump('quota', '');
 SELECT pg_catalog.pg_extension_config_dump('quota_usage', '');

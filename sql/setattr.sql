@@ -53,6 +53,7 @@ DECLARE
     v_new_uid bigint;
     v_new_gid bigint;
     v_truncated boolean := false;
+    v_squash record;
     f record;
     n node;
 BEGIN
@@ -91,6 +92,15 @@ BEGIN
         -- a new owner: the node's usage moves to the new user/group quotas
         v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
         v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
+        -- a squashed role gives nothing to root (root squash); under all
+        -- squash it may only give its own nodes to its own group
+        v_squash := _caller_squash();
+        IF (v_squash.kind = 'root' AND (v_new_uid = 0 OR v_new_gid = 0))
+           OR (v_squash.kind = 'all' AND (v_new_uid IS NOT NULL
+                                          OR (v_new_gid IS NOT NULL
+                                              AND (n.uid <> v_squash.uid OR v_new_gid <> v_squash.gid)))) THEN
+            RETURN _err(1);
+        END IF;
         SELECT quota_limits, owner_quotas INTO f FROM setting;
         IF f.owner_quotas THEN
             v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);

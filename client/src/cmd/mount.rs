@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::fuse::{mountpoint, session};
-use crate::meta::{redact_url, Meta, MetaError};
+use crate::meta::{redact_url, Meta, MetaError, Squash};
 use crate::metrics;
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
@@ -64,9 +64,18 @@ pub struct MountArgs {
     /// directory's file system is free
     #[arg(long, default_value_t = 0.1)]
     free_space_ratio: f64,
-    /// Refuse every change
+    /// Refuse every change (a role granted read-only is mounted so anyway)
     #[arg(long)]
     read_only: bool,
+    /// Requests of root act as UID:GID: the nodes they make are that
+    /// identity's, and the mount checks them for it (a role granted a squash
+    /// gets its own)
+    #[arg(long, value_name = "UID:GID", value_parser = |t: &str| Squash::parse(t, false))]
+    root_squash: Option<Squash>,
+    /// Every request acts as UID:GID (as --root-squash, for all users)
+    #[arg(long, value_name = "UID:GID", value_parser = |t: &str| Squash::parse(t, true),
+          conflicts_with = "root_squash")]
+    all_squash: Option<Squash>,
     /// Let other users access the mount (root, or user_allow_other in /etc/fuse.conf)
     #[arg(long)]
     allow_other: bool,
@@ -236,6 +245,15 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.read_only {
         args.push("--read-only".into());
     }
+    for (flag, squash) in [
+        ("--root-squash", a.root_squash),
+        ("--all-squash", a.all_squash),
+    ] {
+        if let Some(s) = squash {
+            args.push(flag.into());
+            args.push(format!("{}:{}", s.uid, s.gid));
+        }
+    }
     if let Some(subdir) = &a.subdir {
         args.push("--subdir".into());
         args.push(subdir.clone());
@@ -313,6 +331,28 @@ async fn subdir_inode(meta: &Meta, volume: &str, path: &str) -> anyhow::Result<u
 }
 
 /// Mounts in this process and serves until unmounted.
+/// What the mount applies of its options and of its role's limits
+/// (`jfs.grant_client`, which the database enforces anyway): read-only if
+/// either says so; the role's squash over the mount's own.
+async fn limits_applied(meta: &Meta, a: &MountArgs) -> anyhow::Result<(bool, Option<Squash>)> {
+    let role = meta.client_limits().await?;
+    if role.read_only && !a.read_only {
+        tracing::info!("this role is granted read-only (jfs.grant_client): mounting read-only");
+    }
+    let asked = a.root_squash.or(a.all_squash);
+    let squash = match (role.squash, asked) {
+        (Some(theirs), Some(mine)) if theirs != mine => {
+            tracing::warn!("this role is granted {theirs} (jfs.grant_client): applied, not {mine}");
+            Some(theirs)
+        }
+        (theirs, mine) => theirs.or(mine),
+    };
+    if let Some(s) = squash {
+        tracing::info!("requests are squashed: {s}");
+    }
+    Ok((a.read_only || role.read_only, squash))
+}
+
 fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         a.commit_after.is_finite() && a.commit_after >= 0.0,
@@ -321,7 +361,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     );
     let rt = super::runtime()?;
     let mountpoint = a.mountpoint.canonicalize()?;
-    let (vfs, host, info) = rt.block_on(async {
+    let (vfs, host, info, read_only) = rt.block_on(async {
         let OpenVolume {
             mut meta,
             volume,
@@ -333,6 +373,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             Duration::from_secs(a.object_timeout),
         );
         meta.require_client_grants().await?;
+        let (read_only, squash) = limits_applied(&meta, &a).await?;
         let root = match &a.subdir {
             Some(path) => subdir_inode(&meta, &volume.name, path).await?,
             None => 1,
@@ -392,7 +433,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             dir_entry_ttl: Duration::from_secs_f64(a.dir_entry_cache),
             follow_changes: a.changes_poll > 0.0,
             buffer_size: a.buffer_size << 20,
-            read_only: a.read_only,
+            read_only,
+            squash,
             disk_cache,
             compact_at: a.compact_at,
         };
@@ -412,7 +454,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             let _ = vfs.close_session().await;
             return Err(e.into());
         }
-        Ok::<_, anyhow::Error>((vfs, host, info))
+        Ok::<_, anyhow::Error>((vfs, host, info, read_only))
     })?;
     {
         let _guard = rt.enter();
@@ -451,7 +493,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         rt.handle().clone(),
         &mountpoint,
         &session::ServeOptions {
-            read_only: a.read_only,
+            read_only,
             allow_other: a.allow_other,
         },
     )

@@ -3,11 +3,10 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileType, Generation, INodeNo, ReplyEmpty, ReplyEntry, ReplyXattr, Request,
-    TimeOrNow,
+    Errno, FileAttr, FileType, Generation, INodeNo, ReplyEmpty, ReplyEntry, ReplyXattr, TimeOrNow,
 };
 
-use crate::vfs::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, TimeSet, Vfs};
+use crate::vfs::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, TimeSet, Vfs, Who};
 
 pub(super) fn kind(t: NodeType) -> FileType {
     match t {
@@ -108,13 +107,14 @@ fn kernel_time_to_ns(t: SystemTime) -> i64 {
 }
 
 /// A node the kernel asked for, made by `req`'s caller.
-pub(super) fn new_node<'a>(req: &Request, kind: NodeType, mode: u32, umask: u32) -> NewNode<'a> {
+/// A node `who` makes.
+pub(super) fn new_node<'a>(who: &Who, kind: NodeType, mode: u32, umask: u32) -> NewNode<'a> {
     NewNode {
         kind,
         mode: mode & 0o7777,
         umask,
-        uid: req.uid(),
-        gid: req.gid(),
+        uid: who.uid,
+        gid: who.gid,
         rdev: 0,
         target: None,
     }

@@ -32,7 +32,7 @@ use fuser::{
 use crate::meta::LockRange;
 use crate::metrics::{CONTROL_OP, METRICS};
 
-use crate::vfs::{Caller, NewNode, NodeType, SetAttr, Vfs, CONTROL_INODE};
+use crate::vfs::{Caller, Need, NewNode, NodeType, SetAttr, Vfs, Who, CONTROL_INODE};
 
 pub struct JfsFuse {
     vfs: Arc<Vfs>,
@@ -54,6 +54,11 @@ impl JfsFuse {
     /// if this thread could get no runtime of its own. The future may borrow
     /// the request (a write's data is not copied). `f` replies. The
     /// request is counted in the metrics as operation `op`.
+    /// The identity a request acts as (`--root-squash`, `--all-squash`).
+    fn who(&self, req: &Request) -> Who {
+        self.vfs.who(req.uid(), req.gid())
+    }
+
     fn run_here<F, Fut>(&self, op: &'static str, f: F)
     where
         F: FnOnce(Arc<Vfs>) -> Fut,
@@ -130,11 +135,16 @@ impl Filesystem for JfsFuse {
         self.rt.block_on(async move { vfs.flush_all().await });
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
+        let who = self.who(req);
         self.run_here("lookup", move |vfs| async move {
             let parent = vfs.inode_of(parent.0);
-            let r = vfs.lookup(parent, name).await;
+            let r = async {
+                vfs.permit(&who, Need::Search(parent)).await?;
+                vfs.lookup(parent, name).await
+            }
+            .await;
             reply_lookup(&vfs, reply, parent, name, r)
         });
     }
@@ -150,7 +160,7 @@ impl Filesystem for JfsFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -166,6 +176,7 @@ impl Filesystem for JfsFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let who = self.who(req);
         self.run_here("setattr", move |vfs| async move {
             let change = SetAttr {
                 mode,
@@ -175,7 +186,19 @@ impl Filesystem for JfsFuse {
                 atime: time_arg(atime),
                 mtime: time_arg(mtime),
             };
-            let r = vfs.setattr(vfs.inode_of(ino.0), &change).await;
+            let inode = vfs.inode_of(ino.0);
+            let r = async {
+                vfs.permit(
+                    &who,
+                    Need::SetAttr {
+                        inode,
+                        change: &change,
+                    },
+                )
+                .await?;
+                vfs.setattr(inode, &change).await
+            }
+            .await;
             match r {
                 Ok(a) => reply.attr(&vfs.config.attr_ttl, &file_attr(&vfs, &a)),
                 Err(e) => reply.error(err(e)),
@@ -206,12 +229,15 @@ impl Filesystem for JfsFuse {
         let Some(kind) = node_type_of_mode(mode) else {
             return reply.error(Errno::EINVAL);
         };
+        let who = self.who(req);
         let node = NewNode {
             rdev,
-            ..new_node(req, kind, mode, umask)
+            ..new_node(&who, kind, mode, umask)
         };
         self.run_here("mknod", move |vfs| async move {
-            let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
+            let r = vfs
+                .mknod_as(&who, vfs.inode_of(parent.0), name, &node)
+                .await;
             reply_entry(&vfs, reply, r)
         });
     }
@@ -226,24 +252,41 @@ impl Filesystem for JfsFuse {
         reply: ReplyEntry,
     ) {
         let name = name.as_bytes();
-        let node = new_node(req, NodeType::Dir, mode, umask);
+        let who = self.who(req);
+        let node = new_node(&who, NodeType::Dir, mode, umask);
         self.run_here("mkdir", move |vfs| async move {
-            let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
+            let r = vfs
+                .mknod_as(&who, vfs.inode_of(parent.0), name, &node)
+                .await;
             reply_entry(&vfs, reply, r)
         });
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
+        let who = self.who(req);
         self.run_here("unlink", move |vfs| async move {
-            reply_empty(reply, vfs.unlink(vfs.inode_of(parent.0), name).await)
+            let parent = vfs.inode_of(parent.0);
+            let r = async {
+                vfs.permit(&who, Need::Remove { parent, name }).await?;
+                vfs.unlink(parent, name).await
+            }
+            .await;
+            reply_empty(reply, r)
         });
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
+        let who = self.who(req);
         self.run_here("rmdir", move |vfs| async move {
-            reply_empty(reply, vfs.rmdir(vfs.inode_of(parent.0), name).await)
+            let parent = vfs.inode_of(parent.0);
+            let r = async {
+                vfs.permit(&who, Need::Remove { parent, name }).await?;
+                vfs.rmdir(parent, name).await
+            }
+            .await;
+            reply_empty(reply, r)
         });
     }
 
@@ -257,19 +300,22 @@ impl Filesystem for JfsFuse {
     ) {
         let name = link_name.as_bytes();
         let target = target.as_os_str().as_bytes();
+        let who = self.who(req);
         let node = NewNode {
             target: Some(target),
-            ..new_node(req, NodeType::Symlink, 0o777, 0)
+            ..new_node(&who, NodeType::Symlink, 0o777, 0)
         };
         self.run_here("symlink", move |vfs| async move {
-            let r = vfs.mknod(vfs.inode_of(parent.0), name, &node).await;
+            let r = vfs
+                .mknod_as(&who, vfs.inode_of(parent.0), name, &node)
+                .await;
             reply_entry(&vfs, reply, r)
         });
     }
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -279,39 +325,51 @@ impl Filesystem for JfsFuse {
     ) {
         let name = name.as_bytes();
         let newname = newname.as_bytes();
+        let who = self.who(req);
         self.run_here("rename", move |vfs| async move {
-            let r = vfs
-                .rename(
-                    vfs.inode_of(parent.0),
+            let (parent, new_parent) = (vfs.inode_of(parent.0), vfs.inode_of(newparent.0));
+            let r = async {
+                let need = Need::Move {
+                    parent,
                     name,
-                    vfs.inode_of(newparent.0),
-                    newname,
-                    flags.bits(),
-                )
-                .await;
+                    new_parent,
+                    new_name: newname,
+                };
+                vfs.permit(&who, need).await?;
+                vfs.rename(parent, name, new_parent, newname, flags.bits())
+                    .await
+            }
+            .await;
             reply_empty(reply, r)
         });
     }
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
         let name = newname.as_bytes();
+        let who = self.who(req);
         self.run_here("link", move |vfs| async move {
-            let r = vfs
-                .link(vfs.inode_of(ino.0), vfs.inode_of(newparent.0), name)
-                .await;
+            let new_parent = vfs.inode_of(newparent.0);
+            let r = async {
+                vfs.permit(&who, Need::Create(new_parent)).await?;
+                vfs.link(vfs.inode_of(ino.0), new_parent, name).await
+            }
+            .await;
             reply_entry(&vfs, reply, r)
         });
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        let read = flags.acc_mode() != OpenAccMode::O_WRONLY;
+        let truncate = flags.0 & libc::O_TRUNC != 0;
+        let who = self.who(req);
         // the control file's answers have no length: read them past the page cache
         let flags = if ino.0 == CONTROL_INODE {
             FopenFlags::FOPEN_DIRECT_IO
@@ -319,7 +377,20 @@ impl Filesystem for JfsFuse {
             FopenFlags::empty()
         };
         self.run_here("open", move |vfs| async move {
-            match vfs.open(vfs.inode_of(ino.0), write).await {
+            let inode = vfs.inode_of(ino.0);
+            let r = async {
+                let need = Need::Open {
+                    inode,
+                    read,
+                    write: write || truncate,
+                };
+                if ino.0 != CONTROL_INODE {
+                    vfs.permit(&who, need).await?;
+                }
+                vfs.open(inode, write).await
+            }
+            .await;
+            match r {
                 Ok((fh, _)) => reply.opened(FileHandle(fh), flags),
                 Err(e) => reply.error(err(e)),
             }
@@ -337,9 +408,16 @@ impl Filesystem for JfsFuse {
         reply: ReplyCreate,
     ) {
         let name = name.as_bytes();
-        let node = new_node(req, NodeType::File, mode, umask);
+        let who = self.who(req);
+        let node = new_node(&who, NodeType::File, mode, umask);
         self.run_here("create", move |vfs| async move {
-            match vfs.create(vfs.inode_of(parent.0), name, &node).await {
+            let parent = vfs.inode_of(parent.0);
+            let r = async {
+                vfs.permit(&who, Need::Create(parent)).await?;
+                vfs.create(parent, name, &node).await
+            }
+            .await;
+            match r {
                 Ok((fh, a)) => reply.created(
                     &vfs.config.entry_ttl_of(a.kind),
                     &file_attr(&vfs, &a),
@@ -530,9 +608,16 @@ impl Filesystem for JfsFuse {
         });
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let who = self.who(req);
         self.run_here("opendir", move |vfs| async move {
-            match vfs.opendir(vfs.inode_of(ino.0)).await {
+            let dir = vfs.inode_of(ino.0);
+            let r = async {
+                vfs.permit(&who, Need::List(dir)).await?;
+                vfs.opendir(dir).await
+            }
+            .await;
+            match r {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(err(e)),
             }
@@ -638,7 +723,7 @@ impl Filesystem for JfsFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -647,18 +732,29 @@ impl Filesystem for JfsFuse {
         reply: ReplyEmpty,
     ) {
         let name = name.as_bytes();
+        let who = self.who(req);
         self.run_here("setxattr", move |vfs| async move {
-            reply_empty(
-                reply,
-                vfs.setxattr(vfs.inode_of(ino.0), name, value, flags).await,
-            )
+            let inode = vfs.inode_of(ino.0);
+            let r = async {
+                vfs.permit(&who, Need::xattr(inode, name, true)).await?;
+                vfs.setxattr(inode, name, value, flags).await
+            }
+            .await;
+            reply_empty(reply, r)
         });
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.as_bytes();
+        let who = self.who(req);
         self.run_here("getxattr", move |vfs| async move {
-            reply_xattr(reply, size, vfs.getxattr(vfs.inode_of(ino.0), name).await)
+            let inode = vfs.inode_of(ino.0);
+            let r = async {
+                vfs.permit(&who, Need::xattr(inode, name, false)).await?;
+                vfs.getxattr(inode, name).await
+            }
+            .await;
+            reply_xattr(reply, size, r)
         });
     }
 
@@ -676,10 +772,17 @@ impl Filesystem for JfsFuse {
         });
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
+        let who = self.who(req);
         self.run_here("removexattr", move |vfs| async move {
-            reply_empty(reply, vfs.removexattr(vfs.inode_of(ino.0), name).await)
+            let inode = vfs.inode_of(ino.0);
+            let r = async {
+                vfs.permit(&who, Need::xattr(inode, name, true)).await?;
+                vfs.removexattr(inode, name).await
+            }
+            .await;
+            reply_empty(reply, r)
         });
     }
 

@@ -12,6 +12,7 @@ mod dump;
 mod durability;
 mod fsck;
 mod journal;
+mod limits;
 mod lock;
 mod namespace;
 mod quota;
@@ -45,6 +46,7 @@ pub use dump::{AclRow, DumpNode, LoadRequest, NodeRow, Snapshot, Staged, StagedS
 pub use durability::Epoch;
 use durability::{Incarnation, Incarnations, INCARNATION_SQL};
 use journal::{Entry, Redo};
+pub use limits::Squash;
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};
@@ -567,7 +569,8 @@ impl Meta {
     }
 
     /// Stops a mount whose role cannot call every procedure a mount may
-    /// call (granted before an upgrade added some?), saying what to run.
+    /// call (granted before an upgrade added some?), saying what to run
+    /// (those that write are not asked of a read-only role).
     pub async fn require_client_grants(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
         let rows = client
@@ -577,6 +580,8 @@ impl Meta {
                    FROM pg_catalog.pg_proc p \
                   WHERE p.pronamespace = 'jfs'::regnamespace AND p.prosecdef \
                     AND p.proname <> ALL (jfs.admin_procedures()) \
+                    AND (p.proname <> ALL (jfs.write_procedures()) \
+                         OR NOT (SELECT l.read_only FROM jfs.client_limits() l)) \
                     AND NOT pg_catalog.has_function_privilege(p.oid, 'EXECUTE')",
                 &[],
             )

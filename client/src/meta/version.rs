@@ -12,7 +12,7 @@ use std::fmt;
 /// macro so that [`VERSION_TEXT`] can spell it out at compile time).
 macro_rules! extension_min {
     () => {
-        "0.2.4"
+        "0.2.5"
     };
 }
 

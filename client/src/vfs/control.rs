@@ -53,7 +53,10 @@ impl Vfs {
         if request.trim() == "stats" {
             return crate::metrics::text();
         }
-        let who = Requester::of(caller);
+        let who = match self.who(caller.uid, caller.gid) {
+            w if w.squashed => Requester::acting_as(w.uid, w.gid),
+            _ => Requester::of(caller),
+        };
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
             (Some("info"), Some(node)) => match self.node(node, &who).await {

@@ -18,9 +18,9 @@ use super::Vfs;
 use crate::meta::{Attr, NodeType};
 
 /// read, write, search (execute) bits.
-const READ: u32 = 4;
-const WRITE: u32 = 2;
-const SEARCH: u32 = 1;
+pub(super) const READ: u32 = 4;
+pub(super) const WRITE: u32 = 2;
+pub(super) const SEARCH: u32 = 1;
 
 /// Entries read per page when a tree is checked.
 const PAGE: i32 = 1000;
@@ -82,13 +82,22 @@ impl Requester {
         }
     }
 
+    /// A request acting as `uid`/`gid` alone (a squashed one: see `squash`).
+    pub fn acting_as(uid: u32, gid: u32) -> Requester {
+        Requester {
+            uid,
+            gid,
+            groups: Vec::new(),
+        }
+    }
+
     pub fn is_root(&self) -> bool {
         self.uid == 0
     }
 
     /// Whether it has all of `want` on a node by its owner, group and
     /// other bits (root always).
-    fn may(&self, attr: &Attr, want: u32) -> bool {
+    pub fn may(&self, attr: &Attr, want: u32) -> bool {
         let bits = if self.is_root() {
             return true;
         } else if self.uid == attr.uid {
@@ -103,7 +112,7 @@ impl Requester {
 
     /// Whether it may remove or rename entry `entry` of directory `dir`
     /// (write and search on it, and the sticky bit's rule).
-    fn may_unlink(&self, dir: &Attr, entry: &Attr) -> bool {
+    pub fn may_unlink(&self, dir: &Attr, entry: &Attr) -> bool {
         let sticky = dir.mode & 0o1000 != 0;
         self.may(dir, WRITE | SEARCH)
             && (!sticky || self.is_root() || self.uid == dir.uid || self.uid == entry.uid)

@@ -18,12 +18,14 @@ mod listings;
 mod ops;
 mod reader;
 mod space;
+mod squash;
 pub mod volume;
 mod writer;
 
 pub use crate::meta::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, SetAttr, TimeSet};
 pub use compact::{Compacted, COMPACT_AT};
 pub use control::{Caller, CONTROL_INODE};
+pub use squash::{Need, Squash, Who};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -58,6 +60,9 @@ pub struct VfsConfig {
     /// bytes; also the bound of all pending writes' buffers (back-pressure).
     pub buffer_size: usize,
     pub read_only: bool,
+    /// The squash of requests' ids (`--root-squash`, `--all-squash`, or
+    /// the role's own from `jfs.grant_client`).
+    pub squash: Option<Squash>,
     /// A local disk cache of blocks (whole blocks are fetched when it is on).
     pub disk_cache: Option<Arc<crate::object::DiskCache>>,
     /// Slices in a chunk from which it is compacted in the background (0: never).

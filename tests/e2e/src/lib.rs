@@ -67,13 +67,42 @@ pub const READER_ROLE: &str = "jfs_e2e_reader";
 /// Creates the test roles (login, no other attribute) unless they exist.
 fn create_test_roles() {
     for role in [CLIENT_ROLE, ADMIN_ROLE, READER_ROLE] {
-        psql(
-            "postgres",
-            &format!(
-                "DO $$ BEGIN CREATE ROLE {role} LOGIN; \
-                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
-            ),
-        );
+        login_role(role);
+    }
+}
+
+/// Creates login role `role` (no other attribute) unless it exists.
+pub fn login_role(role: &str) {
+    psql(
+        "postgres",
+        &format!(
+            "DO $$ BEGIN CREATE ROLE {role} LOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+        ),
+    );
+}
+
+/// Runs SQL as `role` over the test cluster's socket, with `app_name` as
+/// the connection's application_name; psql's output, or its error.
+pub fn psql_as(role: &str, app_name: &str, db: &str, sql: &str) -> Result<String, String> {
+    let out = Command::new("psql")
+        .args([
+            "-XAtq",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-U",
+            role,
+            "-d",
+            db,
+            "-c",
+            sql,
+        ])
+        .env("PGAPPNAME", app_name)
+        .output()
+        .unwrap();
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
     }
 }
 

@@ -89,41 +89,11 @@ fn directory_attributes_follow_changes_here_and_elsewhere() {
     );
 }
 
-/// Runs SQL as `role` over the test cluster's socket, with `app_name` as
-/// the connection's application_name; psql's output, or its error.
-fn psql_as(role: &str, app_name: &str, db: &str, sql: &str) -> Result<String, String> {
-    let out = std::process::Command::new("psql")
-        .args([
-            "-XAtq",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-U",
-            role,
-            "-d",
-            db,
-            "-c",
-            sql,
-        ])
-        .env("PGAPPNAME", app_name)
-        .output()
-        .unwrap();
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).trim().to_string()),
-        false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-    }
-}
-
 #[test]
 fn another_client_role_cannot_act_as_a_mount() {
     const INTRUDER: &str = "jfs_e2e_intruder";
     let v = Volume::new("intruder");
-    jfs_e2e::psql(
-        "postgres",
-        &format!(
-            "DO $$ BEGIN CREATE ROLE {INTRUDER} LOGIN; \
-             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
-        ),
-    );
+    jfs_e2e::login_role(INTRUDER);
     v.sql(&format!("SELECT jfs.grant_client('{INTRUDER}')"));
     let m = v.mount("a", &["--attr-cache", "60", "--entry-cache", "60"]);
     fs::write(m.p("f"), b"f").unwrap();
@@ -131,7 +101,7 @@ fn another_client_role_cannot_act_as_a_mount() {
     assert_eq!(fs::metadata(m.p("f")).unwrap().mode() & 0o777, 0o644);
     let sid = v.sql("SELECT sid FROM jfs.session");
     let mount_name = format!("jfs:{sid}");
-    let intruder = |sql: &str| psql_as(INTRUDER, &mount_name, &v.db, sql);
+    let intruder = |sql: &str| jfs_e2e::psql_as(INTRUDER, &mount_name, &v.db, sql);
 
     // a change made under the mount's name is still the intruder's: the
     // mount applies it (it would skip its own, and show 644 for a minute)
