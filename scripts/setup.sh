@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Installs what building and testing jfs needs on Debian 12; safe to run again.
+# Installs what building and mounting jfs needs on Debian 12 (the main job,
+# scripts/run.sh), and with --tests also what the tests need (scripts/test.sh);
+# safe to run again.
+#
+#   bash scripts/setup.sh            build and mount
+#   bash scripts/setup.sh --tests    and the test tools (fsx, pjdfstest, moto, ...)
 set -euo pipefail
 PGRX_VERSION=0.18.1
+tests=false; [ "${1:-}" = --tests ] && tests=true
 step() { printf '\n==> %s\n' "$*"; }
 
+packages=(build-essential pkg-config clang libclang-dev cmake postgresql-15
+          postgresql-server-dev-15 postgresql-contrib fuse3 sudo)
+! $tests || packages+=(python3-venv acl rsync pgbouncer time openssl)
 need_apt=()
-for pkg in build-essential pkg-config clang libclang-dev cmake postgresql-15 \
-           postgresql-server-dev-15 postgresql-contrib fuse3 sudo python3-venv \
-           acl rsync pgbouncer time openssl; do
+for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -15,15 +22,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need_apt[@]}"
-fi
-
-# docker-compose only validates docker-compose.yml here (tests/deploy): no
-# Docker engine (its recommends) is installed
-if ! dpkg-query -W -f='${Status}' docker-compose 2>/dev/null | grep -q 'install ok installed'; then
-  step "installing docker-compose (to validate docker-compose.yml)"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends docker-compose
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -36,6 +34,20 @@ if ! grep -qs 'pg15 *= *"/usr/bin/pg_config"' "$HOME/.pgrx/config.toml"; then
   step "cargo pgrx init --pg15 /usr/bin/pg_config"
   cargo pgrx init --pg15 /usr/bin/pg_config
 fi
+if ! $tests; then
+  step "toolchain ready (to build and mount; the tests add theirs: scripts/setup.sh --tests)"
+  exit 0
+fi
+
+# docker-compose only validates docker-compose.yml here (tests/deploy): no
+# Docker engine (its recommends) is installed
+if ! dpkg-query -W -f='${Status}' docker-compose 2>/dev/null | grep -q 'install ok installed'; then
+  step "installing docker-compose (to validate docker-compose.yml)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends docker-compose
+fi
+
 # fsx, the file-system exerciser the tests run on mounts (a Rust port of the classic)
 FSX_VERSION=0.3.2
 if ! "$HOME/.cargo/bin/fsx" --version 2>/dev/null | grep -q "$FSX_VERSION"; then

@@ -30,12 +30,14 @@ wants() {
   return 1
 }
 
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 
 if wants lint; then
   echo "==> cargo fmt --check, clippy"
   cargo fmt --all --check
   cargo clippy -p jfs-client -p jfs-e2e --all-targets -- -D warnings
+  echo "==> sql/ calls only what loads before it (extension/src/lib.rs)"
+  python3 tests/lint/sql_call_order.py
 fi
 
 echo "==> building the client and the end-to-end tests"

@@ -10,13 +10,6 @@
 -- setacl, rmr (one row per step of a tree's removal), clone, tier,
 -- tier_tree (a tier set on a whole tree).
 
--- Logs change p_op of node p_inode (p_name: the xattr's name), with its owner.
-CREATE FUNCTION _log_node_change(p_op text, p_inode bigint, p_name bytea DEFAULT NULL) RETURNS void
-LANGUAGE sql AS $$
-    INSERT INTO change (op, inode, name, uid, gid)
-    SELECT p_op, n.inode, p_name, n.uid, n.gid FROM node n WHERE n.inode = p_inode
-$$;
-
 -- The path of entry p_name of directory p_parent as far as it resolves now
 -- (NULL once the directory is gone). Qualified names: a view inlines it in
 -- the reader's search_path.

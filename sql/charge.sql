@@ -330,3 +330,56 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Moves entry p_node (type p_type, length p_length) from directory p_from to
+-- directory p_to, as rename does: dir_stats of both, and, when they are under
+-- different quota roots, the entry and (for a directory) everything below it
+-- from the old roots to the new ones (checked against the new roots' limits
+-- first: errno and no change when it does not fit), and the subtree's qroot.
+CREATE FUNCTION _move_entry(p_node bigint, p_type smallint, p_length bigint, p_from bigint, p_to bigint)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_space bigint := _node_space(p_type, p_length);
+    v_from_root bigint;
+    v_to_root bigint;
+    v_sub record;
+    v_inodes bigint := 1;
+    v_errno integer;
+BEGIN
+    IF p_from = p_to THEN
+        RETURN 0;
+    END IF;
+    SELECT qroot INTO v_from_root FROM node WHERE inode = p_from;
+    SELECT qroot INTO v_to_root FROM node WHERE inode = p_to;
+    IF v_from_root <> v_to_root THEN
+        IF p_type = 2 THEN
+            v_sub := _subtree_usage(p_node);
+            v_inodes := v_inodes + v_sub.inodes;
+            v_space := v_space + v_sub.space;
+        END IF;
+        v_errno := _charge(false, NULL, NULL, _quota_roots(v_to_root), 0, v_inodes, v_space,
+                           (SELECT quota_limits FROM setting));
+        IF v_errno <> 0 THEN
+            RETURN v_errno;
+        END IF;
+        PERFORM _charge(false, NULL, NULL, _quota_roots(v_from_root), 0, -v_inodes, -v_space, false);
+        IF p_type = 2 THEN
+            -- the moved directories that took their qroot from above now take the new one
+            WITH RECURSIVE dirs(inode) AS (
+                SELECT p_node
+                UNION ALL
+                SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+                 WHERE NOT EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = e.inode)
+            )
+            UPDATE node n SET qroot = v_to_root
+             WHERE n.inode IN (SELECT d.inode FROM dirs d) AND n.qroot = v_from_root;
+            -- quota roots moved with it (or the directory itself) have new roots above
+            PERFORM _quota_chains();
+        END IF;
+    END IF;
+    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));
+    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length));
+    RETURN 0;
+END
+$$;

@@ -348,3 +348,10 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT ROW(0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
                n.nlink, n.length, n.rdev, n.parent, n.tier, n.used)::attr
 $$;
+
+-- Logs change p_op of node p_inode (p_name: the xattr's name), with its owner.
+CREATE FUNCTION _log_node_change(p_op text, p_inode bigint, p_name bytea DEFAULT NULL) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO change (op, inode, name, uid, gid)
+    SELECT p_op, n.inode, p_name, n.uid, n.gid FROM node n WHERE n.inode = p_inode
+$$;

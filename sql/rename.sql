@@ -222,3 +222,106 @@ BEGIN
         USING ERRCODE = 'serialization_failure';
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- Moving into the trash (sql/trash.sql says what the trash is): what
+-- rename-over, unlink, rmdir and rmr remove goes there by rename, and
+-- rename moves what it replaces there, so both live in this file.
+
+-- Whether directory p_dir is the trash or one of its hours: removing from
+-- there really deletes.
+CREATE FUNCTION _in_trash(p_dir bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_dir = _trash_inode() OR EXISTS (SELECT 1 FROM node n WHERE n.inode = p_dir AND n.parent = _trash_inode())
+$$;
+
+-- The trash's hour directory for now, made (with /.trash) when missing.
+CREATE FUNCTION _trash_hour() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_name bytea := convert_to(to_char(pg_catalog.now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24'), 'UTF8');
+    v_hour bigint;
+    r attr;
+BEGIN
+    SELECT e.inode INTO v_hour FROM edge e WHERE e.parent = _trash_inode() AND e.name = v_name;
+    IF FOUND THEN
+        RETURN v_hour;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = _trash_inode()) THEN
+        r := mknod(1, '\x2e7472617368'::bytea, 2, 448, 0, 0, 0, NULL, _trash_inode());  -- '.trash', 0700
+        IF r.errno = 17 AND NOT EXISTS (SELECT 1 FROM node WHERE inode = _trash_inode()) THEN
+            RAISE EXCEPTION 'jfs: cannot make /.trash: the root has an entry .trash that is not the trash'
+                USING HINT = 'Rename it (a volume made before jfs 0.2.2 let anyone make one), then remove again.';
+        ELSIF r.errno NOT IN (0, 17) THEN
+            RAISE EXCEPTION 'jfs: cannot make /.trash (errno %)', r.errno;
+        END IF;
+    END IF;
+    r := mknod(_trash_inode(), v_name, 2, 448, 0, 0);
+    IF r.errno = 17 THEN
+        SELECT e.inode INTO v_hour FROM edge e WHERE e.parent = _trash_inode() AND e.name = v_name;
+        RETURN v_hour;
+    ELSIF r.errno <> 0 THEN
+        RAISE EXCEPTION 'jfs: cannot make the trash hour % (errno %)', convert_from(v_name, 'UTF8'), r.errno;
+    END IF;
+    RETURN r.inode;
+END
+$$;
+
+-- The name of entry p_name of p_parent (node p_inode) in the trash (cut to
+-- 255 bytes: see trash_name).
+CREATE FUNCTION _trash_name(p_parent bigint, p_inode bigint, p_name bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT substring(convert_to(p_parent || '-' || p_inode || '-', 'UTF8') || p_name FROM 1 FOR 255)
+$$;
+
+-- The original directory and name of a trash entry's name.
+CREATE FUNCTION _trash_parse(p_name bytea, OUT parent bigint, OUT name bytea)
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_dash1 integer := position('\x2d'::bytea IN p_name);
+    v_rest bytea;
+    v_dash2 integer;
+BEGIN
+    IF v_dash1 < 2 THEN
+        RETURN;
+    END IF;
+    v_rest := substring(p_name FROM v_dash1 + 1);
+    v_dash2 := position('\x2d'::bytea IN v_rest);
+    IF v_dash2 < 2 OR convert_from(substring(p_name FROM 1 FOR v_dash1 - 1), 'SQL_ASCII') !~ '^[0-9]{1,19}$' THEN
+        RETURN;
+    END IF;
+    parent := convert_from(substring(p_name FROM 1 FOR v_dash1 - 1), 'SQL_ASCII')::bigint;
+    name := substring(v_rest FROM v_dash2 + 1);
+END
+$$;
+
+-- Moves entry p_name of p_parent into the trash if the volume has one and
+-- p_parent is not in it; returns errno (0 moved), or NULL when the caller
+-- should delete as usual.
+CREATE FUNCTION _to_trash(p_parent bigint, p_name bytea) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inode bigint;
+    v_hour bigint;
+    v_trash_name bytea;
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM setting WHERE trash_days > 0) OR _in_trash(p_parent) THEN
+        RETURN NULL;
+    END IF;
+    SELECT e.inode INTO v_inode FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
+    IF v_inode IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_hour := _trash_hour();
+    v_trash_name := _trash_name(p_parent, v_inode, p_name);
+    SELECT * INTO r FROM rename(p_parent, p_name, v_hour, v_trash_name, 1);
+    IF r.errno = 0 AND (_trash_parse(v_trash_name)).name IS DISTINCT FROM p_name THEN
+        INSERT INTO trash_name (hour, name, original) VALUES (v_hour, v_trash_name, p_name)
+            ON CONFLICT (hour, name) DO UPDATE SET original = EXCLUDED.original;
+    ELSIF r.errno = 0 THEN
+        DELETE FROM trash_name t WHERE t.hour = v_hour AND t.name = v_trash_name;  -- left by an entry removed
+    END IF;
+    RETURN r.errno;
+END
+$$;

@@ -6,15 +6,11 @@
 //! are frozen in `migrations/` with the upgrade scripts between them.
 //!
 //! `requires` names, for each file, the files whose functions, types and
-//! views it uses. SQL-language functions and views bind what they use when
-//! they are created, so for them the order is a must; PL/pgSQL binds at
-//! call time, which is what lets a few procedures call each other across
-//! files in a cycle that no load order could state: unlink, rmdir (namespace),
-//! rename and batch_unlink/rmr (batch) move what they remove into the trash
-//! (trash.sql's `_to_trash`), which makes its directories with mknod and
-//! moves by rename. trash.sql is therefore loaded after all of them.
-//! Likewise the procedures that log a change of a node call changelog.sql's
-//! `_log_node_change`, loaded late because its view needs people.sql.
+//! views it uses, and each file uses only what loads before it
+//! (`tests/lint/sql_call_order.py` checks every call against this list).
+//! Procedures that call each other in a cycle live in one file: rename
+//! moves what it replaces into the trash, and moving into the trash is a
+//! rename (rename.sql).
 pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
@@ -35,14 +31,29 @@ pgrx::extension_sql_file!(
     requires = ["schema", "charge"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/chunk_data.sql",
+    name = "chunk_data",
+    requires = ["internal"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/acl_rules.sql",
+    name = "acl_rules",
+    requires = ["internal"]
+);
+pgrx::extension_sql_file!(
     "../../sql/namespace.sql",
     name = "namespace",
-    requires = ["internal", "charge"]
+    requires = ["internal", "charge", "acl_rules"]
 );
 pgrx::extension_sql_file!(
     "../../sql/rename.sql",
     name = "rename",
     requires = ["internal", "charge", "namespace"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/remove.sql",
+    name = "remove",
+    requires = ["internal", "charge", "rename"]
 );
 pgrx::extension_sql_file!(
     "../../sql/readdir.sql",
@@ -52,7 +63,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/setattr.sql",
     name = "setattr",
-    requires = ["internal", "charge"]
+    requires = ["internal", "charge", "chunk_data"]
 );
 pgrx::extension_sql_file!(
     "../../sql/xattr.sql",
@@ -62,7 +73,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/data.sql",
     name = "data",
-    requires = ["internal", "charge"]
+    requires = ["internal", "charge", "chunk_data"]
 );
 pgrx::extension_sql_file!(
     "../../sql/session.sql",
@@ -72,7 +83,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/batch.sql",
     name = "batch",
-    requires = ["internal", "charge", "namespace"]
+    requires = ["internal", "charge", "namespace", "rename"]
 );
 pgrx::extension_sql_file!(
     "../../sql/clone.sql",
@@ -102,7 +113,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/compact.sql",
     name = "compact",
-    requires = ["internal", "people"]
+    requires = ["internal", "people", "chunk_data"]
 );
 pgrx::extension_sql_file!(
     "../../sql/tier.sql",
@@ -117,7 +128,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/acl.sql",
     name = "acl",
-    requires = ["internal", "people"]
+    requires = ["internal", "people", "acl_rules"]
 );
 pgrx::extension_sql_file!(
     "../../sql/changelog.sql",
@@ -132,7 +143,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/range.sql",
     name = "range",
-    requires = ["internal", "charge"]
+    requires = ["internal", "charge", "chunk_data"]
 );
 pgrx::extension_sql_file!(
     "../../sql/dump.sql",

@@ -33,6 +33,16 @@ for f in migrations/jfs--*.sql; do
   }
 done
 
+# what lands is released: the workspace version is frozen, so no two
+# volumes that report one version can have different schemas
+workspace_version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+grep -q "  jfs--$workspace_version.sql\$" migrations/SHA256SUMS || {
+  echo "FAILED: jfs $workspace_version (the workspace version) is not released: freeze" \
+       "migrations/jfs--$workspace_version.sql and list it in migrations/SHA256SUMS before the change lands" \
+       "(README, Upgrading)" >&2
+  exit 1
+}
+
 current=$(q -d postgres -c "SELECT default_version FROM pg_available_extensions WHERE name = 'jfs'")
 workspace=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 [ -n "$current" ] || { echo "FAILED: the jfs extension is not installed in this PostgreSQL" >&2; exit 1; }

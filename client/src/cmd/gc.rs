@@ -52,7 +52,7 @@ pub async fn run(a: GcArgs) -> anyhow::Result<()> {
         volume,
         store,
     } = open_volume(&a.meta_url, 2, BucketCheck::Required).await?;
-    let prefix = format!("{}/chunks/", volume.name);
+    let prefix = crate::vfs::layout::blocks_prefix(&volume.name);
     eprint!("listing {}/{prefix} ...", store.describe());
     let objects = store
         .list(&prefix)

@@ -70,11 +70,17 @@ pub fn parse_block_key(volume: &str, key: &str) -> Option<(u64, u32, u32)> {
     Some((id, index, size))
 }
 
+/// Where every block of `volume` is kept: `{volume}/chunks/`.
+pub fn blocks_prefix(volume: &str) -> String {
+    format!("{volume}/chunks/")
+}
+
 /// The key of block `index` (of `size` bytes) of slice `id`:
 /// `{volume}/chunks/{id/1000000}/{id/1000}/{id}_{index}_{size}`, as JuiceFS names them.
 pub fn block_key(volume: &str, id: u64, index: u32, size: u32) -> String {
     format!(
-        "{volume}/chunks/{}/{}/{id}_{index}_{size}",
+        "{}{}/{}/{id}_{index}_{size}",
+        blocks_prefix(volume),
         id / 1_000_000,
         id / 1_000
     )

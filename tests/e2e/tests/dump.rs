@@ -339,15 +339,16 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
     };
     assert_eq!(xattr("docs/tool", "user.sum"), b"\x00\x01bin\xff%");
     assert_eq!(xattr("docs", "user.team"), b"storage");
+    // (numeric ids: uid 1001 may have a name on this machine)
     let acl = ok(Command::new("getfacl")
-        .arg("-cp")
+        .arg("-cpn")
         .arg(m.p("docs/report.txt")));
     let acl = String::from_utf8_lossy(&acl.stdout);
     assert!(
         acl.contains("user:1001:rw-") && acl.contains("mask::rw-"),
         "{acl}"
     );
-    let acl = ok(Command::new("getfacl").arg("-cpd").arg(m.p("docs")));
+    let acl = ok(Command::new("getfacl").arg("-cpdn").arg(m.p("docs")));
     let acl = String::from_utf8_lossy(&acl.stdout);
     assert!(
         acl.contains("user::rwx") && acl.contains("user:1002:r-x") && acl.contains("group::r-x"),
