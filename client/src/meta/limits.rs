@@ -67,6 +67,40 @@ impl Meta {
     }
 }
 
+impl Meta {
+    /// Stops a mount whose role cannot call every procedure a mount may
+    /// call (granted before an upgrade added some?), saying what to run
+    /// (those that write are not asked of a read-only role).
+    pub async fn require_client_grants(&self) -> anyhow::Result<()> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query_typed(
+                "SELECT current_user::text, count(*), \
+                        string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid) \
+                   FROM pg_catalog.pg_proc p \
+                  WHERE p.pronamespace = 'jfs'::regnamespace AND p.prosecdef \
+                    AND p.proname <> ALL (jfs.admin_procedures()) \
+                    AND (p.proname <> ALL (jfs.write_procedures()) \
+                         OR NOT (SELECT l.read_only FROM jfs.client_limits() l)) \
+                    AND NOT pg_catalog.has_function_privilege(p.oid, 'EXECUTE')",
+                &[],
+            )
+            .await?;
+        let row = rows.first().ok_or_else(|| anyhow::anyhow!("no row"))?;
+        let (role, missing): (String, i64) = (row.get(0), row.get(1));
+        if missing > 0 {
+            let names: Option<String> = row.get(2);
+            anyhow::bail!(
+                "role {role} may not call {missing} jfs procedure(s) a mount uses ({}): \
+                 a superuser runs SELECT jfs.grant_client('{role}') (again after every \
+                 ALTER EXTENSION jfs UPDATE)",
+                names.unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,9 @@
 //! one needs a newer client.
 use std::fmt;
 
+use super::error::out_of_reach;
+use super::{redact_url, Meta};
+
 /// The oldest extension version whose procedures this client can call (a
 /// macro so that [`VERSION_TEXT`] can spell it out at compile time).
 macro_rules! extension_min {
@@ -95,6 +98,40 @@ fn check_between(installed: &str, min: &str, built: &str) -> Result<(), String> 
         ));
     }
     Ok(())
+}
+
+impl Meta {
+    /// Connects (a first connection tells whether the database is reachable)
+    /// and returns the installed jfs extension's version, if any.
+    pub(super) async fn extension_version(&self, meta_url: &str) -> anyhow::Result<Option<String>> {
+        // a first connection, to say so when the database is unreachable
+        drop(
+            self.pool
+                .get()
+                .await
+                .map_err(|e| out_of_reach(meta_url, e))?,
+        );
+        Ok(self.installed_version().await?)
+    }
+
+    /// The installed jfs extension's version, if any.
+    pub async fn installed_version(&self) -> super::Result<Option<String>> {
+        let client = self.pool.get().await?;
+        // (unnamed statements here and below: see `unnamed_statements`)
+        let rows = client
+            .query_typed(
+                "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'jfs'",
+                &[],
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+
+    /// Stops with what to do when this client does not work with `version`.
+    pub(super) fn require_version(&self, meta_url: &str, version: &str) -> anyhow::Result<()> {
+        check_extension_version(version)
+            .map_err(|why| anyhow::anyhow!("{} ({})", why, redact_url(meta_url)))
+    }
 }
 
 #[cfg(test)]

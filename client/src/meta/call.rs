@@ -1,0 +1,392 @@
+//! Calling a procedure: one statement, retried while the database is out of reach or the transaction must be run again, and journaled until a sync covers it.
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use super::durability::Epoch;
+use super::journal::{Entry, Redo};
+use super::{Failure, Meta, MetaError, Result};
+
+/// Procedures whose commits no fsync vouches for: losing them to a crash
+/// loses nothing a file system promised (a sync itself, heartbeats, the
+/// bookkeeping of background jobs, which redo what a crash erased; a lost
+/// compaction leaves the slices it replaced; ids are synced before use).
+const NOT_VOUCHED: [&str; 13] = [
+    "sync",
+    "session_heartbeat",
+    "session_register",
+    "session_close",
+    "session_cleanup",
+    "changelog_prune",
+    "backup_claim",
+    "backup_release",
+    "forget_delslices",
+    "alloc_ids",
+    "compact_chunk",
+    "free_unlinked",
+    "trash_purge",
+];
+
+/// Procedures whose commits the mount relies on but no fsync vouches for
+/// (locks, files held open): when a crash may have erased them, the mount
+/// is told (`Meta::state_losses`).
+const MOUNT_STATE: [&str; 5] = [
+    "setlk",
+    "unlock_owner",
+    "cancel_lock_wait",
+    "sustain",
+    "release",
+];
+
+/// How a call's commit is kept in the journal (see `journal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Journaling {
+    /// By the procedure it calls.
+    ByProcedure,
+    /// By the caller, once it knows the outcome (with what it takes to
+    /// commit it again).
+    ByCaller,
+}
+
+/// Milliseconds since the Unix epoch, now (at least 1).
+pub(super) fn unix_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (since.as_millis() as u64).max(1)
+}
+
+/// Procedures not retried while the database is unavailable: a session
+/// cleanup sent again when the database is back would find every session
+/// silent for as long as the outage lasted, and end the live ones.
+const NOT_RETRIED: [&str; 1] = ["session_cleanup"];
+
+/// Procedures that change something but give the same result when run
+/// twice (attributes or an ACL set again to the values given, a lock set
+/// again to what it is, a heartbeat, a range of ids that is then not used):
+/// retried like reads when their answer was lost. (A truncate sent again
+/// after another mount wrote past the new length would cut that write too:
+/// a race of two writers that the first truncate alone could lose as well.)
+const IDEMPOTENT: [&str; 11] = [
+    "setattr",
+    "set_acl",
+    "setlk",
+    "unlock_owner",
+    "cancel_lock_wait",
+    "session_heartbeat",
+    "session_close",
+    "sustain",
+    "release",
+    "sync",
+    "alloc_ids",
+];
+
+/// The PostgreSQL type a parameter value is sent as when statements are
+/// not prepared: the first of the types jfs's procedures take that the
+/// value's Rust type encodes (what a prepared statement would have asked).
+fn param_type(value: &(dyn ToSql + Sync)) -> Result<Type> {
+    const CANDIDATES: [Type; 15] = [
+        Type::INT8,
+        Type::INT4,
+        Type::INT2,
+        Type::BOOL,
+        Type::FLOAT8,
+        Type::BYTEA,
+        Type::TEXT,
+        Type::CHAR,
+        Type::INT8_ARRAY,
+        Type::INT4_ARRAY,
+        Type::INT2_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::BOOL_ARRAY,
+        Type::TIMESTAMPTZ,
+    ];
+    let mut scratch = bytes::BytesMut::new();
+    for ty in CANDIDATES {
+        scratch.clear();
+        match value.to_sql_checked(&ty, &mut scratch) {
+            Err(e) if e.is::<tokio_postgres::types::WrongType>() => continue,
+            _ => return Ok(ty),
+        }
+    }
+    Err(MetaError::Parameter(format!(
+        "no PostgreSQL type for parameter {value:?} (unnamed statements, pgbouncer=true)"
+    )))
+}
+
+/// The first and the longest pause between retries of a call while the
+/// database is unavailable.
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(50);
+
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+impl Meta {
+    /// Learns which jfs procedures only read (declared STABLE or IMMUTABLE).
+    pub(super) async fn load_read_only_procedures(&self) -> Result<()> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query_typed(
+                "SELECT proname::text FROM pg_catalog.pg_proc \
+                  WHERE pronamespace = 'jfs'::regnamespace AND provolatile <> 'v'",
+                &[],
+            )
+            .await?;
+        let _ = self
+            .read_only
+            .set(rows.iter().map(|r| r.get::<_, String>(0)).collect());
+        Ok(())
+    }
+
+    /// Calls are retried for this long while the database is unavailable
+    /// (a restart, a failover, a broken connection).
+    /// How long this client has reached the database without a break (None
+    /// while it cannot).
+    pub fn reached_for(&self) -> Option<Duration> {
+        match self.reached_since_ms.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some(Duration::from_millis(unix_ms().saturating_sub(since))),
+        }
+    }
+
+    pub fn set_retry_for(&mut self, retry_for: Duration) {
+        self.retry_for = retry_for;
+    }
+
+    /// Whether the volume's commits are asynchronous ('fsync' durability
+    /// mode), so that syncs check the server they ran on.
+    pub fn set_async_commits(&self, on: bool) {
+        self.incarnations.set_async_commits(on);
+    }
+
+    /// The current epoch (see `durability`): read before a commit whose
+    /// durability a later [`Meta::sync`] is to prove.
+    pub fn epoch(&self) -> Epoch {
+        self.incarnations.epoch()
+    }
+
+    /// Runs one statement with bounded retries of serialization failures
+    /// and deadlocks; returns its rows. Counted in the metrics by the
+    /// procedure it calls.
+    pub(super) async fn call(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        Ok(self.call_stamped(sql, params).await?.0)
+    }
+
+    /// [`Meta::call`], also returning the epoch the statement was sent in
+    /// (see `durability`).
+    pub(super) async fn call_stamped(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(Vec<Row>, Epoch)> {
+        self.call_journaled(sql, params, Journaling::ByProcedure)
+            .await
+    }
+
+    /// [`Meta::call_stamped`] for a commit the caller keeps in the journal
+    /// itself ([`Meta::journal_redo`]), once it knows the outcome.
+    pub(super) async fn call_journaled_by_caller(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(Vec<Row>, Epoch)> {
+        self.call_journaled(sql, params, Journaling::ByCaller).await
+    }
+
+    /// Keeps a commit sent in `sent_in` in the journal with what it takes
+    /// to commit it again.
+    pub(super) fn journal_redo(&self, sent_in: Epoch, redo: Redo) {
+        if !self.in_replay {
+            self.incarnations.record(sent_in, Entry::Redo(redo));
+        }
+    }
+
+    async fn call_journaled(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        journaling: Journaling,
+    ) -> Result<(Vec<Row>, Epoch)> {
+        let procedure = crate::metrics::procedure_of(sql);
+        let started = Instant::now();
+        let result = self
+            .call_with_retries(sql, params, procedure, journaling)
+            .await;
+        let m = &crate::metrics::METRICS;
+        m.meta_calls
+            .with_label_values(&[procedure])
+            .observe(started.elapsed().as_secs_f64());
+        if result.is_err() {
+            m.meta_errors.with_label_values(&[procedure]).inc();
+        }
+        result
+    }
+
+    /// [`Meta::call`] without the metrics. A call that failed because the
+    /// database was unavailable (nothing committed), or that only reads and
+    /// lost its answer, is retried with backoff for `retry_for`; one that
+    /// may have committed is not (it could apply twice).
+    async fn call_with_retries(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        procedure: &str,
+        journaling: Journaling,
+    ) -> Result<(Vec<Row>, Epoch)> {
+        let read_only = self
+            .read_only
+            .get()
+            .is_some_and(|names| names.contains(procedure));
+        let mut conflicts = 0;
+        let mut outage: Option<Instant> = None;
+        let mut pause = RETRY_PAUSE_MIN;
+        loop {
+            if !self.in_replay && self.incarnations.replay_due() {
+                // (boxed: the replay calls this function)
+                Box::pin(self.replay()).await?;
+            }
+            let e = match self.run(sql, params).await {
+                Ok((rows, sent_in)) => {
+                    // (one atomic read per call; a write only when it was cut off)
+                    if self.reached_since_ms.load(Ordering::Relaxed) == 0 {
+                        let _ = self.reached_since_ms.compare_exchange(
+                            0,
+                            unix_ms(),
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
+                    if let Some(since) = outage {
+                        tracing::info!(
+                            "metadata database available again: {procedure} went through after {:.1} s",
+                            since.elapsed().as_secs_f64()
+                        );
+                    }
+                    if !read_only && !self.in_replay && journaling == Journaling::ByProcedure {
+                        if MOUNT_STATE.contains(&procedure) {
+                            self.incarnations.record(sent_in, Entry::State);
+                        } else if !NOT_VOUCHED.contains(&procedure) {
+                            self.incarnations.record(sent_in, Entry::Opaque);
+                        }
+                    }
+                    return Ok((rows, sent_in));
+                }
+                Err(MetaError::ReplayDue) => continue,
+                Err(e) => e,
+            };
+            let wait = match e.kind() {
+                Failure::Conflict if conflicts < 4 => {
+                    conflicts += 1;
+                    tracing::debug!("retrying {sql}: {e}");
+                    Duration::from_millis(5 << conflicts)
+                }
+                Failure::Unavailable => {
+                    self.reached_since_ms.store(0, Ordering::Relaxed);
+                    if NOT_RETRIED.contains(&procedure) {
+                        return Err(e);
+                    }
+                    pause
+                }
+                Failure::AnswerLost if read_only => pause,
+                Failure::AnswerLost if IDEMPOTENT.contains(&procedure) => {
+                    tracing::warn!(
+                        "{procedure}: the answer was lost ({e}); sent again (twice is as once)"
+                    );
+                    pause
+                }
+                Failure::AnswerLost => {
+                    tracing::warn!(
+                        "{procedure}: the connection broke with the call in flight ({e}): it may \
+                         have happened, so it is not sent again"
+                    );
+                    return Err(e);
+                }
+                _ => return Err(e),
+            };
+            let since = *outage.get_or_insert_with(Instant::now);
+            if wait == pause {
+                if since.elapsed() >= self.retry_for {
+                    tracing::error!(
+                        "{procedure}: the metadata database is still unavailable after {:.0} s \
+                         (--meta-retry): giving up: {e}",
+                        since.elapsed().as_secs_f64()
+                    );
+                    return Err(e);
+                }
+                if pause == RETRY_PAUSE_MIN {
+                    tracing::warn!(
+                        "{procedure}: the metadata database is unavailable ({e}); retrying for up \
+                         to {} s",
+                        self.retry_for.as_secs()
+                    );
+                }
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
+            } else {
+                outage = None;
+            }
+            crate::metrics::METRICS
+                .meta_retries
+                .with_label_values(&[procedure])
+                .inc();
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Sends one statement on one connection; returns its rows and the
+    /// epoch it was sent in (read once the connection is there: a new one
+    /// has noted the server it reached).
+    async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<(Vec<Row>, Epoch)> {
+        let client = self.client().await?;
+        if client.is_closed() {
+            drop(deadpool_postgres::Object::take(client));
+            return Err(MetaError::NotSent);
+        }
+        let sent_in = self.incarnations.epoch();
+        if !self.in_replay && self.incarnations.replay_due() {
+            // this connection is the first to reach a new server: what
+            // the old one may have lost goes first
+            return Err(MetaError::ReplayDue);
+        }
+        if self.unnamed_statements {
+            let typed = params
+                .iter()
+                .map(|&p| Ok((p, param_type(p)?)))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok((client.query_typed(sql, &typed).await?, sent_in));
+        }
+        let stmt = client.prepare_cached(sql).await?;
+        Ok((client.query(&stmt, params).await?, sent_in))
+    }
+
+    pub(super) async fn call_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        let mut rows = self.call(sql, params).await?;
+        match rows.pop() {
+            Some(row) => Ok(row),
+            None => Err(MetaError::Errno(libc::EIO)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_sent_as_the_types_the_procedures_take() {
+        let cases: [(&(dyn ToSql + Sync), Type); 8] = [
+            (&1i64, Type::INT8),
+            (&1i32, Type::INT4),
+            (&1i16, Type::INT2),
+            (&true, Type::BOOL),
+            (&b"x".as_slice(), Type::BYTEA),
+            (&"x", Type::TEXT),
+            (&vec![1i64], Type::INT8_ARRAY),
+            (&None::<i64>, Type::INT8),
+        ];
+        for (value, want) in cases {
+            assert_eq!(param_type(value).unwrap(), want, "{value:?}");
+        }
+    }
+}

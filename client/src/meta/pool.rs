@@ -1,0 +1,282 @@
+//! Connecting: META_URL (its password kept out of messages, PgBouncer's and TLS's options), the pool, and a connection of each FUSE thread's own.
+use std::str::FromStr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Hook;
+use deadpool_postgres::{HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::call::unix_ms;
+use super::durability::Incarnations;
+use super::durability::{Incarnation, INCARNATION_SQL};
+use super::session_application_name;
+use super::tls::TlsOptions;
+use super::{Meta, Result, DEFAULT_META_RETRY};
+
+/// The META_URL with its password replaced, for messages and logs.
+pub fn redact_url(meta_url: &str) -> String {
+    match url::Url::parse(meta_url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "<unparsable META_URL>".to_string(),
+    }
+}
+
+/// The META_URL option that turns named prepared statements off.
+const POOLER_OPTION: &str = "pgbouncer";
+
+/// `meta_url` without the `pgbouncer=true|false` option (which
+/// tokio-postgres does not know), and whether it asked for true.
+pub(super) fn split_pooler_option(meta_url: &str) -> (String, bool) {
+    let Some((base, query)) = meta_url.split_once('?') else {
+        return (meta_url.to_string(), false);
+    };
+    let mut pooler = false;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == POOLER_OPTION => {
+                pooler = matches!(v, "true" | "1" | "yes" | "on");
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, pooler)
+}
+
+thread_local! {
+    /// A connection of this thread's own (see [`Meta::use_thread_connection`]).
+    static THREAD_POOL: std::cell::RefCell<Option<Pool>> = const { std::cell::RefCell::new(None) };
+    /// When this thread last took its connection.
+    static THREAD_LAST_USE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// A thread's connection idle for longer is checked before it is used.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// A pool whose every new connection first notes the server incarnation it
+/// reached, so that a commit sent on it is stamped with the right epoch.
+pub(super) fn build_pool(
+    config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
+    max_connections: usize,
+    incarnations: &Arc<Incarnations>,
+) -> anyhow::Result<Pool> {
+    let observer = incarnations.clone();
+    let manager = Manager::from_config(
+        config.clone(),
+        tls.clone(),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(max_connections)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .runtime(Runtime::Tokio1)
+        .post_create(Hook::async_fn(move |client, _| {
+            let observer = observer.clone();
+            Box::pin(async move {
+                let messages = client
+                    .simple_query(INCARNATION_SQL)
+                    .await
+                    .map_err(HookError::Backend)?;
+                let row = messages.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
+                    _ => None,
+                });
+                let text = |i: usize| row.and_then(|r| r.get(i)).unwrap_or_default().to_string();
+                observer.observe(Incarnation {
+                    id: text(0),
+                    timeline: text(1),
+                    clean_start: text(2) == "true",
+                });
+                Ok(())
+            })
+        }))
+        .build()
+        .map_err(|e| anyhow::anyhow!("connection pool: {e}"))
+}
+
+impl Meta {
+    /// Connects to `meta_url` (`postgres://user:pass@host:port/db`; a unix
+    /// socket host works as `postgres://user@%2Frun%2Fpostgresql/db` or
+    /// `?host=/run/postgresql`). The password may also come from
+    /// `META_PASSWORD`, which keeps it out of the process list.
+    pub async fn connect(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
+        let meta = Meta::pool(meta_url, max_connections)?;
+        match meta.extension_version(meta_url).await? {
+            Some(version) => meta.require_version(meta_url, &version)?,
+            None => anyhow::bail!(
+                "database {} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)",
+                redact_url(meta_url)
+            ),
+        }
+        meta.load_read_only_procedures().await?;
+        Ok(meta)
+    }
+
+    /// Connects for `jfs format`: installs the extension when it is missing
+    /// and the role may create it.
+    pub async fn connect_for_format(meta_url: &str) -> anyhow::Result<Meta> {
+        let meta = Meta::pool(meta_url, 2)?;
+        if let Some(version) = meta.extension_version(meta_url).await? {
+            meta.require_version(meta_url, &version)?;
+            return Ok(meta);
+        }
+        let client = meta.pool.get().await?;
+        client
+            .batch_execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS jfs")
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create the jfs extension in {}: {e}; \
+                     a superuser must run CREATE EXTENSION jfs there (after scripts/install-extension.sh)",
+                    redact_url(meta_url)
+                )
+            })?;
+        drop(client);
+        match meta.extension_version(meta_url).await? {
+            Some(version) => meta.require_version(meta_url, &version)?,
+            None => anyhow::bail!(
+                "CREATE EXTENSION jfs in {} left no extension",
+                redact_url(meta_url)
+            ),
+        }
+        Ok(meta)
+    }
+
+    fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
+        let (meta_url, unnamed_statements) = split_pooler_option(meta_url);
+        let (meta_url, tls) = TlsOptions::split(&meta_url);
+        let (ssl_mode, tls) = tls
+            .connector()
+            .map_err(|e| anyhow::anyhow!("META_URL {}: {e}", redact_url(&meta_url)))?;
+        let mut config = tokio_postgres::Config::from_str(&meta_url).map_err(|e| {
+            anyhow::anyhow!(
+                "bad META_URL {}: {e}; expected postgres://user:password@host:port/database",
+                redact_url(&meta_url)
+            )
+        })?;
+        if config.get_password().is_none() {
+            if let Ok(password) = std::env::var("META_PASSWORD") {
+                config.password(password);
+            }
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(5));
+        }
+        config.keepalives_idle(Duration::from_secs(30));
+        config.application_name("jfs");
+        config.ssl_mode(ssl_mode);
+        let incarnations = Arc::<Incarnations>::default();
+        let pool = build_pool(&config, &tls, max_connections, &incarnations)?;
+        Ok(Meta {
+            pool,
+            config,
+            tls,
+            unnamed_statements,
+            incarnations,
+            read_only: Arc::default(),
+            retry_for: DEFAULT_META_RETRY,
+            reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
+            replaying: Arc::default(),
+            in_replay: false,
+        })
+    }
+
+    /// The same database with connections that name session `sid` (their
+    /// application_name, see [`session_application_name`]): the change log
+    /// records what they change as that session's, and pg_stat_activity
+    /// shows which mount a backend serves. The old pool's connections close.
+    pub fn for_session(&self, sid: i64) -> anyhow::Result<Meta> {
+        let mut config = self.config.clone();
+        config.application_name(session_application_name(sid));
+        let pool = build_pool(
+            &config,
+            &self.tls,
+            self.pool.status().max_size,
+            &self.incarnations,
+        )?;
+        Ok(Meta {
+            pool,
+            config,
+            ..self.clone()
+        })
+    }
+
+    /// This client as the one that tells commits again (same pool).
+    pub(super) fn replayer(&self) -> Meta {
+        Meta {
+            in_replay: true,
+            ..self.clone()
+        }
+    }
+
+    /// Gives the calling thread a connection of its own, used by every call
+    /// made on this thread from now on. For threads that run requests to
+    /// completion on a current-thread runtime of their own (the FUSE
+    /// threads): the connection's task lives on that runtime, so a call
+    /// wakes no other thread but PostgreSQL's. Each such thread holds one
+    /// connection besides the shared pool.
+    pub fn use_thread_connection(&self) -> anyhow::Result<()> {
+        let pool = build_pool(&self.config, &self.tls, 1, &self.incarnations)?;
+        THREAD_POOL.with(|p| *p.borrow_mut() = Some(pool));
+        Ok(())
+    }
+
+    /// A connection: this thread's own if it has one, else one from the pool.
+    pub(super) async fn client(&self) -> Result<deadpool_postgres::Object> {
+        let own = THREAD_POOL.with(|p| p.borrow().clone());
+        let Some(pool) = own else {
+            return Ok(self.pool.get().await?);
+        };
+        // A thread's connection is driven only while its thread runs a
+        // request, so it learns that the server closed it (a restart) only
+        // when it is used. One that sat idle is asked first (an empty
+        // query, harmless to repeat) and replaced if it is gone: a
+        // statement is then never sent on a dead connection.
+        let idle = THREAD_LAST_USE.with(|t| t.replace(Some(Instant::now())));
+        let client = pool.get().await?;
+        if idle.is_none_or(|t| t.elapsed() < IDLE_CHECK) || client.simple_query("").await.is_ok() {
+            return Ok(client);
+        }
+        tracing::info!(
+            "a database connection of this mount was closed by the server: reconnecting"
+        );
+        drop(deadpool_postgres::Object::take(client));
+        Ok(pool.get().await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pooler_option_is_taken_out_of_the_url() {
+        let (url, on) = split_pooler_option("postgres://u@h:6432/db?pgbouncer=true");
+        assert_eq!((url.as_str(), on), ("postgres://u@h:6432/db", true));
+        let (url, on) =
+            split_pooler_option("postgres://u@h/db?host=/run/pg&pgbouncer=false&sslmode=disable");
+        assert_eq!(
+            (url.as_str(), on),
+            ("postgres://u@h/db?host=/run/pg&sslmode=disable", false)
+        );
+        let (url, on) = split_pooler_option("postgres://u@h/db");
+        assert_eq!((url.as_str(), on), ("postgres://u@h/db", false));
+    }
+}
