@@ -1,0 +1,122 @@
+//! PostgreSQL clusters of a test's own (crash, failover, settings), and volumes on them.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::volume::{mount_at, Mount};
+use crate::{jfs, ok};
+
+/// Runs a bash script with scripts/pg.sh's functions, from the repository.
+pub fn pg_sh(script: &str) -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = ok(Command::new("bash").current_dir(repo).args([
+        "-c",
+        &format!("set -euo pipefail; . scripts/pg.sh; {script}"),
+    ]));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A private cluster in DIR/pg (socket there), stopped when dropped.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl Cluster {
+    /// Creates and starts a cluster in `dir` on a free port.
+    pub fn start(dir: &Path) -> Cluster {
+        let c = Cluster {
+            dir: dir.to_path_buf(),
+            port: pg_sh("free_port").parse().unwrap(),
+        };
+        pg_sh(&format!("cluster_start {} {}", c.dir.display(), c.port));
+        c
+    }
+
+    pub fn sql(&self, db: &str, sql: &str) -> String {
+        let out = ok(Command::new("psql")
+            .args(["-XAtq", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-p"])
+            .arg(self.port.to_string())
+            .arg("-h")
+            .arg(&self.dir)
+            .args(["-d", db, "-c", sql]));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn url(&self, role: &str, db: &str) -> String {
+        let host = self.dir.to_str().unwrap().replace('/', "%2F");
+        format!("postgres://{role}@{host}:{}/{db}", self.port)
+    }
+
+    pub fn pg_ctl(&self, action: &str) {
+        pg_sh(&format!(
+            "as_postgres \"$PGBIN/pg_ctl\" -D {dir}/data -l {dir}/postgres.log -w -t 120 {action} >/dev/null",
+            dir = self.dir.display()
+        ));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+            .args([
+                "-c",
+                &format!(". scripts/pg.sh; cluster_stop {}", self.dir.display()),
+            ])
+            .status();
+    }
+}
+
+/// The role mounts of a [`PrivateVolume`] use (jfs.grant_client).
+pub const PRIVATE_CLIENT: &str = "jfs_crash_client";
+
+/// A private cluster (one the test may stop and start) with a formatted
+/// volume in database `vol`, its bucket in DIR/bucket.
+pub struct PrivateVolume {
+    _tmp: tempfile::TempDir,
+    pub base: PathBuf,
+    pub pg: Cluster,
+}
+
+impl PrivateVolume {
+    /// `settings`: lines for ALTER SYSTEM SET, applied before the volume is made.
+    pub fn new(name: &str, settings: &[&str]) -> PrivateVolume {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("jfs-{name}-"))
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
+        ok(Command::new("chmod").arg("755").arg(&base));
+        let pg = Cluster::start(&base.join("pg"));
+        for setting in settings {
+            pg.sql("postgres", &format!("ALTER SYSTEM SET {setting}"));
+        }
+        pg.pg_ctl("restart");
+        pg.sql("postgres", "CREATE DATABASE vol");
+        pg.sql(
+            "vol",
+            &format!(
+                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+                 CREATE ROLE {PRIVATE_CLIENT} LOGIN; SELECT jfs.grant_client('{PRIVATE_CLIENT}')"
+            ),
+        );
+        ok(jfs()
+            .args(["format", &pg.url("postgres", "vol"), name, "--bucket"])
+            .arg(base.join("bucket")));
+        PrivateVolume {
+            _tmp: tmp,
+            base,
+            pg,
+        }
+    }
+
+    /// A mount of the volume as the client role, in DIR/mnt-LABEL.
+    pub fn mount(&self, label: &str, extra: &[&str]) -> Mount {
+        mount_at(
+            &self.pg.url(PRIVATE_CLIENT, "vol"),
+            &self.base.join(format!("mnt-{label}")),
+            &self.base.join(format!("mount-{label}.log")),
+            extra,
+        )
+    }
+}

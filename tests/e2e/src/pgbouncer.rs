@@ -1,0 +1,80 @@
+//! PgBouncer in front of the test cluster, for mounts through a connection pooler.
+use std::process::Command;
+
+use crate::db::{ADMIN_ROLE, CLIENT_ROLE, READER_ROLE};
+use crate::{env, eventually, ok};
+
+/// A PgBouncer (Debian's package) in front of the test cluster, on a
+/// loopback port, trusting the test roles; stopped when dropped.
+pub struct PgBouncer {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl PgBouncer {
+    /// Starts one in `pool_mode` (session, transaction, statement).
+    pub fn start(pool_mode: &str) -> PgBouncer {
+        let dir = tempfile::Builder::new()
+            .prefix("jfs-e2e-pgbouncer-")
+            .tempdir()
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let users: String = [CLIENT_ROLE, ADMIN_ROLE, READER_ROLE]
+            .iter()
+            .map(|r| format!("\"{r}\" \"\"\n"))
+            .collect();
+        std::fs::write(dir.path().join("users.txt"), users).unwrap();
+        let d = dir.path().display();
+        let ini = format!(
+            "[databases]\n* = host={} port={}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
+             listen_port = {port}\nunix_socket_dir =\nauth_type = trust\n\
+             auth_file = {d}/users.txt\npool_mode = {pool_mode}\ndefault_pool_size = 3\n\
+             max_client_conn = 500\nlogfile = {d}/pgbouncer.log\n",
+            env("PGHOST"),
+            env("PGPORT")
+        );
+        std::fs::write(dir.path().join("pgbouncer.ini"), ini).unwrap();
+        // it will not run as root: as postgres, which must read its files
+        ok(Command::new("chown")
+            .arg("-R")
+            .arg("postgres")
+            .arg(dir.path()));
+        let child = Command::new("/usr/sbin/pgbouncer")
+            .args(["-u", "postgres"])
+            .arg(dir.path().join("pgbouncer.ini"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting pgbouncer (installed by scripts/setup.sh)");
+        let up = eventually(10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "pgbouncer did not listen on {port}");
+        PgBouncer { port, dir, child }
+    }
+
+    /// META_URL of database `db` through this pooler as `role`, with
+    /// `pgbouncer=true` (no named prepared statements).
+    pub fn meta_url_as(&self, db: &str, role: &str) -> String {
+        format!(
+            "postgres://{role}@127.0.0.1:{}/{db}?pgbouncer=true",
+            self.port
+        )
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("pgbouncer.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PgBouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,105 @@
+//! An S3-compatible server on loopback (moto) for volumes on S3.
+use std::process::Command;
+
+use crate::{eventually, ok};
+
+/// An S3-compatible server (moto, from the venv scripts/setup.sh makes) on a
+/// free loopback port; killed when dropped.
+pub struct S3Server {
+    pub endpoint: String,
+    pub port: u16,
+    child: Option<std::process::Child>,
+}
+
+pub(crate) fn venv() -> String {
+    std::env::var("JFS_VENV").unwrap_or_else(|_| "/opt/jfs-test-venv".into())
+}
+
+impl S3Server {
+    pub fn start() -> S3Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut s = S3Server {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            port,
+            child: None,
+        };
+        s.restart();
+        s
+    }
+
+    /// Starts the server again on the same port (it forgets every object).
+    pub fn restart(&mut self) {
+        self.stop();
+        let child = Command::new(format!("{}/bin/moto_server", venv()))
+            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server: run scripts/setup.sh");
+        self.child = Some(child);
+        let up = eventually(20, || {
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+        });
+        assert!(up, "moto_server did not start on port {}", self.port);
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Keys in a bucket (through boto3 from the same venv) but volumes'
+    /// markers (`NAME/juicefs_uuid`): the blocks.
+    pub fn keys(&self, bucket: &str) -> Vec<String> {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
+             aws_secret_access_key='testing', region_name='us-east-1')\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}'):\n    \
+             [print(o['Key']) for o in page.get('Contents', [])]\n",
+            self.endpoint
+        );
+        let out = ok(Command::new(format!("{}/bin/python", venv())).args(["-c", &code]));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|k| !k.ends_with("/juicefs_uuid"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl S3Server {
+    /// Each object's storage class as HeadObject reports it ("STANDARD" when
+    /// the server says none), by key.
+    pub fn classes(&self, bucket: &str) -> Vec<(String, String)> {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='testing', \
+             aws_secret_access_key='testing', region_name='us-east-1')\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}'):\n    \
+             for o in page.get('Contents', []):\n        \
+             h = s3.head_object(Bucket='{bucket}', Key=o['Key'])\n        \
+             print(o['Key'], h.get('StorageClass', 'STANDARD'))\n",
+            self.endpoint
+        );
+        let out = ok(Command::new(format!("{}/bin/python", venv())).args(["-c", &code]));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, c)| (k.to_string(), c.to_string()))
+            .collect()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
