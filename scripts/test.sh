@@ -38,6 +38,7 @@ if wants lint; then
   cargo clippy -p jfs-client -p jfs-e2e --all-targets -- -D warnings
   echo "==> sql/ calls only what loads before it (extension/src/lib.rs)"
   python3 tests/lint/sql_call_order.py
+  python3 scripts/gen-reference.py procedures --check
 fi
 
 echo "==> building the client and the end-to-end tests"
@@ -45,6 +46,7 @@ cargo build -p jfs-client
 cargo test -p jfs-e2e --no-run
 ./target/debug/jfs --help >/dev/null
 ./target/debug/jfs --version | grep -q '^jfs '
+python3 scripts/gen-reference.py cli ./target/debug/jfs --check
 install_mount_helper ./target/debug/jfs
 
 echo "==> building and installing the extension"
