@@ -1,12 +1,15 @@
 //! Conversions between the kernel's types (fuser) and the VFS's: node
-//! types and attributes, errno values, times, new nodes; reply helpers.
+//! types and attributes, errno values, times, new nodes (replies: `reply`).
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fuser::{
-    Errno, FileAttr, FileType, Generation, INodeNo, ReplyEmpty, ReplyEntry, ReplyXattr, TimeOrNow,
-};
+use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
 
-use crate::vfs::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, TimeSet, Vfs, Who};
+use fuser::{FopenFlags, OpenAccMode, OpenFlags, Request};
+
+use crate::vfs::{
+    ns_to_time, time_to_ns, Attr, Caller, LockRange, Need, NewNode, NodeType, SetAttr, TimeSet,
+    Vfs, Who,
+};
 
 pub(super) fn kind(t: NodeType) -> FileType {
     match t {
@@ -84,7 +87,73 @@ pub(super) async fn measured(op: &'static str, request: impl std::future::Future
     }
 }
 
-pub(super) fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
+/// The change a setattr request asks for.
+pub(super) fn set_attr(
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    length: Option<u64>,
+    atime: Option<TimeOrNow>,
+    mtime: Option<TimeOrNow>,
+) -> SetAttr {
+    let (atime, mtime) = (time_arg(atime), time_arg(mtime));
+    SetAttr {
+        mode,
+        uid,
+        gid,
+        length,
+        atime,
+        mtime,
+    }
+}
+
+/// The process that sent a request (for the control file).
+pub(super) fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+        pid: req.pid(),
+    }
+}
+
+/// A lock's range as the kernel gives it.
+pub(super) fn lock_range(typ: i32, start: u64, end: u64, pid: u32) -> LockRange {
+    LockRange {
+        typ,
+        start,
+        end,
+        pid,
+    }
+}
+
+/// How an open of `inode` with `flags` goes: whether it writes, what it
+/// needs of a squashed caller (O_TRUNC writes), and the open flags given back
+/// (the control file's answers have no length: read past the page cache).
+pub(super) fn opening(
+    inode: u64,
+    flags: OpenFlags,
+    control: bool,
+) -> (bool, Need<'static>, FopenFlags) {
+    let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+    let read = flags.acc_mode() != OpenAccMode::O_WRONLY;
+    let truncate = flags.0 & libc::O_TRUNC != 0;
+    let how = if control {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    };
+    (
+        write,
+        Need::Open {
+            inode,
+            read,
+            write: write || truncate,
+        },
+        how,
+    )
+}
+
+fn time_arg(t: Option<TimeOrNow>) -> Option<TimeSet> {
     t.map(|t| match t {
         TimeOrNow::SpecificTime(t) => TimeSet::At(kernel_time_to_ns(t)),
         TimeOrNow::Now => TimeSet::Now,
@@ -131,36 +200,8 @@ pub(super) fn node_type_of_mode(mode: u32) -> Option<NodeType> {
     }
 }
 
-pub(super) fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Attr, i32>) {
-    match r {
-        Ok(a) => reply.entry_with_ttls(
-            &vfs.config.attr_ttl,
-            &vfs.config.entry_ttl_of(a.kind),
-            &file_attr(vfs, &a),
-            Generation(0),
-        ),
-        Err(e) => reply.error(err(e)),
-    }
-}
-
-/// A lookup's answer: a missing name is an entry with inode 0, which the
-/// kernel keeps as missing for the TTL, when the mount follows the change
-/// log (it then makes the kernel forget the name when another mount makes it).
-pub(super) fn reply_lookup(
-    vfs: &Vfs,
-    reply: ReplyEntry,
-    parent: u64,
-    name: &[u8],
-    r: Result<Attr, i32>,
-) {
-    match (r, vfs.missing_name_ttl(parent, name)) {
-        (Err(libc::ENOENT), Some(ttl)) => reply.entry(&ttl, &missing_name(), Generation(0)),
-        (r, _) => reply_entry(vfs, reply, r),
-    }
-}
-
 /// What the kernel takes for "no such name": an entry of inode 0.
-fn missing_name() -> FileAttr {
+pub(super) fn missing_name() -> FileAttr {
     let never = std::time::UNIX_EPOCH;
     FileAttr {
         ino: INodeNo(0),
@@ -178,22 +219,6 @@ fn missing_name() -> FileAttr {
         rdev: 0,
         blksize: 0,
         flags: 0,
-    }
-}
-
-pub(super) fn reply_empty(reply: ReplyEmpty, r: Result<(), i32>) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(err(e)),
-    }
-}
-
-pub(super) fn reply_xattr(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, i32>) {
-    match r {
-        Ok(v) if size == 0 => reply.size(v.len() as u32),
-        Ok(v) if v.len() > size as usize => reply.error(err(libc::ERANGE)),
-        Ok(v) => reply.data(&v),
-        Err(e) => reply.error(err(e)),
     }
 }
 

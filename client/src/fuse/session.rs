@@ -90,3 +90,36 @@ pub fn serve(
         })
         .with_context(|| format!("mounting on {}", mountpoint.display()))
 }
+
+/// What the mount asks of the kernel when it starts (`Filesystem::init`):
+/// readdirplus, big and parallel requests, locks, and, when the volume has
+/// ACLs on, POSIX ACLs checked by the kernel.
+pub(super) fn offer(vfs: &Vfs, config: &mut fuser::KernelConfig) {
+    use fuser::InitFlags;
+    for flag in [
+        InitFlags::FUSE_DO_READDIRPLUS,
+        InitFlags::FUSE_READDIRPLUS_AUTO,
+        InitFlags::FUSE_BIG_WRITES,
+        InitFlags::FUSE_ASYNC_READ,
+        InitFlags::FUSE_PARALLEL_DIROPS,
+        InitFlags::FUSE_MAX_PAGES,
+        // fcntl and flock locks come here, to be shared by every mount
+        InitFlags::FUSE_POSIX_LOCKS,
+        InitFlags::FUSE_FLOCK_LOCKS,
+    ] {
+        let _ = config.add_capabilities(flag);
+    }
+    if vfs.volume.enable_acl {
+        // the kernel checks permissions with the ACLs it reads through
+        // getxattr, and leaves the umask to mknod (a directory's
+        // default ACL replaces it)
+        for flag in [InitFlags::FUSE_POSIX_ACL, InitFlags::FUSE_DONT_MASK] {
+            if config.add_capabilities(flag).is_err() {
+                tracing::warn!("the kernel does not offer {flag:?}: POSIX ACLs are not enforced");
+            }
+        }
+    }
+    let _ = config.set_max_write(1 << 20);
+    let _ = config.set_max_readahead(1 << 20);
+    let _ = config.set_max_background(64);
+}

@@ -22,9 +22,12 @@ mod squash;
 pub mod volume;
 mod writer;
 
-pub use crate::meta::{ns_to_time, time_to_ns, Attr, NewNode, NodeType, SetAttr, TimeSet};
+pub use crate::meta::{
+    ns_to_time, time_to_ns, Attr, LockRange, NewNode, NodeType, SetAttr, Statfs, TimeSet,
+};
 pub use compact::{Compacted, COMPACT_AT};
 pub use control::{Caller, CONTROL_INODE};
+pub use ops::ListedEntry;
 pub use squash::{Need, Squash, Who};
 
 use std::collections::HashMap;

@@ -15,7 +15,7 @@
 use super::control_auth::{Requester, READ, SEARCH, WRITE};
 use super::{Vfs, VfsResult};
 pub use crate::meta::Squash;
-use crate::meta::{Attr, NewNode, SetAttr, TimeSet};
+use crate::meta::{SetAttr, TimeSet};
 
 /// The identity a request acts as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,10 +74,25 @@ pub enum Need<'a> {
     },
 }
 
-impl Need<'_> {
+impl<'a> Need<'a> {
     /// Read (`write` false) or change extended attribute `name` of `inode`.
-    pub fn xattr(inode: u64, name: &[u8], write: bool) -> Need<'_> {
+    pub fn xattr(inode: u64, name: &'a [u8], write: bool) -> Need<'a> {
         Need::Xattr { inode, name, write }
+    }
+
+    /// Change the attributes of `inode` as `change` says.
+    pub fn set_attr(inode: u64, change: &'a SetAttr) -> Need<'a> {
+        Need::SetAttr { inode, change }
+    }
+
+    /// Move entry `name` of `parent` to `new_name` of `new_parent`.
+    pub fn moving(parent: u64, name: &'a [u8], new_parent: u64, new_name: &'a [u8]) -> Need<'a> {
+        Need::Move {
+            parent,
+            name,
+            new_parent,
+            new_name,
+        }
     }
 }
 
@@ -130,16 +145,15 @@ impl Vfs {
         }
     }
 
-    /// mknod, mkdir or symlink by `who` (checked when squashed).
-    pub async fn mknod_as(
+    /// Runs `op` when `who` may do what `need` says (see `permit`).
+    pub async fn checked<T>(
         &self,
         who: &Who,
-        parent: u64,
-        name: &[u8],
-        node: &NewNode<'_>,
-    ) -> VfsResult<Attr> {
-        self.permit(who, Need::Create(parent)).await?;
-        self.mknod(parent, name, node).await
+        need: Need<'_>,
+        op: impl std::future::Future<Output = VfsResult<T>>,
+    ) -> VfsResult<T> {
+        self.permit(who, need).await?;
+        op.await
     }
 
     async fn needs(&self, me: &Requester, inode: u64, want: u32) -> VfsResult<()> {

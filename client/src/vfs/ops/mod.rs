@@ -3,6 +3,7 @@
 //! directories (listing, statfs), byte ranges (fallocate, SEEK_DATA,
 //! copy_file_range), extended attributes and ACLs, locks.
 mod dir;
+pub use dir::ListedEntry;
 mod file;
 mod lock;
 mod namespace;

@@ -1,0 +1,106 @@
+//! Running a request: on the FUSE thread that read it, with a runtime and a database connection of that thread's own; who it acts as; the kernel's inode numbers translated.
+use std::future::Future;
+use std::sync::Arc;
+
+use fuser::{FileHandle, INodeNo, ReplyEntry, Request};
+
+use super::convert::measured;
+use super::reply::{Answer, Listing};
+use crate::vfs::{Need, NewNode, Vfs, Who};
+
+pub struct JfsFuse {
+    pub(super) vfs: Arc<Vfs>,
+    pub(super) rt: tokio::runtime::Handle,
+}
+
+impl JfsFuse {
+    pub fn new(vfs: Arc<Vfs>, rt: tokio::runtime::Handle) -> JfsFuse {
+        JfsFuse { vfs, rt }
+    }
+
+    /// The identity a request acts as (`--root-squash`, `--all-squash`).
+    pub(super) fn who(&self, req: &Request) -> Who {
+        self.vfs.who(req.uid(), req.gid())
+    }
+
+    /// The VFS's inode for the kernel's `ino` (the one translation: the
+    /// kernel's inode 1 is the mount's `--subdir`).
+    pub(super) fn ino(&self, ino: INodeNo) -> u64 {
+        self.vfs.inode_of(ino.0)
+    }
+
+    /// Runs one request to completion on this FUSE thread, on a runtime and
+    /// with a database connection of the thread's own: the request wakes no
+    /// other thread of ours, which halves its latency on a small machine (a
+    /// metadata request is one round trip to PostgreSQL, a sequential read
+    /// mostly a copy from the block cache). The kernel sends requests on
+    /// several threads, so others proceed meanwhile; uploads and readahead
+    /// run on the mount's shared runtime (`rt`), which also runs a request
+    /// if this thread could get no runtime of its own. The future may borrow
+    /// the request (a write's data is not copied). `f` replies. The
+    /// request is counted in the metrics as operation `op`.
+    pub(super) fn run_here<F, Fut>(&self, op: &'static str, f: F)
+    where
+        F: FnOnce(Arc<Vfs>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let fut = measured(op, f(self.vfs.clone()));
+        THREAD_RUNTIME.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            if cell.is_none() {
+                match thread_runtime(&self.vfs) {
+                    Ok(rt) => *cell = Some(rt),
+                    Err(e) => tracing::warn!(
+                        "no runtime of this FUSE thread's own ({e}): using the shared one"
+                    ),
+                }
+            }
+            match cell.as_ref() {
+                Some(rt) => rt.block_on(fut),
+                None => self.rt.block_on(fut),
+            }
+        })
+    }
+}
+
+thread_local! {
+    /// This FUSE thread's runtime for [`JfsFuse::run_here`].
+    static THREAD_RUNTIME: std::cell::RefCell<Option<tokio::runtime::Runtime>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn thread_runtime(vfs: &Vfs) -> anyhow::Result<tokio::runtime::Runtime> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    vfs.use_thread_connection()?;
+    Ok(rt)
+}
+
+impl JfsFuse {
+    /// mknod, mkdir or symlink: node `node` as entry `name` of `parent`.
+    pub(super) fn make(
+        &self,
+        op: &'static str,
+        who: Who,
+        parent: INodeNo,
+        name: &[u8],
+        node: NewNode<'_>,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        self.run_here(op, move |vfs| async move {
+            let make = vfs.mknod(parent, name, &node);
+            reply.answer(&vfs, vfs.checked(&who, Need::Create(parent), make).await)
+        });
+    }
+
+    /// A page of directory handle `fh` from offset `at`, plain or with
+    /// attributes (readdirplus).
+    pub(super) fn list(&self, op: &'static str, fh: FileHandle, at: u64, mut reply: impl Listing) {
+        self.run_here(op, move |vfs| async move {
+            let r = vfs.readdir(fh.0, at, |e| reply.add_entry(&vfs, e)).await;
+            reply.finish(r)
+        });
+    }
+}
