@@ -6,6 +6,7 @@ mod meta;
 mod metrics;
 mod object;
 mod vfs;
+mod volume;
 
 use clap::Parser;
 

@@ -7,8 +7,8 @@ use futures_util::stream::{self, StreamExt};
 
 use super::dump::Progress;
 use crate::meta::Meta;
-use crate::vfs::layout::slice_blocks;
-use crate::vfs::volume::{open_volume, BucketCheck};
+use crate::volume::layout::slice_blocks;
+use crate::volume::{open_volume, BucketCheck};
 
 /// Live slices read per `jfs.live_slices` call.
 const SLICES_PAGE: i32 = 10_000;

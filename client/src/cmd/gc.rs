@@ -1,18 +1,12 @@
 //! `jfs gc META_URL [--delete]`: finds objects no slice references (blocks
 //! stored by a client that died before committing them) and freed slices
 //! still waiting for deletion; with --delete removes both.
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use clap::Args;
 
-use crate::object::{temporary_of, ObjectInfo};
-use crate::vfs::background::drain_delslices;
-use crate::vfs::layout::parse_block_key;
-use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
-
-/// Slice ids asked about per `jfs.slice_states` call.
-const SLICE_STATES_BATCH: usize = 10_000;
+use crate::volume::gc::{drain_delslices, take_census};
+use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 #[derive(Args, Debug)]
 pub struct GcArgs {
@@ -27,21 +21,6 @@ pub struct GcArgs {
     min_age: u64,
 }
 
-/// What gc found, by object.
-#[derive(Default)]
-struct Census {
-    referenced: (u64, u64),
-    pending: (u64, u64),
-    unreferenced: Vec<ObjectInfo>,
-    young: (u64, u64),
-    foreign: Vec<ObjectInfo>,
-}
-
-fn add(counter: &mut (u64, u64), o: &ObjectInfo) {
-    counter.0 += 1;
-    counter.1 += o.size;
-}
-
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
@@ -52,58 +31,13 @@ pub async fn run(a: GcArgs) -> anyhow::Result<()> {
         volume,
         store,
     } = open_volume(&a.meta_url, 2, BucketCheck::Required).await?;
-    let prefix = crate::vfs::layout::blocks_prefix(&volume.name);
-    eprint!("listing {}/{prefix} ...", store.describe());
-    let objects = store
-        .list(&prefix)
-        .await
-        .map_err(|e| anyhow::anyhow!("listing {}: {e}", store.describe()))?;
-    eprintln!(
-        "\rlisted {} objects under {}/{prefix}",
-        objects.len(),
-        store.describe()
-    );
-
-    let now = SystemTime::now();
-    let min_age = Duration::from_secs(a.min_age);
-    let mut census = Census::default();
-    let mut by_slice: HashMap<u64, Vec<ObjectInfo>> = HashMap::new();
-    // only objects no row knows need the age check
-    let young = |o: &ObjectInfo| now.duration_since(o.modified).unwrap_or_default() < min_age;
-    for o in objects {
-        match parse_block_key(&volume.name, &o.key) {
-            Some((id, _, _)) => by_slice.entry(id).or_default().push(o),
-            None if young(&o) => add(&mut census.young, &o),
-            // a block file left half-written by a failed write or a killed mount
-            None if temporary_of(&o.key)
-                .is_some_and(|k| parse_block_key(&volume.name, k).is_some()) =>
-            {
-                census.unreferenced.push(o)
-            }
-            None => census.foreign.push(o),
-        }
-    }
-    let ids: Vec<i64> = by_slice.keys().map(|&id| id as i64).collect();
-    for (n, batch) in ids.chunks(SLICE_STATES_BATCH).enumerate() {
-        for (id, state) in meta.slice_states(batch).await? {
-            for o in by_slice.remove(&id).unwrap_or_default() {
-                match state.as_str() {
-                    "referenced" => add(&mut census.referenced, &o),
-                    "pending" => add(&mut census.pending, &o),
-                    _ if young(&o) => add(&mut census.young, &o),
-                    _ => census.unreferenced.push(o),
-                }
-            }
-        }
-        eprint!(
-            "\rchecked {} of {} slices",
-            (n * 10_000 + batch.len()),
-            ids.len()
-        );
-    }
-    if !ids.is_empty() {
-        eprintln!();
-    }
+    let census = take_census(
+        &meta,
+        store.as_ref(),
+        &volume,
+        Duration::from_secs(a.min_age),
+    )
+    .await?;
     let queued = meta.pending_delslice_count().await?;
 
     let leaked: u64 = census.unreferenced.iter().map(|o| o.size).sum();

@@ -15,8 +15,8 @@ use crate::metrics;
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
 use crate::vfs::changes;
-use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
 use crate::vfs::{Vfs, VfsConfig};
+use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
 const URL_FROM_ENV: &str = "-";

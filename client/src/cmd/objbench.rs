@@ -7,7 +7,7 @@ use clap::Args;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 
 use crate::object::ObjectStore;
-use crate::vfs::volume::{open_volume, BucketCheck};
+use crate::volume::{open_volume, BucketCheck};
 
 #[derive(Args, Debug)]
 pub struct ObjbenchArgs {

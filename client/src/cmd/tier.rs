@@ -11,8 +11,8 @@ use clap::{Args, Subcommand};
 
 use crate::meta::TierSlice;
 use crate::object::ObjectState;
-use crate::vfs::layout::slice_blocks;
-use crate::vfs::volume::{open_volume, BucketCheck, OpenVolume};
+use crate::volume::layout::slice_blocks;
+use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 #[derive(Args, Debug)]
 pub struct TierArgs {

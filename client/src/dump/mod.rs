@@ -21,8 +21,8 @@ use crate::meta::{
 /// The trash directory's inode (JuiceFS's TrashInode; jfs uses the same).
 pub const TRASH_INODE: i64 = 0x7FFF_FFFF_1000_0000;
 
-/// The size of a chunk (`vfs::layout::CHUNK_SIZE`), as the dump's offsets count.
-const CHUNK_SIZE: i64 = crate::vfs::layout::CHUNK_SIZE as i64;
+/// The size of a chunk (`volume::layout::CHUNK_SIZE`), as the dump's offsets count.
+const CHUNK_SIZE: i64 = crate::volume::layout::CHUNK_SIZE as i64;
 
 /// The `Setting` object: JuiceFS's format, the fields jfs has (others are kept out).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -5,11 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backup::backup_if_due;
-use super::layout::slice_blocks;
 use super::{Compacted, Vfs};
-use crate::meta::{Meta, VolumeInfo};
 use crate::metrics::METRICS;
-use crate::object::ObjectStore;
 
 /// How often and how patiently the background jobs run.
 #[derive(Debug, Clone)]
@@ -178,8 +175,13 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 }
             }
             if !vfs.config.read_only {
-                if let Err(e) =
-                    drain_delslices(&vfs.meta, vfs.store.as_ref(), &vfs.volume, cfg.gc_delay).await
+                if let Err(e) = crate::volume::gc::drain_delslices(
+                    &vfs.meta,
+                    vfs.store.as_ref(),
+                    &vfs.volume,
+                    cfg.gc_delay,
+                )
+                .await
                 {
                     tracing::warn!("deleting freed slices: {e}");
                 }
@@ -193,59 +195,3 @@ const UNLINKED_FREE_STEP: i32 = 10_000;
 
 /// Change-log rows pruned per round (each mount, every gc interval).
 const CHANGELOG_PRUNE_STEP: i32 = 100_000;
-
-/// Freed slices taken from the queue per round trip.
-const DELSLICE_PAGE: i32 = 1000;
-
-/// Deletes the objects of slices whose last reference went away at least
-/// `delay` ago (the delslice queue), then forgets them; returns how many
-/// slices were done. Used by mounts in the background and by `jfs gc`.
-pub async fn drain_delslices(
-    meta: &Meta,
-    store: &dyn ObjectStore,
-    volume: &VolumeInfo,
-    delay: Duration,
-) -> anyhow::Result<usize> {
-    let mut total = 0;
-    loop {
-        let read_in = meta.epoch();
-        let pending = meta
-            .pending_delslices(delay.as_secs(), DELSLICE_PAGE)
-            .await?;
-        if pending.is_empty() {
-            return Ok(total);
-        }
-        // the commits that freed these slices are durable before their
-        // objects go: a crash that erased one would bring its references back
-        if !meta.durable_since(read_in).await? {
-            tracing::warn!(
-                "the metadata server changed while freed slices were listed: \
-                 none deleted this round"
-            );
-            return Ok(total);
-        }
-        let mut done = Vec::with_capacity(pending.len());
-        for (id, size) in pending {
-            let bs = volume.block_size;
-            let mut ok = true;
-            for (_, _, key) in slice_blocks(&volume.name, id, size, bs) {
-                match store.delete(&key).await {
-                    Ok(()) => METRICS.objects_deleted.inc(),
-                    Err(e) => {
-                        tracing::warn!("deleting {key}: {e}");
-                        ok = false;
-                    }
-                }
-            }
-            if ok {
-                done.push(id as i64);
-            }
-        }
-        if done.is_empty() {
-            anyhow::bail!("no freed slice could be deleted from {}", store.describe());
-        }
-        total += done.len();
-        meta.forget_delslices(&done).await?;
-        METRICS.slices_deleted.inc_by(done.len() as u64);
-    }
-}

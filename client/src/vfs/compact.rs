@@ -15,11 +15,11 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::layout::{block_key, block_reads, slice_blocks, visible, Source, CHUNK_SIZE};
 use super::writer::{delete_blocks, forget_blocks, WriteTarget};
 use super::{errno, Vfs, VfsResult};
 use crate::metrics::METRICS;
 use crate::object::with_retries;
+use crate::volume::layout::{block_key, block_reads, slice_blocks, visible, Source, CHUNK_SIZE};
 
 /// Slices in one chunk from which a mount compacts it in the background
 /// (`jfs mount --compact-at`).

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use super::control_auth::{Part, Removable, Requester};
-use super::layout::{slice_blocks, CHUNK_SIZE};
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
+use crate::volume::layout::{slice_blocks, CHUNK_SIZE};
 
 /// Entries `jfs rmr` removes per transaction (jfs.rmr's limit).
 const RMR_STEP: i32 = 100_000;

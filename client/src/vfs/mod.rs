@@ -13,13 +13,13 @@ mod compact;
 mod control;
 mod control_auth;
 mod handles;
-pub mod layout;
+
 mod listings;
 mod ops;
 mod reader;
 mod space;
 mod squash;
-pub mod volume;
+
 mod writer;
 
 pub use crate::meta::{

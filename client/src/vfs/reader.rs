@@ -7,12 +7,12 @@ use bytes::Bytes;
 use futures_util::future::try_join_all;
 use tokio::sync::Notify;
 
-use super::layout::{
-    block_count, block_key, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
-};
 use super::{OpenFile, Vfs};
 use crate::metrics::{self, MEMORY_CACHE, METRICS};
 use crate::object::with_retries;
+use crate::volume::layout::{
+    block_count, block_key, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
+};
 
 /// Whole blocks recently read, up to a byte budget, oldest dropped first.
 /// Cloning shares the cache.

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use super::layout::{block_key, slice_blocks, split_by_chunk, CHUNK_SIZE};
 use crate::meta::{Attr, Epoch, Meta, MetaError, SliceRow};
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
+use crate::volume::layout::{block_key, slice_blocks, split_by_chunk, CHUNK_SIZE};
 
 /// What a writer needs from the mount.
 pub struct WriteTarget<'a> {

@@ -1,5 +1,8 @@
 //! Opening a volume: its metadata database, its settings, and its object
 //! store, checked to belong to it (the bucket's `juicefs_uuid` marker).
+pub mod gc;
+pub mod layout;
+
 use std::sync::Arc;
 
 use crate::meta::{redact_url, Meta, MetaError, VolumeInfo};
