@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 
 use super::durability::Epoch;
-use super::{Failure, Meta, MetaError, NewNode, NodeType, Result, SliceRow};
+use super::{Failure, Meta, MetaError, NewNode, NodeType, Result, SliceRow, MAX_ANSWERS_LOST};
 
 /// A commit that can be sent again to a server that lost it.
 #[derive(Debug, Clone)]
@@ -68,10 +68,6 @@ struct Journaled {
 /// as opaque until a sync trims the journal (each close syncs in 'fsync'
 /// mode, so only a mount that never closes or syncs gets here).
 const MAX_REDOS: usize = 65_536;
-
-/// How many times a replay may lose the answer to one of its calls (the
-/// server went away again) and start over.
-const MAX_ANSWERS_LOST: u32 = 3;
 
 /// The commits of a client that no sync has covered yet, in commit order.
 #[derive(Debug, Default)]

@@ -95,6 +95,12 @@ pub struct Meta {
     in_replay: bool,
 }
 
+/// How many times in a row the answer to a change may be lost (the server
+/// went away with the call in flight, again and again) and what happened be
+/// settled by asking: a replay starting over, a create or removal sent again,
+/// a flush's commits. Past it, the call fails (EIO).
+pub const MAX_ANSWERS_LOST: u32 = 3;
+
 /// How long calls are retried while the database is unavailable, unless
 /// told otherwise (a failover of a replicated PostgreSQL takes 5-30 s).
 pub const DEFAULT_META_RETRY: Duration = Duration::from_secs(60);

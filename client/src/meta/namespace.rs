@@ -1,6 +1,8 @@
 //! Namespace procedures: lookup, getattr, mknod, symlink, readlink, link, unlink, rmdir, rename, readdir.
 use super::journal::Redo;
-use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, NodeType, Result};
+use super::{
+    attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, NodeType, Result, MAX_ANSWERS_LOST,
+};
 
 /// The bits of `jfs.setattr`'s mask, JuiceFS's values (`sql/setattr.sql`).
 pub mod set_mask {
@@ -138,26 +140,36 @@ impl Meta {
         node: &NewNode<'_>,
         inode: u64,
     ) -> Result<Attr> {
-        let made = match self.mknod_once(parent, name, node, inode).await {
-            Err(e) if e.may_have_committed() => {
-                let asked_in = self.epoch();
-                match self.lookup(parent, name).await {
-                    Ok(attr) if attr.inode == inode => {
-                        tracing::warn!(
-                            "mknod of inode {inode}: the answer was lost ({e}); it was made"
-                        );
-                        Ok((attr, asked_in))
-                    }
-                    Err(MetaError::Errno(libc::ENOENT)) => {
-                        tracing::warn!(
-                            "mknod of inode {inode}: the answer was lost ({e}); made again"
-                        );
-                        self.mknod_once(parent, name, node, inode).await
-                    }
-                    _ => Err(e),
+        let mut sent = self.mknod_once(parent, name, node, inode).await;
+        let mut answers_lost = 0;
+        let made = loop {
+            let e = match sent {
+                Err(e) if e.may_have_committed() && answers_lost < MAX_ANSWERS_LOST => e,
+                other => break other,
+            };
+            // (a resend's answer may be lost too: the server went away again)
+            answers_lost += 1;
+            let asked_in = self.epoch();
+            match self.lookup(parent, name).await {
+                Ok(attr) if attr.inode == inode => {
+                    tracing::warn!(
+                        "mknod of inode {inode}: the answer was lost ({e}); it was made"
+                    );
+                    break Ok((attr, asked_in));
+                }
+                Err(MetaError::Errno(libc::ENOENT)) => {
+                    tracing::warn!("mknod of inode {inode}: the answer was lost ({e}); made again");
+                    sent = self.mknod_once(parent, name, node, inode).await;
+                }
+                found => {
+                    tracing::error!(
+                        "mknod of inode {inode}: the answer was lost ({e}), and the name says \
+                         neither made nor missing: {:?}",
+                        found.map(|a| a.inode)
+                    );
+                    break Err(e);
                 }
             }
-            other => other,
         };
         let (attr, sent_in) = made?;
         self.journal_redo(sent_in, Redo::mknod(parent, name, node, inode));
@@ -261,9 +273,10 @@ impl Meta {
 
     /// Runs `send`, a change whose second run changes nothing more than its
     /// first (but may answer otherwise). If the answer was lost, it is sent
-    /// again, and the errno `happened` then means the first run did it:
-    /// None (the caller may check further). An outage in between is waited
-    /// out by the second call.
+    /// again (up to [`MAX_ANSWERS_LOST`] times: the server may go away again),
+    /// and the errno `happened` then means an earlier run did it: None (the
+    /// caller may check further). An outage in between is waited out by the
+    /// call sent again.
     pub(super) async fn sent_again<T, F, Fut>(
         &self,
         what: &str,
@@ -274,15 +287,19 @@ impl Meta {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        match send().await {
-            Err(e) if e.may_have_committed() => {
-                tracing::warn!("{what}: the answer was lost ({e}); asking again");
-                match send().await {
-                    Err(MetaError::Errno(errno)) if errno == happened => Ok(None),
-                    other => other.map(Some),
+        let mut answers_lost = 0;
+        loop {
+            match send().await {
+                // (the answer to the call sent again may be lost too)
+                Err(e) if e.may_have_committed() && answers_lost < MAX_ANSWERS_LOST => {
+                    answers_lost += 1;
+                    tracing::warn!("{what}: the answer was lost ({e}); asking again");
                 }
+                Err(MetaError::Errno(errno)) if errno == happened && answers_lost > 0 => {
+                    return Ok(None)
+                }
+                other => return other.map(Some),
             }
-            other => other.map(Some),
         }
     }
 

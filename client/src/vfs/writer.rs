@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use crate::meta::{Attr, Epoch, Meta, MetaError, SliceRow};
+use crate::meta::{Attr, Epoch, Meta, MetaError, SliceRow, MAX_ANSWERS_LOST};
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
 use crate::volume::layout::{block_key, slice_blocks, split_by_chunk, CHUNK_SIZE};
@@ -86,10 +86,6 @@ const FLUSH_WINDOW: usize = 256;
 
 /// How many stored slices a flush commits in one call (`jfs.write_slices`).
 const COMMIT_BATCH: usize = 256;
-
-/// How many commits of one flush may lose their answer and be settled by
-/// asking the database; past it, the flush gives up with EIO.
-const MAX_ANSWERS_LOST: u32 = 3;
 
 /// The bytes of one block being assembled, starting at an aligned address
 /// inside their allocation (as long as they stay within its capacity).

@@ -298,6 +298,17 @@ impl Mount {
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
+
+    /// The last `n` warnings and errors of the mount's log (what a failed
+    /// fault test prints: the moment that failed may be long before the end).
+    pub fn log_warnings(&self, n: usize) -> String {
+        let text = self.log_text();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
 }
 
 impl Drop for Mount {

@@ -103,7 +103,7 @@ fn assert_no_errors(outcome: &Outcome, m: &jfs_e2e::Mount, what: &str) {
         "{} errors reached the applications {what}: {:?}\n{}",
         outcome.errors.len(),
         &outcome.errors[..outcome.errors.len().min(20)],
-        m.log_tail(40)
+        m.log_warnings(300)
     );
 }
 
