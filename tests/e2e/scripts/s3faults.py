@@ -9,7 +9,7 @@ answer, or (GETs) a body cut short after its headers promised all of it.
 SHARE_FILE holds the share of requests to fail (0 to 1), read at every
 request, so that a test can format with no faults and then turn them on.
 
-Prints "ready" once listening; counts of what it did go to stderr on exit.
+LISTEN_PORT 0 binds a free port. Prints "ready PORT" once listening; counts of what it did go to stderr on exit.
 """
 import http.client
 import http.server
@@ -115,7 +115,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 def main():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", listen_port), Proxy)
     server.daemon_threads = True
-    print("ready", flush=True)
+    print("ready", server.server_address[1], flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -19,43 +19,30 @@ impl PgBouncer {
             .prefix("jfs-e2e-pgbouncer-")
             .tempdir()
             .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let users: String = [CLIENT_ROLE, ADMIN_ROLE, READER_ROLE]
-            .iter()
-            .map(|r| format!("\"{r}\" \"\"\n"))
-            .collect();
-        std::fs::write(dir.path().join("users.txt"), users).unwrap();
-        let d = dir.path().display();
-        let ini = format!(
-            "[databases]\n* = host={} port={}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
-             listen_port = {port}\nunix_socket_dir =\nauth_type = trust\n\
-             auth_file = {d}/users.txt\npool_mode = {pool_mode}\ndefault_pool_size = 3\n\
-             max_client_conn = 500\nlogfile = {d}/pgbouncer.log\n",
-            env("PGHOST"),
-            env("PGPORT")
+        // a port chosen here may be taken before pgbouncer binds it: then it
+        // exits, and it is tried again on another
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = spawn(&dir, pool_mode, port);
+            let log = dir.path().join("pgbouncer.log");
+            let listening = format!("listening on 127.0.0.1:{port}");
+            let settled = eventually(10, || {
+                std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&listening))
+                    || child.try_wait().ok().flatten().is_some()
+            });
+            assert!(settled, "pgbouncer neither listened on {port} nor exited");
+            if child.try_wait().unwrap().is_none() {
+                return PgBouncer { port, dir, child };
+            }
+        }
+        panic!(
+            "pgbouncer could not listen on a free port: {}",
+            std::fs::read_to_string(dir.path().join("pgbouncer.log")).unwrap_or_default()
         );
-        std::fs::write(dir.path().join("pgbouncer.ini"), ini).unwrap();
-        // it will not run as root: as postgres, which must read its files
-        ok(Command::new("chown")
-            .arg("-R")
-            .arg("postgres")
-            .arg(dir.path()));
-        let child = Command::new("/usr/sbin/pgbouncer")
-            .args(["-u", "postgres"])
-            .arg(dir.path().join("pgbouncer.ini"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting pgbouncer (installed by scripts/setup.sh)");
-        let up = eventually(10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        assert!(up, "pgbouncer did not listen on {port}");
-        PgBouncer { port, dir, child }
     }
 
     /// META_URL of database `db` through this pooler as `role`, with
@@ -77,4 +64,35 @@ impl Drop for PgBouncer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Writes DIR/pgbouncer.ini for `port` and starts pgbouncer on it.
+fn spawn(dir: &tempfile::TempDir, pool_mode: &str, port: u16) -> std::process::Child {
+    let users: String = [CLIENT_ROLE, ADMIN_ROLE, READER_ROLE]
+        .iter()
+        .map(|r| format!("\"{r}\" \"\"\n"))
+        .collect();
+    std::fs::write(dir.path().join("users.txt"), users).unwrap();
+    let d = dir.path().display();
+    let ini = format!(
+        "[databases]\n* = host={} port={}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
+         listen_port = {port}\nunix_socket_dir =\nauth_type = trust\n\
+         auth_file = {d}/users.txt\npool_mode = {pool_mode}\ndefault_pool_size = 3\n\
+         max_client_conn = 500\nlogfile = {d}/pgbouncer.log\n",
+        env("PGHOST"),
+        env("PGPORT")
+    );
+    std::fs::write(dir.path().join("pgbouncer.ini"), ini).unwrap();
+    // it will not run as root: as postgres, which must read its files
+    ok(Command::new("chown")
+        .arg("-R")
+        .arg("postgres")
+        .arg(dir.path()));
+    Command::new("/usr/sbin/pgbouncer")
+        .args(["-u", "postgres"])
+        .arg(dir.path().join("pgbouncer.ini"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting pgbouncer (installed by scripts/setup.sh)")
 }

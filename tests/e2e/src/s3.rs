@@ -16,36 +16,45 @@ pub(crate) fn venv() -> String {
 }
 
 impl S3Server {
+    /// Starts moto on a port it binds itself (`-p 0`) and reads back from its
+    /// banner, so no other process can take the port between a choice and
+    /// the bind.
     pub fn start() -> S3Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut s = S3Server {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            port,
-            child: None,
-        };
-        s.restart();
-        s
-    }
-
-    /// Starts the server again on the same port (it forgets every object).
-    pub fn restart(&mut self) {
-        self.stop();
-        let child = Command::new(format!("{}/bin/moto_server", venv()))
-            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+        let mut child = Command::new(format!("{}/bin/moto_server", venv()))
+            .args(["-H", "127.0.0.1", "-p", "0"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("moto_server: run scripts/setup.sh");
-        self.child = Some(child);
+        let mut banner = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut port = None;
+        let mut seen = String::new();
+        while port.is_none() {
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut banner, &mut line).unwrap_or(0) == 0 {
+                let _ = child.kill();
+                panic!("moto_server exited before it listened:\n{seen}");
+            }
+            port = line
+                .split("Running on http://127.0.0.1:")
+                .nth(1)
+                .and_then(|rest| rest.trim().parse::<u16>().ok());
+            seen.push_str(&line);
+        }
+        // moto logs every request to stderr: keep draining it so it never
+        // blocks on a full pipe
+        std::thread::spawn(move || std::io::copy(&mut banner, &mut std::io::sink()));
+        let port = port.unwrap();
         let up = eventually(20, || {
-            std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        assert!(up, "moto_server did not start on port {}", self.port);
+        assert!(up, "moto_server did not answer on port {port}");
+        S3Server {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            port,
+            child: Some(child),
+        }
     }
 
     pub fn stop(&mut self) {

@@ -133,16 +133,12 @@ struct FaultProxy {
 
 impl FaultProxy {
     fn start(upstream: u16, share_file: &std::path::Path) -> FaultProxy {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         fs::write(share_file, "0").unwrap();
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/s3faults.py");
+        // port 0: the proxy binds a free port itself and says which
         let mut child = std::process::Command::new("python3")
             .arg(script)
-            .args([port.to_string(), upstream.to_string()])
+            .args(["0".to_string(), upstream.to_string()])
             .arg(share_file)
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -153,7 +149,11 @@ impl FaultProxy {
             &mut ready,
         )
         .unwrap();
-        assert_eq!(ready.trim(), "ready");
+        let port = ready
+            .trim()
+            .strip_prefix("ready ")
+            .and_then(|p| p.parse::<u16>().ok())
+            .unwrap_or_else(|| panic!("s3faults.py said {ready:?}, not \"ready PORT\""));
         FaultProxy {
             endpoint: format!("http://127.0.0.1:{port}"),
             share_file: share_file.to_path_buf(),
