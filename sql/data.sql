@@ -27,15 +27,12 @@ BEGIN
         RETURN _err(22);
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF n.type = 2 THEN
-        RETURN _err(21);
-    ELSIF n.type <> 1 THEN
-        RETURN _err(22);
+    v_errno := _file_errno(n);
+    IF v_errno = 0 AND NOT _fresh_slice_id(p_slice_id) THEN
+        v_errno := 22;
     END IF;
-    IF NOT _fresh_slice_id(p_slice_id) THEN
-        RETURN _err(22);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
     END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
     -- a longer file must fit the quotas: refused before anything changes

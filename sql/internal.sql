@@ -58,6 +58,15 @@ $$;
 CREATE FUNCTION _id_ok(p_id bigint) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT p_id BETWEEN 0 AND 4294967294 $$;
 
+-- The check that opens every procedure on a file's data, given the node as
+-- read (and locked, as the caller needs): 0 for a regular file, else errno
+-- 2 (no such node: every field NULL), 21 (a directory) or 22 (any other type).
+CREATE FUNCTION _file_errno(p_node node) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_node.inode IS NULL THEN 2 WHEN p_node.type = 2 THEN 21
+                WHEN p_node.type <> 1 THEN 22 ELSE 0 END
+$$;
+
 -- The limits (jfs.grant_client) that bind the caller's login role: its
 -- own and those of the roles it is a member of; none for a superuser.
 CREATE FUNCTION _caller_limits() RETURNS SETOF client_role
@@ -78,6 +87,12 @@ LANGUAGE sql STABLE AS $$
            ORDER BY r.squash = 'all' DESC, r.role
            LIMIT 1) c ON true
 $$;
+
+-- Whether some client role is squashed: what setting.squash_roles keeps
+-- (schema-qualified: grant_client calls it with jfs off its search_path),
+-- so that a create looks the caller's squash up only when one may apply.
+CREATE FUNCTION _some_role_squashed() RETURNS boolean
+LANGUAGE sql STABLE AS $$ SELECT EXISTS (SELECT 1 FROM jfs.client_role r WHERE r.squash <> 'none') $$;
 
 -- Owner id p_id of a squashed call: p_to under 'all', and under 'root'
 -- when p_id is 0.

@@ -122,7 +122,8 @@ $$;
 -- is EINVAL); NULL allocates one here. /.trash and /.jfs.control are EEXIST
 -- (the trash's own inode makes /.trash, owned by root, 0700: EPERM else). A directory with the set-group-id bit passes its group
 -- (and, to subdirectories, the bit) on. A squashed role's owner ids are
--- squashed (_caller_squash), but for the trash's own directories. A
+-- squashed (_caller_squash, looked up only when some role is squashed:
+-- setting.squash_roles), but for the trash's own directories. A
 -- symlink target holds no NUL byte (EINVAL).
 CREATE FUNCTION mknod(
     p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
@@ -168,12 +169,14 @@ BEGIN
     -- (with the settings and the chain of quota roots the entry is charged to)
     IF p_type = 2 THEN
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
+               s.squash_roles
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
+               s.squash_roles
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
@@ -203,8 +206,8 @@ BEGIN
     END IF;
     n.uid := p_uid;
     n.gid := p_gid;
-    IF NOT (p_type = 2 AND p_mode & 4095 = 448 AND p_uid = 0 AND p_gid = 0
-            AND (p_inode = _trash_inode() OR p_parent = _trash_inode())) THEN
+    IF par.squash_roles AND NOT (p_type = 2 AND p_mode & 4095 = 448 AND p_uid = 0 AND p_gid = 0
+                                 AND (p_inode = _trash_inode() OR p_parent = _trash_inode())) THEN
         v_squash := _caller_squash();
         n.uid := _squashed(p_uid, v_squash.kind, v_squash.uid);
         n.gid := _squashed(p_gid, v_squash.kind, v_squash.gid);

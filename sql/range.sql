@@ -101,12 +101,9 @@ BEGIN
         RETURN _err(27);
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF n.type = 2 THEN
-        RETURN _err(21);
-    ELSIF n.type <> 1 THEN
-        RETURN _err(22);
+    v_errno := _file_errno(n);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
     ELSIF p_keep_size AND p_offset >= n.length THEN
         RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
     END IF;
@@ -149,11 +146,10 @@ DECLARE
     c integer;
 BEGIN
     SELECT * INTO n FROM node WHERE inode = p_inode;
-    IF NOT FOUND THEN
-        errno := 2; RETURN;
-    ELSIF n.type = 2 THEN
-        errno := 21; RETURN;
-    ELSIF n.type <> 1 OR p_hole IS NULL THEN
+    errno := _file_errno(n);
+    IF errno <> 0 THEN
+        RETURN;
+    ELSIF p_hole IS NULL THEN
         errno := 22; RETURN;
     ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
         errno := 6; RETURN;
@@ -226,12 +222,10 @@ BEGIN
         SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
         SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
     END IF;
-    IF src.inode IS NULL OR dst.inode IS NULL THEN
-        errno := 2; RETURN;
-    ELSIF src.type = 2 OR dst.type = 2 THEN
-        errno := 21; RETURN;
-    ELSIF src.type <> 1 OR dst.type <> 1 THEN
-        errno := 22; RETURN;
+    -- (the first of 2, 21, 22 either file meets)
+    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
+    IF errno IS NOT NULL THEN
+        RETURN;
     END IF;
     copied := greatest(least(p_length, src.length - p_src_offset), 0);
     IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied

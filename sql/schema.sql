@@ -99,7 +99,10 @@ CREATE TABLE setting (
     -- in it finds every block it names (jfs config --retain-deleted)
     retain_deleted interval NOT NULL DEFAULT '0' CHECK (retain_deleted >= '0'),
     -- when a mount last took the automatic metadata backup (--backup-meta)
-    last_backup    timestamptz
+    last_backup    timestamptz,
+    -- some client role is squashed (kept by grant_client and grant_admin):
+    -- creates look the caller's squash up only then
+    squash_roles   boolean NOT NULL DEFAULT false
 );
 
 CREATE TABLE secret (

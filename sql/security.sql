@@ -103,6 +103,7 @@ BEGIN
         ON CONFLICT (role) DO UPDATE
        SET read_only = excluded.read_only, squash = excluded.squash,
            squash_uid = excluded.squash_uid, squash_gid = excluded.squash_gid;
+    UPDATE jfs.setting SET squash_roles = jfs._some_role_squashed();
 END
 $$;
 
@@ -121,6 +122,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM jfs._grant_procedures(p_role, true, false);
     DELETE FROM jfs.client_role c WHERE c.role = p_role;
+    UPDATE jfs.setting SET squash_roles = jfs._some_role_squashed();
 END
 $$;
 

@@ -78,8 +78,9 @@ BEGIN
     END IF;
 
     uuid := coalesce(p_uuid, gen_random_uuid());
-    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, meta_durability)
-    VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_meta_durability);
+    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, meta_durability, squash_roles)
+    VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_meta_durability,
+            _some_role_squashed());
     IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
         INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''));
     END IF;

@@ -3,7 +3,6 @@
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS jfs CASCADE;
 CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress', p_trash_days => 1);
 DROP ROLE IF EXISTS jfs_lim_ro;
 DROP ROLE IF EXISTS jfs_lim_member;
 DROP ROLE IF EXISTS jfs_lim_root;
@@ -15,6 +14,10 @@ CREATE ROLE jfs_lim_all;
 SELECT jfs.grant_client('jfs_lim_ro', p_read_only => true);
 SELECT jfs.grant_client('jfs_lim_root', p_root_squash => '65534:65533');
 SELECT jfs.grant_client('jfs_lim_all', p_all_squash => '1500:1501');
+-- a volume formatted after the grants knows a role is squashed (creates
+-- look the caller's squash up only then)
+SELECT errno FROM jfs.format('regress', p_trash_days => 1);
+SELECT squash_roles FROM jfs.setting;
 -- a squash is one of the two, UID:GID, each a valid id
 SELECT jfs.grant_client('jfs_lim_all', p_root_squash => '1:1', p_all_squash => '2:2');
 SELECT jfs.grant_client('jfs_lim_all', p_all_squash => 'nobody');
@@ -114,6 +117,8 @@ SELECT has_function_privilege('jfs_lim_ro', 'jfs.unlink(bigint, bytea, bigint, b
 -- an administrator has no limits
 SELECT jfs.grant_admin('jfs_lim_all');
 SELECT role FROM jfs.client_role ORDER BY role;
+-- no role is squashed any more
+SELECT squash_roles FROM jfs.setting;
 
 DROP OWNED BY jfs_lim_ro;
 DROP OWNED BY jfs_lim_member;
