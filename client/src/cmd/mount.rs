@@ -423,7 +423,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             Ok(m) => m,
             Err(e) => {
                 let _ = meta.session_close(sid).await;
-                return Err(e);
+                return Err(e.into());
             }
         };
         let config = VfsConfig {

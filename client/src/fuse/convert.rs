@@ -6,9 +6,10 @@ use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
 
 use fuser::{FopenFlags, OpenAccMode, OpenFlags, Request};
 
+use crate::metrics::CONTROL_OP;
 use crate::vfs::{
     ns_to_time, time_to_ns, Attr, Caller, LockRange, Need, NewNode, NodeType, SetAttr, TimeSet,
-    Vfs, Who,
+    Vfs, Who, CONTROL_INODE,
 };
 
 pub(super) fn kind(t: NodeType) -> FileType {
@@ -113,6 +114,15 @@ pub(super) fn caller(req: &Request) -> Caller {
         uid: req.uid(),
         gid: req.gid(),
         pid: req.pid(),
+    }
+}
+
+/// Whether a read or write (`op`) is of the control file, and the
+/// operation the metrics count it as.
+pub(super) fn data_op(ino: INodeNo, op: &'static str) -> (bool, &'static str) {
+    match ino.0 == CONTROL_INODE {
+        true => (true, CONTROL_OP),
+        false => (false, op),
     }
 }
 

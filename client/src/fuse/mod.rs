@@ -1,27 +1,23 @@
-//! FUSE adapter (fuser): decodes each kernel request, hands it to a tokio task that calls
-//! the VFS, and replies from there, so a slow request never blocks a fast one.
-//! Running a request (its thread's runtime, who it acts as, the kernel's
-//! inode numbers) is in `request`, answering it in `reply`, the session
-//! (mount options, threads, kernel notifications) in `session`, mount points
-//! in `mountpoint`, the conversions between the kernel's types and the VFS's
-//! in `convert`. This file is long for a reason: the `Filesystem` impl is one
-//! block (a trait impl cannot be split), one short method per kind of
-//! request, most of them signature.
+//! FUSE adapter (fuser): the `Filesystem` impl, one short method per kind of kernel request (most of it signature) that calls the VFS and replies.
+//! Running a request (on the FUSE thread that read it, with its runtime;
+//! who it acts as; the kernel's inode numbers) is in `request`, answering
+//! it in `reply`, the session (mount options, threads, kernel
+//! notifications) in `session`, mount points in `mountpoint`, the
+//! conversions between the kernel's types and the VFS's in `convert`.
 mod convert;
 pub mod mountpoint;
 mod reply;
 mod request;
 pub mod session;
 
-use convert::{caller, lock_range, measured, new_node, node_type_of_mode, opening, set_attr};
-use reply::{reply_lookup, reply_xattr, Answer};
+use convert::{caller, data_op, lock_range, new_node, node_type_of_mode, opening, set_attr};
+use reply::{nul_terminated, reply_lookup, reply_xattr, Answer};
 pub use request::JfsFuse;
 
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use fuser::{
@@ -31,9 +27,9 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::metrics::{CONTROL_OP, METRICS};
+use crate::metrics::METRICS;
 
-use crate::vfs::{Need, NewNode, NodeType, Vfs, CONTROL_INODE};
+use crate::vfs::{Need, NewNode, NodeType, CONTROL_INODE};
 
 impl Filesystem for JfsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
@@ -82,11 +78,9 @@ impl Filesystem for JfsFuse {
         let (who, inode) = (self.who(req), self.ino(ino));
         let change = set_attr(mode, uid, gid, size, atime, mtime);
         self.run_here("setattr", move |vfs| async move {
-            let set = vfs.setattr(inode, &change);
-            reply.answer(
-                &vfs,
-                vfs.checked(&who, Need::set_attr(inode, &change), set).await,
-            )
+            let need = Need::set_attr(inode, &change);
+            let op = vfs.setattr(inode, &change);
+            reply.answer_checked(&vfs, &who, need, op).await
         });
     }
 
@@ -146,10 +140,8 @@ impl Filesystem for JfsFuse {
         let (who, parent, name) = (self.who(req), self.ino(parent), name.as_bytes());
         self.run_here("unlink", move |vfs| async move {
             let need = Need::Remove { parent, name };
-            reply.answer(
-                &vfs,
-                vfs.checked(&who, need, vfs.unlink(parent, name)).await,
-            )
+            let op = vfs.unlink(parent, name);
+            reply.answer_checked(&vfs, &who, need, op).await
         });
     }
 
@@ -157,7 +149,8 @@ impl Filesystem for JfsFuse {
         let (who, parent, name) = (self.who(req), self.ino(parent), name.as_bytes());
         self.run_here("rmdir", move |vfs| async move {
             let need = Need::Remove { parent, name };
-            reply.answer(&vfs, vfs.checked(&who, need, vfs.rmdir(parent, name)).await)
+            let op = vfs.rmdir(parent, name);
+            reply.answer_checked(&vfs, &who, need, op).await
         });
     }
 
@@ -176,20 +169,17 @@ impl Filesystem for JfsFuse {
         self.run_here("rename", move |vfs| async move {
             let need = Need::moving(parent, name, new_parent, new_name);
             let rename = vfs.rename(parent, name, new_parent, new_name, flags.bits());
-            reply.answer(&vfs, vfs.checked(&who, need, rename).await)
+            reply.answer_checked(&vfs, &who, need, rename).await
         });
     }
 
     fn link(&self, req: &Request, ino: INodeNo, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let (who, ino, parent, name) = (
-            self.who(req),
-            self.ino(ino),
-            self.ino(parent),
-            name.as_bytes(),
-        );
+        let (who, ino, name) = (self.who(req), self.ino(ino), name.as_bytes());
+        let parent = self.ino(parent);
         self.run_here("link", move |vfs| async move {
             let link = vfs.link(ino, parent, name);
-            reply.answer(&vfs, vfs.checked(&who, Need::Create(parent), link).await)
+            let need = Need::Create(parent);
+            reply.answer_checked(&vfs, &who, need, link).await
         });
     }
 
@@ -200,7 +190,7 @@ impl Filesystem for JfsFuse {
             let open = async { vfs.open(inode, write).await.map(|(fh, _)| (fh, how)) };
             match control {
                 true => reply.answer(&vfs, open.await),
-                false => reply.answer(&vfs, vfs.checked(&who, need, open).await),
+                false => reply.answer_checked(&vfs, &who, need, open).await,
             }
         });
     }
@@ -219,7 +209,8 @@ impl Filesystem for JfsFuse {
         let node = new_node(&who, NodeType::File, mode, umask);
         self.run_here("create", move |vfs| async move {
             let create = vfs.create(parent, name, &node);
-            reply.answer(&vfs, vfs.checked(&who, Need::Create(parent), create).await)
+            let need = Need::Create(parent);
+            reply.answer_checked(&vfs, &who, need, create).await
         });
     }
 
@@ -234,8 +225,7 @@ impl Filesystem for JfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let control = ino.0 == CONTROL_INODE;
-        let op = if control { CONTROL_OP } else { "read" };
+        let (control, op) = data_op(ino, "read");
         self.run_here(op, move |vfs| async move {
             let r = vfs.read(fh.0, offset, size).await;
             if let (Ok(data), false) = (&r, control) {
@@ -258,8 +248,7 @@ impl Filesystem for JfsFuse {
         reply: ReplyWrite,
     ) {
         let caller = caller(req);
-        let control = ino.0 == CONTROL_INODE;
-        let op = if control { CONTROL_OP } else { "write" };
+        let (control, op) = data_op(ino, "write");
         self.run_here(op, move |vfs| async move {
             // the request's buffer is borrowed: the write completes on this thread
             let r = vfs.write(fh.0, offset, data, caller).await;
@@ -329,9 +318,6 @@ impl Filesystem for JfsFuse {
         });
     }
 
-    /// A lock taken, changed or dropped; one that waits (F_SETLKW, flock
-    /// without LOCK_NB) waits on the mount's shared runtime, not on one of
-    /// the few FUSE threads.
     fn setlk(
         &self,
         req: &Request,
@@ -345,17 +331,8 @@ impl Filesystem for JfsFuse {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let (ino, range, tid) = (self.ino(ino), lock_range(typ, start, end, pid), req.pid());
-        let set = move |vfs: Arc<Vfs>| async move {
-            let r = vfs.setlk(ino, owner.0, &range, sleep, tid).await;
-            reply.answer(&vfs, r)
-        };
-        if sleep {
-            // apart from setlk: its time is mostly the wait for the lock
-            self.rt.spawn(measured("setlkw", set(self.vfs.clone())));
-        } else {
-            self.run_here("setlk", set);
-        }
+        let range = lock_range(typ, start, end, pid);
+        self.set_lock(ino, owner, range, sleep, req.pid(), reply);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _data: bool, reply: ReplyEmpty) {
@@ -368,7 +345,9 @@ impl Filesystem for JfsFuse {
         let (who, dir) = (self.who(req), self.ino(ino));
         self.run_here("opendir", move |vfs| async move {
             let open = async { vfs.opendir(dir).await.map(|fh| (fh, FopenFlags::empty())) };
-            reply.answer(&vfs, vfs.checked(&who, Need::List(dir), open).await)
+            reply
+                .answer_checked(&vfs, &who, Need::List(dir), open)
+                .await
         });
     }
 
@@ -406,17 +385,8 @@ impl Filesystem for JfsFuse {
         reply.ok();
     }
 
-    fn fsyncdir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _data: bool,
-        reply: ReplyEmpty,
-    ) {
-        self.run_here("fsyncdir", move |vfs| async move {
-            reply.answer(&vfs, vfs.fsync(fh.0).await)
-        });
+    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, data: bool, reply: ReplyEmpty) {
+        self.fsync(req, ino, fh, data, reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -438,38 +408,24 @@ impl Filesystem for JfsFuse {
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
         self.run_here("setxattr", move |vfs| async move {
             let set = vfs.setxattr(inode, name, value, flags);
-            reply.answer(
-                &vfs,
-                vfs.checked(&who, Need::xattr(inode, name, true), set).await,
-            )
+            let need = Need::xattr(inode, name, true);
+            reply.answer_checked(&vfs, &who, need, set).await
         });
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
         self.run_here("getxattr", move |vfs| async move {
-            let get = vfs.getxattr(inode, name);
-            reply_xattr(
-                reply,
-                size,
-                vfs.checked(&who, Need::xattr(inode, name, false), get)
-                    .await,
-            )
+            let need = Need::xattr(inode, name, false);
+            let got = vfs.checked(&who, need, vfs.getxattr(inode, name)).await;
+            reply_xattr(reply, size, got)
         });
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let ino = self.ino(ino);
         self.run_here("listxattr", move |vfs| async move {
-            // the names, each ending in NUL
-            let r = vfs.listxattr(ino).await;
-            let r = r.map(|names| {
-                names
-                    .iter()
-                    .flat_map(|n| n.iter().copied().chain([0]))
-                    .collect()
-            });
-            reply_xattr(reply, size, r)
+            reply_xattr(reply, size, vfs.listxattr(ino).await.map(nul_terminated))
         });
     }
 
@@ -477,11 +433,8 @@ impl Filesystem for JfsFuse {
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
         self.run_here("removexattr", move |vfs| async move {
             let remove = vfs.removexattr(inode, name);
-            reply.answer(
-                &vfs,
-                vfs.checked(&who, Need::xattr(inode, name, true), remove)
-                    .await,
-            )
+            let need = Need::xattr(inode, name, true);
+            reply.answer_checked(&vfs, &who, need, remove).await
         });
     }
 

@@ -9,7 +9,7 @@ use fuser::{
 };
 
 use super::convert::{err, file_attr, kind};
-use crate::vfs::{Attr, ListedEntry, LockRange, Statfs, Vfs, VfsResult};
+use crate::vfs::{Attr, ListedEntry, LockRange, Need, Statfs, Vfs, VfsResult, Who};
 
 /// A reply that answers with a value of the VFS, or with its errno.
 pub(super) trait Answer: Sized {
@@ -24,6 +24,18 @@ pub(super) trait Answer: Sized {
             Ok(value) => self.give(vfs, value),
             Err(e) => self.refuse(err(e)),
         }
+    }
+
+    /// Answers with what `op` gives once `who` may do it (`Vfs::checked`:
+    /// a squashed caller is checked for its squashed identity).
+    async fn answer_checked(
+        self,
+        vfs: &Vfs,
+        who: &Who,
+        need: Need<'_>,
+        op: impl std::future::Future<Output = VfsResult<Self::Value>>,
+    ) {
+        self.answer(vfs, vfs.checked(who, need, op).await)
     }
 }
 
@@ -124,6 +136,14 @@ impl Listing for ReplyDirectoryPlus {
 
 /// An extended attribute's value (or list): its size when the caller asks
 /// for that (size 0), ERANGE when it does not fit.
+/// Extended attribute names as listxattr(2) gives them: each ending in NUL.
+pub(super) fn nul_terminated(names: Vec<Vec<u8>>) -> Vec<u8> {
+    names
+        .iter()
+        .flat_map(|n| n.iter().copied().chain([0]))
+        .collect()
+}
+
 pub(super) fn reply_xattr(reply: ReplyXattr, size: u32, r: VfsResult<Vec<u8>>) {
     match r {
         Ok(v) if size == 0 => reply.size(v.len() as u32),

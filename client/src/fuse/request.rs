@@ -2,11 +2,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use fuser::{FileHandle, INodeNo, ReplyEntry, Request};
+use fuser::{FileHandle, INodeNo, LockOwner, ReplyEmpty, ReplyEntry, Request};
 
 use super::convert::measured;
 use super::reply::{Answer, Listing};
-use crate::vfs::{Need, NewNode, Vfs, Who};
+use crate::vfs::{LockRange, Need, NewNode, Vfs, Who};
 
 pub struct JfsFuse {
     pub(super) vfs: Arc<Vfs>,
@@ -91,8 +91,35 @@ impl JfsFuse {
         let parent = self.ino(parent);
         self.run_here(op, move |vfs| async move {
             let make = vfs.mknod(parent, name, &node);
-            reply.answer(&vfs, vfs.checked(&who, Need::Create(parent), make).await)
+            reply
+                .answer_checked(&vfs, &who, Need::Create(parent), make)
+                .await
         });
+    }
+
+    /// A lock taken, changed or dropped (setlk); one that waits (F_SETLKW,
+    /// flock without LOCK_NB) waits on the mount's shared runtime, not on
+    /// one of the few FUSE threads.
+    pub(super) fn set_lock(
+        &self,
+        ino: INodeNo,
+        owner: LockOwner,
+        range: LockRange,
+        sleep: bool,
+        tid: u32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = self.ino(ino);
+        let set = move |vfs: Arc<Vfs>| async move {
+            let r = vfs.setlk(ino, owner.0, &range, sleep, tid).await;
+            reply.answer(&vfs, r)
+        };
+        if sleep {
+            // apart from setlk: its time is mostly the wait for the lock
+            self.rt.spawn(measured("setlkw", set(self.vfs.clone())));
+        } else {
+            self.run_here("setlk", set);
+        }
     }
 
     /// A page of directory handle `fh` from offset `at`, plain or with

@@ -104,20 +104,55 @@ pub(super) enum Failure {
 
 pub type Result<T> = std::result::Result<T, MetaError>;
 
-pub(super) fn out_of_reach(meta_url: &str, e: deadpool_postgres::PoolError) -> anyhow::Error {
-    let cause = with_causes(&e);
-    let hint = match cause.contains("invalid peer certificate") {
-        true => {
-            " (the server's TLS certificate was refused: sslrootcert in META_URL names the \
-                  CA that signed it, and with sslmode=verify-full the host in META_URL must be \
-                  one the certificate is for)"
+/// Why a client could not start using a metadata database: each names the
+/// database (its URL without a password) and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("bad META_URL {url}: {reason}; expected postgres://user:password@host:port/database")]
+    BadUrl { url: String, reason: String },
+    /// META_URL's TLS options cannot be used (a certificate file, a mode).
+    #[error("META_URL {url}: {reason}")]
+    Tls { url: String, reason: String },
+    /// No connection could be made (down, refused, a password or a
+    /// certificate not accepted).
+    #[error("cannot connect to the metadata database {url}: {cause}{}", tls_hint(.cause))]
+    Unreachable { url: String, cause: String },
+    #[error(
+        "database {url} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)"
+    )]
+    NoExtension { url: String },
+    #[error(
+        "cannot create the jfs extension in {url}: {cause}; a superuser must run CREATE          EXTENSION jfs there (after scripts/install-extension.sh)"
+    )]
+    CannotCreateExtension { url: String, cause: String },
+    /// The extension's version is one this client does not work with.
+    #[error("{why} ({url})")]
+    Version { url: String, why: String },
+    /// A query made while connecting failed.
+    #[error(transparent)]
+    Query(#[from] MetaError),
+    #[error("connection pool: {0}")]
+    Pool(String),
+}
+
+impl ConnectError {
+    pub(super) fn unreachable(meta_url: &str, e: deadpool_postgres::PoolError) -> ConnectError {
+        ConnectError::Unreachable {
+            url: redact_url(meta_url),
+            cause: with_causes(&e),
         }
-        false => "",
-    };
-    anyhow::anyhow!(
-        "cannot connect to the metadata database {}: {cause}{hint}",
-        redact_url(meta_url)
-    )
+    }
+}
+
+/// What to check when the server's certificate was refused.
+fn tls_hint(cause: &str) -> &'static str {
+    if cause.contains("invalid peer certificate") {
+        " (the server's TLS certificate was refused: sslrootcert in META_URL names the CA \
+         that signed it, and with sslmode=verify-full the host in META_URL must be one the \
+         certificate is for)"
+    } else {
+        ""
+    }
 }
 
 /// An error with the errors that caused it: "db error" alone hides what

@@ -7,7 +7,8 @@
 //!
 //! By job: `pool` connects (META_URL, TLS, PgBouncer, a connection per FUSE
 //! thread), `call` runs one procedure (retries, the journal of unsynced
-//! commits), `error` says what failed, `attr` reads nodes, `version` and
+//! commits), `error` says what failed (a call: [`MetaError`]; connecting:
+//! [`ConnectError`]), `attr` reads nodes, `version` and
 //! `limits` check what this client and its role may do; the other modules
 //! are one per family of procedures, one function per procedure.
 

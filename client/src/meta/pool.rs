@@ -11,6 +11,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::call::unix_ms;
 use super::durability::Incarnations;
 use super::durability::{Incarnation, INCARNATION_SQL};
+use super::error::ConnectError;
 use super::session_application_name;
 use super::tls::TlsOptions;
 use super::{Meta, Result, DEFAULT_META_RETRY};
@@ -72,7 +73,7 @@ pub(super) fn build_pool(
     tls: &MakeRustlsConnect,
     max_connections: usize,
     incarnations: &Arc<Incarnations>,
-) -> anyhow::Result<Pool> {
+) -> std::result::Result<Pool, ConnectError> {
     let observer = incarnations.clone();
     let manager = Manager::from_config(
         config.clone(),
@@ -108,7 +109,7 @@ pub(super) fn build_pool(
             })
         }))
         .build()
-        .map_err(|e| anyhow::anyhow!("connection pool: {e}"))
+        .map_err(|e| ConnectError::Pool(e.to_string()))
 }
 
 impl Meta {
@@ -116,14 +117,18 @@ impl Meta {
     /// socket host works as `postgres://user@%2Frun%2Fpostgresql/db` or
     /// `?host=/run/postgresql`). The password may also come from
     /// `META_PASSWORD`, which keeps it out of the process list.
-    pub async fn connect(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
+    pub async fn connect(
+        meta_url: &str,
+        max_connections: usize,
+    ) -> std::result::Result<Meta, ConnectError> {
         let meta = Meta::pool(meta_url, max_connections)?;
         match meta.extension_version(meta_url).await? {
             Some(version) => meta.require_version(meta_url, &version)?,
-            None => anyhow::bail!(
-                "database {} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)",
-                redact_url(meta_url)
-            ),
+            None => {
+                return Err(ConnectError::NoExtension {
+                    url: redact_url(meta_url),
+                })
+            }
         }
         meta.load_read_only_procedures().await?;
         Ok(meta)
@@ -131,46 +136,45 @@ impl Meta {
 
     /// Connects for `jfs format`: installs the extension when it is missing
     /// and the role may create it.
-    pub async fn connect_for_format(meta_url: &str) -> anyhow::Result<Meta> {
+    pub async fn connect_for_format(meta_url: &str) -> std::result::Result<Meta, ConnectError> {
         let meta = Meta::pool(meta_url, 2)?;
         if let Some(version) = meta.extension_version(meta_url).await? {
             meta.require_version(meta_url, &version)?;
             return Ok(meta);
         }
-        let client = meta.pool.get().await?;
+        let client = meta
+            .pool
+            .get()
+            .await
+            .map_err(|e| ConnectError::unreachable(meta_url, e))?;
+        let cannot_create = |cause: String| ConnectError::CannotCreateExtension {
+            url: redact_url(meta_url),
+            cause,
+        };
         client
             .batch_execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS jfs")
             .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot create the jfs extension in {}: {e}; \
-                     a superuser must run CREATE EXTENSION jfs there (after scripts/install-extension.sh)",
-                    redact_url(meta_url)
-                )
-            })?;
+            .map_err(|e| cannot_create(e.to_string()))?;
         drop(client);
         match meta.extension_version(meta_url).await? {
             Some(version) => meta.require_version(meta_url, &version)?,
-            None => anyhow::bail!(
-                "CREATE EXTENSION jfs in {} left no extension",
-                redact_url(meta_url)
-            ),
+            None => return Err(cannot_create("it left no extension".into())),
         }
         Ok(meta)
     }
 
-    fn pool(meta_url: &str, max_connections: usize) -> anyhow::Result<Meta> {
+    fn pool(meta_url: &str, max_connections: usize) -> std::result::Result<Meta, ConnectError> {
         let (meta_url, unnamed_statements) = split_pooler_option(meta_url);
         let (meta_url, tls) = TlsOptions::split(&meta_url);
-        let (ssl_mode, tls) = tls
-            .connector()
-            .map_err(|e| anyhow::anyhow!("META_URL {}: {e}", redact_url(&meta_url)))?;
-        let mut config = tokio_postgres::Config::from_str(&meta_url).map_err(|e| {
-            anyhow::anyhow!(
-                "bad META_URL {}: {e}; expected postgres://user:password@host:port/database",
-                redact_url(&meta_url)
-            )
+        let (ssl_mode, tls) = tls.connector().map_err(|e| ConnectError::Tls {
+            url: redact_url(&meta_url),
+            reason: e.to_string(),
         })?;
+        let mut config =
+            tokio_postgres::Config::from_str(&meta_url).map_err(|e| ConnectError::BadUrl {
+                url: redact_url(&meta_url),
+                reason: e.to_string(),
+            })?;
         if config.get_password().is_none() {
             if let Ok(password) = std::env::var("META_PASSWORD") {
                 config.password(password);
@@ -202,7 +206,7 @@ impl Meta {
     /// application_name, see [`session_application_name`]): the change log
     /// records what they change as that session's, and pg_stat_activity
     /// shows which mount a backend serves. The old pool's connections close.
-    pub fn for_session(&self, sid: i64) -> anyhow::Result<Meta> {
+    pub fn for_session(&self, sid: i64) -> std::result::Result<Meta, ConnectError> {
         let mut config = self.config.clone();
         config.application_name(session_application_name(sid));
         let pool = build_pool(
@@ -232,7 +236,7 @@ impl Meta {
     /// threads): the connection's task lives on that runtime, so a call
     /// wakes no other thread but PostgreSQL's. Each such thread holds one
     /// connection besides the shared pool.
-    pub fn use_thread_connection(&self) -> anyhow::Result<()> {
+    pub fn use_thread_connection(&self) -> std::result::Result<(), ConnectError> {
         let pool = build_pool(&self.config, &self.tls, 1, &self.incarnations)?;
         THREAD_POOL.with(|p| *p.borrow_mut() = Some(pool));
         Ok(())
@@ -278,5 +282,32 @@ mod tests {
         );
         let (url, on) = split_pooler_option("postgres://u@h/db");
         assert_eq!((url.as_str(), on), ("postgres://u@h/db", false));
+    }
+
+    #[tokio::test]
+    async fn connecting_says_why_it_could_not_by_kind() {
+        let bad = Meta::connect("postgres://u:secret@h:notaport/db", 1).await;
+        match bad {
+            Err(ConnectError::BadUrl { url, .. }) => assert!(!url.contains("secret"), "{url}"),
+            other => panic!("a bad URL gave {:?}", other.err()),
+        }
+        // a port nobody listens on (bound here, then closed)
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("postgres://u:secret@127.0.0.1:{port}/db");
+        match Meta::connect(&url, 1).await {
+            Err(e @ ConnectError::Unreachable { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.starts_with("cannot connect to the metadata database"),
+                    "{text}"
+                );
+                assert!(!text.contains("secret"), "{text}");
+            }
+            other => panic!("a closed port gave {:?}", other.err()),
+        }
     }
 }

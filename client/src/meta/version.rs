@@ -8,7 +8,7 @@
 //! one needs a newer client.
 use std::fmt;
 
-use super::error::out_of_reach;
+use super::error::ConnectError;
 use super::{redact_url, Meta};
 
 /// The oldest extension version whose procedures this client can call (a
@@ -103,13 +103,16 @@ fn check_between(installed: &str, min: &str, built: &str) -> Result<(), String> 
 impl Meta {
     /// Connects (a first connection tells whether the database is reachable)
     /// and returns the installed jfs extension's version, if any.
-    pub(super) async fn extension_version(&self, meta_url: &str) -> anyhow::Result<Option<String>> {
+    pub(super) async fn extension_version(
+        &self,
+        meta_url: &str,
+    ) -> Result<Option<String>, ConnectError> {
         // a first connection, to say so when the database is unreachable
         drop(
             self.pool
                 .get()
                 .await
-                .map_err(|e| out_of_reach(meta_url, e))?,
+                .map_err(|e| ConnectError::unreachable(meta_url, e))?,
         );
         Ok(self.installed_version().await?)
     }
@@ -128,9 +131,15 @@ impl Meta {
     }
 
     /// Stops with what to do when this client does not work with `version`.
-    pub(super) fn require_version(&self, meta_url: &str, version: &str) -> anyhow::Result<()> {
-        check_extension_version(version)
-            .map_err(|why| anyhow::anyhow!("{} ({})", why, redact_url(meta_url)))
+    pub(super) fn require_version(
+        &self,
+        meta_url: &str,
+        version: &str,
+    ) -> Result<(), ConnectError> {
+        check_extension_version(version).map_err(|why| ConnectError::Version {
+            url: redact_url(meta_url),
+            why,
+        })
     }
 }
 

@@ -310,6 +310,6 @@ impl Vfs {
     /// Gives the calling thread its own connection (FUSE threads: see
     /// `Meta::use_thread_connection`).
     pub fn use_thread_connection(&self) -> anyhow::Result<()> {
-        self.meta.use_thread_connection()
+        Ok(self.meta.use_thread_connection()?)
     }
 }
