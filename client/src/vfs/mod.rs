@@ -8,6 +8,7 @@ mod acl;
 mod attrs;
 pub mod background;
 pub mod backup;
+mod block_buf;
 pub mod changes;
 mod compact;
 mod control;
