@@ -92,15 +92,17 @@ answer!(ReplyStatfs, Statfs, |r, _vfs, s| r.statfs(
     4096,
 ));
 
-/// A page of a directory: true when the reply is full.
+/// A page of a directory.
 pub(super) trait Listing {
-    fn add_entry(&mut self, vfs: &Vfs, e: &ListedEntry) -> bool;
+    /// Adds entry `e`; false when the reply is full (fuser's `add` says
+    /// true then, and leaves the entry out): the listing stops there.
+    fn take(&mut self, vfs: &Vfs, e: &ListedEntry) -> bool;
     fn finish(self, r: VfsResult<()>);
 }
 
 impl Listing for ReplyDirectory {
-    fn add_entry(&mut self, vfs: &Vfs, e: &ListedEntry) -> bool {
-        self.add(
+    fn take(&mut self, vfs: &Vfs, e: &ListedEntry) -> bool {
+        !self.add(
             INodeNo(vfs.kernel_ino(e.attr.inode)),
             e.offset,
             kind(e.attr.kind),
@@ -116,8 +118,8 @@ impl Listing for ReplyDirectory {
 }
 
 impl Listing for ReplyDirectoryPlus {
-    fn add_entry(&mut self, vfs: &Vfs, e: &ListedEntry) -> bool {
-        self.add(
+    fn take(&mut self, vfs: &Vfs, e: &ListedEntry) -> bool {
+        !self.add(
             INodeNo(vfs.kernel_ino(e.attr.inode)),
             e.offset,
             OsStr::from_bytes(&e.name),

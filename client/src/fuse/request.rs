@@ -126,7 +126,7 @@ impl JfsFuse {
     /// attributes (readdirplus).
     pub(super) fn list(&self, op: &'static str, fh: FileHandle, at: u64, mut reply: impl Listing) {
         self.run_here(op, move |vfs| async move {
-            let r = vfs.readdir(fh.0, at, |e| reply.add_entry(&vfs, e)).await;
+            let r = vfs.readdir(fh.0, at, |e| reply.take(&vfs, e)).await;
             reply.finish(r)
         });
     }

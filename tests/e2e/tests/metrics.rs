@@ -267,3 +267,33 @@ fn the_volume_figures_are_one_sql_view_for_a_reader() {
     assert_eq!(get("tier_files", "1"), 0.0);
     drop(m);
 }
+
+#[test]
+fn a_listing_fills_each_reply_to_the_kernel() {
+    // (the requests counted in the metrics: an `ls -l` of 1000 entries is a
+    // few dozen pages, not a request per entry)
+    let v = Volume::new("metrics-listing");
+    let m = v.mount("a", &[]);
+    let addr = status_metrics_addr(&v, &m);
+    fs::create_dir(m.p("d")).unwrap();
+    for i in 0..1000 {
+        fs::File::create(m.p(&format!("d/entry-with-a-longish-name-{i:04}"))).unwrap();
+    }
+    let listings = || {
+        let (_, text) = http_get(&addr, "/metrics");
+        let count = "jfs_fuse_op_duration_seconds_count";
+        value(&text, count, "op=\"readdir\"") + value(&text, count, "op=\"readdirplus\"")
+    };
+    let before = listings();
+    let mut listed = 0;
+    for e in fs::read_dir(m.p("d")).unwrap() {
+        e.unwrap().metadata().unwrap();
+        listed += 1;
+    }
+    assert_eq!(listed, 1000);
+    let requests = listings() - before;
+    assert!(
+        (1.0..=200.0).contains(&requests),
+        "{requests} listing requests for 1000 entries"
+    );
+}
