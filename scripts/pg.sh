@@ -89,6 +89,24 @@ CONF
     || { tail -20 "$dir/postgres.log" >&2; echo "PostgreSQL in $dir did not start (log: $dir/postgres.log)" >&2; return 1; }
 }
 
+# cluster_standby PRIMARY_DIR PRIMARY_PORT DIR PORT: a streaming hot standby
+# of the cluster in PRIMARY_DIR (pg_basebackup over its socket), started on
+# the unix socket in DIR and PORT. It replicates as application_name
+# DIR's base name (its cluster_name), which synchronous_standby_names names.
+cluster_standby() {
+  local primary=$1 primary_port=$2 dir=$3 port=$4
+  private_dir "$dir" postgres || return 1
+  as_postgres "$PGBIN/pg_basebackup" -D "$dir/data" -h "$primary" -p "$primary_port" -U postgres \
+    -R -X stream --checkpoint=fast >"$dir/basebackup.log" 2>&1 \
+    || { cat "$dir/basebackup.log" >&2; echo "pg_basebackup of $primary failed" >&2; return 1; }
+  # its own socket and port: the copy has the primary's
+  as_postgres sed -i -e "s|^port = .*|port = $port|" \
+    -e "s|^unix_socket_directories = .*|unix_socket_directories = '$dir'|" "$dir/data/jfs.conf"
+  echo "cluster_name = '$(basename "$dir")'" | as_postgres tee -a "$dir/data/jfs.conf" >/dev/null
+  as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
+    || { tail -20 "$dir/postgres.log" >&2; echo "the standby in $dir did not start (log: $dir/postgres.log)" >&2; return 1; }
+}
+
 cluster_stop() {
   local dir=$1
   [ -f "$dir/data/PG_VERSION" ] || return 0

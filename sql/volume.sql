@@ -175,17 +175,27 @@ END
 $$;
 
 -- Waits until everything committed so far (by any session) is flushed to
--- the WAL on disk (and, with synchronous standbys, replicated to them).
--- fsync, fsyncdir, syncfs and close after writes call it in 'fsync'
--- durability mode. Costs nothing when nothing is pending. A commit waits
--- for the flush only if its transaction wrote WAL (an xid alone writes
--- none, and its commit then is as asynchronous as the commits it was to
--- cover): the transactional message is that WAL, and the synchronous
--- commit of this transaction flushes everything inserted before it.
+-- the WAL on disk and, when the server has synchronous standbys
+-- (synchronous_standby_names), flushed on them too: a failover to one then
+-- loses nothing this vouched for. fsync, fsyncdir, syncfs and close after
+-- writes call it in 'fsync' durability mode. Costs nothing when nothing is
+-- pending: the local flush, and every synchronous standby's, has passed
+-- the end of the WAL (a standby away, or a role that may not read
+-- pg_stat_replication, counts as pending). A commit waits only if its
+-- transaction wrote WAL (an xid alone writes none, and its commit then is
+-- as asynchronous as the commits it was to cover): the transactional
+-- message is that WAL, and the synchronous commit of this transaction
+-- flushes, here and on the synchronous standbys, everything inserted
+-- before it.
 CREATE FUNCTION sync() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_end pg_lsn := pg_current_wal_insert_lsn();
 BEGIN
-    IF pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() THEN
+    IF pg_current_wal_flush_lsn() < v_end
+       OR (current_setting('synchronous_standby_names') <> ''
+           AND coalesce((SELECT min(r.flush_lsn) FROM pg_stat_replication r
+                          WHERE r.sync_state IN ('sync', 'quorum')), '0/0'::pg_lsn) < v_end) THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
         PERFORM pg_catalog.pg_logical_emit_message(true, 'jfs.sync', '');
     END IF;

@@ -16,16 +16,37 @@ use super::session_application_name;
 use super::tls::TlsOptions;
 use super::{Meta, Result, DEFAULT_META_RETRY};
 
-/// The META_URL with its password replaced, for messages and logs.
+/// The META_URL with its password replaced (in the user information and in
+/// a `password` parameter), for messages and logs. As text, not through the
+/// `url` crate: a URL with several hosts (`h1:5432,h2:5432`, as libpq takes
+/// them) is no URL to it.
 pub fn redact_url(meta_url: &str) -> String {
-    match url::Url::parse(meta_url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("****"));
-            u.to_string()
+    let Some((scheme, rest)) = meta_url.split_once("://") else {
+        return "<unparsable META_URL>".to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, hosts)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{user}:****@{hosts}"),
+            None => authority.to_string(),
+        },
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some(("password", _)) => "password=****".to_string(),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
         }
-        Ok(u) => u.to_string(),
-        Err(_) => "<unparsable META_URL>".to_string(),
-    }
+        None => path.to_string(),
+    };
+    format!("{scheme}://{authority}{path}")
 }
 
 /// The META_URL option that turns named prepared statements off.
@@ -282,6 +303,19 @@ mod tests {
         );
         let (url, on) = split_pooler_option("postgres://u@h/db");
         assert_eq!((url.as_str(), on), ("postgres://u@h/db", false));
+    }
+
+    #[test]
+    fn a_url_with_several_hosts_is_redacted_too() {
+        assert_eq!(
+            redact_url("postgres://jfs:s3cret@h1:5432,h2:5433/vol?target_session_attrs=read-write"),
+            "postgres://jfs:****@h1:5432,h2:5433/vol?target_session_attrs=read-write"
+        );
+        assert_eq!(
+            redact_url("postgres://jfs@h1,h2/vol?password=s3cret&sslmode=require"),
+            "postgres://jfs@h1,h2/vol?password=****&sslmode=require"
+        );
+        assert_eq!(redact_url("h1,h2"), "<unparsable META_URL>");
     }
 
     #[tokio::test]

@@ -32,6 +32,55 @@ impl Cluster {
         c
     }
 
+    /// A streaming hot standby of this cluster in `dir` (on its own socket
+    /// and port), replicating as application_name `dir`'s base name.
+    pub fn standby(&self, dir: &Path) -> Cluster {
+        let c = Cluster {
+            dir: dir.to_path_buf(),
+            port: pg_sh("free_port").parse().unwrap(),
+        };
+        pg_sh(&format!(
+            "cluster_standby {} {} {} {}",
+            self.dir.display(),
+            self.port,
+            c.dir.display(),
+            c.port
+        ));
+        c
+    }
+
+    /// The postmaster killed with SIGKILL, as a lost machine stops: its
+    /// backends go with it (they notice the postmaster gone) and nothing is
+    /// flushed or told to the standbys.
+    pub fn kill9(&self) {
+        let pid = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap();
+        let pid = pid.lines().next().unwrap().trim().to_string();
+        ok(Command::new("kill").args(["-9", &pid]));
+        let gone = crate::eventually(30, || !self.sql_ok("postgres", "SELECT 1"));
+        assert!(gone, "the killed postmaster still answers");
+    }
+
+    /// Whether `sql` runs here (false when the server is down).
+    pub fn sql_ok(&self, db: &str, sql: &str) -> bool {
+        Command::new("psql")
+            .args(["-XAtq", "-U", "postgres", "-p"])
+            .arg(self.port.to_string())
+            .arg("-h")
+            .arg(&self.dir)
+            .args(["-d", db, "-c", sql])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// The host part of a META_URL for this cluster's socket: `%2F...:PORT`.
+    pub fn host(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.to_str().unwrap().replace('/', "%2F"),
+            self.port
+        )
+    }
+
     pub fn sql(&self, db: &str, sql: &str) -> String {
         let out = ok(Command::new("psql")
             .args(["-XAtq", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-p"])

@@ -17,6 +17,7 @@ mod random;
 mod s3;
 mod tree;
 mod volume;
+mod workload;
 
 pub use cluster::*;
 pub use db::*;
@@ -25,6 +26,7 @@ pub use random::*;
 pub use s3::*;
 pub use tree::*;
 pub use volume::*;
+pub use workload::*;
 
 pub fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {

@@ -1,0 +1,176 @@
+//! Losing the database server: a primary with a synchronous standby, and
+//! mounts whose META_URL names both (`target_session_attrs=read-write`).
+//! What fsync acknowledged is on the standby before fsync returns, and when
+//! the primary is killed and the standby promoted the mounts carry on
+//! without remounting and without losing what was acknowledged.
+//! (Private clusters; the mounts run as a client role.)
+use std::fs::{self, File};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use jfs_e2e::{
+    assert_no_errors, eventually, jfs, missing_or_wrong, mount_at, ok, Cluster, Mount, Workload,
+    PRIVATE_CLIENT as CLIENT,
+};
+
+/// A volume on a primary (`pg-a`) with a synchronous hot standby (`pg-b`).
+struct Pair {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    primary: Cluster,
+    standby: Cluster,
+}
+
+impl Pair {
+    fn new(name: &str) -> Pair {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("jfs-{name}-"))
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
+        ok(std::process::Command::new("chmod").arg("755").arg(&base));
+        let primary = Cluster::start(&base.join("pg-a"));
+        primary.sql("postgres", "CREATE DATABASE vol");
+        primary.sql(
+            "vol",
+            &format!(
+                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+                 CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
+            ),
+        );
+        ok(jfs()
+            .args(["format", &primary.url("postgres", "vol"), name, "--bucket"])
+            .arg(base.join("bucket")));
+        let standby = primary.standby(&base.join("pg-b"));
+        // every commit that asks for it waits for the standby's flush
+        primary.sql(
+            "postgres",
+            "ALTER SYSTEM SET synchronous_standby_names = '*'",
+        );
+        primary.sql("postgres", "SELECT pg_reload_conf()");
+        let sync = "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'";
+        assert!(
+            eventually(30, || primary.sql("postgres", sync) == "1"),
+            "the standby never became synchronous"
+        );
+        Pair {
+            _tmp: tmp,
+            base,
+            primary,
+            standby,
+        }
+    }
+
+    /// META_URL naming the standby first: only a server that takes writes
+    /// will do, whichever that is now.
+    fn url(&self) -> String {
+        format!(
+            "postgres://{CLIENT}@{},{}/vol?target_session_attrs=read-write",
+            self.standby.host(),
+            self.primary.host()
+        )
+    }
+
+    fn mount(&self, label: &str, extra: &[&str]) -> Mount {
+        mount_at(
+            &self.url(),
+            &self.base.join(format!("mnt-{label}")),
+            &self.base.join(format!("mount-{label}.log")),
+            extra,
+        )
+    }
+
+    /// The primary lost as a machine is lost, then the standby promoted
+    /// (what a failover manager does once it sees the primary gone).
+    fn fail_over(&self) {
+        self.primary.kill9();
+        self.standby.pg_ctl("promote");
+    }
+}
+
+#[test]
+fn an_fsync_returns_only_once_the_synchronous_standby_has_the_change() {
+    let pair = Pair::new("syncstandby");
+    let m = pair.mount("a", &["--meta-retry", "120"]);
+    fs::create_dir(m.p("d")).unwrap();
+    fs::write(m.p("d/draft"), b"vouched for").unwrap();
+    File::open(m.p("d")).unwrap().sync_all().unwrap();
+
+    // the standby away: a change made now (a rename: its commit is
+    // asynchronous, flushed locally by the WAL writer within a second) is
+    // on the primary alone
+    pair.standby.pg_ctl("-m fast stop");
+    fs::rename(m.p("d/draft"), m.p("d/vouched")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let (tx, rx) = mpsc::channel();
+    let dir = m.p("d");
+    std::thread::spawn(move || {
+        let synced = File::open(&dir).and_then(|d| d.sync_all());
+        tx.send(synced.map_err(|e| e.to_string())).unwrap();
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5)).is_err(),
+        "fsync returned while the synchronous standby was away"
+    );
+    pair.standby.pg_ctl("start");
+    let synced = rx.recv_timeout(Duration::from_secs(60));
+    assert!(
+        matches!(synced, Ok(Ok(()))),
+        "fsync once the standby was back: {synced:?}"
+    );
+
+    // what it vouched for survives the primary's loss
+    pair.fail_over();
+    let fresh = pair.mount("b", &["--meta-retry", "120"]);
+    assert_eq!(fs::read(fresh.p("d/vouched")).unwrap(), b"vouched for");
+    assert_eq!(
+        pair.standby.sql("vol", "SELECT count(*) FROM jfs.fsck()"),
+        "0"
+    );
+}
+
+#[test]
+fn mounts_carry_on_across_a_failover_and_lose_nothing_acknowledged() {
+    let pair = Pair::new("failover");
+    let m = pair.mount("a", &["--meta-retry", "120"]);
+    let work = Workload::start(&m.p("work"), &pair.base.join("work.out"), 2, 2);
+    assert!(
+        eventually(60, || work.recorded() >= 100),
+        "the workload recorded {} files",
+        work.recorded()
+    );
+    let before = work.recorded();
+    let failed_at = Instant::now();
+    pair.fail_over();
+    assert!(
+        eventually(120, || work.recorded() >= before + 200),
+        "the workload recorded {} files after the failover (before: {before})\n{}",
+        work.recorded() - before,
+        m.log_warnings(100)
+    );
+    let carried_on_after = failed_at.elapsed();
+    let outcome = work.finish();
+    assert_no_errors(&outcome, &m, "across the failover");
+    // a new mount, with nothing cached, reads every acknowledged file
+    let fresh = pair.mount("b", &[]);
+    let bad = missing_or_wrong(&outcome.recorded, &fresh.p("work"));
+    assert!(
+        bad.is_empty(),
+        "{} of {} recorded files missing or wrong after the failover: {:?}",
+        bad.len(),
+        outcome.recorded.len(),
+        &bad[..bad.len().min(20)]
+    );
+    assert_eq!(
+        pair.standby.sql("vol", "SELECT count(*) FROM jfs.fsck()"),
+        "0"
+    );
+    println!(
+        "failover: {} files acknowledged, all read back; 200 more recorded within {:.1} s of the \
+         kill; op latency p50/p99/max {}",
+        outcome.recorded.len(),
+        carried_on_after.as_secs_f64(),
+        outcome.latency
+    );
+}
