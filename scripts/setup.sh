@@ -4,7 +4,7 @@
 # safe to run again.
 #
 #   bash scripts/setup.sh            build and mount
-#   bash scripts/setup.sh --tests    and the test tools (fsx, pjdfstest, moto, ...)
+#   bash scripts/setup.sh --tests    and the test tools (fsx, pjdfstest, moto, pg_auto_failover, ...)
 set -euo pipefail
 PGRX_VERSION=0.18.1
 tests=false; [ "${1:-}" = --tests ] && tests=true
@@ -12,7 +12,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 packages=(build-essential pkg-config clang libclang-dev cmake postgresql-15
           postgresql-server-dev-15 postgresql-contrib fuse3 sudo)
-! $tests || packages+=(python3-venv acl rsync pgbouncer time openssl)
+! $tests || packages+=(python3-venv acl rsync pgbouncer time openssl postgresql-15-auto-failover pg-auto-failover-cli)
 need_apt=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")

@@ -122,9 +122,10 @@ pub const PRIVATE_CLIENT: &str = "jfs_crash_client";
 /// A private cluster (one the test may stop and start) with a formatted
 /// volume in database `vol`, its bucket in DIR/bucket.
 pub struct PrivateVolume {
-    _tmp: tempfile::TempDir,
-    pub base: PathBuf,
     pub pg: Cluster,
+    pub base: PathBuf,
+    /// (last: the cluster stops before its directory goes)
+    _tmp: tempfile::TempDir,
 }
 
 impl PrivateVolume {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 mod cluster;
 mod db;
+mod formation;
 mod pgbouncer;
 mod random;
 mod s3;
@@ -21,6 +22,7 @@ mod workload;
 
 pub use cluster::*;
 pub use db::*;
+pub use formation::*;
 pub use pgbouncer::*;
 pub use random::*;
 pub use s3::*;

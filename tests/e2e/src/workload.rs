@@ -14,7 +14,7 @@ pub fn content(name: &str) -> Vec<u8> {
 /// scripts/workload.py on a mount: writers that record each file only after
 /// fsync of the file and of its directory returned 0, and readers.
 pub struct Workload {
-    child: std::process::Child,
+    child: Option<std::process::Child>,
     out: PathBuf,
 }
 
@@ -40,7 +40,7 @@ impl Workload {
             .spawn()
             .unwrap();
         Workload {
-            child,
+            child: Some(child),
             out: out.to_path_buf(),
         }
     }
@@ -54,8 +54,9 @@ impl Workload {
     }
 
     pub fn finish(mut self) -> Outcome {
-        ok(Command::new("kill").args(["-TERM", &self.child.id().to_string()]));
-        let status = self.child.wait().unwrap();
+        let mut child = self.child.take().unwrap();
+        ok(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+        let status = child.wait().unwrap();
         assert!(status.success(), "the workload failed: {status}");
         let text = fs::read_to_string(&self.out).unwrap();
         let mut outcome = Outcome {
@@ -99,4 +100,14 @@ pub fn assert_no_errors(outcome: &Outcome, m: &crate::Mount, what: &str) {
         &outcome.errors[..outcome.errors.len().min(20)],
         m.log_warnings(300)
     );
+}
+
+impl Drop for Workload {
+    /// (A test that failed before `finish`: its workload stops too.)
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

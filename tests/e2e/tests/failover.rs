@@ -10,16 +10,17 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use jfs_e2e::{
-    assert_no_errors, eventually, jfs, missing_or_wrong, mount_at, ok, Cluster, Mount, Workload,
-    PRIVATE_CLIENT as CLIENT,
+    assert_no_errors, eventually, jfs, missing_or_wrong, mount_at, ok, Cluster, Formation, Mount,
+    Workload, PRIVATE_CLIENT as CLIENT,
 };
 
 /// A volume on a primary (`pg-a`) with a synchronous hot standby (`pg-b`).
 struct Pair {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
     primary: Cluster,
     standby: Cluster,
+    base: PathBuf,
+    /// (last: the clusters stop before their directory goes)
+    _tmp: tempfile::TempDir,
 }
 
 impl Pair {
@@ -171,6 +172,89 @@ fn mounts_carry_on_across_a_failover_and_lose_nothing_acknowledged() {
          kill; op latency p50/p99/max {}",
         outcome.recorded.len(),
         carried_on_after.as_secs_f64(),
+        outcome.latency
+    );
+}
+
+/// `count` more files recorded by `work` within `secs`, or the test fails
+/// saying what the mount logged.
+fn records_more(work: &Workload, count: usize, secs: u64, m: &Mount, what: &str) {
+    let from = work.recorded();
+    assert!(
+        eventually(secs, || work.recorded() >= from + count),
+        "{what}: the workload recorded {} of {count} files in {secs} s\n{}",
+        work.recorded() - from,
+        m.log_warnings(100)
+    );
+}
+
+#[test]
+fn a_failover_manager_moves_the_primary_and_the_mounts_never_notice() {
+    // pg_auto_failover: a monitor and two nodes, the second a synchronous
+    // standby of the first; the volume made on the primary
+    let f = Formation::start("paf");
+    f.sql("a", "postgres", "CREATE DATABASE vol");
+    f.sql(
+        "a",
+        "vol",
+        &format!(
+            "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+             CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
+        ),
+    );
+    ok(jfs()
+        .args(["format", &f.url("postgres", "vol"), "paf", "--bucket"])
+        .arg(f.base.join("bucket")));
+    let url = f.url(CLIENT, "vol");
+    let mount = |label: &str, extra: &[&str]| {
+        mount_at(
+            &url,
+            &f.base.join(format!("mnt-{label}")),
+            &f.base.join(format!("mount-{label}.log")),
+            extra,
+        )
+    };
+    let m = mount("a", &["--meta-retry", "180"]);
+    let work = Workload::start(&m.p("work"), &f.base.join("work.out"), 2, 2);
+    records_more(&work, 100, 60, &m, "before the failover");
+
+    // node a lost: the monitor promotes b
+    let lost_at = Instant::now();
+    f.lose("a");
+    records_more(&work, 100, 180, &m, "across the failover");
+    let failover_secs = lost_at.elapsed().as_secs_f64();
+    assert_eq!(f.primary(), Some("b"), "{}", f.states());
+
+    // a comes back as b's standby, then a switchover makes it primary again
+    f.keeper("a", false);
+    assert!(
+        eventually(120, || f.states().contains("a:secondary:secondary")),
+        "node a did not rejoin: {}",
+        f.states()
+    );
+    let switched_at = Instant::now();
+    f.switchover();
+    records_more(&work, 100, 120, &m, "across the switchover");
+    let switchover_secs = switched_at.elapsed().as_secs_f64();
+    assert_eq!(f.primary(), Some("a"), "{}", f.states());
+
+    let outcome = work.finish();
+    assert_no_errors(&outcome, &m, "across the failover and the switchover");
+    let fresh = mount("b", &[]);
+    let bad = missing_or_wrong(&outcome.recorded, &fresh.p("work"));
+    assert!(
+        bad.is_empty(),
+        "{} of {} recorded files missing or wrong: {:?}",
+        bad.len(),
+        outcome.recorded.len(),
+        &bad[..bad.len().min(20)]
+    );
+    assert_eq!(f.sql("a", "vol", "SELECT count(*) FROM jfs.fsck()"), "0");
+    println!(
+        "pg_auto_failover: {} files acknowledged, all read back; 100 more recorded within \
+         {failover_secs:.1} s of losing the primary and {switchover_secs:.1} s of the \
+         switchover; op latency p50/p99/max {}",
+        outcome.recorded.len(),
         outcome.latency
     );
 }
