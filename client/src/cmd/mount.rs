@@ -15,7 +15,7 @@ use crate::metrics;
 use crate::object;
 use crate::vfs::background::{self, BackgroundConfig};
 use crate::vfs::changes;
-use crate::vfs::{Vfs, VfsConfig};
+use crate::vfs::{Vfs, VfsConfig, NO_SESSION};
 use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
@@ -374,6 +374,16 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         );
         meta.require_client_grants().await?;
         let (read_only, squash) = limits_applied(&meta, &a).await?;
+        // a hot standby is mounted read-only and leaves no trace in the
+        // database: no session, no heartbeat, no background writes
+        let standby = meta.in_recovery().await?;
+        anyhow::ensure!(
+            !standby || read_only,
+            "{} is a hot standby, which takes no writes: mount it with --read-only (a mirror \
+             of the primary), or reach the primary (META_URL may list every server, with \
+             ?target_session_attrs=read-write)",
+            redact_url(meta_url)
+        );
         let root = match &a.subdir {
             Some(path) => subdir_inode(&meta, &volume.name, path).await?,
             None => 1,
@@ -390,6 +400,9 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             None => String::new(),
         };
         metrics::install(&volume.name, &mountpoint.display().to_string());
+        if standby {
+            metrics::install_replica_lag(&volume.name, &mountpoint.display().to_string());
+        }
         if let Some(listener) = metrics_listener {
             metrics::serve(listener)?;
             tracing::info!("metrics at http://{metrics_addr}/metrics");
@@ -411,19 +424,24 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         };
         // the last step that can fail comes before the session exists,
         // or takes it away again: a failed mount leaves no session row
-        let sid = meta
-            .session_register(
-                &host,
-                std::process::id() as i32,
-                &info,
-                session_timeout(a.session_timeout),
-            )
-            .await?;
-        let meta = match meta.for_session(sid) {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = meta.session_close(sid).await;
-                return Err(e.into());
+        let (meta, sid) = match standby {
+            true => (meta, NO_SESSION),
+            false => {
+                let sid = meta
+                    .session_register(
+                        &host,
+                        std::process::id() as i32,
+                        &info,
+                        session_timeout(a.session_timeout),
+                    )
+                    .await?;
+                match meta.for_session(sid) {
+                    Ok(m) => (m, sid),
+                    Err(e) => {
+                        let _ = meta.session_close(sid).await;
+                        return Err(e.into());
+                    }
+                }
             }
         };
         let config = VfsConfig {
@@ -438,8 +456,12 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             disk_cache,
             compact_at: a.compact_at,
         };
+        let who = match standby {
+            true => "read-only, on a hot standby".to_string(),
+            false => format!("as session {sid}"),
+        };
         tracing::info!(
-            "mounting volume {} ({}, blocks in {}) at {} as session {sid}",
+            "mounting volume {} ({}, blocks in {}) at {} {who}",
             volume.name,
             redact_url(meta_url),
             store.describe(),

@@ -1,5 +1,6 @@
-//! `jfs status`: a volume's settings, usage, extension version and mounted
-//! clients (each one's mount point, client version and metrics address).
+//! `jfs status`: a volume's settings, usage, extension version, whether the
+//! server is a hot standby (and its lag), and mounted clients (each one's
+//! mount point, client version and metrics address).
 use clap::Args;
 
 use crate::meta::Meta;
@@ -45,6 +46,11 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
         "versions    extension {extension}, this client {}",
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(lag) = meta.replay_lag().await? {
+        println!(
+            "server      a hot standby, {lag:.1} s behind its primary (mounts of it are read-only)"
+        );
+    }
     let sessions = meta.sessions().await?;
     println!("sessions    {}", sessions.len());
     for x in sessions {

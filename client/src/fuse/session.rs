@@ -103,11 +103,16 @@ pub(super) fn offer(vfs: &Vfs, config: &mut fuser::KernelConfig) {
         InitFlags::FUSE_ASYNC_READ,
         InitFlags::FUSE_PARALLEL_DIROPS,
         InitFlags::FUSE_MAX_PAGES,
-        // fcntl and flock locks come here, to be shared by every mount
-        InitFlags::FUSE_POSIX_LOCKS,
-        InitFlags::FUSE_FLOCK_LOCKS,
     ] {
         let _ = config.add_capabilities(flag);
+    }
+    if vfs.has_session() {
+        // fcntl and flock locks come here, to be shared by every mount (a
+        // mount of a hot standby, which can record none, leaves them to
+        // the kernel: they hold on this machine only)
+        for flag in [InitFlags::FUSE_POSIX_LOCKS, InitFlags::FUSE_FLOCK_LOCKS] {
+            let _ = config.add_capabilities(flag);
+        }
     }
     if vfs.volume.enable_acl {
         // the kernel checks permissions with the ACLs it reads through

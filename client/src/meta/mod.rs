@@ -29,6 +29,7 @@ mod namespace;
 mod pool;
 mod quota;
 mod range;
+mod replica;
 mod session;
 mod tier;
 mod tls;

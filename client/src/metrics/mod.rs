@@ -49,6 +49,9 @@ pub struct Metrics {
     pub trash_purged: IntCounter,
     pub unlinked_freed: IntCounter,
     pub backups: IntCounter,
+    /// Seconds the hot standby a read-only mount reads is behind its
+    /// primary (0: caught up; absent on a mount of a primary).
+    pub replica_lag_seconds: Gauge,
     pub process_cpu_seconds: Counter,
     pub process_resident_bytes: IntGauge,
     pub start_time_seconds: Gauge,
@@ -176,6 +179,11 @@ impl Metrics {
                 "process_resident_bytes",
                 "Resident memory of this process",
             ),
+            replica_lag_seconds: Gauge::new(
+                name("replica_lag_seconds"),
+                "How far behind its primary the hot standby this mount reads replays (0: caught up)",
+            )
+            .expect("valid gauge"),
             start_time_seconds: Gauge::new(
                 name("process_start_time_seconds"),
                 "When this process started, seconds since the epoch",
@@ -308,6 +316,16 @@ static REGISTRY: OnceLock<Registry> = OnceLock::new();
 /// Labels every metric with `volume` and `mountpoint` (once per process:
 /// a mount).
 pub fn install(volume: &str, mountpoint: &str) {
+    registry(volume, mountpoint);
+}
+
+/// Adds the replication lag (`jfs_replica_lag_seconds`) to what a mount of a
+/// hot standby serves.
+pub fn install_replica_lag(volume: &str, mountpoint: &str) {
+    let _ = registry(volume, mountpoint).register(Box::new(METRICS.replica_lag_seconds.clone()));
+}
+
+fn registry(volume: &str, mountpoint: &str) -> &'static Registry {
     REGISTRY.get_or_init(|| {
         let labels = [
             ("volume".to_string(), volume.to_string()),
@@ -319,7 +337,7 @@ pub fn install(volume: &str, mountpoint: &str) {
             registry.register(c).expect("metric names are unique");
         }
         registry
-    });
+    })
 }
 
 /// Every metric in Prometheus's text format.

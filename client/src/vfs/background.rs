@@ -27,6 +27,9 @@ pub struct BackgroundConfig {
     pub commit_after: Duration,
 }
 
+/// How often a mount of a hot standby reads its replication lag.
+const REPLICA_LAG_POLL: Duration = Duration::from_secs(2);
+
 /// The longest a mount waits between asking whether a backup is due.
 const BACKUP_POLL: Duration = Duration::from_secs(60);
 
@@ -45,9 +48,25 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 .await;
         }
     });
+    if !vfs.has_session() {
+        // a mount of a hot standby: it reports how far behind it reads
+        let v = vfs.clone();
+        tokio::spawn(async move {
+            loop {
+                match v.meta.replay_lag().await {
+                    Ok(lag) => METRICS.replica_lag_seconds.set(lag.unwrap_or(0.0)),
+                    Err(e) => tracing::warn!("reading the standby's replication lag: {e}"),
+                }
+                tokio::time::sleep(REPLICA_LAG_POLL).await;
+            }
+        });
+    }
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {
+        if !v.has_session() {
+            return;
+        }
         let mut state_losses = v.meta.state_losses();
         loop {
             tokio::time::sleep(c.heartbeat).await;

@@ -183,7 +183,8 @@ impl Vfs {
     /// database keeps such a file a moment for this: jfs.sustain).
     pub(super) async fn hold_open_files(&self) {
         let open = self.open_inodes();
-        if open.is_empty() {
+        if open.is_empty() || !self.has_session() {
+            // (a mount of a hot standby holds nothing: see docs/deploy.md)
             return;
         }
         match self.meta.sustain(self.sid(), &open).await {

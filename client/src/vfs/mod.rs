@@ -46,6 +46,9 @@ use writer::WriteTarget;
 /// Inode and slice ids reserved from the database in one call.
 const ID_BATCH: i32 = 1000;
 
+/// The session id of a mount that has none (a mount of a hot standby).
+pub const NO_SESSION: i64 = 0;
+
 /// Mount options that shape the VFS.
 #[derive(Clone)]
 pub struct VfsConfig {
@@ -259,6 +262,12 @@ impl Vfs {
         self.sid.load(Ordering::Relaxed)
     }
 
+    /// Whether this mount has a session (a mount of a hot standby has
+    /// none: it writes nothing to the database).
+    pub fn has_session(&self) -> bool {
+        self.sid() != NO_SESSION
+    }
+
     pub fn set_sid(&self, sid: i64) {
         self.sid.store(sid, Ordering::Relaxed);
     }
@@ -305,6 +314,9 @@ impl Vfs {
 
     /// Ends this mount's session (unmount): its open files are released.
     pub async fn close_session(&self) -> crate::meta::Result<()> {
+        if !self.has_session() {
+            return Ok(());
+        }
         self.meta.session_close(self.sid()).await
     }
 

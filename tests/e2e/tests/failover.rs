@@ -258,3 +258,98 @@ fn a_failover_manager_moves_the_primary_and_the_mounts_never_notice() {
         outcome.latency
     );
 }
+
+#[test]
+fn a_read_only_mount_of_the_standby_follows_the_primary_and_writes_nothing() {
+    let pair = Pair::new("mirror");
+    let rw = pair.mount("rw", &[]);
+    let standby = format!("postgres://{CLIENT}@{}/vol", pair.standby.host());
+
+    // a standby is mounted read-only or not at all
+    let refused = pair.base.join("mnt-refused");
+    fs::create_dir_all(&refused).unwrap();
+    let out = jfs()
+        .args(["mount", &standby])
+        .arg(&refused)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a standby mounted read-write");
+    assert!(
+        err.contains("hot standby") && err.contains("--read-only"),
+        "{err}"
+    );
+
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = metrics.local_addr().unwrap().to_string();
+    drop(metrics);
+    // (the kernel keeps names and attributes a minute: the change log,
+    // replicated, is what keeps them exact)
+    let ro = mount_at(
+        &standby,
+        &pair.base.join("mnt-ro"),
+        &pair.base.join("mount-ro.log"),
+        &[
+            "--read-only",
+            "--attr-cache",
+            "60",
+            "--entry-cache",
+            "60",
+            "--metrics",
+            &metrics_addr,
+        ],
+    );
+    let sync = |p: &std::path::Path| File::open(p).unwrap().sync_all().unwrap();
+    fs::write(rw.p("f"), b"one").unwrap();
+    sync(&rw.p("f"));
+    assert!(
+        eventually(10, || fs::read(ro.p("f")).ok().as_deref()
+            == Some(b"one".as_slice())),
+        "the standby's mount never showed the primary's new file"
+    );
+    fs::write(rw.p("f"), b"two, longer").unwrap();
+    sync(&rw.p("f"));
+    assert!(
+        eventually(10, || fs::read(ro.p("f")).ok().as_deref()
+            == Some(b"two, longer".as_slice())),
+        "the standby's mount kept the old bytes: {:?}",
+        fs::read(ro.p("f"))
+    );
+    fs::rename(rw.p("f"), rw.p("g")).unwrap();
+    sync(&rw.path);
+    assert!(
+        eventually(10, || !ro.p("f").exists() && ro.p("g").exists()),
+        "the standby's mount kept the old name"
+    );
+
+    // it writes nothing: no file, and no session, heartbeat or anything
+    // else in the database (the only session is the primary's mount's)
+    let write = fs::write(ro.p("x"), b"x").unwrap_err();
+    assert_eq!(write.raw_os_error(), Some(libc::EROFS), "{write}");
+    assert_eq!(
+        pair.primary.sql("vol", "SELECT count(*) FROM jfs.session"),
+        "1"
+    );
+    // locks hold on this machine (the kernel's)
+    ok(std::process::Command::new("flock")
+        .args(["--shared", "--nonblock"])
+        .arg(ro.p("g"))
+        .arg("true"));
+
+    // how far behind it reads: in its metrics and in jfs status
+    let mut stream = std::net::TcpStream::connect(&metrics_addr).unwrap();
+    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+    assert!(text.contains("jfs_replica_lag_seconds{"), "{text}");
+    let status = ok(jfs().args(["status", &standby]));
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("a hot standby"), "{status}");
+    // and nothing it did was refused by the standby along the way
+    std::thread::sleep(Duration::from_secs(3));
+    let warnings = ro.log_warnings(20);
+    assert!(
+        warnings.is_empty(),
+        "the standby's mount logged:\n{warnings}"
+    );
+}
