@@ -82,6 +82,13 @@ pub struct MountArgs {
     /// Connections to PostgreSQL
     #[arg(long, default_value_t = 16)]
     max_connections: usize,
+    /// A hot standby of the metadata database that answers lookups,
+    /// getattrs and directory listings once it has replayed every change
+    /// this mount made or learned of (the primary answers otherwise, and
+    /// everything else); several hosts with ?target_session_attrs=read-only
+    /// follow a failover ("-" = from JFS_META_REPLICA)
+    #[arg(long, value_name = "URL")]
+    meta_replica: Option<String>,
     /// Seconds a metadata call is retried while PostgreSQL is unreachable,
     /// restarting or failing over, before the operation fails with EIO
     #[arg(long, default_value_t = crate::meta::DEFAULT_META_RETRY.as_secs())]
@@ -158,6 +165,19 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// The session timeout of `--session-timeout SECONDS` (at least 2 s).
 fn session_timeout(secs: u64) -> Duration {
     Duration::from_secs(secs.max(2))
+}
+
+/// Where `--meta-replica -` is read from.
+const REPLICA_URL_ENV: &str = "JFS_META_REPLICA";
+
+/// The URL `--meta-replica` gives (from the environment for "-").
+fn replica_url(given: &str) -> anyhow::Result<String> {
+    match given == URL_FROM_ENV {
+        true => std::env::var(REPLICA_URL_ENV).with_context(|| {
+            format!("--meta-replica \"-\" needs {REPLICA_URL_ENV} in the environment")
+        }),
+        false => Ok(given.to_string()),
+    }
 }
 
 fn default_log() -> PathBuf {
@@ -245,6 +265,11 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.read_only {
         args.push("--read-only".into());
     }
+    if a.meta_replica.is_some() {
+        // (from the environment: a password in it stays out of the process list)
+        args.push("--meta-replica".into());
+        args.push(URL_FROM_ENV.into());
+    }
     for (flag, squash) in [
         ("--root-squash", a.root_squash),
         ("--all-squash", a.all_squash),
@@ -276,7 +301,11 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.no_metrics {
         args.push("--no-metrics".into());
     }
-    let mut child = Command::new(exe)
+    let mut child = Command::new(exe);
+    if let Some(url) = &a.meta_replica {
+        child.env(REPLICA_URL_ENV, replica_url(url)?);
+    }
+    let mut child = child
         .args(&args)
         .env("JFS_META_URL", meta_url)
         .stdin(Stdio::null())
@@ -384,6 +413,14 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
              ?target_session_attrs=read-write)",
             redact_url(meta_url)
         );
+        if let Some(url) = &a.meta_replica {
+            anyhow::ensure!(
+                !standby,
+                "--meta-replica is for mounts of the primary: this mount reads a standby already"
+            );
+            meta.read_from_replica(&replica_url(url)?, a.max_connections)
+                .await?;
+        }
         let root = match &a.subdir {
             Some(path) => subdir_inode(&meta, &volume.name, path).await?,
             None => 1,
@@ -400,7 +437,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             None => String::new(),
         };
         metrics::install(&volume.name, &mountpoint.display().to_string());
-        if standby {
+        if standby || a.meta_replica.is_some() {
             metrics::install_replica_lag(&volume.name, &mountpoint.display().to_string());
         }
         if let Some(listener) = metrics_listener {
@@ -412,6 +449,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             "mountpoint": mountpoint.display().to_string(),
             "version": env!("CARGO_PKG_VERSION"),
             "metrics": metrics_addr,
+            "meta_replica": a.meta_replica.as_deref().map(replica_url).transpose()?
+                .map(|u| redact_url(&u)),
         })
         .to_string();
         let disk_cache = match &a.cache_dir {

@@ -59,8 +59,12 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
             Some("") | None => "-".to_string(),
             Some(v) => v.to_string(),
         };
+        let replica = match field("meta_replica").as_str() {
+            "-" => String::new(),
+            url => format!("  reads from {url}"),
+        };
         println!(
-            "  {:>4}  {}:{}  {}  client {}  metrics {}  started {}  heartbeat {}  open-unlinked {}",
+            "  {:>4}  {}:{}  {}  client {}  metrics {}  started {}  heartbeat {}  open-unlinked {}{replica}",
             x.sid,
             x.host,
             x.pid,

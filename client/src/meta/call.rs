@@ -239,6 +239,7 @@ impl Meta {
             .read_only
             .get()
             .is_some_and(|names| names.contains(procedure));
+        let note_position = self.notes_position(procedure, read_only);
         let mut conflicts = 0;
         let mut outage: Option<Instant> = None;
         let mut pause = RETRY_PAUSE_MIN;
@@ -247,7 +248,7 @@ impl Meta {
                 // (boxed: the replay calls this function)
                 Box::pin(self.replay()).await?;
             }
-            let e = match self.run(sql, params).await {
+            let e = match self.run(sql, params, note_position).await {
                 Ok((rows, sent_in)) => {
                     // (one atomic read per call; a write only when it was cut off)
                     if self.reached_since_ms.load(Ordering::Relaxed) == 0 {
@@ -336,8 +337,15 @@ impl Meta {
 
     /// Sends one statement on one connection; returns its rows and the
     /// epoch it was sent in (read once the connection is there: a new one
-    /// has noted the server it reached).
-    async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<(Vec<Row>, Epoch)> {
+    /// has noted the server it reached). With `note_position`, the primary's
+    /// WAL position after it is asked in the same round trip and noted for
+    /// the standby that serves reads (see `replica`).
+    async fn run(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        note_position: bool,
+    ) -> Result<(Vec<Row>, Epoch)> {
         let client = self.client().await?;
         if client.is_closed() {
             drop(deadpool_postgres::Object::take(client));
@@ -349,15 +357,55 @@ impl Meta {
             // the old one may have lost goes first
             return Err(MetaError::ReplayDue);
         }
-        if self.unnamed_statements {
-            let typed = params
-                .iter()
-                .map(|&p| Ok((p, param_type(p)?)))
-                .collect::<Result<Vec<_>>>()?;
-            return Ok((client.query_typed(sql, &typed).await?, sent_in));
+        let statement = self.statement(&client, sql).await?;
+        let rows = self.execute(&client, sql, statement.as_ref(), params);
+        if !note_position {
+            return Ok((rows.await?, sent_in));
         }
-        let stmt = client.prepare_cached(sql).await?;
-        Ok((client.query(&stmt, params).await?, sent_in))
+        // (sent after the statement on the same connection, in the same
+        // round trip: it runs once the statement committed)
+        let position = client.query_typed(super::replica::PRIMARY_POSITION_SQL, &[]);
+        let (rows, position) = tokio::join!(rows, position);
+        let rows = rows?;
+        if let Some(lsn) = position?
+            .first()
+            .and_then(|r| r.get::<_, Option<tokio_postgres::types::PgLsn>>(0))
+        {
+            self.reached_position(lsn.into());
+        }
+        Ok((rows, sent_in))
+    }
+
+    /// The prepared (and cached) statement for `sql`; none with
+    /// `pgbouncer=true`, whose statements are unnamed.
+    pub(super) async fn statement(
+        &self,
+        client: &deadpool_postgres::Object,
+        sql: &str,
+    ) -> Result<Option<tokio_postgres::Statement>> {
+        match self.unnamed_statements {
+            true => Ok(None),
+            false => Ok(Some(client.prepare_cached(sql).await?)),
+        }
+    }
+
+    /// Runs `sql` on `client`: `statement` if prepared, else unnamed with
+    /// its parameters' types. Sent when first polled.
+    pub(super) async fn execute(
+        &self,
+        client: &deadpool_postgres::Object,
+        sql: &str,
+        statement: Option<&tokio_postgres::Statement>,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        if let Some(stmt) = statement {
+            return Ok(client.query(stmt, params).await?);
+        }
+        let typed = params
+            .iter()
+            .map(|&p| Ok((p, param_type(p)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(client.query_typed(sql, &typed).await?)
     }
 
     pub(super) async fn call_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
@@ -368,6 +416,13 @@ impl Meta {
         }
     }
 }
+
+/// The first row of a call that answers one (EIO when it answered none).
+pub(super) fn first_row(rows: &[Row]) -> Result<&Row> {
+    rows.first().ok_or(MetaError::Errno(libc::EIO))
+}
+
+impl Meta {}
 
 #[cfg(test)]
 mod tests {

@@ -122,12 +122,22 @@ pub enum ConnectError {
     )]
     NoExtension { url: String },
     #[error(
-        "cannot create the jfs extension in {url}: {cause}; a superuser must run CREATE          EXTENSION jfs there (after scripts/install-extension.sh)"
+        "cannot create the jfs extension in {url}: {cause}; a superuser must run CREATE EXTENSION jfs there (after scripts/install-extension.sh)"
     )]
     CannotCreateExtension { url: String, cause: String },
     /// The extension's version is one this client does not work with.
     #[error("{why} ({url})")]
     Version { url: String, why: String },
+    /// `--meta-replica` names a server that is not in recovery.
+    #[error(
+        "--meta-replica {url} is not a hot standby (pg_is_in_recovery() is false): name a \
+         standby of the metadata database (?target_session_attrs=read-only picks one of several)"
+    )]
+    NotAStandby { url: String },
+    /// `--meta-replica` names a standby of another database (or one with
+    /// another extension version).
+    #[error("--meta-replica {url}: {why}")]
+    OtherDatabase { url: String, why: String },
     /// A query made while connecting failed.
     #[error(transparent)]
     Query(#[from] MetaError),

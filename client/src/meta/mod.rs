@@ -97,6 +97,11 @@ pub struct Meta {
     /// This is the client that tells them: its calls neither wait for a
     /// replay nor are journaled.
     in_replay: bool,
+    /// The hot standby that serves reads this mount may answer from copies
+    /// (`--meta-replica`, see `replica`).
+    replica: Option<Arc<replica::Replica>>,
+    /// Which of a thread's own connections this client's calls take.
+    thread_slot: pool::ThreadSlot,
 }
 
 /// How many times in a row the answer to a change may be lost (the server

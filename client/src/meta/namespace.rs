@@ -1,4 +1,5 @@
 //! Namespace procedures: lookup, getattr, mknod, symlink, readlink, link, unlink, rmdir, rename, readdir.
+use super::call::first_row;
 use super::journal::Redo;
 use super::{
     attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, NodeType, Result, MAX_ANSWERS_LOST,
@@ -111,21 +112,34 @@ pub struct RenameResult {
 }
 
 impl Meta {
+    /// The entry `name` of `parent` (from the standby that serves reads
+    /// when it has caught up: see `replica`).
     pub async fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
-        let row = self
-            .call_one(
+        let rows = self
+            .call_replicable(
                 "SELECT * FROM jfs.lookup($1, $2)",
                 &[&(parent as i64), &name],
             )
             .await?;
-        attr_from_row(&row)
+        attr_from_row(first_row(&rows)?)
     }
 
+    /// Node `inode`'s attributes, from the primary (what opening a file
+    /// reads: another mount's close is seen at once).
     pub async fn getattr(&self, inode: u64) -> Result<Attr> {
         let row = self
             .call_one("SELECT * FROM jfs.getattr($1)", &[&(inode as i64)])
             .await?;
         attr_from_row(&row)
+    }
+
+    /// [`Meta::getattr`] for copies this mount keeps: from the standby that
+    /// serves reads when it has caught up (see `replica`).
+    pub async fn getattr_replicable(&self, inode: u64) -> Result<Attr> {
+        let rows = self
+            .call_replicable("SELECT * FROM jfs.getattr($1)", &[&(inode as i64)])
+            .await?;
+        attr_from_row(first_row(&rows)?)
     }
 
     /// Creates node `node` as entry `name` of `parent`, with an inode id
@@ -367,10 +381,11 @@ impl Meta {
         })
     }
 
-    /// One page of a directory with attributes, after `cookie` (0 = start).
+    /// One page of a directory with attributes, after `cookie` (0 = start)
+    /// (from the standby that serves reads when it has caught up).
     pub async fn readdirplus(&self, dir: u64, cookie: u64, limit: i32) -> Result<Vec<DirEntry>> {
         let rows = self
-            .call(
+            .call_replicable(
                 "SELECT * FROM jfs.readdirplus($1, $2, $3)",
                 &[&(dir as i64), &(cookie as i64), &limit],
             )

@@ -77,11 +77,23 @@ pub(super) fn split_pooler_option(meta_url: &str) -> (String, bool) {
     (url, pooler)
 }
 
+/// Which of a thread's own connections a client takes (see
+/// [`Meta::use_thread_connection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ThreadSlot {
+    /// To the database (the primary).
+    Primary = 0,
+    /// To the standby that serves reads (`--meta-replica`).
+    Replica = 1,
+}
+
 thread_local! {
-    /// A connection of this thread's own (see [`Meta::use_thread_connection`]).
-    static THREAD_POOL: std::cell::RefCell<Option<Pool>> = const { std::cell::RefCell::new(None) };
-    /// When this thread last took its connection.
-    static THREAD_LAST_USE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    /// Connections of this thread's own, by [`ThreadSlot`].
+    static THREAD_POOLS: std::cell::RefCell<[Option<Pool>; 2]> =
+        const { std::cell::RefCell::new([None, None]) };
+    /// When this thread last took each.
+    static THREAD_LAST_USE: std::cell::Cell<[Option<Instant>; 2]> =
+        const { std::cell::Cell::new([None, None]) };
 }
 
 /// A thread's connection idle for longer is checked before it is used.
@@ -220,6 +232,8 @@ impl Meta {
             reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
             replaying: Arc::default(),
             in_replay: false,
+            replica: None,
+            thread_slot: ThreadSlot::Primary,
         })
     }
 
@@ -256,16 +270,21 @@ impl Meta {
     /// completion on a current-thread runtime of their own (the FUSE
     /// threads): the connection's task lives on that runtime, so a call
     /// wakes no other thread but PostgreSQL's. Each such thread holds one
-    /// connection besides the shared pool.
+    /// connection besides the shared pool (and one to the standby that
+    /// serves reads, if any).
     pub fn use_thread_connection(&self) -> std::result::Result<(), ConnectError> {
         let pool = build_pool(&self.config, &self.tls, 1, &self.incarnations)?;
-        THREAD_POOL.with(|p| *p.borrow_mut() = Some(pool));
-        Ok(())
+        THREAD_POOLS.with(|p| p.borrow_mut()[self.thread_slot as usize] = Some(pool));
+        match &self.replica {
+            Some(r) => r.meta().use_thread_connection(),
+            None => Ok(()),
+        }
     }
 
     /// A connection: this thread's own if it has one, else one from the pool.
     pub(super) async fn client(&self) -> Result<deadpool_postgres::Object> {
-        let own = THREAD_POOL.with(|p| p.borrow().clone());
+        let slot = self.thread_slot as usize;
+        let own = THREAD_POOLS.with(|p| p.borrow()[slot].clone());
         let Some(pool) = own else {
             return Ok(self.pool.get().await?);
         };
@@ -274,7 +293,12 @@ impl Meta {
         // when it is used. One that sat idle is asked first (an empty
         // query, harmless to repeat) and replaced if it is gone: a
         // statement is then never sent on a dead connection.
-        let idle = THREAD_LAST_USE.with(|t| t.replace(Some(Instant::now())));
+        let idle = THREAD_LAST_USE.with(|t| {
+            let mut last = t.get();
+            let idle = last[slot].replace(Instant::now());
+            t.set(last);
+            idle
+        });
         let client = pool.get().await?;
         if idle.is_none_or(|t| t.elapsed() < IDLE_CHECK) || client.simple_query("").await.is_ok() {
             return Ok(client);

@@ -1,5 +1,141 @@
-//! Hot standbys: whether the server reached is one, and how far behind the primary it replays.
-use super::{Meta, Result};
+//! Hot standbys: whether the server reached is one, how far behind it replays, and metadata reads a read-write mount sends to one (`--meta-replica`) once it has replayed what this mount has seen.
+//!
+//! Read-your-writes by WAL position: after each of its commits and each read
+//! of the change log, the mount notes the primary's WAL insert position
+//! (asked in the same round trip, after the statement). A standby whose
+//! replay position has reached it holds every change this mount made or
+//! forgot a copy of, so its answer is as exact as the mount's caches. A read
+//! sent to the standby asks for its replay position first, in the same round
+//! trip: a snapshot taken after it sees at least that much. A standby behind
+//! the mark, out of reach or cancelling the read (a recovery conflict)
+//! leaves the read to the primary.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_postgres::types::{PgLsn, ToSql};
+use tokio_postgres::Row;
+
+use super::error::ConnectError;
+use super::{Failure, Meta, Result};
+use crate::metrics::METRICS;
+
+/// The primary's WAL position now (asked after a commit or a log read).
+pub(super) const PRIMARY_POSITION_SQL: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn()";
+
+/// How far a standby has replayed (NULL on a server not in recovery).
+const REPLAYED_SQL: &str = "SELECT pg_catalog.pg_last_wal_replay_lsn()";
+
+/// After a standby was found behind, reads go straight to the primary for
+/// this long (rather than asking it again at each one).
+const BEHIND_RECHECK: Duration = Duration::from_millis(2);
+
+/// After a standby could not be reached, reads go to the primary for this long.
+const UNREACHABLE_RETRY: Duration = Duration::from_secs(5);
+
+/// A read the standby has not answered in this long goes to the primary
+/// (and the standby is left alone for [`UNREACHABLE_RETRY`]): a standby
+/// behind a broken network must not hold reads up for a TCP timeout.
+const REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A standby that serves this mount's metadata reads.
+pub(super) struct Replica {
+    /// Connections to it (a client of its own: no retries, no journal).
+    meta: Meta,
+    /// The URL, its password hidden, for messages.
+    url: String,
+    /// The primary's WAL position after this mount's last commit or change-log read.
+    must_reach: AtomicU64,
+    /// The replay position the standby last reported.
+    replayed: AtomicU64,
+    /// Microseconds since `epoch` until which reads skip the standby (it was
+    /// behind, or out of reach).
+    skip_until_us: AtomicU64,
+    /// Whether the standby is out of reach (one warning per outage).
+    unreachable: std::sync::atomic::AtomicBool,
+    epoch: Instant,
+}
+
+/// Where a replica read went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplicaOutcome {
+    /// The standby answered.
+    Served,
+    /// It had not replayed what this mount has seen: the primary answered.
+    Behind,
+    /// It could not answer (out of reach, a recovery conflict): the primary did.
+    Failed,
+}
+
+impl ReplicaOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            ReplicaOutcome::Served => "served",
+            ReplicaOutcome::Behind => "behind",
+            ReplicaOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl Replica {
+    pub(super) fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    fn skip_for(&self, pause: Duration) {
+        let until = self.now_us() + pause.as_micros() as u64;
+        self.skip_until_us.store(until, Ordering::Relaxed);
+    }
+
+    /// The standby failed to answer for `why`: reads go to the primary for
+    /// a while (said once per outage).
+    fn lost(&self, why: &str) {
+        self.skip_for(UNREACHABLE_RETRY);
+        if !self.unreachable.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "the standby {} does not answer ({why}): metadata reads go to the primary",
+                self.url
+            );
+        }
+    }
+
+    /// Whether a read should try the standby: it is known to have caught
+    /// up, or it is time to ask again.
+    fn worth_asking(&self, mark: u64) -> bool {
+        self.replayed.load(Ordering::Relaxed) >= mark
+            || self.now_us() >= self.skip_until_us.load(Ordering::Relaxed)
+    }
+
+    /// Asks the standby for its replay position and then runs the read, in
+    /// one round trip; the rows only if it had reached `mark`.
+    async fn read(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        mark: u64,
+    ) -> Result<Option<Vec<Row>>> {
+        let client = self.meta.client().await?;
+        let statement = self.meta.statement(&client, sql).await?;
+        // (the replay position is asked first: the read's snapshot is taken after)
+        let replayed = client.query_typed(REPLAYED_SQL, &[]);
+        let rows = self.meta.execute(&client, sql, statement.as_ref(), params);
+        let (replayed, rows) = tokio::join!(replayed, rows);
+        let replayed = replayed?
+            .first()
+            .and_then(|r| r.get::<_, Option<PgLsn>>(0))
+            .map_or(0, u64::from);
+        self.replayed.fetch_max(replayed, Ordering::Relaxed);
+        if replayed < mark {
+            self.skip_for(BEHIND_RECHECK);
+            return Ok(None);
+        }
+        Ok(Some(rows?))
+    }
+}
 
 impl Meta {
     /// Whether the server is a hot standby (in recovery: it takes no writes).
@@ -28,4 +164,132 @@ impl Meta {
             .await?;
         Ok(rows.first().and_then(|r| r.get::<_, Option<f64>>(0)))
     }
+
+    /// Sends lookups, getattrs and directory pages this mount may answer
+    /// from copies to the hot standby at `replica_url` when it has replayed
+    /// what this mount has seen. It must be a standby of this database with
+    /// the same extension version.
+    pub async fn read_from_replica(
+        &mut self,
+        replica_url: &str,
+        max_connections: usize,
+    ) -> std::result::Result<(), ConnectError> {
+        let mut meta = Meta::connect(replica_url, max_connections).await?;
+        meta.thread_slot = super::pool::ThreadSlot::Replica;
+        let url = super::redact_url(replica_url);
+        if !meta.in_recovery().await? {
+            return Err(ConnectError::NotAStandby { url });
+        }
+        let ours = self.cluster_database().await?;
+        let theirs = meta.cluster_database().await?;
+        if ours != theirs {
+            return Err(ConnectError::OtherDatabase {
+                url,
+                why: format!(
+                    "it is database {theirs} (cluster system id/database) and the primary \
+                     {ours}: not a standby of the metadata database"
+                ),
+            });
+        }
+        self.replica = Some(Arc::new(Replica {
+            meta,
+            url,
+            must_reach: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
+            skip_until_us: AtomicU64::new(0),
+            unreachable: Default::default(),
+            epoch: Instant::now(),
+        }));
+        Ok(())
+    }
+
+    /// The server's cluster (its system identifier, which its standbys
+    /// share) and the database, as `ID/NAME`.
+    async fn cluster_database(&self) -> Result<String> {
+        let client = self.client().await?;
+        let rows = client
+            .query_typed(
+                "SELECT system_identifier::text || '/' || pg_catalog.current_database() \
+                   FROM pg_catalog.pg_control_system()",
+                &[],
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get(0)).unwrap_or_default())
+    }
+
+    /// The standby this mount reads from, if any.
+    pub fn replica(&self) -> Option<Meta> {
+        self.replica.as_ref().map(|r| r.meta.clone())
+    }
+
+    /// Notes a WAL position of the primary reached by this mount's commit or
+    /// read of the change log: reads go to the standby once it replayed it.
+    pub(super) fn reached_position(&self, position: u64) {
+        if let Some(r) = &self.replica {
+            r.must_reach.fetch_max(position, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a call's WAL position is to be noted (a replica is read and
+    /// the call commits, or reads the change log).
+    pub(super) fn notes_position(&self, procedure: &str, read_only: bool) -> bool {
+        self.replica.is_some() && (!read_only || procedure == "mount_changes")
+    }
+
+    /// A read whose answer may come from the standby (see the module's
+    /// text); from the primary when there is none or it cannot answer.
+    pub(super) async fn call_replicable(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let Some(r) = &self.replica else {
+            return self.call(sql, params).await;
+        };
+        let mark = r.must_reach.load(Ordering::SeqCst);
+        let outcome = match r.worth_asking(mark) {
+            false => ReplicaOutcome::Behind,
+            true => {
+                let started = Instant::now();
+                let procedure = crate::metrics::procedure_of(sql);
+                let read = tokio::time::timeout(REPLICA_TIMEOUT, r.read(sql, params, mark));
+                match read.await {
+                    Ok(Ok(Some(rows))) => {
+                        if r.unreachable.swap(false, Ordering::Relaxed) {
+                            tracing::info!("reading metadata from the standby {} again", r.url);
+                        }
+                        METRICS
+                            .meta_calls
+                            .with_label_values(&[procedure])
+                            .observe(started.elapsed().as_secs_f64());
+                        count(ReplicaOutcome::Served);
+                        return Ok(rows);
+                    }
+                    Ok(Ok(None)) => ReplicaOutcome::Behind,
+                    Ok(Err(e)) => {
+                        match e.kind() {
+                            Failure::Unavailable | Failure::AnswerLost => r.lost(&e.to_string()),
+                            // (a recovery conflict cancelled it, say)
+                            _ => tracing::debug!("{procedure} on the standby {}: {e}", r.url),
+                        }
+                        ReplicaOutcome::Failed
+                    }
+                    Err(_) => {
+                        let secs = REPLICA_TIMEOUT.as_secs_f64();
+                        r.lost(&format!("no answer in {secs} s"));
+                        ReplicaOutcome::Failed
+                    }
+                }
+            }
+        };
+        count(outcome);
+        self.call(sql, params).await
+    }
+}
+
+fn count(outcome: ReplicaOutcome) {
+    METRICS
+        .replica_reads
+        .with_label_values(&[outcome.label()])
+        .inc();
 }

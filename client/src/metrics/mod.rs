@@ -52,6 +52,9 @@ pub struct Metrics {
     /// Seconds the hot standby a read-only mount reads is behind its
     /// primary (0: caught up; absent on a mount of a primary).
     pub replica_lag_seconds: Gauge,
+    /// Reads offered to the standby that serves reads (`--meta-replica`),
+    /// by outcome: served, behind (the primary answered), failed.
+    pub replica_reads: IntCounterVec,
     pub process_cpu_seconds: Counter,
     pub process_resident_bytes: IntGauge,
     pub start_time_seconds: Gauge,
@@ -184,6 +187,12 @@ impl Metrics {
                 "How far behind its primary the hot standby this mount reads replays (0: caught up)",
             )
             .expect("valid gauge"),
+            replica_reads: counter_vec(
+                "replica_reads_total",
+                "Metadata reads offered to the standby of --meta-replica: served by it, or by the \
+                 primary because it was behind or failed",
+                "outcome",
+            ),
             start_time_seconds: Gauge::new(
                 name("process_start_time_seconds"),
                 "When this process started, seconds since the epoch",
@@ -212,6 +221,7 @@ impl Metrics {
             Box::new(self.fuse_written_bytes.clone()),
             Box::new(self.meta_calls.clone()),
             Box::new(self.meta_retries.clone()),
+            Box::new(self.replica_reads.clone()),
             Box::new(self.meta_errors.clone()),
             Box::new(self.object_requests.clone()),
             Box::new(self.object_errors.clone()),

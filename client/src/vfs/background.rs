@@ -27,7 +27,7 @@ pub struct BackgroundConfig {
     pub commit_after: Duration,
 }
 
-/// How often a mount of a hot standby reads its replication lag.
+/// How often a mount of (or reading from) a hot standby reads its replication lag.
 const REPLICA_LAG_POLL: Duration = Duration::from_secs(2);
 
 /// The longest a mount waits between asking whether a backup is due.
@@ -48,12 +48,16 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 .await;
         }
     });
-    if !vfs.has_session() {
-        // a mount of a hot standby: it reports how far behind it reads
-        let v = vfs.clone();
+    // a mount of a hot standby, or one that reads from one, reports how
+    // far behind it reads
+    let standby = match vfs.has_session() {
+        false => Some(vfs.meta.clone()),
+        true => vfs.meta.replica(),
+    };
+    if let Some(standby) = standby {
         tokio::spawn(async move {
             loop {
-                match v.meta.replay_lag().await {
+                match standby.replay_lag().await {
                     Ok(lag) => METRICS.replica_lag_seconds.set(lag.unwrap_or(0.0)),
                     Err(e) => tracing::warn!("reading the standby's replication lag: {e}"),
                 }

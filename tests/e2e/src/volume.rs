@@ -199,18 +199,23 @@ impl Volume {
 
 /// `jfs mount -d` of `url` on `path` (made if missing), logging to `log`,
 /// with gc every second (objects of freed data deleted at once) and no
-/// kernel caching unless `extra` asks for it.
+/// kernel caching, unless `extra` says otherwise.
 pub fn mount_at(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
     std::fs::create_dir_all(path).unwrap();
     let mut cmd = jfs();
     cmd.args(["mount", url])
         .arg(path)
-        .args(["-d", "--gc-interval", "1", "--log"])
+        .args(["-d", "--log"])
         .arg(log)
         .args(extra);
-    for flag in ["--attr-cache", "--entry-cache", "--gc-delay"] {
+    for (flag, value) in [
+        ("--attr-cache", "0"),
+        ("--entry-cache", "0"),
+        ("--gc-delay", "0"),
+        ("--gc-interval", "1"),
+    ] {
         if !extra.contains(&flag) {
-            cmd.args([flag, "0"]);
+            cmd.args([flag, value]);
         }
     }
     let out = ok(&mut cmd);

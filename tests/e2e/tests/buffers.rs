@@ -1,38 +1,19 @@
 //! Write buffers: the memory of pending writes is bounded by `--buffer-size`
 //! (writes wait, they do not fail), a small write holds about its own size,
 //! and writes that land again on pending ones share their slice.
-use std::io::Read;
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jfs_e2e::{ok, Mount, Volume};
+use jfs_e2e::{free_metrics_addr, metric_sum, ok, Mount, Volume};
 
 const MIB: u64 = 1 << 20;
 
-/// A free port on loopback for a mount's metrics.
-fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
-
 /// The mount's `jfs_write_buffer_bytes` now.
 fn write_buffer_bytes(addr: &str) -> Option<u64> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    answer
-        .lines()
-        .find(|l| {
-            l.starts_with("jfs_write_buffer_bytes{") || l.starts_with("jfs_write_buffer_bytes ")
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as u64)
+    metric_sum(addr, "jfs_write_buffer_bytes", "").map(|v| v as u64)
 }
 
 /// scripts/random_writes.py on `m` (file `name`, model in `model`):
@@ -66,7 +47,7 @@ fn same_bytes(m: &Mount, name: &str, model: &Path) -> bool {
 #[test]
 fn random_small_writes_stay_within_the_buffer_size() {
     let v = Volume::new("buffers-bound");
-    let addr = free_addr();
+    let addr = free_metrics_addr();
     let a = v.mount("a", &["--buffer-size", "16", "--metrics", &addr]);
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model");

@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use jfs_e2e::{
-    assert_no_errors, eventually, jfs, missing_or_wrong, mount_at, ok, Cluster, Formation, Mount,
-    Workload, PRIVATE_CLIENT as CLIENT,
+    assert_no_errors, eventually, free_metrics_addr, jfs, metric_sum, metrics_text,
+    missing_or_wrong, mount_at, ok, Cluster, Formation, Mount, Workload, PRIVATE_CLIENT as CLIENT,
 };
 
 /// A volume on a primary (`pg-a`) with a synchronous hot standby (`pg-b`).
@@ -280,9 +280,7 @@ fn a_read_only_mount_of_the_standby_follows_the_primary_and_writes_nothing() {
         "{err}"
     );
 
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let metrics_addr = metrics.local_addr().unwrap().to_string();
-    drop(metrics);
+    let metrics_addr = free_metrics_addr();
     // (the kernel keeps names and attributes a minute: the change log,
     // replicated, is what keeps them exact)
     let ro = mount_at(
@@ -337,10 +335,7 @@ fn a_read_only_mount_of_the_standby_follows_the_primary_and_writes_nothing() {
         .arg("true"));
 
     // how far behind it reads: in its metrics and in jfs status
-    let mut stream = std::net::TcpStream::connect(&metrics_addr).unwrap();
-    std::io::Write::write_all(&mut stream, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+    let text = metrics_text(&metrics_addr).unwrap();
     assert!(text.contains("jfs_replica_lag_seconds{"), "{text}");
     let status = ok(jfs().args(["status", &standby]));
     let status = String::from_utf8_lossy(&status.stdout);
@@ -351,5 +346,142 @@ fn a_read_only_mount_of_the_standby_follows_the_primary_and_writes_nothing() {
     assert!(
         warnings.is_empty(),
         "the standby's mount logged:\n{warnings}"
+    );
+}
+
+#[test]
+fn a_mount_reads_metadata_from_the_standby_once_it_has_replayed_what_the_mount_saw() {
+    let pair = Pair::new("replicareads");
+    let standby = format!("postgres://{CLIENT}@{}/vol", pair.standby.host());
+
+    // the primary is refused as a replica, with the reason
+    let refused = pair.base.join("mnt-refused");
+    fs::create_dir_all(&refused).unwrap();
+    let primary = format!("postgres://{CLIENT}@{}/vol", pair.primary.host());
+    let out = jfs()
+        .args(["mount", &pair.url(), "--meta-replica", &primary])
+        .arg(&refused)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a primary was taken as a replica");
+    assert!(err.contains("not a hot standby"), "{err}");
+
+    // `a` keeps no copies (every lookup, getattr and listing asks the
+    // database); `c` follows the change log; `b` reads the primary only
+    let a_metrics = free_metrics_addr();
+    let a = pair.mount(
+        "a",
+        &[
+            "--meta-replica",
+            &standby,
+            "--changes-poll",
+            "0",
+            "--metrics",
+            &a_metrics,
+        ],
+    );
+    let c_metrics = free_metrics_addr();
+    // (and commits nothing of its own meanwhile: no gc, no heartbeat)
+    let quiet = ["--gc-interval", "3600", "--heartbeat", "60"];
+    let c = pair.mount(
+        "c",
+        &[
+            &["--meta-replica", &standby, "--metrics", &c_metrics][..],
+            &quiet,
+        ]
+        .concat(),
+    );
+    let b = pair.mount("b", &[]);
+    let reads = |addr: &str, outcome: &str| {
+        metric_sum(
+            addr,
+            "jfs_replica_reads_total",
+            &format!("outcome=\"{outcome}\""),
+        )
+        .unwrap_or(0.0)
+    };
+
+    // caught up, the standby answers
+    fs::create_dir(a.p("d")).unwrap();
+    for i in 0..20 {
+        fs::write(a.p(&format!("d/f{i}")), b"x").unwrap();
+    }
+    assert!(
+        eventually(10, || {
+            let listed = fs::read_dir(a.p("d")).unwrap().count();
+            assert_eq!(listed, 20);
+            reads(&a_metrics, "served") >= 20.0
+        }),
+        "the standby served {} reads",
+        reads(&a_metrics, "served")
+    );
+
+    // with its replay paused, every answer comes from the primary: this
+    // mount sees each of its own changes at once ...
+    pair.standby.sql("postgres", "SELECT pg_wal_replay_pause()");
+    let behind = reads(&a_metrics, "behind");
+    for i in 0..20 {
+        let name = format!("d/g{i}");
+        fs::write(a.p(&name), b"yy").unwrap();
+        assert_eq!(fs::metadata(a.p(&name)).unwrap().len(), 2, "{name}");
+        fs::rename(a.p(&name), a.p(&format!("d/h{i}"))).unwrap();
+        assert!(!a.p(&name).exists(), "{name} still there after its rename");
+        fs::remove_file(a.p(&format!("d/f{i}"))).unwrap();
+    }
+    let mut names: Vec<String> = fs::read_dir(a.p("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = (0..20).map(|i| format!("h{i}")).collect();
+    want.sort();
+    assert_eq!(names, want);
+    assert!(
+        reads(&a_metrics, "behind") > behind,
+        "no read found the standby behind"
+    );
+    // ... and another mount's changes once the change log shows them
+    fs::write(b.p("d/from-b"), b"made on b").unwrap();
+    assert!(
+        eventually(10, || fs::read(c.p("d/from-b")).ok().as_deref()
+            == Some(b"made on b".as_slice())),
+        "a mount reading from a standby that lags missed another mount's change"
+    );
+
+    // replay resumed, the standby answers again
+    pair.standby
+        .sql("postgres", "SELECT pg_wal_replay_resume()");
+    let served = reads(&a_metrics, "served");
+    assert!(
+        eventually(10, || {
+            let _ = fs::metadata(a.p("d/h0")).unwrap();
+            reads(&a_metrics, "served") > served
+        }),
+        "the standby never answered again after catching up"
+    );
+
+    // the standby lost: the primary answers, and nothing fails
+    pair.primary.sql(
+        "postgres",
+        "ALTER SYSTEM SET synchronous_standby_names = ''",
+    );
+    pair.primary.sql("postgres", "SELECT pg_reload_conf()");
+    pair.standby.kill9();
+    let failed = reads(&a_metrics, "failed");
+    for i in 0..20 {
+        let name = format!("d/h{i}");
+        assert_eq!(fs::read(a.p(&name)).unwrap(), b"yy", "{name}");
+        assert_eq!(fs::read_dir(c.p("d")).unwrap().count(), 21);
+    }
+    assert!(
+        reads(&a_metrics, "failed") > failed,
+        "no read went to the lost standby"
+    );
+    assert!(
+        fs::read_to_string(&a.log)
+            .unwrap()
+            .contains("does not answer"),
+        "the mount did not say the standby is lost"
     );
 }

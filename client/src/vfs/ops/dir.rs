@@ -17,7 +17,8 @@ pub struct ListedEntry {
 
 impl Vfs {
     pub async fn opendir(&self, inode: u64) -> VfsResult<u64> {
-        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        let attr = self.meta.getattr_replicable(inode).await;
+        let attr = attr.map_err(errno)?;
         if attr.kind != NodeType::Dir {
             return Err(libc::ENOTDIR);
         }

@@ -36,7 +36,8 @@ impl Vfs {
             Some(attr) => attr,
             None => {
                 let ticket = self.attrs.ticket();
-                let attr = self.meta.getattr(inode).await.map_err(errno)?;
+                let attr = self.meta.getattr_replicable(inode).await;
+                let attr = attr.map_err(errno)?;
                 self.attrs.put(&attr, ticket);
                 attr
             }
