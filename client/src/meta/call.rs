@@ -367,11 +367,11 @@ impl Meta {
         let position = client.query_typed(super::replica::PRIMARY_POSITION_SQL, &[]);
         let (rows, position) = tokio::join!(rows, position);
         let rows = rows?;
-        if let Some(lsn) = position?
+        let position = position?
             .first()
-            .and_then(|r| r.get::<_, Option<tokio_postgres::types::PgLsn>>(0))
-        {
-            self.reached_position(lsn.into());
+            .and_then(|r| r.get::<_, Option<tokio_postgres::types::PgLsn>>(0));
+        if let Some(lsn) = position {
+            self.reached_position(sql, &rows, lsn.into());
         }
         Ok((rows, sent_in))
     }

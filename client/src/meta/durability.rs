@@ -78,6 +78,11 @@ pub struct Incarnations {
     /// Whether commits are asynchronous (the volume's 'fsync' mode): in
     /// 'always' mode each commit is durable and none needs a sync.
     async_commits: AtomicBool,
+    /// Connections made (by every pool that shares this).
+    connections: AtomicU64,
+    /// The client only reads (a standby that serves reads): a change of
+    /// server loses nothing of it, and is not reported.
+    reads_only: AtomicBool,
 }
 
 impl Default for Incarnations {
@@ -91,11 +96,28 @@ impl Default for Incarnations {
             losses: AtomicU64::new(0),
             state_losses: AtomicU64::new(0),
             async_commits: AtomicBool::new(true),
+            connections: AtomicU64::new(0),
+            reads_only: AtomicBool::new(false),
         }
     }
 }
 
 impl Incarnations {
+    /// Counts a connection made.
+    pub fn connection_made(&self) {
+        self.connections.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many connections were made so far.
+    pub fn connections_made(&self) -> u64 {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// For a client that only reads: server changes are not observed.
+    pub fn set_reads_only(&self) {
+        self.reads_only.store(true, Ordering::Relaxed);
+    }
+
     /// The current epoch: read it before sending a commit.
     pub fn epoch(&self) -> Epoch {
         self.epoch.load(Ordering::SeqCst)
@@ -106,6 +128,9 @@ impl Incarnations {
     /// same server restarted cleanly (on the same timeline), which flushed
     /// every commit before it stopped.
     pub fn observe(&self, now: Incarnation) {
+        if self.reads_only.load(Ordering::Relaxed) {
+            return;
+        }
         let mut seen = self.seen.lock().unwrap();
         match seen.as_ref() {
             Some(old) if old.id != now.id => {

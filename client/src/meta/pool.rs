@@ -133,6 +133,7 @@ pub(super) fn build_pool(
                     _ => None,
                 });
                 let text = |i: usize| row.and_then(|r| r.get(i)).unwrap_or_default().to_string();
+                observer.connection_made();
                 observer.observe(Incarnation {
                     id: text(0),
                     timeline: text(1),

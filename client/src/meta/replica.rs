@@ -23,6 +23,9 @@ use crate::metrics::METRICS;
 /// The primary's WAL position now (asked after a commit or a log read).
 pub(super) const PRIMARY_POSITION_SQL: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn()";
 
+/// The procedure that tells a mount other mounts' changes.
+const CHANGE_FEED: &str = "mount_changes";
+
 /// How far a standby has replayed (NULL on a server not in recovery).
 const REPLAYED_SQL: &str = "SELECT pg_catalog.pg_last_wal_replay_lsn()";
 
@@ -48,6 +51,15 @@ pub(super) struct Replica {
     must_reach: AtomicU64,
     /// The replay position the standby last reported.
     replayed: AtomicU64,
+    /// What is known of the standby's replay position while no connection
+    /// is made: (connections made, a position it reported since). Its
+    /// replay only moves forward, so reads need no check while it is past
+    /// the mark; a new connection may reach another server (or the same one
+    /// restarted, replaying from an earlier point), and forgets it. (With
+    /// several hosts in the URL every read checks.)
+    known: std::sync::Mutex<(u64, u64)>,
+    /// The URL names one host.
+    one_host: bool,
     /// Microseconds since `epoch` until which reads skip the standby (it was
     /// behind, or out of reach).
     skip_until_us: AtomicU64,
@@ -120,6 +132,12 @@ impl Replica {
     ) -> Result<Option<Vec<Row>>> {
         let client = self.meta.client().await?;
         let statement = self.meta.statement(&client, sql).await?;
+        let connections = self.meta.incarnations.connections_made();
+        let known = *self.known.lock().unwrap();
+        if self.one_host && known.0 == connections && known.1 >= mark {
+            let rows = self.meta.execute(&client, sql, statement.as_ref(), params);
+            return Ok(Some(rows.await?));
+        }
         // (the replay position is asked first: the read's snapshot is taken after)
         let replayed = client.query_typed(REPLAYED_SQL, &[]);
         let rows = self.meta.execute(&client, sql, statement.as_ref(), params);
@@ -129,6 +147,12 @@ impl Replica {
             .and_then(|r| r.get::<_, Option<PgLsn>>(0))
             .map_or(0, u64::from);
         self.replayed.fetch_max(replayed, Ordering::Relaxed);
+        {
+            let mut known = self.known.lock().unwrap();
+            if known.0 != connections || known.1 < replayed {
+                *known = (connections, replayed);
+            }
+        }
         if replayed < mark {
             self.skip_for(BEHIND_RECHECK);
             return Ok(None);
@@ -176,6 +200,8 @@ impl Meta {
     ) -> std::result::Result<(), ConnectError> {
         let mut meta = Meta::connect(replica_url, max_connections).await?;
         meta.thread_slot = super::pool::ThreadSlot::Replica;
+        meta.incarnations.set_reads_only();
+        let one_host = meta.config.get_hosts().len() <= 1;
         let url = super::redact_url(replica_url);
         if !meta.in_recovery().await? {
             return Err(ConnectError::NotAStandby { url });
@@ -196,6 +222,8 @@ impl Meta {
             url,
             must_reach: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
+            known: Default::default(),
+            one_host,
             skip_until_us: AtomicU64::new(0),
             unreachable: Default::default(),
             epoch: Instant::now(),
@@ -222,18 +250,23 @@ impl Meta {
         self.replica.as_ref().map(|r| r.meta.clone())
     }
 
-    /// Notes a WAL position of the primary reached by this mount's commit or
-    /// read of the change log: reads go to the standby once it replayed it.
-    pub(super) fn reached_position(&self, position: u64) {
-        if let Some(r) = &self.replica {
-            r.must_reach.fetch_max(position, Ordering::SeqCst);
+    /// Notes the primary's WAL position after statement `sql` (which gave
+    /// `rows`): reads go to the standby once it has replayed it. A read of
+    /// the change log that found no change moves nothing: no copy was
+    /// forgotten, so the standby is as exact as the copies still.
+    pub(super) fn reached_position(&self, sql: &str, rows: &[Row], position: u64) {
+        let Some(r) = &self.replica else { return };
+        // (mount_changes' first row carries only the horizon)
+        if crate::metrics::procedure_of(sql) == CHANGE_FEED && rows.len() < 2 {
+            return;
         }
+        r.must_reach.fetch_max(position, Ordering::SeqCst);
     }
 
     /// Whether a call's WAL position is to be noted (a replica is read and
     /// the call commits, or reads the change log).
     pub(super) fn notes_position(&self, procedure: &str, read_only: bool) -> bool {
-        self.replica.is_some() && (!read_only || procedure == "mount_changes")
+        self.replica.is_some() && (!read_only || procedure == CHANGE_FEED)
     }
 
     /// A read whose answer may come from the standby (see the module's
