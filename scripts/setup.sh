@@ -67,4 +67,10 @@ if ! "$VENV/bin/python" -c 'import moto, boto3' 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q 'moto[server]==5.2.5'
 fi
+# independent implementations of JuiceFS's object format for the tests
+# (liblz4 and libzstd bindings; cryptography comes with moto)
+if ! "$VENV/bin/python" -c 'import lz4.block, zstandard, cryptography' 2>/dev/null; then
+  step "installing lz4, zstandard and cryptography into $VENV (object format tests)"
+  "$VENV/bin/pip" install -q 'lz4==4.4.5' 'zstandard==0.25.0' 'cryptography==50.0.2'
+fi
 step "toolchain ready"

@@ -122,25 +122,31 @@ $$;
 
 -- Moves what load_begin's tables hold into the volume, in the caller's
 -- transaction: formats the database first when it is not (with the dump's
--- name, uuid, storage, bucket, block size, trash days, capacity and inode
--- limit; the object store's keys are not in dumps), then inserts the nodes,
+-- name, uuid, storage, bucket, block size, trash days, capacity, inode
+-- limit, compression and encryption with its RSA key; the object store's
+-- keys are not in dumps), then inserts the nodes,
 -- entries, slices, symlinks, xattrs and ACLs, and rebuilds what follows from
 -- them: directory parents, slice references, each file's used bytes, the
 -- counters and sequences, dir_stats and every quota's usage. Refuses
 -- (errno 17) a volume that holds more than its root unless p_force, which
 -- first empties it (errno 16 while it is mounted; its slices are queued
 -- for deletion like any freed data, but for those the dump names again);
--- errno 22 for a dump whose volume name or block size differs from the
--- formatted volume's (its blocks would not be found), or whose entries
--- name missing nodes.
+-- errno 22 for a dump whose volume name, block size, compression or
+-- encryption differs from the formatted volume's (its blocks would not be
+-- found or read), or whose entries name missing nodes.
 CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
                             p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
                             p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
+                            p_compression text DEFAULT 'none', p_encrypt_algo text DEFAULT NULL,
+                            p_encrypt_key text DEFAULT NULL,
                             OUT errno integer, OUT message text, OUT nodes bigint, OUT entries bigint,
                             OUT slices bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
 DECLARE
     v_setting setting;
+    -- how the dump's objects are sealed ('' not at all), as format names it
+    v_algo text := CASE WHEN coalesce(p_encrypt_key, '') = '' THEN ''
+                        ELSE coalesce(nullif(p_encrypt_algo, ''), 'aes256gcm-rsa') END;
     v_format record;
     q record;
 BEGIN
@@ -183,11 +189,22 @@ BEGIN
     SELECT * INTO v_setting FROM setting;
     IF NOT FOUND THEN
         SELECT * INTO v_format FROM format(p_name, p_storage, p_bucket, p_block_size, p_trash_days,
-                                          p_capacity, p_inodes, 'fsync', p_uuid);
+                                          p_capacity, p_inodes, 'fsync', p_uuid,
+                                          p_compression => p_compression, p_encrypt_algo => p_encrypt_algo,
+                                          p_encrypt_key => p_encrypt_key);
         IF v_format.errno <> 0 THEN
             errno := v_format.errno; message := v_format.message;
             RETURN;
         END IF;
+    ELSIF lower(v_setting.compression) <> lower(coalesce(p_compression, 'none'))
+          OR v_setting.encrypt_algo <> v_algo THEN
+        errno := 22;
+        message := pg_catalog.format('the dump''s volume stores blocks with compression %s and encryption %s, the '
+                                     'formatted volume with compression %s and encryption %s: its blocks could '
+                                     'not be read; load into an unformatted database',
+                                     coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
+                                     v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
+        RETURN;
     ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
         errno := 22;
         message := pg_catalog.format('the dump''s volume %L has blocks of %s bytes under %s/, the formatted volume %L'

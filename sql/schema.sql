@@ -3,8 +3,9 @@
 -- Row layout (the one place it is written down)
 -- ---------------------------------------------
 -- setting     the volume's format, exactly one row (id = true) once jfs.format() ran.
--- secret      the object store's access and secret key (one row, readable by
---             no role but the owner: clients get them through volume_secrets()).
+-- secret      the object store's access and secret key and the blocks' RSA key
+--             (one row, readable by no role but the owner: clients get them
+--             through volume_secrets()).
 -- counter     name -> next free id: 'inode' and 'slice'. Clients reserve ranges
 --             (jfs.alloc_ids) so creates do not queue on this row.
 -- node        inode -> type, mode (07777 bits), uid, gid, atime/mtime/ctime in
@@ -102,13 +103,22 @@ CREATE TABLE setting (
     last_backup    timestamptz,
     -- some client role is squashed (kept by grant_client and grant_admin):
     -- creates look the caller's squash up only then
-    squash_roles   boolean NOT NULL DEFAULT false
+    squash_roles   boolean NOT NULL DEFAULT false,
+    -- how blocks are stored, as JuiceFS's --compress and --encrypt-algo
+    -- (and its Format's Compression and EncryptAlgo) say: compressed (lz4
+    -- block, zstd frame), then, when encrypt_algo is not '', sealed with a
+    -- key of the object's own that the RSA key in secret.encrypt_key wraps
+    compression    text NOT NULL DEFAULT 'none' CHECK (lower(compression) IN ('none', 'lz4', 'zstd')),
+    encrypt_algo   text NOT NULL DEFAULT '' CHECK (encrypt_algo IN ('', 'aes256gcm-rsa', 'chacha20-rsa'))
 );
 
 CREATE TABLE secret (
     id         boolean PRIMARY KEY DEFAULT true CHECK (id),
     access_key text    NOT NULL DEFAULT '',
-    secret_key text    NOT NULL DEFAULT ''
+    secret_key text    NOT NULL DEFAULT '',
+    -- the RSA private key (PEM, as given: passphrase-protected or not) that
+    -- wraps each object's key when setting.encrypt_algo is not ''
+    encrypt_key text   NOT NULL DEFAULT ''
 );
 
 CREATE TABLE counter (

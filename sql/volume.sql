@@ -4,6 +4,10 @@
 -- the volume quota and the tier table. Formatting again needs p_force, which
 -- updates the settings and keeps the namespace and the uuid (as
 -- `juicefs format --force` does); the block size cannot change once data exists.
+-- p_compression (none, lz4, zstd) and an RSA private key p_encrypt_key (PEM)
+-- with p_encrypt_algo (aes256gcm-rsa, the default, or chacha20-rsa) say how
+-- blocks are stored; neither can change once data exists (a NULL key keeps
+-- the volume's encryption, '' ends it).
 -- Returns errno (0, 17 EEXIST when formatted and not forced, 22 EINVAL for a
 -- refused change), the volume's uuid and a message for people.
 CREATE FUNCTION format(
@@ -19,11 +23,16 @@ CREATE FUNCTION format(
     p_force           boolean DEFAULT false,
     p_access_key      text    DEFAULT NULL,
     p_secret_key      text    DEFAULT NULL,
+    p_compression     text    DEFAULT 'none',
+    p_encrypt_algo    text    DEFAULT NULL,
+    p_encrypt_key     text    DEFAULT NULL,
     OUT errno integer, OUT uuid uuid, OUT message text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     old setting;
     v_now bigint := _now();
+    v_old_key text;
+    v_algo text;
 BEGIN
     IF p_name IS NULL OR p_name !~ '^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$' THEN
         errno := 22;
@@ -46,6 +55,19 @@ BEGIN
     IF coalesce(p_trash_days, -1) < 0 OR coalesce(p_capacity, -1) < 0 OR coalesce(p_inodes, -1) < 0 THEN
         errno := 22; message := 'trash days, capacity and inodes must be >= 0 (0 = none/unlimited)'; RETURN;
     END IF;
+    IF p_compression IS NULL OR lower(p_compression) NOT IN ('none', 'lz4', 'zstd') THEN
+        errno := 22; message := pg_catalog.format('invalid compression %L: use none, lz4 or zstd', p_compression);
+        RETURN;
+    END IF;
+    IF coalesce(p_encrypt_key, '') = '' AND coalesce(p_encrypt_algo, '') <> '' THEN
+        errno := 22; message := 'an encryption algorithm needs an RSA key to wrap the objects'' keys'; RETURN;
+    END IF;
+    v_algo := CASE WHEN coalesce(p_encrypt_key, '') = '' THEN '' ELSE coalesce(nullif(p_encrypt_algo, ''), 'aes256gcm-rsa') END;
+    IF v_algo NOT IN ('', 'aes256gcm-rsa', 'chacha20-rsa') THEN
+        errno := 22; message := pg_catalog.format('invalid encryption algorithm %L: use aes256gcm-rsa or chacha20-rsa',
+                                                  p_encrypt_algo);
+        RETURN;
+    END IF;
 
     LOCK TABLE setting IN EXCLUSIVE MODE;
     SELECT * INTO old FROM setting;
@@ -62,15 +84,32 @@ BEGIN
                               old.block_size, p_block_size);
             RETURN;
         END IF;
+        v_old_key := coalesce((SELECT s.encrypt_key FROM secret s), '');
+        IF p_encrypt_key IS NULL THEN
+            v_algo := old.encrypt_algo;
+            p_encrypt_key := v_old_key;
+        END IF;
+        IF (lower(p_compression) <> lower(old.compression) OR v_algo <> old.encrypt_algo
+            OR p_encrypt_key <> v_old_key) AND EXISTS (SELECT 1 FROM slice) THEN
+            errno := 22; uuid := old.uuid;
+            message := pg_catalog.format('cannot change how blocks are stored (compression %s, encryption %s) to '
+                                         '(compression %s, encryption %s): the volume holds data written so',
+                                         old.compression, coalesce(nullif(old.encrypt_algo, ''), 'none'),
+                                         p_compression, coalesce(nullif(v_algo, ''), 'none'));
+            RETURN;
+        END IF;
         UPDATE setting SET name = p_name, storage = p_storage, bucket = p_bucket,
-               block_size = p_block_size, trash_days = p_trash_days, meta_durability = p_meta_durability;
+               block_size = p_block_size, trash_days = p_trash_days, meta_durability = p_meta_durability,
+               compression = p_compression, encrypt_algo = v_algo;
         UPDATE quota SET max_space = p_capacity, max_inodes = p_inodes WHERE kind = 'fs' AND key = 0;
         PERFORM _quota_reshare('fs', 0, 0, 0);
         PERFORM _quota_flags();
-        IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
-            INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''))
+        IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL OR p_encrypt_key <> v_old_key THEN
+            INSERT INTO secret (access_key, secret_key, encrypt_key)
+            VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''), p_encrypt_key)
                 ON CONFLICT (id) DO UPDATE SET access_key = coalesce(p_access_key, secret.access_key),
-                                               secret_key = coalesce(p_secret_key, secret.secret_key);
+                                               secret_key = coalesce(p_secret_key, secret.secret_key),
+                                               encrypt_key = p_encrypt_key;
         END IF;
         errno := 0; uuid := old.uuid;
         message := pg_catalog.format('volume %L settings updated', p_name);
@@ -78,11 +117,13 @@ BEGIN
     END IF;
 
     uuid := coalesce(p_uuid, gen_random_uuid());
-    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, meta_durability, squash_roles)
+    INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, meta_durability, squash_roles,
+                         compression, encrypt_algo)
     VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_meta_durability,
-            _some_role_squashed());
-    IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL THEN
-        INSERT INTO secret (access_key, secret_key) VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''));
+            _some_role_squashed(), p_compression, v_algo);
+    IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL OR coalesce(p_encrypt_key, '') <> '' THEN
+        INSERT INTO secret (access_key, secret_key, encrypt_key)
+        VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''), coalesce(p_encrypt_key, ''));
     END IF;
     INSERT INTO counter (name, next) VALUES ('inode', 2), ('slice', 1)
         ON CONFLICT (name) DO NOTHING;
@@ -205,16 +246,18 @@ $$;
 -- The volume's format, for clients (which may not read the tables).
 CREATE FUNCTION volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
                        OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT meta_durability text,
-                       OUT skip_dir_mtime_ns bigint, OUT enable_acl boolean)
+                       OUT skip_dir_mtime_ns bigint, OUT enable_acl boolean, OUT compression text,
+                       OUT encrypt_algo text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.meta_durability,
-           s.skip_dir_mtime_ns, s.enable_acl
+           s.skip_dir_mtime_ns, s.enable_acl, s.compression, s.encrypt_algo
       FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
 $$;
 
--- The object store's keys, for mounts. VOLATILE so that jfs.grant_reader,
--- which grants the read-only functions, never grants this one.
-CREATE FUNCTION volume_secrets(OUT access_key text, OUT secret_key text)
+-- The object store's keys and the blocks' RSA key, for mounts. VOLATILE so
+-- that jfs.grant_reader, which grants the read-only functions, never grants
+-- this one.
+CREATE FUNCTION volume_secrets(OUT access_key text, OUT secret_key text, OUT encrypt_key text)
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.access_key, s.secret_key FROM secret s
+    SELECT s.access_key, s.secret_key, s.encrypt_key FROM secret s
 $$;

@@ -7,6 +7,14 @@ must read back as (expected.txt: size, sha256 and the path's bytes in hex), comp
 overlaying the slices independently of jfs. No JuiceFS binary is needed:
 the layout follows JuiceFS's documented dump format. Run it again only to
 change the fixture: python3 tests/juicefs-dump/make.py
+
+Two more volumes hold the same files with their blocks stored otherwise:
+lz4/ (Compression "lz4") and sealed/ (Compression "zstd", EncryptAlgo
+"chacha20-rsa", the passphrase-protected test key of
+client/src/object/testdata kept as JuiceFS keeps it, KeyEncrypted), written
+with tests/e2e/scripts/juicefs_object.py (liblz4, libzstd and OpenSSL
+through Python: run this with the test tools' Python,
+/opt/jfs-test-venv/bin/python, for them).
 """
 import hashlib
 import json
@@ -142,21 +150,63 @@ dump = {
     "Trash": trash,
 }
 
-# JuiceFS writes names and symlinks raw between quotes (already %-escaped)
-text = json.dumps(dump, indent=2, ensure_ascii=False)
-(HERE / "dump.json").write_text(text + "\n")
+ROOT = HERE.parent.parent
+KEY = ROOT / "client/src/object/testdata/rsa2048-encrypted.pem"
+PASSPHRASE = "jfs-test-passphrase"
 
-bucket = HERE / "bucket"
-shutil.rmtree(bucket, ignore_errors=True)
-for sid, size in slices.items():
-    data = stream(sid, size)
-    for i in range((size + BLOCK - 1) // BLOCK):
-        block = data[i * BLOCK:(i + 1) * BLOCK]
-        key = bucket / NAME / "chunks" / str(sid // 1000000) / str(sid // 1000) / f"{sid}_{i}_{len(block)}"
-        key.parent.mkdir(parents=True, exist_ok=True)
-        key.write_bytes(block)
-(bucket / NAME / "juicefs_uuid").write_text(UUID)
-(bucket / NAME / "juicefs_uuid").chmod(0o644)
+
+def write_volume(where, compression="none", algo=None):
+    """dump.json and bucket/ in `where`, blocks compressed by `compression`
+    and, with `algo`, every object sealed with KEY."""
+    setting = dict(dump["Setting"], Compression=compression)
+    encode = None
+    if compression != "none" or algo:
+        import base64
+        import importlib.util
+        import os
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        spec = importlib.util.spec_from_file_location(
+            "juicefs_object", ROOT / "tests/e2e/scripts/juicefs_object.py")
+        fmt = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fmt)
+        rsa_key = None
+        if algo:
+            os.environ["JFS_RSA_PASSPHRASE"] = PASSPHRASE
+            rsa_key = fmt.private_key(KEY)
+            # the PEM as JuiceFS keeps it in its format (KeyEncrypted):
+            # AES-128-GCM under the MD5 of the uuid, base64(nonce + sealed)
+            nonce = os.urandom(12)
+            sealed = AESGCM(hashlib.md5(UUID.encode()).digest()).encrypt(nonce, KEY.read_bytes(), None)
+            setting.update(EncryptKey=base64.b64encode(nonce + sealed).decode(), EncryptAlgo=algo,
+                           KeyEncrypted=True)
+
+        def encode(data, block):
+            if block:
+                data = fmt.compress(compression, data)
+            return fmt.seal(rsa_key, algo, data) if rsa_key else data
+    where.mkdir(exist_ok=True)
+    # JuiceFS writes names and symlinks raw between quotes (already %-escaped)
+    text = json.dumps(dict(dump, Setting=setting), indent=2, ensure_ascii=False)
+    (where / "dump.json").write_text(text + "\n")
+    bucket = where / "bucket"
+    shutil.rmtree(bucket, ignore_errors=True)
+    for sid, size in slices.items():
+        data = stream(sid, size)
+        for i in range((size + BLOCK - 1) // BLOCK):
+            block = data[i * BLOCK:(i + 1) * BLOCK]
+            key = bucket / NAME / "chunks" / str(sid // 1000000) / str(sid // 1000) / f"{sid}_{i}_{len(block)}"
+            key.parent.mkdir(parents=True, exist_ok=True)
+            key.write_bytes(encode(block, True) if encode else block)
+    # (sealed too, as JuiceFS seals every object of an encrypted volume)
+    uuid = encode(UUID.encode(), False) if encode else UUID.encode()
+    (bucket / NAME / "juicefs_uuid").write_bytes(uuid)
+    (bucket / NAME / "juicefs_uuid").chmod(0o644)
+    return bucket
+
+
+bucket = write_volume(HERE)
+write_volume(HERE / "lz4", "lz4")
+write_volume(HERE / "sealed", "zstd", "chacha20-rsa")
 
 
 def read_file(entry):

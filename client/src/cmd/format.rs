@@ -5,6 +5,10 @@ use clap::Args;
 
 use crate::meta::{FormatRequest, Meta, MetaError};
 use crate::object;
+use crate::volume;
+
+/// The data cipher when --encrypt-algo is not given (JuiceFS's default).
+const DEFAULT_ALGO: &str = "aes256gcm-rsa";
 
 #[derive(Args, Debug)]
 pub struct FormatArgs {
@@ -44,6 +48,19 @@ pub struct FormatArgs {
     /// on, they stay on
     #[arg(long)]
     enable_acl: bool,
+    /// Compress blocks: none, lz4 or zstd (as JuiceFS's --compress; fixed
+    /// once the volume holds data)
+    #[arg(long, default_value = "none")]
+    compress: String,
+    /// Encrypt every object with a key of its own wrapped by this RSA
+    /// private key (a PEM file, e.g. `openssl genrsa -aes256 -out key.pem
+    /// 2048`; its passphrase from JFS_RSA_PASSPHRASE), as JuiceFS's
+    /// --encrypt-rsa-key; the key is kept in the volume
+    #[arg(long, value_name = "PEM")]
+    encrypt_rsa_key: Option<std::path::PathBuf>,
+    /// The data cipher with --encrypt-rsa-key: aes256gcm-rsa or chacha20-rsa
+    #[arg(long, requires = "encrypt_rsa_key", value_name = "ALGO")]
+    encrypt_algo: Option<String>,
     /// Change the settings of an existing volume
     #[arg(long)]
     force: bool,
@@ -85,7 +102,38 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot reach or create the bucket {bucket}"))?;
     }
+    object::Compression::parse(&a.compress)?;
+    // the key must open (with its passphrase) before anything is written
+    let encryption = match &a.encrypt_rsa_key {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the RSA key {}", path.display()))?;
+            let algo = a
+                .encrypt_algo
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ALGO.into());
+            volume::sealer(&algo, &pem).with_context(|| format!("{}", path.display()))?;
+            Some((pem, algo))
+        }
+        None => None,
+    };
+    let meta = Meta::connect_for_format(&a.meta_url).await?;
+    let existing = match meta.volume().await {
+        Ok(v) => Some(v),
+        Err(MetaError::Errno(libc::ENOENT)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    // objects are sealed with the key given, or the volume's own (kept
+    // when none is given)
+    let sealer = match (&encryption, &existing) {
+        (Some((pem, algo)), _) => volume::sealer(algo, pem)?,
+        (None, Some(v)) => {
+            volume::sealer(&v.encrypt_algo, &meta.volume_secrets().await?.encrypt_key)?
+        }
+        (None, None) => None,
+    };
     let store = object::open(&a.storage, &bucket, keys.clone()).await?;
+    let store = volume::encoded_store(store, &a.name, &a.compress, sealer)?;
     // the bucket must take, give back and delete an object before we promise anything
     let probe = format!("{}/.jfs-probe-{}", a.name, std::process::id());
     store
@@ -103,15 +151,10 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
     );
     store.delete(&probe).await?;
 
-    let meta = Meta::connect_for_format(&a.meta_url).await?;
     // the bucket's place for this name may be another volume's
     if let Some(owner) = object::bucket_owner(store.as_ref(), &a.name).await? {
-        let ours = match meta.volume().await {
-            Ok(v) => Some(v.uuid),
-            Err(MetaError::Errno(libc::ENOENT)) => None,
-            Err(e) => return Err(e.into()),
-        };
-        if ours.as_deref() != Some(owner.as_str()) {
+        let ours = existing.as_ref().map(|v| v.uuid.as_str());
+        if ours != Some(owner.as_str()) {
             anyhow::bail!(
                 "{}/{}/ holds volume {owner} of another database: two volumes in one place \
                  would overwrite each other's blocks; choose another --bucket or name \
@@ -138,6 +181,8 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
         meta_durability: a.meta_durability.clone(),
         force: a.force,
         keys,
+        compression: a.compress.clone(),
+        encryption,
     };
     let (errno, message) = meta.format(&req).await?;
     match errno {

@@ -8,6 +8,7 @@ use clap::Args;
 use super::dump::Progress;
 use crate::dump::read::parse;
 use crate::meta::{redact_url, LoadRequest, Meta, Staged};
+use crate::{object, volume};
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
@@ -79,6 +80,13 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
     if let Some(why) = setting.unsupported() {
         anyhow::bail!("{} holds {why}", a.file.display());
     }
+    // the volume's blocks must open with its key (and JFS_RSA_PASSPHRASE)
+    // before anything is loaded
+    let encryption = setting.encryption()?;
+    object::Compression::parse(&setting.compression)?;
+    if let Some((pem, algo)) = &encryption {
+        volume::sealer(algo, pem).with_context(|| format!("volume {:?}", setting.name))?;
+    }
     let counters = parsed.counters.unwrap_or_default();
     eprintln!(
         "read {} entries ({staged_rows} rows) in {:.2} s; moving them into the volume",
@@ -98,6 +106,11 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         next_inode: counters.next_inode,
         next_slice: counters.next_chunk,
         enable_acl: setting.enable_acl,
+        compression: match setting.compression.as_str() {
+            "" => "none".to_string(),
+            c => c.to_string(),
+        },
+        encryption,
     };
     // the move is one statement: say that it goes on
     let finish = loader.finish(&request);

@@ -22,6 +22,11 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
     println!("volume      {} ({})", v.name, v.uuid);
     println!("storage     {} {}", v.storage, v.bucket);
     println!("block size  {} KiB", v.block_size / 1024);
+    let sealed = match v.encrypt_algo.as_str() {
+        "" => "not encrypted".to_string(),
+        algo => format!("encrypted ({algo})"),
+    };
+    println!("blocks      compression {}, {sealed}", v.compression);
     println!("durability  {}", v.meta_durability);
     println!("trash days  {}", v.trash_days);
     let used = s.total_space - s.avail_space;

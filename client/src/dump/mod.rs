@@ -43,11 +43,18 @@ pub struct Setting {
     pub meta_version: i64,
     #[serde(rename = "EnableACL")]
     pub enable_acl: bool,
-    /// JuiceFS options jfs does not have: read to refuse a volume that uses them.
+    /// How blocks are compressed (none, lz4, zstd; as typed).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub compression: String,
+    /// The RSA key (PEM) that wraps objects' keys; with `key_encrypted`,
+    /// JuiceFS's obfuscation of it (see [`Setting::encryption`]).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub encrypt_key: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub encrypt_algo: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub key_encrypted: bool,
+    /// JuiceFS options jfs does not have: read to refuse a volume that uses them.
     #[serde(skip_serializing_if = "is_false")]
     pub hash_prefix: bool,
     #[serde(skip_serializing_if = "is_zero")]
@@ -57,11 +64,7 @@ pub struct Setting {
 impl Setting {
     /// Why jfs could not read this volume's blocks, if it could not.
     pub fn unsupported(&self) -> Option<String> {
-        let what = if !matches!(self.compression.as_str(), "" | "none") {
-            format!("compressed blocks ({})", self.compression)
-        } else if !self.encrypt_key.is_empty() {
-            "encrypted blocks".to_string()
-        } else if self.hash_prefix {
+        let what = if self.hash_prefix {
             "hash-prefixed object keys".to_string()
         } else if self.shards > 1 {
             format!("blocks sharded over {} buckets", self.shards)
@@ -73,6 +76,50 @@ impl Setting {
              copy the data instead (e.g. rsync from a JuiceFS mount to a jfs mount)",
             self.name
         ))
+    }
+
+    /// The RSA key (PEM, as given at format: possibly protected by a
+    /// passphrase) and the algorithm that seal the volume's objects, if
+    /// they are sealed. JuiceFS keeps the key obfuscated in its format
+    /// (`KeyEncrypted`): AES-128-GCM under the MD5 of the volume's uuid,
+    /// base64 of the nonce and the sealed text.
+    pub fn encryption(&self) -> anyhow::Result<Option<(String, String)>> {
+        if self.encrypt_key.is_empty() {
+            return Ok(None);
+        }
+        anyhow::ensure!(
+            self.encrypt_key != "removed",
+            "volume {:?} is encrypted but its dump holds no key (dumped without its secrets): \
+             dump it again keeping them",
+            self.name
+        );
+        let algo = match self.encrypt_algo.as_str() {
+            "" => "aes256gcm-rsa".to_string(),
+            algo => algo.to_string(),
+        };
+        if !self.key_encrypted {
+            return Ok(Some((self.encrypt_key.clone(), algo)));
+        }
+        use aes_gcm::aead::{Aead, KeyInit};
+        use base64::Engine;
+        use md5::Digest;
+        let sealed = base64::engine::general_purpose::STANDARD
+            .decode(self.encrypt_key.trim())
+            .map_err(|e| anyhow::anyhow!("the dump's EncryptKey is not base64: {e}"))?;
+        anyhow::ensure!(sealed.len() > 12, "the dump's EncryptKey is too short");
+        let key = md5::Md5::digest(self.uuid.as_bytes());
+        let cipher = aes_gcm::Aes128Gcm::new_from_slice(&key).expect("a 16-byte key");
+        let pem = cipher
+            .decrypt(sealed[..12].into(), &sealed[12..])
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "the dump's EncryptKey does not open with its volume's uuid {} (KeyEncrypted)",
+                    self.uuid
+                )
+            })?;
+        let pem = String::from_utf8(pem)
+            .map_err(|_| anyhow::anyhow!("the dump's EncryptKey is not a PEM text"))?;
+        Ok(Some((pem, algo)))
     }
 }
 
@@ -405,6 +452,37 @@ pub fn acl_rows(acl: &Acl, kind: char) -> Vec<AclRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_encrypted_volume_key_is_read_as_juicefs_keeps_it() {
+        let pem = include_str!("../object/testdata/rsa2048.pem");
+        // obfuscated apart from jfs (object/testdata/make.sh)
+        let obfuscated = include_str!("../object/testdata/rsa2048.pem.juicefs-obfuscated");
+        let mut setting = Setting {
+            name: "v".into(),
+            uuid: "d4f6a5c2-3b1e-4c8f-9a7d-2e5b8c1f0a93".into(),
+            compression: "lz4".into(),
+            encrypt_key: obfuscated.trim().into(),
+            key_encrypted: true,
+            ..Setting::default()
+        };
+        let (key, algo) = setting.encryption().unwrap().unwrap();
+        assert_eq!((key.as_str(), algo.as_str()), (pem, "aes256gcm-rsa"));
+        assert!(setting.unsupported().is_none());
+        setting.uuid = "00000000-0000-0000-0000-000000000000".into();
+        assert!(setting.encryption().is_err(), "opened with another uuid");
+        setting.encrypt_key = "removed".into();
+        let e = setting.encryption().unwrap_err().to_string();
+        assert!(e.contains("holds no key"), "{e}");
+        let plain = Setting {
+            encrypt_key: pem.into(),
+            encrypt_algo: "chacha20-rsa".into(),
+            ..Setting::default()
+        };
+        let (key, algo) = plain.encryption().unwrap().unwrap();
+        assert_eq!((key.as_str(), algo.as_str()), (pem, "chacha20-rsa"));
+        assert!(Setting::default().encryption().unwrap().is_none());
+    }
 
     #[test]
     fn escape_round_trips_any_bytes() {

@@ -22,6 +22,19 @@ pub async fn dump(
     subdir: Option<&str>,
     mut progress: impl FnMut(u64) + Send,
 ) -> anyhow::Result<Dumped> {
+    // how blocks are stored (fixed once the volume holds data, so read
+    // before the snapshot, which holds a connection): a load elsewhere
+    // must read them alike
+    let stored = match meta.volume().await {
+        Ok(format) => {
+            let key = match format.encrypt_algo.as_str() {
+                "" => String::new(),
+                _ => meta.volume_secrets().await?.encrypt_key,
+            };
+            Some((format.compression, format.encrypt_algo, key))
+        }
+        Err(_) => None,
+    };
     let snap = meta.dump_snapshot().await?;
     let volume = snap.volume().await.map_err(|e| match e {
         crate::meta::MetaError::Errno(libc::ENOENT) => {
@@ -35,7 +48,11 @@ pub async fn dump(
         })?,
         None => 1,
     };
+    let (compression, encrypt_algo, encrypt_key) = stored.unwrap_or_default();
     let setting = Setting {
+        compression,
+        encrypt_key,
+        encrypt_algo,
         name: volume.name.clone(),
         uuid: volume.uuid.clone(),
         storage: volume.storage.clone(),

@@ -73,6 +73,10 @@ pub struct LoadRequest {
     pub next_inode: i64,
     pub next_slice: i64,
     pub enable_acl: bool,
+    /// How the volume's blocks are compressed (none, lz4, zstd).
+    pub compression: String,
+    /// The RSA key (PEM) and algorithm that seal its objects, if they are.
+    pub encryption: Option<(String, String)>,
 }
 
 /// What `jfs.load_staged` moved.
@@ -247,7 +251,7 @@ impl Loader {
             .client()
             .query_one(
                 "SELECT errno, message, nodes, entries, slices FROM jfs.load_staged($1, $2, \
-                 nullif($3, '')::uuid, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                 nullif($3, '')::uuid, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                 &[
                     &r.force,
                     &r.name,
@@ -261,6 +265,9 @@ impl Loader {
                     &r.next_inode,
                     &r.next_slice,
                     &r.enable_acl,
+                    &r.compression,
+                    &r.encryption.as_ref().map(|e| e.1.as_str()),
+                    &r.encryption.as_ref().map(|e| e.0.as_str()),
                 ],
             )
             .await

@@ -20,6 +20,19 @@ pub struct VolumeInfo {
     pub skip_dir_mtime_ns: i64,
     /// POSIX ACLs are stored and enforced (`jfs format --enable-acl`).
     pub enable_acl: bool,
+    /// How blocks are compressed (none, lz4, zstd; as typed at format).
+    pub compression: String,
+    /// How objects are sealed ("": not at all).
+    pub encrypt_algo: String,
+}
+
+/// What a mount needs that only granted roles may read.
+#[derive(Debug, Clone, Default)]
+pub struct VolumeSecrets {
+    /// The object store's access and secret key, if the volume keeps them.
+    pub keys: Option<(String, String)>,
+    /// The RSA private key (PEM) that wraps objects' keys ("": none).
+    pub encrypt_key: String,
 }
 
 /// Space and inodes as statfs(2) reports them.
@@ -45,6 +58,11 @@ pub struct FormatRequest {
     pub force: bool,
     /// The object store's access and secret key, kept in the volume.
     pub keys: Option<(String, String)>,
+    /// none, lz4 or zstd.
+    pub compression: String,
+    /// The RSA key (PEM) and algorithm that seal objects; None keeps the
+    /// volume's.
+    pub encryption: Option<(String, String)>,
 }
 
 impl Meta {
@@ -52,7 +70,8 @@ impl Meta {
     pub async fn format(&self, req: &FormatRequest) -> Result<(i32, String)> {
         let row = self
             .call_one(
-                "SELECT errno, message FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10, $11)",
+                "SELECT errno, message \
+                   FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10, $11, $12, $13, $14)",
                 &[
                     &req.name,
                     &req.storage,
@@ -65,6 +84,9 @@ impl Meta {
                     &req.force,
                     &req.keys.as_ref().map(|k| k.0.as_str()),
                     &req.keys.as_ref().map(|k| k.1.as_str()),
+                    &req.compression,
+                    &req.encryption.as_ref().map(|e| e.1.as_str()),
+                    &req.encryption.as_ref().map(|e| e.0.as_str()),
                 ],
             )
             .await?;
@@ -74,7 +96,13 @@ impl Meta {
     /// The volume's settings; ENOENT when it is not formatted.
     pub async fn volume(&self) -> Result<VolumeInfo> {
         let rows = self
-            .call("SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, inodes, meta_durability, skip_dir_mtime_ns, enable_acl FROM jfs.volume()", &[])
+            .call(
+                "SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, \
+                        inodes, meta_durability, skip_dir_mtime_ns, enable_acl, compression, \
+                        encrypt_algo \
+                   FROM jfs.volume()",
+                &[],
+            )
             .await?;
         let row = rows.first().ok_or(MetaError::Errno(libc::ENOENT))?;
         let name: Option<String> = row.try_get("name")?;
@@ -93,27 +121,32 @@ impl Meta {
             meta_durability: row.try_get("meta_durability")?,
             skip_dir_mtime_ns: row.try_get("skip_dir_mtime_ns")?,
             enable_acl: row.try_get("enable_acl")?,
+            compression: row.try_get("compression")?,
+            encrypt_algo: row.try_get("encrypt_algo")?,
         })
     }
 
-    /// The object store's keys kept in the volume, if any.
-    pub async fn volume_secrets(&self) -> Result<Option<(String, String)>> {
+    /// The object store's keys and the objects' RSA key kept in the volume.
+    pub async fn volume_secrets(&self) -> Result<VolumeSecrets> {
         let rows = self
             .call(
-                "SELECT access_key, secret_key FROM jfs.volume_secrets()",
+                "SELECT access_key, secret_key, encrypt_key FROM jfs.volume_secrets()",
                 &[],
             )
             .await?;
-        Ok(match rows.first() {
-            Some(r) => {
-                let ak: Option<String> = r.try_get("access_key")?;
-                let sk: Option<String> = r.try_get("secret_key")?;
-                match (ak, sk) {
-                    (Some(ak), Some(sk)) if !ak.is_empty() => Some((ak, sk)),
-                    _ => None,
-                }
-            }
-            None => None,
+        let Some(r) = rows.first() else {
+            return Ok(VolumeSecrets::default());
+        };
+        let ak: Option<String> = r.try_get("access_key")?;
+        let sk: Option<String> = r.try_get("secret_key")?;
+        Ok(VolumeSecrets {
+            keys: match (ak, sk) {
+                (Some(ak), Some(sk)) if !ak.is_empty() => Some((ak, sk)),
+                _ => None,
+            },
+            encrypt_key: r
+                .try_get::<_, Option<String>>("encrypt_key")?
+                .unwrap_or_default(),
         })
     }
 

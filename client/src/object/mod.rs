@@ -1,5 +1,7 @@
-//! Object storage: the `ObjectStore` trait, block keys (JuiceFS's layout) and backends.
+//! Object storage: the `ObjectStore` trait, block keys (JuiceFS's layout), backends, and blocks compressed and sealed as JuiceFS stores them (`codec`, `encoded`).
+mod codec;
 mod disk_cache;
+mod encoded;
 mod file;
 mod measured;
 mod s3;
@@ -13,7 +15,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use codec::{Compression, Sealer};
 pub use disk_cache::DiskCache;
+pub use encoded::Encoded;
 pub use file::{temporary_of, FileStore};
 use measured::Measured;
 pub use s3::S3Store;
@@ -40,6 +44,11 @@ pub trait ObjectStore: Send + Sync {
     async fn restore(&self, key: &str) -> io::Result<bool>;
     /// Where this store is, for messages (no secrets).
     fn describe(&self) -> String;
+    /// Objects are read whole whatever range is asked for (they are
+    /// compressed or sealed): readers should keep what they fetched.
+    fn whole_objects(&self) -> bool {
+        false
+    }
 }
 
 /// Storage classes whose objects cannot be read until restored.
@@ -80,12 +89,30 @@ pub async fn bucket_owner(store: &dyn ObjectStore, volume: &str) -> anyhow::Resu
     match store.get(&owner_key(volume), 0, 64).await {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_string())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            let why = e.to_string();
+            Err(anyhow::Error::new(e).context(format!(
+                "cannot read the volume's mark {} ({why}): the RSA key (or JFS_RSA_PASSPHRASE) \
+                 given is not the one its objects were sealed with, or it is not sealed as the \
+                 volume says",
+                owner_key(volume)
+            )))
+        }
         Err(e) => Err(anyhow::anyhow!(
             "reading {} in {}: {e}",
             owner_key(volume),
             store.describe()
         )),
     }
+}
+
+/// Whether `e` says an object did not decode (sealed by another key,
+/// changed, not compressed as the volume says).
+pub fn is_undecodable(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::InvalidData)
+    })
 }
 
 /// Makes sure the bucket belongs to volume `volume` of uuid `uuid`: marks
@@ -125,6 +152,8 @@ pub async fn open(
 pub(crate) fn read_range(path: &std::path::Path, off: u64, len: usize) -> io::Result<Bytes> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)?;
+    // (a whole object is asked for with a generous length)
+    let len = len.min(file.metadata()?.len().saturating_sub(off) as usize);
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {

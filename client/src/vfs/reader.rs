@@ -218,8 +218,11 @@ impl Vfs {
         }
         metrics::cache_read(MEMORY_CACHE, false);
         let disk = self.config.disk_cache.clone();
-        // with a disk cache every miss fetches (and keeps) the whole block
-        let whole = sequential || disk.is_some();
+        // with a disk cache every miss fetches (and keeps) the whole block;
+        // so does one of a store that reads objects whole (compressed or
+        // sealed), which keeps it in memory too
+        let decoded_whole = self.store.whole_objects();
+        let whole = sequential || disk.is_some() || decoded_whole;
         if let Some(disk) = &disk {
             if let Some(block) = disk.get(&f.key, 0, f.block_len as usize).await {
                 if block.len() == f.block_len as usize {
@@ -269,8 +272,10 @@ impl Vfs {
                     .spawn(async move { disk.put(&key, block).await });
             }
         }
-        if sequential {
+        if sequential || decoded_whole {
             self.cache.put(f.key.clone(), data.clone());
+        }
+        if sequential {
             self.read_ahead(f);
         }
         let end = ((f.off + f.len) as usize).min(data.len());

@@ -5,8 +5,41 @@ pub mod layout;
 
 use std::sync::Arc;
 
+use anyhow::Context;
+
 use crate::meta::{redact_url, Meta, MetaError, VolumeInfo};
-use crate::object::{self, ObjectStore};
+use crate::object::{self, Compression, Encoded, ObjectStore, Sealer};
+
+/// Where the passphrase of a volume's RSA key comes from (never argv).
+pub const PASSPHRASE_ENV: &str = "JFS_RSA_PASSPHRASE";
+
+/// The sealer of a volume whose objects are sealed by `pem` with `algo`
+/// (its passphrase from [`PASSPHRASE_ENV`]); None when `algo` is "".
+pub fn sealer(algo: &str, pem: &str) -> anyhow::Result<Option<Sealer>> {
+    if algo.is_empty() {
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        !pem.is_empty(),
+        "the volume's objects are encrypted ({algo}) but it keeps no RSA key"
+    );
+    let passphrase = std::env::var(PASSPHRASE_ENV).ok();
+    Ok(Some(Sealer::new(pem, passphrase.as_deref(), algo)?))
+}
+
+/// `store` as volume `name` stores blocks: compressed by `compression`,
+/// sealed by `sealer` (itself when neither applies).
+pub fn encoded_store(
+    store: Arc<dyn ObjectStore>,
+    name: &str,
+    compression: &str,
+    sealer: Option<Sealer>,
+) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    let compression = Compression::parse(compression)?;
+    let name = name.to_string();
+    let block_len = Box::new(move |key: &str| layout::parse_block_key(&name, key).map(|b| b.2));
+    Ok(Encoded::wrap(store, compression, sealer, block_len))
+}
 
 /// How sure a command must be that the bucket is this volume's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +76,11 @@ pub async fn open_volume(
         ),
         Err(e) => return Err(e.into()),
     };
-    let keys = meta.volume_secrets().await?;
-    let store = object::open(&volume.storage, &volume.bucket, keys).await?;
+    let secrets = meta.volume_secrets().await?;
+    let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
+        .with_context(|| format!("volume {}", volume.name))?;
+    let store = object::open(&volume.storage, &volume.bucket, secrets.keys).await?;
+    let store = encoded_store(store, &volume.name, &volume.compression, sealer)?;
     match check {
         BucketCheck::Required => {
             object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?
@@ -52,6 +88,9 @@ pub async fn open_volume(
         BucketCheck::WhenReachable => {
             match object::bucket_owner(store.as_ref(), &volume.name).await {
                 Ok(_) => object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?,
+                // the volume's mark does not open with its key: nothing of
+                // it would
+                Err(e) if object::is_undecodable(&e) => return Err(e),
                 Err(e) => tracing::warn!("cannot check which volume the bucket belongs to: {e:#}"),
             }
         }

@@ -166,6 +166,13 @@ impl Volume {
         self.mount_url(label, &self.url, extra)
     }
 
+    /// Mounts the volume with variables set in the mount's environment.
+    pub fn mount_with_env(&self, label: &str, extra: &[&str], env: &[(&str, &str)]) -> Mount {
+        let path = self.dir.path().join(format!("mnt-{label}"));
+        let log = self.dir.path().join(format!("mount-{label}.log"));
+        mount_at_with_env(&self.url, &path, &log, extra, env)
+    }
+
     /// Mounts through another META_URL (e.g. a connection pooler's).
     pub fn mount_url(&self, label: &str, url: &str, extra: &[&str]) -> Mount {
         let path = self.dir.path().join(format!("mnt-{label}"));
@@ -201,8 +208,20 @@ impl Volume {
 /// with gc every second (objects of freed data deleted at once) and no
 /// kernel caching, unless `extra` says otherwise.
 pub fn mount_at(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
+    mount_at_with_env(url, path, log, extra, &[])
+}
+
+/// [`mount_at`] with variables set in the mount's environment.
+pub fn mount_at_with_env(
+    url: &str,
+    path: &Path,
+    log: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Mount {
     std::fs::create_dir_all(path).unwrap();
     let mut cmd = jfs();
+    cmd.envs(env.iter().copied());
     cmd.args(["mount", url])
         .arg(path)
         .args(["-d", "--log"])

@@ -232,6 +232,83 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
         .collect()
 }
 
+/// Checks every file of the fixture (expected.txt) on `m`; returns how many.
+fn files_as_expected(m: &jfs_e2e::Mount) -> usize {
+    let expected = fs::read_to_string(fixture().join("expected.txt")).unwrap();
+    let mut files = 0;
+    for line in expected.lines() {
+        let mut parts = line.split(' ');
+        let (size, sum, hex) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        let rel = hex_bytes(hex);
+        let path = m.path.join(std::ffi::OsStr::from_bytes(&rel[1..]));
+        assert_eq!(
+            fs::metadata(&path).unwrap().len().to_string(),
+            size,
+            "{}",
+            path.display()
+        );
+        assert_eq!(sha256(&path), sum, "bytes of {}", path.display());
+        files += 1;
+    }
+    files
+}
+
+#[test]
+fn juicefs_volumes_with_compressed_and_encrypted_blocks_load_and_serve_byte_for_byte() {
+    let pass = [("JFS_RSA_PASSPHRASE", "jfs-test-passphrase")];
+    for (variant, settings) in [("lz4", "lz4|"), ("sealed", "zstd|chacha20-rsa")] {
+        let w = Volume::unformatted(&format!("dump-juicefs-{variant}"));
+        let bucket = w.dir.path().join("bucket");
+        copy_dir(&fixture().join(variant).join("bucket"), &bucket);
+        let text = fs::read_to_string(fixture().join(variant).join("dump.json"))
+            .unwrap()
+            .replace("@BUCKET@", bucket.to_str().unwrap());
+        let dump = w.dir.path().join("juicefs.json");
+        fs::write(&dump, &text).unwrap();
+        if variant == "sealed" {
+            // the key's passphrase is asked for before anything is loaded
+            let refused = jfs()
+                .args(["load", &w.admin_url])
+                .arg(&dump)
+                .output()
+                .unwrap();
+            assert!(!refused.status.success(), "loaded without the passphrase");
+            let said = String::from_utf8_lossy(&refused.stderr);
+            assert!(said.contains("JFS_RSA_PASSPHRASE"), "{said}");
+            assert_eq!(w.sql("SELECT count(*) FROM jfs.setting"), "0");
+        }
+        ok(jfs().envs(pass).args(["load", &w.admin_url]).arg(&dump));
+        assert_eq!(
+            w.sql("SELECT compression, encrypt_algo FROM jfs.setting"),
+            settings,
+            "{variant}"
+        );
+        assert_eq!(fsck_problems(&w), "0", "{variant}");
+        let m = w.mount_with_env("a", &[], &pass);
+        assert_eq!(files_as_expected(&m), 8, "{variant}");
+        // and it goes on as such a volume: a new file reads back
+        fs::write(m.p("new"), pattern(7, 300_000)).unwrap();
+        m.unmount();
+        let m = w.mount_with_env("b", &[], &pass);
+        assert!(
+            fs::read(m.p("new")).unwrap() == pattern(7, 300_000),
+            "{variant}"
+        );
+        // a dump of it says how its blocks are stored, for a load elsewhere
+        let again = ok(jfs().args(["dump", &w.url]));
+        let again = String::from_utf8_lossy(&again.stdout);
+        assert!(again.contains("\"Compression\": \""), "{variant}");
+        assert_eq!(
+            again.contains("\"EncryptAlgo\": \"chacha20-rsa\""),
+            variant == "sealed"
+        );
+    }
+}
+
 #[test]
 fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
     let w = Volume::unformatted("dump-juicefs");
@@ -242,21 +319,21 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
         .replace("@BUCKET@", bucket.to_str().unwrap());
     let dump = w.dir.path().join("juicefs.json");
     fs::write(&dump, &text).unwrap();
-    // blocks jfs could not read (compressed, encrypted...) are refused, and nothing changes
-    let compressed = w.dir.path().join("compressed.json");
+    // blocks jfs could not find (hash-prefixed keys) are refused, and nothing changes
+    let prefixed = w.dir.path().join("prefixed.json");
     fs::write(
-        &compressed,
-        text.replace("\"Compression\": \"none\"", "\"Compression\": \"lz4\""),
+        &prefixed,
+        text.replace("\"Compression\": \"none\"", "\"HashPrefix\": true"),
     )
     .unwrap();
     let refused = jfs()
         .args(["load", &w.admin_url])
-        .arg(&compressed)
+        .arg(&prefixed)
         .output()
         .unwrap();
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(said.contains("compressed blocks (lz4)"), "{said}");
+    assert!(said.contains("hash-prefixed object keys"), "{said}");
     assert_eq!(w.sql("SELECT count(*) FROM jfs.setting"), "0");
 
     let out = ok(jfs().args(["load", &w.admin_url]).arg(&dump));
@@ -281,27 +358,7 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
     );
 
     let m = w.mount("a", &[]);
-    let expected = fs::read_to_string(fixture().join("expected.txt")).unwrap();
-    let mut files = 0;
-    for line in expected.lines() {
-        let mut parts = line.split(' ');
-        let (size, sum, hex) = (
-            parts.next().unwrap(),
-            parts.next().unwrap(),
-            parts.next().unwrap(),
-        );
-        let rel = hex_bytes(hex);
-        let path = m.path.join(std::ffi::OsStr::from_bytes(&rel[1..]));
-        assert_eq!(
-            fs::metadata(&path).unwrap().len().to_string(),
-            size,
-            "{}",
-            path.display()
-        );
-        assert_eq!(sha256(&path), sum, "bytes of {}", path.display());
-        files += 1;
-    }
-    assert_eq!(files, 8);
+    assert_eq!(files_as_expected(&m), 8);
 
     let meta = |rel: &str| fs::symlink_metadata(m.p(rel)).unwrap();
     let report = meta("docs/report.txt");

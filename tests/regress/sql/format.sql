@@ -7,6 +7,9 @@ SELECT errno, message FROM jfs.format('vol1', p_storage => 'ftp');
 SELECT errno, message FROM jfs.format('vol1', p_block_size => 1000);
 SELECT errno, message FROM jfs.format('vol1', p_meta_durability => 'never');
 SELECT errno, message FROM jfs.format('vol1', p_capacity => -1);
+SELECT errno, message FROM jfs.format('vol1', p_compression => 'gzip');
+SELECT errno, message FROM jfs.format('vol1', p_encrypt_algo => 'chacha20-rsa');
+SELECT errno, message FROM jfs.format('vol1', p_encrypt_algo => 'rot13', p_encrypt_key => 'PEM');
 SELECT count(*) AS formatted FROM jfs.setting;
 SELECT errno, uuid, message
   FROM jfs.format('vol1', 'file', '/var/tmp/jfs-blocks', p_uuid => '00000000-0000-0000-0000-0000000000a1');
@@ -30,11 +33,30 @@ SELECT errno, total_space, avail_space, used_inodes, avail_inodes FROM jfs.statf
 SELECT jfs.alloc_ids('slice', 1) AS ws \gset
 SELECT errno FROM jfs.write_slice(2, 0, 0, :ws, 4096, 0, 4096);
 SELECT errno, message FROM jfs.format('vol2', p_block_size => 1048576, p_force => true);
+-- so can how blocks are stored: compression and encryption (a NULL key
+-- keeps the volume's, and keeping what is there is no change)
+SELECT errno, message FROM jfs.format('vol2', p_compression => 'lz4', p_force => true);
+SELECT errno, message FROM jfs.format('vol2', p_encrypt_key => 'PEM', p_force => true);
+SELECT errno, message FROM jfs.format('vol2', p_capacity => 1073741824, p_inodes => 1000, p_force => true);
+SELECT compression, encrypt_algo, (SELECT count(*) FROM jfs.secret) AS secrets FROM jfs.volume();
 -- id ranges: consecutive reservations never overlap
 SELECT jfs.alloc_ids('inode', 1000) AS first, jfs.alloc_ids('inode', 10) AS second, jfs.alloc_ids('slice', 5) AS slices;
 SELECT jfs.alloc_ids('bogus', 5);
 SELECT jfs.alloc_ids('inode', 0);
 SELECT * FROM jfs.fsck();
+-- an empty volume takes them: the key kept as given, in jfs.secret only
+DROP EXTENSION jfs CASCADE;
+CREATE EXTENSION jfs;
+SELECT errno FROM jfs.format('vol3', p_compression => 'LZ4', p_encrypt_key => 'PEM TEXT');
+SELECT compression, encrypt_algo FROM jfs.volume();
+SELECT encrypt_key FROM jfs.volume_secrets();
+SELECT errno FROM jfs.format('vol3', p_compression => 'zstd', p_encrypt_algo => 'chacha20-rsa',
+                             p_encrypt_key => 'OTHER PEM', p_force => true);
+SELECT compression, encrypt_algo FROM jfs.volume();
+SELECT encrypt_key FROM jfs.volume_secrets();
+-- '' ends the encryption of a volume without data
+SELECT errno FROM jfs.format('vol3', p_encrypt_key => '', p_force => true);
+SELECT compression, encrypt_algo FROM jfs.volume();
 -- DROP EXTENSION removes every table, sequence, function and type it created
 -- (PostgreSQL leaves the empty schema the control file's `schema` made)
 DROP EXTENSION jfs;
