@@ -221,8 +221,10 @@ impl Sealer {
 }
 
 /// An RSA private key from PEM: PKCS#1 (`RSA PRIVATE KEY`), PKCS#8
-/// (`PRIVATE KEY`), or PKCS#8 encrypted with a passphrase (`ENCRYPTED
-/// PRIVATE KEY`, what `openssl genrsa -aes256` writes).
+/// (`PRIVATE KEY`), PKCS#8 encrypted with a passphrase (`ENCRYPTED
+/// PRIVATE KEY`, what OpenSSL 3's `genrsa -aes256` writes), or PKCS#1 in
+/// OpenSSL's legacy encrypted form (what OpenSSL 1.x's wrote, and JuiceFS
+/// reads with Go's `x509.DecryptPEMBlock`).
 fn parse_private_key(pem: &str, passphrase: Option<&str>) -> anyhow::Result<RsaPrivateKey> {
     let pem = pem.trim();
     if pem.contains("BEGIN ENCRYPTED PRIVATE KEY") {
@@ -236,11 +238,12 @@ fn parse_private_key(pem: &str, passphrase: Option<&str>) -> anyhow::Result<RsaP
         });
     }
     if pem.contains("Proc-Type: 4,ENCRYPTED") {
-        anyhow::bail!(
-            "the volume's RSA key is in the legacy encrypted PEM form (Proc-Type: 4,ENCRYPTED), \
-             which jfs does not read: convert it with `openssl pkcs8 -topk8 -v2 aes-256-cbc -in OLD \
-             -out NEW` and give NEW"
-        );
+        let Some(passphrase) = passphrase.filter(|p| !p.is_empty()) else {
+            anyhow::bail!(
+                "the volume's RSA key is protected by a passphrase: set JFS_RSA_PASSPHRASE"
+            );
+        };
+        return legacy_encrypted_pem(pem, passphrase.as_bytes());
     }
     if pem.contains("BEGIN RSA PRIVATE KEY") {
         return RsaPrivateKey::from_pkcs1_pem(pem)
@@ -252,6 +255,95 @@ fn parse_private_key(pem: &str, passphrase: Option<&str>) -> anyhow::Result<RsaP
              (openssl genrsa -aes256 -out key.pem 2048)"
         )
     })
+}
+
+/// A PKCS#1 key in OpenSSL's legacy encrypted PEM form: headers
+/// `Proc-Type: 4,ENCRYPTED` and `DEK-Info: CIPHER,IV`, the body encrypted
+/// in CBC mode (PKCS#7 padding) under a key derived from the passphrase as
+/// OpenSSL's `EVP_BytesToKey` does (MD5, one round, the IV's first 8 bytes
+/// as salt).
+fn legacy_encrypted_pem(pem: &str, passphrase: &[u8]) -> anyhow::Result<RsaPrivateKey> {
+    use aes::cipher::{block_padding::Pkcs7, BlockDecryptMut, KeyIvInit};
+    use base64::Engine;
+    let mut dek_info = None;
+    let mut body = String::new();
+    for line in pem.lines().map(str::trim) {
+        if line.starts_with("-----") || line.is_empty() {
+            continue;
+        }
+        match line.split_once(':') {
+            Some(("DEK-Info", value)) => dek_info = Some(value.trim().to_string()),
+            Some(_) => {}
+            None => body.push_str(line),
+        }
+    }
+    let unreadable =
+        |why: &str| anyhow::anyhow!("the volume's RSA key (legacy encrypted PEM): {why}");
+    let dek_info = dek_info.ok_or_else(|| unreadable("no DEK-Info header"))?;
+    let (cipher, iv_hex) = dek_info
+        .split_once(',')
+        .ok_or_else(|| unreadable("a DEK-Info header without an IV"))?;
+    let iv = (0..iv_hex.len())
+        .step_by(2)
+        .map(|i| {
+            iv_hex
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .filter(|iv| iv.len() >= 8)
+        .ok_or_else(|| unreadable("its IV is not hexadecimal"))?;
+    let sealed = base64::engine::general_purpose::STANDARD
+        .decode(&body)
+        .map_err(|e| unreadable(&format!("its body is not base64 ({e})")))?;
+    let key_len = match cipher {
+        "AES-128-CBC" => 16,
+        "AES-192-CBC" | "DES-EDE3-CBC" => 24,
+        "AES-256-CBC" => 32,
+        other => {
+            return Err(unreadable(&format!(
+                "cipher {other} is not read (AES-128/192/256-CBC and DES-EDE3-CBC are)"
+            )))
+        }
+    };
+    let key = evp_bytes_to_key(passphrase, &iv[..8], key_len);
+    let opened = match cipher {
+        "AES-128-CBC" => cbc::Decryptor::<aes::Aes128>::new_from_slices(&key, &iv)
+            .map(|d| d.decrypt_padded_vec_mut::<Pkcs7>(&sealed)),
+        "AES-192-CBC" => cbc::Decryptor::<aes::Aes192>::new_from_slices(&key, &iv)
+            .map(|d| d.decrypt_padded_vec_mut::<Pkcs7>(&sealed)),
+        "AES-256-CBC" => cbc::Decryptor::<aes::Aes256>::new_from_slices(&key, &iv)
+            .map(|d| d.decrypt_padded_vec_mut::<Pkcs7>(&sealed)),
+        _ => cbc::Decryptor::<des::TdesEde3>::new_from_slices(&key, &iv)
+            .map(|d| d.decrypt_padded_vec_mut::<Pkcs7>(&sealed)),
+    };
+    let wrong = || {
+        anyhow::anyhow!(
+            "the volume's RSA key does not open with JFS_RSA_PASSPHRASE: wrong passphrase?"
+        )
+    };
+    let der = opened
+        .map_err(|_| unreadable("its IV has the wrong length"))?
+        .map_err(|_| wrong())?;
+    RsaPrivateKey::from_pkcs1_der(&der).map_err(|_| wrong())
+}
+
+/// OpenSSL's `EVP_BytesToKey` with MD5 and one round: D1 = MD5(pass, salt),
+/// Dn = MD5(Dn-1, pass, salt), concatenated to `len` bytes.
+fn evp_bytes_to_key(passphrase: &[u8], salt: &[u8], len: usize) -> Vec<u8> {
+    use md5::Digest;
+    let mut out = Vec::with_capacity(len + 16);
+    let mut previous: Vec<u8> = Vec::new();
+    while out.len() < len {
+        let mut h = md5::Md5::new();
+        h.update(&previous);
+        h.update(passphrase);
+        h.update(salt);
+        previous = h.finalize().to_vec();
+        out.extend_from_slice(&previous);
+    }
+    out.truncate(len);
+    out
 }
 
 #[cfg(test)]
@@ -268,6 +360,8 @@ mod tests {
     const KEY_PKCS1: &str = include_str!("testdata/rsa2048-pkcs1.pem");
     const KEY_ENCRYPTED: &str = include_str!("testdata/rsa2048-encrypted.pem");
     const OTHER_KEY: &str = include_str!("testdata/other2048.pem");
+    const KEY_LEGACY_AES256: &str = include_str!("testdata/rsa2048-legacy-aes256.pem");
+    const KEY_LEGACY_AES128: &str = include_str!("testdata/rsa2048-legacy-aes128.pem");
     const PASSPHRASE: &str = "jfs-test-passphrase";
 
     #[test]
@@ -377,6 +471,16 @@ mod tests {
             panic!("an encrypted key opened with a wrong passphrase");
         };
         assert!(e.to_string().contains("wrong passphrase"), "{e}");
+        // OpenSSL 1.x's encrypted form (`openssl rsa -aes256 -traditional`)
+        for legacy in [KEY_LEGACY_AES256, KEY_LEGACY_AES128] {
+            let sealer = Sealer::new(legacy, Some(PASSPHRASE), "").unwrap();
+            assert_eq!(sealer.open(SEALED_AES).unwrap(), PLAIN);
+            let Err(e) = Sealer::new(legacy, Some("wrong"), "") else {
+                panic!("a legacy key opened with a wrong passphrase");
+            };
+            assert!(e.to_string().contains("wrong passphrase"), "{e}");
+            assert!(Sealer::new(legacy, None, "").is_err());
+        }
         assert!(Sealer::new("not a key", None, "").is_err());
         assert!(Sealer::new(KEY, None, "rot13").is_err());
     }

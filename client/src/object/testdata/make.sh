@@ -35,3 +35,5 @@ pem = open("rsa2048.pem", "rb").read()
 nonce = os.urandom(12)
 print(base64.b64encode(nonce + AESGCM(hashlib.md5(uuid.encode()).digest()).encrypt(nonce, pem, None)).decode())
 PY
+# (the legacy encrypted copies were made by `openssl rsa -in rsa2048.pem
+# -aes256|-aes128 -traditional -passout pass:jfs-test-passphrase`)
