@@ -30,6 +30,7 @@ pub async fn run(a: GcArgs) -> anyhow::Result<()> {
         meta,
         volume,
         store,
+        ..
     } = open_volume(&a.meta_url, 2, BucketCheck::Required).await?;
     let census = take_census(
         &meta,

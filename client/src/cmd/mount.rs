@@ -57,6 +57,11 @@ pub struct MountArgs {
     /// Directory of the local block cache (off when not given)
     #[arg(long)]
     cache_dir: Option<PathBuf>,
+    /// Keep the blocks of an encrypted volume sealed in the disk cache too
+    /// (AES-256-GCM under a key derived from the volume's RSA key): plain
+    /// text then exists only in memory
+    #[arg(long, requires = "cache_dir")]
+    cache_sealed: bool,
     /// MiB the local block cache may hold
     #[arg(long, default_value_t = 10240)]
     cache_size: u64,
@@ -290,6 +295,9 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         args.push(a.cache_size.to_string());
         args.push("--free-space-ratio".into());
         args.push(a.free_space_ratio.to_string());
+        if a.cache_sealed {
+            args.push("--cache-sealed".into());
+        }
     }
     if a.allow_other {
         args.push("--allow-other".into());
@@ -395,7 +403,14 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             mut meta,
             volume,
             store,
+            cache_key,
         } = open_volume(meta_url, a.max_connections, BucketCheck::WhenReachable).await?;
+        anyhow::ensure!(
+            !a.cache_sealed || cache_key.is_some(),
+            "--cache-sealed: volume {} is not encrypted (jfs format --encrypt-rsa-key), so \
+             there is no key to seal its disk cache with",
+            volume.name
+        );
         meta.set_retry_for(Duration::from_secs(a.meta_retry));
         object::set_retries(
             Duration::from_secs(a.object_retry),
@@ -454,11 +469,13 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         })
         .to_string();
         let disk_cache = match &a.cache_dir {
-            Some(dir) => Some(Arc::new(object::DiskCache::open(
-                dir,
-                a.cache_size << 20,
-                a.free_space_ratio,
-            )?)),
+            Some(dir) => {
+                let cache = object::DiskCache::open(dir, a.cache_size << 20, a.free_space_ratio)?;
+                Some(Arc::new(match cache_key.filter(|_| a.cache_sealed) {
+                    Some(key) => cache.sealed_with(key),
+                    None => cache,
+                }))
+            }
             None => None,
         };
         // the last step that can fail comes before the session exists,

@@ -120,6 +120,7 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 meta,
                 volume,
                 store,
+                ..
             } = open_volume(&s.meta_url, 2, BucketCheck::Required).await?;
             let changed = meta.set_tier(&s.path, s.id, s.recursive).await?;
             let slices = meta.tier_files(&s.path, s.recursive).await?;
@@ -167,6 +168,7 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 meta,
                 volume,
                 store,
+                ..
             } = open_volume(&p.meta_url, 2, BucketCheck::Required).await?;
             let slices = meta.tier_files(&p.path, p.recursive).await?;
             let keys: Vec<String> = slices
@@ -199,6 +201,7 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 meta,
                 volume,
                 store,
+                ..
             } = open_volume(&p.meta_url, 2, BucketCheck::Required).await?;
             let slices = meta.tier_files(&p.path, p.recursive).await?;
             let mut files: Vec<(u64, u8, String, Vec<String>)> = Vec::new();

@@ -161,6 +161,22 @@ impl Sealer {
         })
     }
 
+    /// A key for sealing the mount's disk cache, derived from the volume's
+    /// RSA key (the same on every mount of it, so a cache outlives a
+    /// remount, and useless without the RSA key).
+    pub fn cache_key(&self) -> [u8; 32] {
+        use rsa::pkcs1::EncodeRsaPrivateKey;
+        use sha2::Digest;
+        let der = self
+            .private
+            .to_pkcs1_der()
+            .expect("a parsed RSA key encodes");
+        let mut h = sha2::Sha256::new();
+        h.update(b"jfs disk cache key v1\0");
+        h.update(der.as_bytes());
+        h.finalize().into()
+    }
+
     /// The bytes sealing adds to an object.
     pub fn overhead(&self) -> usize {
         3 + rsa::traits::PublicKeyParts::size(&self.public) + NONCE_LEN + TAG_LEN

@@ -7,13 +7,17 @@
 //! changed behind the mount's back, an older cache format) is logged, the
 //! file dropped, and the block read from the object store. Files are 0600 in
 //! 0700 directories (the blocks are other users' file data), written to a
-//! temporary name, flushed to disk and then renamed.
+//! temporary name, flushed to disk and then renamed. A cache sealed with a
+//! key ([`DiskCache::sealed_with`], `--cache-sealed`) holds each block as a
+//! 12-byte nonce and its AES-256-GCM ciphertext and tag (the block's key as
+//! associated data, so one cache file cannot pass for another): plain text
+//! then exists only in the mount's memory.
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use lru::LruCache;
@@ -66,6 +70,8 @@ enum Unreadable {
     Format,
     /// The piece starting at this byte of the block has another checksum.
     Corrupt(u64),
+    /// A sealed cache's block does not open with its key.
+    Sealing,
 }
 
 /// Reads `len` bytes at `off` of the block cached in `path` (fewer at its
@@ -138,6 +144,44 @@ pub struct DiskCache {
     index: Mutex<Index>,
     /// Whether the free-space floor was said to be reached (said once).
     floor_said: AtomicBool,
+    /// Blocks are kept sealed with this key (see the module's text).
+    seal: Option<Arc<aes_gcm::Aes256Gcm>>,
+}
+
+/// Bytes of a sealed cache block's nonce.
+const SEAL_NONCE: usize = 12;
+
+/// `block` sealed with `cipher`, bound to `key`.
+fn seal_block(cipher: &aes_gcm::Aes256Gcm, key: &str, block: &[u8]) -> Vec<u8> {
+    use aes_gcm::aead::{Aead, Payload};
+    use rand::RngCore;
+    let mut nonce = [0u8; SEAL_NONCE];
+    rand::rngs::OsRng.fill_bytes(&mut nonce);
+    let sealed = cipher
+        .encrypt(
+            (&nonce).into(),
+            Payload {
+                msg: block,
+                aad: key.as_bytes(),
+            },
+        )
+        .expect("sealing a block never fails");
+    [&nonce[..], &sealed].concat()
+}
+
+/// The block `stored` seals for `key` (None: not sealed so, or changed).
+fn open_sealed(cipher: &aes_gcm::Aes256Gcm, key: &str, stored: &[u8]) -> Option<Vec<u8>> {
+    use aes_gcm::aead::{Aead, Payload};
+    let (nonce, sealed) = stored.split_at_checked(SEAL_NONCE)?;
+    cipher
+        .decrypt(
+            nonce.into(),
+            Payload {
+                msg: sealed,
+                aad: key.as_bytes(),
+            },
+        )
+        .ok()
 }
 
 /// The cached blocks (key -> bytes on disk), least recently used first.
@@ -207,9 +251,18 @@ impl DiskCache {
             free_floor,
             index: Mutex::new(index),
             floor_said: AtomicBool::new(false),
+            seal: None,
         };
         cache.evict();
         Ok(cache)
+    }
+
+    /// The cache with its blocks sealed with `key` (AES-256-GCM). Files
+    /// cached unsealed, or with another key, are dropped when read.
+    pub fn sealed_with(mut self, key: [u8; 32]) -> DiskCache {
+        use aes_gcm::KeyInit;
+        self.seal = Some(Arc::new(aes_gcm::Aes256Gcm::new(&key.into())));
+        self
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -228,9 +281,25 @@ impl DiskCache {
         // (a hit becomes the most recently used)
         self.index.lock().unwrap().blocks.get(key)?;
         let path = self.path(key);
-        let read = tokio::task::spawn_blocking(move || read_checked(&path, off, len)).await;
+        let (seal, owned_key) = (self.seal.clone(), key.to_string());
+        let read = tokio::task::spawn_blocking(move || match seal {
+            None => read_checked(&path, off, len),
+            // a sealed block opens whole; the range is cut from it
+            Some(cipher) => {
+                let stored = read_checked(&path, 0, usize::MAX)?;
+                let block = open_sealed(&cipher, &owned_key, &stored).ok_or(Unreadable::Sealing)?;
+                let start = (off as usize).min(block.len());
+                let end = start.saturating_add(len).min(block.len());
+                Ok(Bytes::from(block).slice(start..end))
+            }
+        })
+        .await;
         match read {
             Ok(Ok(b)) => return Some(b),
+            Ok(Err(Unreadable::Sealing)) => tracing::warn!(
+                "disk cache: block {key} does not open with the cache's key (cached unsealed, \
+                 with another key, or changed): dropped, read from the object store"
+            ),
             Ok(Err(Unreadable::Corrupt(at))) => tracing::warn!(
                 "disk cache: block {key} does not match its checksum at byte {at} (a bad disk, \
                  or a file changed behind the mount): dropped, read from the object store"
@@ -264,8 +333,12 @@ impl DiskCache {
         }
         self.floor_said.store(false, Ordering::Relaxed);
         let path = self.path(key);
+        let (seal, owned_key) = (self.seal.clone(), key.to_string());
         let written = tokio::task::spawn_blocking(move || {
-            let file = encode(&data);
+            let file = match seal {
+                Some(cipher) => encode(&seal_block(&cipher, &owned_key, &data)),
+                None => encode(&data),
+            };
             write_private(&path, &file).map(|()| file.len() as u64)
         })
         .await;
@@ -391,6 +464,39 @@ mod tests {
         std::fs::write(root.join("v/chunks/0/0/8_0_4"), b"abcd").unwrap();
         let c = DiskCache::open(&root, 1 << 30, 0.0).unwrap();
         assert!(c.get("v/chunks/0/0/8_0_4", 0, 4).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_sealed_cache_holds_no_plain_text_and_opens_only_its_own_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let sealed = |key: u8| {
+            DiskCache::open(&root, 1 << 30, 0.0)
+                .unwrap()
+                .sealed_with([key; 32])
+        };
+        let c = sealed(1);
+        let text = "a line of plain text that must not reach the disk\n".repeat(2000);
+        let (a, b) = ("v/chunks/0/0/9_0_102000", "v/chunks/0/0/10_0_102000");
+        c.put(a, Bytes::from(text.clone())).await;
+        c.put(b, Bytes::from(text.to_uppercase())).await;
+        let file = std::fs::read(root.join(a)).unwrap();
+        assert!(!file.windows(20).any(|w| w == &text.as_bytes()[..20]));
+        assert_eq!(&c.get(a, 0, text.len()).await.unwrap()[..], text.as_bytes());
+        let part = c.get(a, 50_000, 1_000).await.unwrap();
+        assert_eq!(&part[..], &text.as_bytes()[50_000..51_000]);
+        // one block's file under another's name does not open
+        std::fs::copy(root.join(b), root.join(a)).unwrap();
+        assert!(c.get(a, 0, 10).await.is_none());
+        assert!(
+            !root.join(a).exists(),
+            "the file that did not open was kept"
+        );
+        // another key opens nothing; nor does a cache of plain blocks
+        assert!(sealed(2).get(b, 0, 10).await.is_none());
+        let plain = DiskCache::open(&root, 1 << 30, 0.0).unwrap();
+        plain.put(a, Bytes::from(text.clone())).await;
+        assert!(sealed(1).get(a, 0, 10).await.is_none());
     }
 
     #[tokio::test]

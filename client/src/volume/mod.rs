@@ -58,6 +58,9 @@ pub struct OpenVolume {
     pub meta: Meta,
     pub volume: VolumeInfo,
     pub store: Arc<dyn ObjectStore>,
+    /// The key a disk cache of an encrypted volume is sealed with
+    /// (`--cache-sealed`); None when the volume is not encrypted.
+    pub cache_key: Option<[u8; 32]>,
 }
 
 /// Connects to `meta_url` (`connections` pooled), reads the volume and
@@ -79,6 +82,7 @@ pub async fn open_volume(
     let secrets = meta.volume_secrets().await?;
     let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
         .with_context(|| format!("volume {}", volume.name))?;
+    let cache_key = sealer.as_ref().map(Sealer::cache_key);
     let store = object::open(&volume.storage, &volume.bucket, secrets.keys).await?;
     let store = encoded_store(store, &volume.name, &volume.compression, sealer)?;
     match check {
@@ -99,5 +103,6 @@ pub async fn open_volume(
         meta,
         volume,
         store,
+        cache_key,
     })
 }

@@ -238,3 +238,57 @@ fn a_changed_block_is_an_error_never_data() {
 fn eventually_logged(m: &jfs_e2e::Mount, what: &str) -> bool {
     jfs_e2e::eventually(5, || m.log_text().contains(what))
 }
+
+#[test]
+fn a_sealed_disk_cache_holds_no_plain_text_and_serves_blocks() {
+    let pem = key("rsa2048.pem");
+    let v = Volume::with_options("rest-cache", &format_args("lz4", "aes256gcm-rsa", &pem));
+    let cache = v.dir.path().join("cache");
+    let cache_arg = cache.to_str().unwrap();
+    let m = v.mount("a", &[]);
+    let marker = b"a marker line that must stay off every disk\n".repeat(3000);
+    fs::write(m.p("f"), &marker).unwrap();
+    m.unmount();
+
+    let m = v.mount("b", &["--cache-dir", cache_arg, "--cache-sealed"]);
+    assert!(fs::read(m.p("f")).unwrap() == marker);
+    m.unmount();
+    let mut cached = Vec::new();
+    let mut stack = vec![cache.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap().flatten() {
+            match e.file_type().unwrap().is_dir() {
+                true => stack.push(e.path()),
+                false => cached.push(fs::read(e.path()).unwrap()),
+            }
+        }
+    }
+    assert!(!cached.is_empty(), "nothing was cached");
+    for bytes in &cached {
+        assert!(
+            !bytes.windows(24).any(|w| w == &marker[..24]),
+            "plain text in the disk cache"
+        );
+    }
+    // the blocks gone from the bucket, the cache serves them
+    for (object, _) in blocks(&v) {
+        fs::remove_file(object).unwrap();
+    }
+    let m = v.mount("c", &["--cache-dir", cache_arg, "--cache-sealed"]);
+    assert!(fs::read(m.p("f")).unwrap() == marker);
+    m.unmount();
+
+    // a volume that is not encrypted has no key to seal a cache with
+    let plain = Volume::with_options("rest-cache-plain", &["--compress", "lz4"]);
+    let dir = plain.dir.path().join("mnt-refused");
+    fs::create_dir_all(&dir).unwrap();
+    let out = jfs()
+        .args(["mount", &plain.url])
+        .arg(&dir)
+        .args(["--cache-dir", cache_arg, "--cache-sealed"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a cache sealed with no key");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not encrypted"), "{err}");
+}
