@@ -36,7 +36,7 @@ CREATE OR REPLACE FUNCTION format(
     p_force           boolean DEFAULT false,
     p_access_key      text    DEFAULT NULL,
     p_secret_key      text    DEFAULT NULL,
-    p_compression     text    DEFAULT 'none',
+    p_compression     text    DEFAULT NULL,
     p_encrypt_algo    text    DEFAULT NULL,
     p_encrypt_key     text    DEFAULT NULL,
     OUT errno integer, OUT uuid uuid, OUT message text)
@@ -68,7 +68,7 @@ BEGIN
     IF coalesce(p_trash_days, -1) < 0 OR coalesce(p_capacity, -1) < 0 OR coalesce(p_inodes, -1) < 0 THEN
         errno := 22; message := 'trash days, capacity and inodes must be >= 0 (0 = none/unlimited)'; RETURN;
     END IF;
-    IF p_compression IS NULL OR lower(p_compression) NOT IN ('none', 'lz4', 'zstd') THEN
+    IF lower(p_compression) NOT IN ('none', 'lz4', 'zstd') THEN
         errno := 22; message := pg_catalog.format('invalid compression %L: use none, lz4 or zstd', p_compression);
         RETURN;
     END IF;
@@ -98,6 +98,7 @@ BEGIN
             RETURN;
         END IF;
         v_old_key := coalesce((SELECT s.encrypt_key FROM secret s), '');
+        p_compression := coalesce(p_compression, old.compression);
         IF p_encrypt_key IS NULL THEN
             v_algo := old.encrypt_algo;
             p_encrypt_key := v_old_key;
@@ -133,7 +134,7 @@ BEGIN
     INSERT INTO setting (name, uuid, storage, bucket, block_size, trash_days, meta_durability, squash_roles,
                          compression, encrypt_algo)
     VALUES (p_name, uuid, p_storage, coalesce(p_bucket, ''), p_block_size, p_trash_days, p_meta_durability,
-            _some_role_squashed(), p_compression, v_algo);
+            _some_role_squashed(), coalesce(p_compression, 'none'), v_algo);
     IF p_access_key IS NOT NULL OR p_secret_key IS NOT NULL OR coalesce(p_encrypt_key, '') <> '' THEN
         INSERT INTO secret (access_key, secret_key, encrypt_key)
         VALUES (coalesce(p_access_key, ''), coalesce(p_secret_key, ''), coalesce(p_encrypt_key, ''));
@@ -245,6 +246,11 @@ BEGIN
                                      'not be read; load into an unformatted database',
                                      coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
                                      v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
+        RETURN;
+    ELSIF v_algo <> '' AND coalesce((SELECT s.encrypt_key FROM secret s), '') <> p_encrypt_key THEN
+        errno := 22;
+        message := 'the dump''s volume seals its objects with another RSA key than the formatted volume: its '
+                   'blocks could not be read; load into an unformatted database';
         RETURN;
     ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
         errno := 22;

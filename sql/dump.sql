@@ -132,8 +132,9 @@ $$;
 -- first empties it (errno 16 while it is mounted; its slices are queued
 -- for deletion like any freed data, but for those the dump names again);
 -- errno 22 for a dump whose volume name, block size, compression or
--- encryption differs from the formatted volume's (its blocks would not be
--- found or read), or whose entries name missing nodes.
+-- encryption (its algorithm or RSA key) differs from the formatted
+-- volume's (its blocks would not be found or read), or whose entries name
+-- missing nodes.
 CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
                             p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
                             p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
@@ -204,6 +205,11 @@ BEGIN
                                      'not be read; load into an unformatted database',
                                      coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
                                      v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
+        RETURN;
+    ELSIF v_algo <> '' AND coalesce((SELECT s.encrypt_key FROM secret s), '') <> p_encrypt_key THEN
+        errno := 22;
+        message := 'the dump''s volume seals its objects with another RSA key than the formatted volume: its '
+                   'blocks could not be read; load into an unformatted database';
         RETURN;
     ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
         errno := 22;

@@ -49,9 +49,9 @@ pub struct FormatArgs {
     #[arg(long)]
     enable_acl: bool,
     /// Compress blocks: none, lz4 or zstd (as JuiceFS's --compress; fixed
-    /// once the volume holds data)
-    #[arg(long, default_value = "none")]
-    compress: String,
+    /// once the volume holds data) [default: none, or what the volume has]
+    #[arg(long)]
+    compress: Option<String>,
     /// Encrypt every object with a key of its own wrapped by this RSA
     /// private key (a PEM file, e.g. `openssl genrsa -aes256 -out key.pem
     /// 2048`; its passphrase from JFS_RSA_PASSPHRASE), as JuiceFS's
@@ -102,7 +102,9 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot reach or create the bucket {bucket}"))?;
     }
-    object::Compression::parse(&a.compress)?;
+    if let Some(c) = &a.compress {
+        object::Compression::parse(c)?;
+    }
     // the key must open (with its passphrase) before anything is written
     let encryption = match &a.encrypt_rsa_key {
         Some(path) => {
@@ -123,17 +125,29 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
         Err(MetaError::Errno(libc::ENOENT)) => None,
         Err(e) => return Err(e.into()),
     };
-    // objects are sealed with the key given, or the volume's own (kept
-    // when none is given)
-    let sealer = match (&encryption, &existing) {
-        (Some((pem, algo)), _) => volume::sealer(algo, pem)?,
-        (None, Some(v)) => {
-            volume::sealer(&v.encrypt_algo, &meta.volume_secrets().await?.encrypt_key)?
-        }
-        (None, None) => None,
+    let existing_sealer = match &existing {
+        Some(v) => volume::sealer(&v.encrypt_algo, &meta.volume_secrets().await?.encrypt_key)?,
+        None => None,
     };
-    let store = object::open(&a.storage, &bucket, keys.clone()).await?;
-    let store = volume::encoded_store(store, &a.name, &a.compress, sealer)?;
+    // compression and key as given, else as the volume has them
+    let compression = a.compress.clone().unwrap_or_else(|| match &existing {
+        Some(v) => v.compression.clone(),
+        None => "none".into(),
+    });
+    let (sealer, sealed_anew) = match &encryption {
+        Some((pem, algo)) => (volume::sealer(algo, pem)?, true),
+        None => (existing_sealer.clone(), false),
+    };
+    let plain = object::open(&a.storage, &bucket, keys.clone()).await?;
+    // the bucket's mark reads as the volume stores objects now; it is
+    // written as it will store them
+    let existing_store = match (&existing, sealed_anew) {
+        (Some(v), true) => {
+            volume::encoded_store(plain.clone(), &a.name, &v.compression, existing_sealer)?
+        }
+        _ => volume::encoded_store(plain.clone(), &a.name, &compression, sealer.clone())?,
+    };
+    let store = volume::encoded_store(plain, &a.name, &compression, sealer)?;
     // the bucket must take, give back and delete an object before we promise anything
     let probe = format!("{}/.jfs-probe-{}", a.name, std::process::id());
     store
@@ -152,7 +166,7 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
     store.delete(&probe).await?;
 
     // the bucket's place for this name may be another volume's
-    if let Some(owner) = object::bucket_owner(store.as_ref(), &a.name).await? {
+    if let Some(owner) = object::bucket_owner(existing_store.as_ref(), &a.name).await? {
         let ours = existing.as_ref().map(|v| v.uuid.as_str());
         if ours != Some(owner.as_str()) {
             anyhow::bail!(
@@ -191,7 +205,8 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
                 meta.enable_acl().await?;
             }
             let volume = meta.volume().await?;
-            object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
+            // (checked above to be this volume's, or no one's)
+            object::mark_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
             println!("{message}; blocks in {}", store.describe());
             Ok(())
         }

@@ -33,7 +33,9 @@ pub async fn dump(
             };
             Some((format.compression, format.encrypt_algo, key))
         }
-        Err(_) => None,
+        // (the snapshot says so, below)
+        Err(crate::meta::MetaError::Errno(libc::ENOENT)) => None,
+        Err(e) => return Err(e.into()),
     };
     let snap = meta.dump_snapshot().await?;
     let volume = snap.volume().await.map_err(|e| match e {

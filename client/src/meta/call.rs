@@ -2,7 +2,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::{PgLsn, ToSql, Type};
 use tokio_postgres::Row;
 
 use super::durability::Epoch;
@@ -39,6 +39,17 @@ const MOUNT_STATE: [&str; 5] = [
     "sustain",
     "release",
 ];
+
+/// Whether the primary's WAL position after a call is noted for the
+/// standby that serves reads (see `replica`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Position {
+    /// When the procedure commits or reads the change log.
+    ByProcedure,
+    /// Always: a read the primary answered instead of the standby, which
+    /// may have shown this mount newer state than the mark covers.
+    Always,
+}
 
 /// How a call's commit is kept in the journal (see `journal`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,8 +192,19 @@ impl Meta {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<(Vec<Row>, Epoch)> {
-        self.call_journaled(sql, params, Journaling::ByProcedure)
+        self.call_journaled(sql, params, Journaling::ByProcedure, Position::ByProcedure)
             .await
+    }
+
+    /// [`Meta::call`] noting the primary's WAL position after it, whatever
+    /// the procedure (see [`Position::Always`]).
+    pub(super) async fn call_noted(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let called = self.call_journaled(sql, params, Journaling::ByProcedure, Position::Always);
+        Ok(called.await?.0)
     }
 
     /// [`Meta::call_stamped`] for a commit the caller keeps in the journal
@@ -192,7 +214,8 @@ impl Meta {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<(Vec<Row>, Epoch)> {
-        self.call_journaled(sql, params, Journaling::ByCaller).await
+        self.call_journaled(sql, params, Journaling::ByCaller, Position::ByProcedure)
+            .await
     }
 
     /// Keeps a commit sent in `sent_in` in the journal with what it takes
@@ -208,11 +231,12 @@ impl Meta {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         journaling: Journaling,
+        position: Position,
     ) -> Result<(Vec<Row>, Epoch)> {
         let procedure = crate::metrics::procedure_of(sql);
         let started = Instant::now();
         let result = self
-            .call_with_retries(sql, params, procedure, journaling)
+            .call_with_retries(sql, params, procedure, journaling, position)
             .await;
         let m = &crate::metrics::METRICS;
         m.meta_calls
@@ -234,12 +258,13 @@ impl Meta {
         params: &[&(dyn ToSql + Sync)],
         procedure: &str,
         journaling: Journaling,
+        position: Position,
     ) -> Result<(Vec<Row>, Epoch)> {
         let read_only = self
             .read_only
             .get()
             .is_some_and(|names| names.contains(procedure));
-        let note_position = self.notes_position(procedure, read_only);
+        let note_position = self.notes_position(procedure, read_only, position);
         let mut conflicts = 0;
         let mut outage: Option<Instant> = None;
         let mut pause = RETRY_PAUSE_MIN;
@@ -275,7 +300,13 @@ impl Meta {
                     return Ok((rows, sent_in));
                 }
                 Err(MetaError::ReplayDue) => continue,
-                Err(e) => e,
+                Err(e) => {
+                    if note_position && e.may_have_committed() {
+                        // a commit the mark does not cover may be there
+                        self.position_unsettled();
+                    }
+                    e
+                }
             };
             let wait = match e.kind() {
                 Failure::Conflict if conflicts < 4 => {
@@ -364,14 +395,15 @@ impl Meta {
         }
         // (sent after the statement on the same connection, in the same
         // round trip: it runs once the statement committed)
+        let unsettled = self.position_unsettled_count();
         let position = client.query_typed(super::replica::PRIMARY_POSITION_SQL, &[]);
         let (rows, position) = tokio::join!(rows, position);
         let rows = rows?;
-        let position = position?
-            .first()
-            .and_then(|r| r.get::<_, Option<tokio_postgres::types::PgLsn>>(0));
-        if let Some(lsn) = position {
-            self.reached_position(sql, &rows, lsn.into());
+        // the statement's outcome stands whatever became of the question
+        // after it (a failed one must not send a commit again)
+        match position.map(|r| r.first().and_then(|r| r.get::<_, Option<PgLsn>>(0))) {
+            Ok(Some(lsn)) => self.reached_position(sql, &rows, lsn.into(), unsettled),
+            _ => self.position_unsettled(),
         }
         Ok((rows, sent_in))
     }

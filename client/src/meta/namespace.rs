@@ -112,9 +112,21 @@ pub struct RenameResult {
 }
 
 impl Meta {
-    /// The entry `name` of `parent` (from the standby that serves reads
-    /// when it has caught up: see `replica`).
+    /// The entry `name` of `parent`, from the primary (what settles whether
+    /// a change whose answer was lost happened).
     pub async fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        let row = self
+            .call_one(
+                "SELECT * FROM jfs.lookup($1, $2)",
+                &[&(parent as i64), &name],
+            )
+            .await?;
+        attr_from_row(&row)
+    }
+
+    /// [`Meta::lookup`] for names this mount keeps: from the standby that
+    /// serves reads when it has caught up (see `replica`).
+    pub async fn lookup_replicable(&self, parent: u64, name: &[u8]) -> Result<Attr> {
         let rows = self
             .call_replicable(
                 "SELECT * FROM jfs.lookup($1, $2)",

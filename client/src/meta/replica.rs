@@ -49,6 +49,11 @@ pub(super) struct Replica {
     url: String,
     /// The primary's WAL position after this mount's last commit or change-log read.
     must_reach: AtomicU64,
+    /// Commits that may have happened without a position noted after them
+    /// (their answer was lost, or the question after them failed), counted:
+    /// while not 0, every read goes to the primary; a position noted by a
+    /// call sent after the last of them settles it.
+    unsettled: AtomicU64,
     /// The replay position the standby last reported.
     replayed: AtomicU64,
     /// What is known of the standby's replay position while no connection
@@ -221,6 +226,7 @@ impl Meta {
             meta,
             url,
             must_reach: AtomicU64::new(0),
+            unsettled: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
             known: Default::default(),
             one_host,
@@ -251,22 +257,50 @@ impl Meta {
     }
 
     /// Notes the primary's WAL position after statement `sql` (which gave
-    /// `rows`): reads go to the standby once it has replayed it. A read of
-    /// the change log that found no change moves nothing: no copy was
-    /// forgotten, so the standby is as exact as the copies still.
-    pub(super) fn reached_position(&self, sql: &str, rows: &[Row], position: u64) {
+    /// `rows`; sent while [`Meta::position_unsettled_count`] was
+    /// `unsettled`): reads go to the standby once it has replayed it. A
+    /// read of the change log that found no change moves nothing: no copy
+    /// was forgotten, so the standby is as exact as the copies still.
+    pub(super) fn reached_position(&self, sql: &str, rows: &[Row], position: u64, unsettled: u64) {
         let Some(r) = &self.replica else { return };
         // (mount_changes' first row carries only the horizon)
         if crate::metrics::procedure_of(sql) == CHANGE_FEED && rows.len() < 2 {
             return;
         }
         r.must_reach.fetch_max(position, Ordering::SeqCst);
+        if unsettled != 0 {
+            // (a commit of uncertain fate after this call was sent stays unsettled)
+            let _ = r
+                .unsettled
+                .compare_exchange(unsettled, 0, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// A commit may have happened whose position is not noted: reads go to
+    /// the primary until one noted after it settles it.
+    pub(super) fn position_unsettled(&self) {
+        if let Some(r) = &self.replica {
+            r.unsettled.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// How many commits of uncertain position there are now (0: none).
+    pub(super) fn position_unsettled_count(&self) -> u64 {
+        self.replica
+            .as_ref()
+            .map_or(0, |r| r.unsettled.load(Ordering::SeqCst))
     }
 
     /// Whether a call's WAL position is to be noted (a replica is read and
     /// the call commits, or reads the change log).
-    pub(super) fn notes_position(&self, procedure: &str, read_only: bool) -> bool {
-        self.replica.is_some() && (!read_only || procedure == CHANGE_FEED)
+    pub(super) fn notes_position(
+        &self,
+        procedure: &str,
+        read_only: bool,
+        position: super::call::Position,
+    ) -> bool {
+        self.replica.is_some()
+            && (!read_only || procedure == CHANGE_FEED || position == super::call::Position::Always)
     }
 
     /// A read whose answer may come from the standby (see the module's
@@ -280,7 +314,8 @@ impl Meta {
             return self.call(sql, params).await;
         };
         let mark = r.must_reach.load(Ordering::SeqCst);
-        let outcome = match r.worth_asking(mark) {
+        let unsettled = r.unsettled.load(Ordering::SeqCst) != 0;
+        let outcome = match !unsettled && r.worth_asking(mark) {
             false => ReplicaOutcome::Behind,
             true => {
                 let started = Instant::now();
@@ -316,7 +351,9 @@ impl Meta {
             }
         };
         count(outcome);
-        self.call(sql, params).await
+        // (what the primary answers may be newer than the mark: it moves
+        // past it, so that no later read goes back in time on the standby)
+        self.call_noted(sql, params).await
     }
 }
 

@@ -58,8 +58,8 @@ pub struct FormatRequest {
     pub force: bool,
     /// The object store's access and secret key, kept in the volume.
     pub keys: Option<(String, String)>,
-    /// none, lz4 or zstd.
-    pub compression: String,
+    /// none, lz4 or zstd; None keeps the volume's.
+    pub compression: Option<String>,
     /// The RSA key (PEM) and algorithm that seal objects; None keeps the
     /// volume's.
     pub encryption: Option<(String, String)>,

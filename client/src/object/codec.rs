@@ -141,6 +141,7 @@ impl Cipher {
 }
 
 /// Seals and opens objects with a volume's RSA key.
+#[derive(Clone)]
 pub struct Sealer {
     private: RsaPrivateKey,
     public: RsaPublicKey,

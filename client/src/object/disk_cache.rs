@@ -26,6 +26,10 @@ use crate::metrics::{self, DISK_CACHE, METRICS};
 
 /// The first bytes of a cache file ("jfs cache, format 1").
 const MAGIC: &[u8; 4] = b"jfc1";
+
+/// The magic number of a sealed cache's files: a cache of plain blocks
+/// never takes one for a block (nor the other way round).
+const MAGIC_SEALED: &[u8; 4] = b"jfs1";
 /// Bytes of block each checksum covers.
 const PIECE: u64 = 32 << 10;
 /// Magic, then the block's length (u64, little endian).
@@ -49,10 +53,10 @@ fn data_start(len: u64) -> u64 {
     HEADER + 4 * pieces(len)
 }
 
-/// The cache file of `block`: header, checksums, block.
-fn encode(block: &[u8]) -> Vec<u8> {
+/// The cache file of `block`: header (`magic`, length), checksums, block.
+fn encode(magic: &[u8; 4], block: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data_start(block.len() as u64) as usize + block.len());
-    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(magic);
     out.extend_from_slice(&(block.len() as u64).to_le_bytes());
     for piece in block.chunks(PIECE as usize) {
         out.extend_from_slice(&crc32fast::hash(piece).to_le_bytes());
@@ -75,13 +79,13 @@ enum Unreadable {
 }
 
 /// Reads `len` bytes at `off` of the block cached in `path` (fewer at its
-/// end), checking every piece they touch.
-fn read_checked(path: &Path, off: u64, len: usize) -> Result<Bytes, Unreadable> {
+/// end) in a file of `magic`, checking every piece they touch.
+fn read_checked(path: &Path, magic: &[u8; 4], off: u64, len: usize) -> Result<Bytes, Unreadable> {
     let file = std::fs::File::open(path).map_err(|_| Unreadable::Gone)?;
     let mut header = [0u8; HEADER as usize];
     file.read_exact_at(&mut header, 0)
         .map_err(|_| Unreadable::Format)?;
-    if &header[..4] != MAGIC {
+    if &header[..4] != magic {
         return Err(Unreadable::Format);
     }
     let block_len = u64::from_le_bytes(header[4..].try_into().expect("8 bytes"));
@@ -283,10 +287,10 @@ impl DiskCache {
         let path = self.path(key);
         let (seal, owned_key) = (self.seal.clone(), key.to_string());
         let read = tokio::task::spawn_blocking(move || match seal {
-            None => read_checked(&path, off, len),
+            None => read_checked(&path, MAGIC, off, len),
             // a sealed block opens whole; the range is cut from it
             Some(cipher) => {
-                let stored = read_checked(&path, 0, usize::MAX)?;
+                let stored = read_checked(&path, MAGIC_SEALED, 0, usize::MAX)?;
                 let block = open_sealed(&cipher, &owned_key, &stored).ok_or(Unreadable::Sealing)?;
                 let start = (off as usize).min(block.len());
                 let end = start.saturating_add(len).min(block.len());
@@ -336,8 +340,8 @@ impl DiskCache {
         let (seal, owned_key) = (self.seal.clone(), key.to_string());
         let written = tokio::task::spawn_blocking(move || {
             let file = match seal {
-                Some(cipher) => encode(&seal_block(&cipher, &owned_key, &data)),
-                None => encode(&data),
+                Some(cipher) => encode(MAGIC_SEALED, &seal_block(&cipher, &owned_key, &data)),
+                None => encode(MAGIC, &data),
             };
             write_private(&path, &file).map(|()| file.len() as u64)
         })
@@ -400,7 +404,7 @@ mod tests {
     #[tokio::test]
     async fn caches_evicts_and_reindexes() {
         let dir = tempfile::tempdir().unwrap();
-        let size = encode(b"abcd").len() as u64;
+        let size = encode(MAGIC, b"abcd").len() as u64;
         let c = DiskCache::open(dir.path(), 2 * size + 1, 0.0).unwrap();
         c.put("v/chunks/0/0/1_0_4", Bytes::from_static(b"abcd"))
             .await;
@@ -497,6 +501,11 @@ mod tests {
         let plain = DiskCache::open(&root, 1 << 30, 0.0).unwrap();
         plain.put(a, Bytes::from(text.clone())).await;
         assert!(sealed(1).get(a, 0, 10).await.is_none());
+        // and a cache of plain blocks never serves a sealed file as a block
+        let c = sealed(1);
+        c.put(b, Bytes::from(text.clone())).await;
+        let plain = DiskCache::open(&root, 1 << 30, 0.0).unwrap();
+        assert!(plain.get(b, 0, text.len()).await.is_none());
     }
 
     #[tokio::test]

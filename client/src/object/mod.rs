@@ -127,11 +127,16 @@ pub async fn claim_bucket(store: &dyn ObjectStore, volume: &str, uuid: &str) -> 
              format this one with another --bucket or name",
             store.describe()
         ),
-        None => store
-            .put(&owner_key(volume), Bytes::from(uuid.to_string()), "")
-            .await
-            .map_err(|e| anyhow::anyhow!("marking {} as volume {uuid}'s: {e}", store.describe())),
+        None => mark_bucket(store, volume, uuid).await,
     }
+}
+
+/// Marks the bucket's `{volume}/` as volume `uuid`'s (whatever marked it).
+pub async fn mark_bucket(store: &dyn ObjectStore, volume: &str, uuid: &str) -> anyhow::Result<()> {
+    store
+        .put(&owner_key(volume), Bytes::from(uuid.to_string()), "")
+        .await
+        .map_err(|e| anyhow::anyhow!("marking {} as volume {uuid}'s: {e}", store.describe()))
 }
 
 /// Opens the store a volume was formatted with (its requests measured). `keys` are the object

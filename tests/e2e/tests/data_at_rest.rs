@@ -245,25 +245,46 @@ fn a_sealed_disk_cache_holds_no_plain_text_and_serves_blocks() {
     let v = Volume::with_options("rest-cache", &format_args("lz4", "aes256gcm-rsa", &pem));
     let cache = v.dir.path().join("cache");
     let cache_arg = cache.to_str().unwrap();
+    // (whatever room the machine's disk has left)
+    let cache_args = [
+        "--cache-dir",
+        cache_arg,
+        "--cache-sealed",
+        "--free-space-ratio",
+        "0",
+    ];
     let m = v.mount("a", &[]);
     let marker = b"a marker line that must stay off every disk\n".repeat(3000);
     fs::write(m.p("f"), &marker).unwrap();
     m.unmount();
 
-    let m = v.mount("b", &["--cache-dir", cache_arg, "--cache-sealed"]);
+    let m = v.mount("b", &cache_args);
     assert!(fs::read(m.p("f")).unwrap() == marker);
-    m.unmount();
-    let mut cached = Vec::new();
-    let mut stack = vec![cache.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in fs::read_dir(&dir).unwrap().flatten() {
-            match e.file_type().unwrap().is_dir() {
-                true => stack.push(e.path()),
-                false => cached.push(fs::read(e.path()).unwrap()),
+    // (blocks are cached in the background of the read)
+    let cached_files = || {
+        let mut cached = Vec::new();
+        let mut stack = vec![cache.clone()];
+        while let Some(dir) = stack.pop() {
+            for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                match e.file_type().unwrap().is_dir() {
+                    true => stack.push(e.path()),
+                    false if !e.file_name().to_string_lossy().contains(".tmp.") => {
+                        cached.push(fs::read(e.path()).unwrap_or_default())
+                    }
+                    false => {}
+                }
             }
         }
-    }
-    assert!(!cached.is_empty(), "nothing was cached");
+        cached
+    };
+    let stored = blocks(&v).len();
+    assert!(
+        jfs_e2e::eventually(20, || cached_files().len() >= stored),
+        "{} of {stored} blocks cached",
+        cached_files().len()
+    );
+    m.unmount();
+    let cached = cached_files();
     for bytes in &cached {
         assert!(
             !bytes.windows(24).any(|w| w == &marker[..24]),
@@ -274,7 +295,7 @@ fn a_sealed_disk_cache_holds_no_plain_text_and_serves_blocks() {
     for (object, _) in blocks(&v) {
         fs::remove_file(object).unwrap();
     }
-    let m = v.mount("c", &["--cache-dir", cache_arg, "--cache-sealed"]);
+    let m = v.mount("c", &cache_args);
     assert!(fs::read(m.p("f")).unwrap() == marker);
     m.unmount();
 
@@ -285,10 +306,48 @@ fn a_sealed_disk_cache_holds_no_plain_text_and_serves_blocks() {
     let out = jfs()
         .args(["mount", &plain.url])
         .arg(&dir)
-        .args(["--cache-dir", cache_arg, "--cache-sealed"])
+        .args(cache_args)
         .output()
         .unwrap();
     assert!(!out.status.success(), "a cache sealed with no key");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not encrypted"), "{err}");
+}
+
+#[test]
+fn format_force_adds_encryption_to_an_empty_volume_and_keeps_how_blocks_are_stored() {
+    let pem = key("rsa2048.pem");
+    let v = Volume::with_options("rest-force", &["--compress", "lz4"]);
+    let force = |extra: &[&str]| {
+        let mut cmd = jfs();
+        cmd.args([
+            "format",
+            &v.admin_url,
+            "rest-force",
+            "--storage",
+            "file",
+            "--bucket",
+        ])
+        .arg(v.bucket())
+        .arg("--force")
+        .args(extra);
+        ok(&mut cmd);
+    };
+    // no data yet: encryption may come in (the volume's mark is sealed anew)
+    force(&["--compress", "lz4", "--encrypt-rsa-key", &pem]);
+    assert_eq!(
+        v.sql("SELECT compression, encrypt_algo FROM jfs.setting"),
+        "lz4|aes256gcm-rsa"
+    );
+    let m = v.mount("a", &[]);
+    fs::write(m.p("f"), content(100_000, 5)).unwrap();
+    m.unmount();
+    // with data, other settings change without restating compression or key
+    force(&["--trash-days", "3"]);
+    assert_eq!(
+        v.sql("SELECT compression, encrypt_algo, trash_days FROM jfs.setting"),
+        "lz4|aes256gcm-rsa|3"
+    );
+    let m = v.mount("b", &[]);
+    assert!(fs::read(m.p("f")).unwrap() == content(100_000, 5));
 }

@@ -270,6 +270,29 @@ fn juicefs_volumes_with_compressed_and_encrypted_blocks_load_and_serve_byte_for_
         let dump = w.dir.path().join("juicefs.json");
         fs::write(&dump, &text).unwrap();
         if variant == "sealed" {
+            // a volume formatted alike but with another key refuses it
+            let other = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../client/src/object/testdata/other2048.pem");
+            let formatted = Volume::with_options(
+                "dump-juicefs-other-key",
+                &[
+                    "--compress",
+                    "zstd",
+                    "--encrypt-rsa-key",
+                    other.to_str().unwrap(),
+                    "--encrypt-algo",
+                    "chacha20-rsa",
+                ],
+            );
+            let refused = jfs()
+                .envs(pass)
+                .args(["load", &formatted.admin_url])
+                .arg(&dump)
+                .output()
+                .unwrap();
+            assert!(!refused.status.success(), "loaded under another key");
+            let said = String::from_utf8_lossy(&refused.stderr);
+            assert!(said.contains("another RSA key"), "{said}");
             // the key's passphrase is asked for before anything is loaded
             let refused = jfs()
                 .args(["load", &w.admin_url])

@@ -54,9 +54,17 @@ SELECT errno FROM jfs.format('vol3', p_compression => 'zstd', p_encrypt_algo => 
                              p_encrypt_key => 'OTHER PEM', p_force => true);
 SELECT compression, encrypt_algo FROM jfs.volume();
 SELECT encrypt_key FROM jfs.volume_secrets();
--- '' ends the encryption of a volume without data
+-- '' ends the encryption of a volume without data (and compression not
+-- given is kept)
 SELECT errno FROM jfs.format('vol3', p_encrypt_key => '', p_force => true);
 SELECT compression, encrypt_algo FROM jfs.volume();
+-- once it holds data, other settings still change without restating how
+-- blocks are stored
+SELECT jfs.alloc_ids('slice', 1) AS ws3 \gset
+SELECT errno FROM jfs.mknod(1, 'data', 1, 420, 0, 0);
+SELECT errno FROM jfs.write_slice((SELECT inode FROM jfs.lookup(1, 'data')), 0, 0, :ws3, 4096, 0, 4096);
+SELECT errno, message FROM jfs.format('vol3', p_trash_days => 2, p_force => true);
+SELECT compression, encrypt_algo, trash_days FROM jfs.volume();
 -- DROP EXTENSION removes every table, sequence, function and type it created
 -- (PostgreSQL leaves the empty schema the control file's `schema` made)
 DROP EXTENSION jfs;

@@ -20,7 +20,8 @@ impl Vfs {
             Some(attr) => attr,
             None => {
                 let ticket = self.attrs.ticket();
-                let attr = self.meta.lookup(parent, name).await.map_err(errno)?;
+                let attr = self.meta.lookup_replicable(parent, name).await;
+                let attr = attr.map_err(errno)?;
                 self.attrs.put_entry(parent, name, &attr, ticket);
                 attr
             }
