@@ -35,7 +35,7 @@ bash scripts/setup.sh --tests
 if wants lint; then
   echo "==> cargo fmt --check, clippy"
   cargo fmt --all --check
-  cargo clippy -p jfs-client -p jfs-e2e --all-targets -- -D warnings
+  cargo clippy -p jfs-client -p jfs-python -p jfs-e2e --all-targets -- -D warnings
   echo "==> sql/ calls only what loads before it (extension/src/lib.rs)"
   python3 tests/lint/sql_call_order.py
   python3 scripts/gen-reference.py procedures --check
@@ -44,6 +44,7 @@ fi
 echo "==> building the client and the end-to-end tests"
 cargo build -p jfs-client
 cargo test -p jfs-e2e --no-run
+bash scripts/python-package.sh --install
 ./target/debug/jfs --help >/dev/null
 ./target/debug/jfs --version | grep -q '^jfs '
 python3 scripts/gen-reference.py cli ./target/debug/jfs --check

@@ -1,14 +1,6 @@
 //! `jfs` command line: the entry point of the jfs client.
-mod cmd;
-mod dump;
-mod fuse;
-mod meta;
-mod metrics;
-mod object;
-mod vfs;
-mod volume;
-
 use clap::Parser;
+use jfs_client::cmd;
 
 fn main() -> std::process::ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -10,12 +10,12 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::fuse::{mountpoint, session};
-use crate::meta::{redact_url, Meta, MetaError, Squash};
+use crate::meta::{redact_url, Squash};
 use crate::metrics;
 use crate::object;
-use crate::vfs::background::{self, BackgroundConfig};
-use crate::vfs::changes;
-use crate::vfs::{Vfs, VfsConfig, NO_SESSION};
+use crate::vfs::background::BackgroundConfig;
+use crate::vfs::{Vfs, VfsConfig};
+use crate::volume::attach::{self, session_timeout};
 use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).
@@ -49,10 +49,10 @@ pub struct MountArgs {
     /// Seconds between reads of the change log, which make this mount (and
     /// its kernel) forget what other mounts changed; 0: never (then keep
     /// --attr-cache and --entry-cache short: they bound what is stale)
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = attach::DEFAULT_CHANGES_POLL_SECS)]
     changes_poll: f64,
     /// MiB of memory for uploads in flight and recently read blocks
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = attach::DEFAULT_BUFFER_MIB)]
     buffer_size: usize,
     /// Directory of the local block cache (off when not given)
     #[arg(long)]
@@ -85,7 +85,7 @@ pub struct MountArgs {
     #[arg(long)]
     allow_other: bool,
     /// Connections to PostgreSQL
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = attach::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// A hot standby of the metadata database that answers lookups,
     /// getattrs and directory listings once it has replayed every change
@@ -106,26 +106,26 @@ pub struct MountArgs {
     #[arg(long, default_value_t = crate::object::DEFAULT_OBJECT_TIMEOUT.as_secs())]
     object_timeout: u64,
     /// Seconds between session heartbeats
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = attach::DEFAULT_HEARTBEAT_SECS)]
     heartbeat: u64,
     /// Seconds without a heartbeat after which other mounts end this mount's
     /// session (it declares them when it registers; heartbeats come at
     /// least three times as often)
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = attach::DEFAULT_SESSION_TIMEOUT_SECS)]
     session_timeout: u64,
     /// Seconds between runs that delete the objects of deleted data
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = attach::DEFAULT_GC_INTERVAL_SECS)]
     gc_interval: u64,
     /// Seconds after which writes to a file left open without fsync are
     /// committed (other mounts then see them; a crash of this mount loses
     /// at most that long); 0: only at fsync and close
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = attach::DEFAULT_COMMIT_AFTER_SECS)]
     commit_after: f64,
     /// Seconds the objects of deleted data are kept before deletion (it
     /// also waits until the commit that freed them is durable): other
     /// mounts may still read through slice lists they read before, and a
     /// failover to a standby that lags brings references back; 0: at once
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, default_value_t = attach::DEFAULT_GC_DELAY_SECS)]
     gc_delay: u64,
     /// Slices in a chunk from which this mount compacts it in the background (0: never)
     #[arg(long, default_value_t = crate::vfs::COMPACT_AT)]
@@ -165,11 +165,6 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         _ => return Err(format!("{text:?}: the unit is s, m, h or d")),
     };
     Ok(Duration::from_secs(n.saturating_mul(unit_secs)))
-}
-
-/// The session timeout of `--session-timeout SECONDS` (at least 2 s).
-fn session_timeout(secs: u64) -> Duration {
-    Duration::from_secs(secs.max(2))
 }
 
 /// Where `--meta-replica -` is read from.
@@ -347,49 +342,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     )
 }
 
-/// The inode of directory `path` of the volume (for `--subdir`).
-async fn subdir_inode(meta: &Meta, volume: &str, path: &str) -> anyhow::Result<u64> {
-    let mut inode = 1;
-    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        let attr = match meta.lookup(inode, part.as_bytes()).await {
-            Ok(attr) => attr,
-            Err(MetaError::Errno(e)) => anyhow::bail!(
-                "--subdir {path}: {part:?} in volume {volume}: {}",
-                std::io::Error::from_raw_os_error(e)
-            ),
-            Err(e) => return Err(e.into()),
-        };
-        if attr.kind != crate::meta::NodeType::Dir {
-            anyhow::bail!("--subdir {path}: {part:?} in volume {volume} is not a directory");
-        }
-        inode = attr.inode;
-    }
-    Ok(inode)
-}
-
 /// Mounts in this process and serves until unmounted.
-/// What the mount applies of its options and of its role's limits
-/// (`jfs.grant_client`, which the database enforces anyway): read-only if
-/// either says so; the role's squash over the mount's own.
-async fn limits_applied(meta: &Meta, a: &MountArgs) -> anyhow::Result<(bool, Option<Squash>)> {
-    let role = meta.client_limits().await?;
-    if role.read_only && !a.read_only {
-        tracing::info!("this role is granted read-only (jfs.grant_client): mounting read-only");
-    }
-    let asked = a.root_squash.or(a.all_squash);
-    let squash = match (role.squash, asked) {
-        (Some(theirs), Some(mine)) if theirs != mine => {
-            tracing::warn!("this role is granted {theirs} (jfs.grant_client): applied, not {mine}");
-            Some(theirs)
-        }
-        (theirs, mine) => theirs.or(mine),
-    };
-    if let Some(s) = squash {
-        tracing::info!("requests are squashed: {s}");
-    }
-    Ok((a.read_only || role.read_only, squash))
-}
-
 fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         a.commit_after.is_finite() && a.commit_after >= 0.0,
@@ -398,7 +351,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
     );
     let rt = super::runtime()?;
     let mountpoint = a.mountpoint.canonicalize()?;
-    let (vfs, host, info, read_only) = rt.block_on(async {
+    let (vfs, info, read_only) = rt.block_on(async {
         let OpenVolume {
             mut meta,
             volume,
@@ -417,7 +370,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             Duration::from_secs(a.object_timeout),
         );
         meta.require_client_grants().await?;
-        let (read_only, squash) = limits_applied(&meta, &a).await?;
+        let (read_only, squash) =
+            attach::limits_applied(&meta, a.read_only, a.root_squash.or(a.all_squash)).await?;
         // a hot standby is mounted read-only and leaves no trace in the
         // database: no session, no heartbeat, no background writes
         let standby = meta.in_recovery().await?;
@@ -437,12 +391,9 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
                 .await?;
         }
         let root = match &a.subdir {
-            Some(path) => subdir_inode(&meta, &volume.name, path).await?,
+            Some(path) => attach::subdir_inode(&meta, &volume.name, path).await?,
             None => 1,
         };
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_default();
         let metrics_listener = match a.no_metrics {
             true => None,
             false => Some(metrics::bind(a.metrics.as_deref())?),
@@ -478,28 +429,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             }
             None => None,
         };
-        // the last step that can fail comes before the session exists,
-        // or takes it away again: a failed mount leaves no session row
-        let (meta, sid) = match standby {
-            true => (meta, NO_SESSION),
-            false => {
-                let sid = meta
-                    .session_register(
-                        &host,
-                        std::process::id() as i32,
-                        &info,
-                        session_timeout(a.session_timeout),
-                    )
-                    .await?;
-                match meta.for_session(sid) {
-                    Ok(m) => (m, sid),
-                    Err(e) => {
-                        let _ = meta.session_close(sid).await;
-                        return Err(e.into());
-                    }
-                }
-            }
-        };
+        let (meta, sid) =
+            attach::register(meta, standby, &info, session_timeout(a.session_timeout)).await?;
         let config = VfsConfig {
             root,
             attr_ttl: Duration::from_secs_f64(a.attr_cache),
@@ -524,33 +455,22 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             mountpoint.display()
         );
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
-        let mut started = vfs.reload_tier_classes().await;
-        if started.is_ok() && a.changes_poll > 0.0 {
-            started = changes::spawn(vfs.clone(), Duration::from_secs_f64(a.changes_poll)).await;
-        }
-        if let Err(e) = started {
-            let _ = vfs.close_session().await;
-            return Err(e.into());
-        }
-        Ok::<_, anyhow::Error>((vfs, host, info, read_only))
+        attach::start(&vfs, Duration::from_secs_f64(a.changes_poll)).await?;
+        Ok::<_, anyhow::Error>((vfs, info, read_only))
     })?;
     {
         let _guard = rt.enter();
-        background::spawn(
+        attach::spawn_background(
             vfs.clone(),
             BackgroundConfig {
-                // (at least three heartbeats within the session's own timeout:
-                // other mounts end it after that much silence)
-                heartbeat: Duration::from_secs(a.heartbeat.max(1))
-                    .min(session_timeout(a.session_timeout) / 3),
+                heartbeat: Duration::from_secs(a.heartbeat),
                 session_timeout: session_timeout(a.session_timeout),
-                gc_interval: Duration::from_secs(a.gc_interval.max(1)),
+                gc_interval: Duration::from_secs(a.gc_interval),
                 gc_delay: Duration::from_secs(a.gc_delay),
                 backup_meta: a.backup_meta,
                 backup_keep: a.backup_keep,
                 commit_after: Duration::from_secs_f64(a.commit_after),
             },
-            host,
             info,
         );
         let mp = mountpoint.clone();

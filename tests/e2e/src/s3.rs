@@ -11,8 +11,15 @@ pub struct S3Server {
     child: Option<std::process::Child>,
 }
 
-pub(crate) fn venv() -> String {
+/// The virtualenv of the test tools (moto, the Python codecs, the jfs
+/// package and its test dependencies), which scripts/setup.sh --tests makes.
+pub fn venv() -> String {
     std::env::var("JFS_VENV").unwrap_or_else(|_| "/opt/jfs-test-venv".into())
+}
+
+/// The Python of [`venv`].
+pub fn venv_python() -> String {
+    venv() + "/bin/python"
 }
 
 impl S3Server {

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jfs_e2e::{jfs, ok, pattern, Volume};
+use jfs_e2e::{jfs, ok, pattern, venv_python, Volume};
 
 const PASSPHRASE: &str = "jfs-test-passphrase";
 
@@ -16,11 +16,6 @@ const PASSPHRASE: &str = "jfs-test-passphrase";
 fn key(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../client/src/object/testdata");
     p.join(name).to_str().unwrap().to_string()
-}
-
-/// The Python of the test tools (with lz4, zstandard and cryptography).
-fn python() -> String {
-    std::env::var("JFS_VENV").unwrap_or_else(|_| "/opt/jfs-test-venv".into()) + "/bin/python"
 }
 
 /// Bytes that compress (text) and bytes that do not, 50 kB of each in turn.
@@ -60,7 +55,7 @@ fn blocks(v: &Volume) -> Vec<(PathBuf, usize)> {
 /// Decodes a stored block with the independent implementation.
 fn decode_apart(object: &Path, pem: &str, compression: &str, len: usize) -> Vec<u8> {
     let out = object.with_extension("decoded");
-    ok(Command::new(python())
+    ok(Command::new(venv_python())
         .env("JFS_RSA_PASSPHRASE", PASSPHRASE)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/juicefs_object.py"))
         .args(["open", pem, compression, &len.to_string()])

@@ -1,0 +1,623 @@
+//! A volume used without FUSE, by path: what the Python package calls. It
+//! attaches as a mount does (a session, the change log followed, heartbeats,
+//! commits and gc in the background) and serves one identity, whose every
+//! request the `Vfs` checks by the permission bits (no kernel checks them
+//! here). Paths are relative to the volume's root (or `subdir`); symlinks
+//! are followed inside the volume, absolute ones from its root.
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::meta::{Attr, NodeType, SetAttr};
+use crate::object;
+use crate::vfs::background::BackgroundConfig;
+use crate::vfs::{Caller, ListedEntry, LockRange, Need, NewNode, Vfs, VfsConfig, Who};
+use crate::volume::attach::{self, session_timeout};
+use crate::volume::{open_volume, BucketCheck, OpenVolume};
+
+/// The result of a request: a value, or the errno it failed with.
+pub type DirectResult<T> = Result<T, i32>;
+
+/// Symlinks followed in one path before it fails with ELOOP (as Linux).
+const MAX_LINKS: usize = 40;
+
+/// Bytes read or written per `Vfs` call.
+const IO_PIECE: usize = 4 << 20;
+
+/// How a direct client attaches; the defaults are a mount's.
+#[derive(Debug, Clone)]
+pub struct DirectOptions {
+    pub read_only: bool,
+    /// The directory of the volume that is this client's root.
+    pub subdir: Option<String>,
+    pub max_connections: usize,
+    /// MiB of memory for uploads in flight and recently read blocks.
+    pub buffer_mib: usize,
+    /// A local disk cache of blocks, and the MiB it may hold.
+    pub cache_dir: Option<PathBuf>,
+    pub cache_mib: u64,
+    /// How often the change log is read (zero: never).
+    pub changes_poll: Duration,
+    pub commit_after: Duration,
+    pub heartbeat: Duration,
+    pub session_timeout: Duration,
+    pub meta_retry: Duration,
+    /// The identity requests act as, and the umask of what they make.
+    pub uid: u32,
+    pub gid: u32,
+    pub umask: u32,
+    /// What `jfs status` shows of this client (merged into its session's info).
+    pub describe: String,
+}
+
+impl Default for DirectOptions {
+    fn default() -> DirectOptions {
+        DirectOptions {
+            read_only: false,
+            subdir: None,
+            max_connections: attach::DEFAULT_MAX_CONNECTIONS,
+            buffer_mib: attach::DEFAULT_BUFFER_MIB,
+            cache_dir: None,
+            cache_mib: 10240,
+            changes_poll: Duration::from_secs_f64(attach::DEFAULT_CHANGES_POLL_SECS),
+            commit_after: Duration::from_secs_f64(attach::DEFAULT_COMMIT_AFTER_SECS),
+            heartbeat: Duration::from_secs(attach::DEFAULT_HEARTBEAT_SECS),
+            session_timeout: session_timeout(attach::DEFAULT_SESSION_TIMEOUT_SECS),
+            meta_retry: crate::meta::DEFAULT_META_RETRY,
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+            umask: 0o022,
+            describe: "direct".to_string(),
+        }
+    }
+}
+
+/// What `open` does (the O_* flags a Python `os.open` takes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub exclusive: bool,
+    pub truncate: bool,
+}
+
+impl OpenFlags {
+    /// The flags of `os.open`-style `flags` (O_ACCMODE, O_CREAT, O_EXCL, O_TRUNC).
+    pub fn of(flags: i32) -> OpenFlags {
+        let access = flags & libc::O_ACCMODE;
+        OpenFlags {
+            read: access != libc::O_WRONLY,
+            write: access != libc::O_RDONLY,
+            create: flags & libc::O_CREAT != 0,
+            exclusive: flags & libc::O_EXCL != 0,
+            truncate: flags & libc::O_TRUNC != 0,
+        }
+    }
+}
+
+/// A volume attached to by this process.
+pub struct Direct {
+    vfs: Arc<Vfs>,
+    who: Who,
+    umask: u32,
+}
+
+impl Direct {
+    /// Attaches to the volume of `meta_url`: call it inside the runtime
+    /// that is to run the client's background work.
+    pub async fn attach(meta_url: &str, o: &DirectOptions) -> anyhow::Result<Direct> {
+        let OpenVolume {
+            mut meta,
+            volume,
+            store,
+            ..
+        } = open_volume(meta_url, o.max_connections, BucketCheck::WhenReachable).await?;
+        meta.set_retry_for(o.meta_retry);
+        object::set_retries(object::DEFAULT_OBJECT_RETRY, object::DEFAULT_OBJECT_TIMEOUT);
+        meta.require_client_grants().await?;
+        let (read_only, squash) = attach::limits_applied(&meta, o.read_only, None).await?;
+        let standby = meta.in_recovery().await?;
+        anyhow::ensure!(
+            !standby || read_only,
+            "{} is a hot standby, which takes no writes: open it read-only",
+            crate::meta::redact_url(meta_url)
+        );
+        let root = match &o.subdir {
+            Some(path) => attach::subdir_inode(&meta, &volume.name, path).await?,
+            None => 1,
+        };
+        let disk_cache = match &o.cache_dir {
+            Some(dir) => Some(Arc::new(object::DiskCache::open(
+                dir,
+                o.cache_mib << 20,
+                0.1,
+            )?)),
+            None => None,
+        };
+        let info = serde_json::json!({
+            "client": o.describe,
+            "version": env!("CARGO_PKG_VERSION"),
+        })
+        .to_string();
+        let (meta, sid) = attach::register(meta, standby, &info, o.session_timeout).await?;
+        let config = VfsConfig {
+            root,
+            attr_ttl: Duration::from_secs(30),
+            entry_ttl: Duration::from_secs(30),
+            dir_entry_ttl: Duration::from_secs(30),
+            follow_changes: !o.changes_poll.is_zero(),
+            buffer_size: o.buffer_mib << 20,
+            read_only,
+            squash,
+            disk_cache,
+            compact_at: crate::vfs::COMPACT_AT,
+        };
+        let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
+        attach::start(&vfs, o.changes_poll).await?;
+        attach::spawn_background(
+            vfs.clone(),
+            BackgroundConfig {
+                heartbeat: o.heartbeat,
+                session_timeout: o.session_timeout,
+                gc_interval: Duration::from_secs(attach::DEFAULT_GC_INTERVAL_SECS),
+                gc_delay: Duration::from_secs(attach::DEFAULT_GC_DELAY_SECS),
+                backup_meta: Duration::ZERO,
+                backup_keep: 0,
+                commit_after: o.commit_after,
+            },
+            info,
+        );
+        // no kernel checks the permission bits here: the Vfs does, always
+        let who = Who {
+            squashed: true,
+            ..Who::of(squash, o.uid, o.gid)
+        };
+        Ok(Direct {
+            vfs,
+            who,
+            umask: o.umask & 0o777,
+        })
+    }
+
+    /// Commits what is pending and closes the session.
+    pub async fn close(&self) {
+        self.vfs.flush_all().await;
+        if let Err(e) = self.vfs.close_session().await {
+            tracing::warn!("closing session {}: {e}", self.vfs.sid());
+        }
+    }
+
+    /// The session this client registered.
+    pub fn session(&self) -> i64 {
+        self.vfs.sid()
+    }
+
+    fn caller(&self) -> Caller {
+        Caller {
+            uid: self.who.uid,
+            gid: self.who.gid,
+            pid: std::process::id(),
+        }
+    }
+
+    /// The attributes of `path` (of the link itself when `follow` is false).
+    pub async fn stat(&self, path: &[u8], follow: bool) -> DirectResult<Attr> {
+        self.resolve(path, follow).await
+    }
+
+    /// The entries of directory `path` with their attributes.
+    pub async fn list(&self, path: &[u8]) -> DirectResult<Vec<(Vec<u8>, Attr)>> {
+        let dir = self.resolve(path, true).await?;
+        let fh = self
+            .vfs
+            .checked(
+                &self.who,
+                Need::List(dir.inode),
+                self.vfs.opendir(dir.inode),
+            )
+            .await?;
+        // (a fill that always takes an entry makes one call read them all)
+        let mut entries = Vec::new();
+        let listed = self
+            .vfs
+            .readdir(fh, 0, |e: &ListedEntry| {
+                if e.name != b"." && e.name != b".." {
+                    entries.push((e.name.clone(), e.attr.clone()));
+                }
+                true
+            })
+            .await;
+        self.vfs.releasedir(fh);
+        listed.map(|()| entries)
+    }
+
+    /// mkdir(2) of `path` with `mode` (the umask applied).
+    pub async fn mkdir(&self, path: &[u8], mode: u32) -> DirectResult<Attr> {
+        self.make(path, NodeType::Dir, mode, None).await
+    }
+
+    /// symlink(2): `path` made a link to `target`.
+    pub async fn symlink(&self, target: &[u8], path: &[u8]) -> DirectResult<Attr> {
+        self.make(path, NodeType::Symlink, 0o777, Some(target))
+            .await
+    }
+
+    /// The target of symlink `path`.
+    pub async fn readlink(&self, path: &[u8]) -> DirectResult<Vec<u8>> {
+        let attr = self.resolve(path, false).await?;
+        if attr.kind != NodeType::Symlink {
+            return Err(libc::EINVAL);
+        }
+        self.vfs.readlink(attr.inode).await
+    }
+
+    async fn make(
+        &self,
+        path: &[u8],
+        kind: NodeType,
+        mode: u32,
+        target: Option<&[u8]>,
+    ) -> DirectResult<Attr> {
+        let (parent, name) = self.parent_of(path).await?;
+        let node = self.new_node(kind, mode, target);
+        let make = self.vfs.mknod(parent, name, &node);
+        self.vfs
+            .checked(&self.who, Need::Create(parent), make)
+            .await
+    }
+
+    fn new_node<'a>(&self, kind: NodeType, mode: u32, target: Option<&'a [u8]>) -> NewNode<'a> {
+        NewNode {
+            kind,
+            mode: mode & 0o7777,
+            umask: if kind == NodeType::Symlink {
+                0
+            } else {
+                self.umask
+            },
+            uid: self.who.uid,
+            gid: self.who.gid,
+            rdev: 0,
+            target,
+        }
+    }
+
+    /// unlink(2) of `path` (EISDIR for a directory, as Linux says EISDIR).
+    pub async fn unlink(&self, path: &[u8]) -> DirectResult<()> {
+        let (parent, name) = self.parent_of(path).await?;
+        let need = Need::Remove { parent, name };
+        self.vfs
+            .checked(&self.who, need, self.vfs.unlink(parent, name))
+            .await
+    }
+
+    /// rmdir(2) of `path`.
+    pub async fn rmdir(&self, path: &[u8]) -> DirectResult<()> {
+        let (parent, name) = self.parent_of(path).await?;
+        let need = Need::Remove { parent, name };
+        self.vfs
+            .checked(&self.who, need, self.vfs.rmdir(parent, name))
+            .await
+    }
+
+    /// rename(2) of `from` to `to` (replacing what `to` names, atomically).
+    pub async fn rename(&self, from: &[u8], to: &[u8]) -> DirectResult<()> {
+        let (parent, name) = self.parent_of(from).await?;
+        let (new_parent, new_name) = self.parent_of(to).await?;
+        let need = Need::moving(parent, name, new_parent, new_name);
+        let op = self.vfs.rename(parent, name, new_parent, new_name, 0);
+        self.vfs.checked(&self.who, need, op).await
+    }
+
+    /// Changes attributes of `path` (chmod, chown, truncate, utimes).
+    pub async fn set_attr(&self, path: &[u8], change: &SetAttr) -> DirectResult<Attr> {
+        let inode = self.resolve(path, true).await?.inode;
+        let need = Need::set_attr(inode, change);
+        self.vfs
+            .checked(&self.who, need, self.vfs.setattr(inode, change))
+            .await
+    }
+
+    /// Opens (and with `create`, makes with `mode`) file `path`: a handle
+    /// for `read`, `write`, `flush`, `fsync` and `close`, and its attributes.
+    pub async fn open(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {
+        let (parent, name) = self.parent_of(path).await?;
+        let found = self.lookup_following(parent, name).await;
+        let attr = match found {
+            Ok(_) if f.create && f.exclusive => return Err(libc::EEXIST),
+            Ok(attr) => attr,
+            Err(libc::ENOENT) if f.create => {
+                let node = self.new_node(NodeType::File, mode, None);
+                let create = self.vfs.create(parent, name, &node);
+                return self
+                    .vfs
+                    .checked(&self.who, Need::Create(parent), create)
+                    .await;
+            }
+            Err(e) => return Err(e),
+        };
+        if attr.kind == NodeType::Dir && f.write {
+            return Err(libc::EISDIR);
+        }
+        let need = Need::Open {
+            inode: attr.inode,
+            read: f.read,
+            write: f.write || f.truncate,
+        };
+        self.vfs.permit(&self.who, need).await?;
+        let (fh, attr) = self.vfs.open(attr.inode, f.write).await?;
+        if f.truncate && f.write && attr.length > 0 {
+            if let Err(e) = self.vfs.setattr(attr.inode, &SetAttr::length(0)).await {
+                let _ = self.vfs.release(fh).await;
+                return Err(e);
+            }
+            let attr = self.vfs.getattr(attr.inode).await?;
+            return Ok((fh, attr));
+        }
+        Ok((fh, attr))
+    }
+
+    /// Up to `size` bytes of handle `fh` from `offset` (fewer at the end).
+    pub async fn read(&self, fh: u64, offset: u64, size: usize) -> DirectResult<Vec<u8>> {
+        let mut data = Vec::with_capacity(size.min(64 << 20));
+        while data.len() < size {
+            let want = (size - data.len()).min(IO_PIECE);
+            let piece = self
+                .vfs
+                .read(fh, offset + data.len() as u64, want as u32)
+                .await?;
+            data.extend_from_slice(&piece);
+            if piece.len() < want {
+                break;
+            }
+        }
+        Ok(data)
+    }
+
+    /// Writes all of `data` to handle `fh` at `offset`.
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> DirectResult<()> {
+        let mut done = 0;
+        while done < data.len() {
+            let end = (done + IO_PIECE).min(data.len());
+            let at = offset + done as u64;
+            let n = self
+                .vfs
+                .write(fh, at, &data[done..end], self.caller())
+                .await?;
+            if n == 0 {
+                return Err(libc::EIO);
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    /// Commits the pending writes of handle `fh` (close-to-open: other
+    /// clients see them once this returns).
+    pub async fn flush(&self, fh: u64) -> DirectResult<()> {
+        self.vfs.flush(fh).await
+    }
+
+    /// Commits and makes durable the writes of handle `fh`.
+    pub async fn fsync(&self, fh: u64) -> DirectResult<()> {
+        self.vfs.fsync(fh).await
+    }
+
+    /// Closes handle `fh`, committing its writes first.
+    pub async fn close_handle(&self, fh: u64) -> DirectResult<()> {
+        let flushed = self.vfs.flush(fh).await;
+        let released = self.vfs.release(fh).await;
+        flushed.and(released)
+    }
+
+    /// The attributes of open handle `fh`'s file as this client sees them.
+    pub async fn handle_attr(&self, inode: u64) -> DirectResult<Attr> {
+        self.vfs.getattr(inode).await
+    }
+
+    /// Copies file `from` to `to` (made or truncated) as metadata: the new
+    /// file shares the source's slices, no bytes move.
+    pub async fn copy(&self, from: &[u8], to: &[u8]) -> DirectResult<()> {
+        let read = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        };
+        let (src, attr) = self.open(from, read, 0).await?;
+        let write = OpenFlags {
+            write: true,
+            create: true,
+            truncate: true,
+            ..OpenFlags::default()
+        };
+        let dst = match self.open(to, write, attr.mode & 0o7777).await {
+            Ok((fh, _)) => fh,
+            Err(e) => {
+                let _ = self.vfs.release(src).await;
+                return Err(e);
+            }
+        };
+        let mut copied = 0;
+        let mut result = Ok(());
+        while copied < attr.length {
+            match self
+                .vfs
+                .copy_file_range(src, copied, dst, copied, attr.length - copied)
+                .await
+            {
+                Ok(0) => break,
+                Ok(n) => copied += n as u64,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let closed = self.close_handle(dst).await;
+        let _ = self.vfs.release(src).await;
+        result.and(closed)
+    }
+
+    /// Takes (`typ` F_RDLCK or F_WRLCK) or drops (F_UNLCK) a whole-file
+    /// lock of open file `inode` for `owner`, as fcntl(F_SETLK[W]) on a
+    /// mount does (mounts and direct clients see each other's locks);
+    /// `wait` waits for a lock held elsewhere.
+    pub async fn lock(&self, inode: u64, owner: u64, typ: i32, wait: bool) -> DirectResult<()> {
+        let pid = std::process::id();
+        let whole = LockRange {
+            typ,
+            start: 0,
+            end: i64::MAX as u64,
+            pid,
+        };
+        self.vfs.setlk(inode, owner, &whole, wait, pid).await
+    }
+
+    /// The volume's size and use (of `subdir`'s quota when it has one).
+    pub async fn statfs(&self) -> DirectResult<crate::meta::Statfs> {
+        self.vfs.statfs().await
+    }
+
+    /// Entry `name` of `parent`, its symlinks followed.
+    async fn lookup_following(&self, parent: u64, name: &[u8]) -> DirectResult<Attr> {
+        let search = Need::Search(parent);
+        let attr = self
+            .vfs
+            .checked(&self.who, search, self.vfs.lookup(parent, name))
+            .await?;
+        if attr.kind != NodeType::Symlink {
+            return Ok(attr);
+        }
+        let target = self.vfs.readlink(attr.inode).await?;
+        let start = match target.first() {
+            Some(b'/') => self.vfs.config.root,
+            _ => parent,
+        };
+        let start = self.vfs.getattr(start).await?;
+        self.walk(vec![start], &target, true).await
+    }
+
+    /// The directory that holds `path`'s last component, and that name.
+    async fn parent_of<'p>(&self, path: &'p [u8]) -> DirectResult<(u64, &'p [u8])> {
+        let trimmed = trim_slashes(path);
+        let (dir, name) = match trimmed.iter().rposition(|&c| c == b'/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => (&b""[..], trimmed),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Err(if name.is_empty() {
+                libc::EEXIST
+            } else {
+                libc::EINVAL
+            });
+        }
+        if name.len() > 255 {
+            return Err(libc::ENAMETOOLONG);
+        }
+        let dir = self.resolve(dir, true).await?;
+        if dir.kind != NodeType::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        Ok((dir.inode, name))
+    }
+
+    /// The node `path` names (from the root), symlinks followed on the
+    /// way and, when `follow`, at the end.
+    async fn resolve(&self, path: &[u8], follow: bool) -> DirectResult<Attr> {
+        let root = self.vfs.getattr(self.vfs.config.root).await?;
+        self.walk(vec![root], path, follow).await
+    }
+
+    /// Walks `path` from the last directory of `stack` (the directories
+    /// walked so far, the root first).
+    async fn walk(&self, mut stack: Vec<Attr>, path: &[u8], follow: bool) -> DirectResult<Attr> {
+        let root = self.vfs.config.root;
+        let mut pending: VecDeque<Vec<u8>> = components(path).collect();
+        let mut links = 0;
+        while let Some(part) = pending.pop_front() {
+            let dir = stack.last().expect("the walk keeps its root").clone();
+            if dir.kind != NodeType::Dir {
+                return Err(libc::ENOTDIR);
+            }
+            match part.as_slice() {
+                b"." => continue,
+                b".." => {
+                    if dir.inode != root && stack.len() > 1 {
+                        stack.pop();
+                    } else if dir.inode != root {
+                        let up = self.vfs.getattr(dir.parent).await?;
+                        stack = vec![up];
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let search = Need::Search(dir.inode);
+            let attr = self
+                .vfs
+                .checked(&self.who, search, self.vfs.lookup(dir.inode, &part))
+                .await?;
+            if attr.kind == NodeType::Symlink && (follow || !pending.is_empty()) {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(libc::ELOOP);
+                }
+                let target = self.vfs.readlink(attr.inode).await?;
+                if target.first() == Some(&b'/') {
+                    stack.truncate(1);
+                }
+                for part in components(&target).collect::<Vec<_>>().into_iter().rev() {
+                    pending.push_front(part);
+                }
+                continue;
+            }
+            stack.push(attr);
+        }
+        Ok(stack.pop().expect("the walk keeps its root"))
+    }
+}
+
+/// `path` without leading and trailing slashes.
+fn trim_slashes(path: &[u8]) -> &[u8] {
+    let start = path.iter().position(|&c| c != b'/').unwrap_or(path.len());
+    let end = path
+        .iter()
+        .rposition(|&c| c != b'/')
+        .map_or(start, |i| i + 1);
+    &path[start..end.max(start)]
+}
+
+/// The names along `path`, empty ones (repeated slashes) left out.
+fn components(path: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    path.split(|&c| c == b'/')
+        .filter(|p| !p.is_empty())
+        .map(<[u8]>::to_vec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_split_into_their_names() {
+        assert_eq!(trim_slashes(b"//a/b//"), b"a/b");
+        assert_eq!(trim_slashes(b"/"), b"");
+        assert_eq!(trim_slashes(b""), b"");
+        let names: Vec<_> = components(b"/a//b/./c/").collect();
+        assert_eq!(
+            names,
+            vec![b"a".to_vec(), b"b".to_vec(), b".".to_vec(), b"c".to_vec()]
+        );
+    }
+
+    #[test]
+    fn open_flags_follow_the_access_mode() {
+        let f = OpenFlags::of(libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC);
+        assert!(!f.read && f.write && f.create && f.truncate && !f.exclusive);
+        let f = OpenFlags::of(libc::O_RDONLY);
+        assert!(f.read && !f.write && !f.create);
+        let f = OpenFlags::of(libc::O_RDWR | libc::O_CREAT | libc::O_EXCL);
+        assert!(f.read && f.write && f.exclusive);
+    }
+}

@@ -1,0 +1,136 @@
+//! Attaching a client to a volume: the limits its role is granted, a
+//! session registered, a `Vfs` started (tier classes read, the change log
+//! followed) and its background work. A FUSE mount and a process that uses
+//! the volume without one (`crate::direct`) attach alike.
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::meta::{Meta, MetaError, Squash};
+use crate::vfs::background::{self, BackgroundConfig};
+use crate::vfs::{changes, Vfs, NO_SESSION};
+
+/// Seconds between session heartbeats.
+pub const DEFAULT_HEARTBEAT_SECS: u64 = 12;
+/// Seconds without a heartbeat after which other clients end a session.
+pub const DEFAULT_SESSION_TIMEOUT_SECS: u64 = 300;
+/// Seconds between reads of the change log.
+pub const DEFAULT_CHANGES_POLL_SECS: f64 = 0.05;
+/// Seconds between runs that delete the objects of deleted data.
+pub const DEFAULT_GC_INTERVAL_SECS: u64 = 10;
+/// Seconds the objects of deleted data are kept before deletion.
+pub const DEFAULT_GC_DELAY_SECS: u64 = 3600;
+/// Seconds after which writes left open without fsync are committed.
+pub const DEFAULT_COMMIT_AFTER_SECS: f64 = 5.0;
+/// MiB of memory for uploads in flight and recently read blocks.
+pub const DEFAULT_BUFFER_MIB: usize = 300;
+/// Connections to PostgreSQL.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+/// The session timeout of `secs` seconds (at least 2 s).
+pub fn session_timeout(secs: u64) -> Duration {
+    Duration::from_secs(secs.max(2))
+}
+
+/// This machine's host name, as sessions record it.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The inode of directory `path` of the volume (`--subdir`).
+pub async fn subdir_inode(meta: &Meta, volume: &str, path: &str) -> anyhow::Result<u64> {
+    let mut inode = 1;
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        let attr = match meta.lookup(inode, part.as_bytes()).await {
+            Ok(attr) => attr,
+            Err(MetaError::Errno(e)) => anyhow::bail!(
+                "--subdir {path}: {part:?} in volume {volume}: {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
+            Err(e) => return Err(e.into()),
+        };
+        if attr.kind != crate::meta::NodeType::Dir {
+            anyhow::bail!("--subdir {path}: {part:?} in volume {volume} is not a directory");
+        }
+        inode = attr.inode;
+    }
+    Ok(inode)
+}
+
+/// What a client applies of its own options and of its role's limits
+/// (`jfs.grant_client`, which the database enforces anyway): read-only if
+/// either says so; the role's squash over the client's own (`asked`).
+pub async fn limits_applied(
+    meta: &Meta,
+    read_only: bool,
+    asked: Option<Squash>,
+) -> anyhow::Result<(bool, Option<Squash>)> {
+    let role = meta.client_limits().await?;
+    if role.read_only && !read_only {
+        tracing::info!("this role is granted read-only (jfs.grant_client): attaching read-only");
+    }
+    let squash = match (role.squash, asked) {
+        (Some(theirs), Some(mine)) if theirs != mine => {
+            tracing::warn!("this role is granted {theirs} (jfs.grant_client): applied, not {mine}");
+            Some(theirs)
+        }
+        (theirs, mine) => theirs.or(mine),
+    };
+    if let Some(s) = squash {
+        tracing::info!("requests are squashed: {s}");
+    }
+    Ok((read_only || role.read_only, squash))
+}
+
+/// Registers the session of a client described by `info` (a JSON object,
+/// what `jfs status` shows), unless it reads a hot standby (`standby`),
+/// which keeps no trace of its clients: the session's `Meta` and id. The
+/// last step that can fail comes before the session exists, or takes it
+/// away again: a failed attach leaves no session row.
+pub async fn register(
+    meta: Meta,
+    standby: bool,
+    info: &str,
+    timeout: Duration,
+) -> anyhow::Result<(Meta, i64)> {
+    if standby {
+        return Ok((meta, NO_SESSION));
+    }
+    let sid = meta
+        .session_register(&hostname(), std::process::id() as i32, info, timeout)
+        .await?;
+    match meta.for_session(sid) {
+        Ok(m) => Ok((m, sid)),
+        Err(e) => {
+            let _ = meta.session_close(sid).await;
+            Err(e.into())
+        }
+    }
+}
+
+/// Starts `vfs`: reads the tier classes and, with a `changes_poll` interval
+/// (zero: never), follows the change log. On failure the session is closed.
+pub async fn start(vfs: &Arc<Vfs>, changes_poll: Duration) -> anyhow::Result<()> {
+    let mut started = vfs.reload_tier_classes().await;
+    if started.is_ok() && !changes_poll.is_zero() {
+        started = changes::spawn(vfs.clone(), changes_poll).await;
+    }
+    if let Err(e) = started {
+        let _ = vfs.close_session().await;
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// Starts `vfs`'s background work (in the current runtime) as `cfg` says,
+/// with heartbeats at least three times within the session's timeout
+/// (other clients end it after that much silence).
+pub fn spawn_background(vfs: Arc<Vfs>, mut cfg: BackgroundConfig, info: String) {
+    cfg.heartbeat = cfg
+        .heartbeat
+        .max(Duration::from_secs(1))
+        .min(cfg.session_timeout / 3);
+    cfg.gc_interval = cfg.gc_interval.max(Duration::from_secs(1));
+    background::spawn(vfs, cfg, hostname(), info);
+}

@@ -1,0 +1,401 @@
+//! `jfs._jfs`: the Python binding of `jfs_client::direct`, a volume used
+//! without FUSE. Each `Client` attaches once per process: its own runtime,
+//! connection pool and session. A process forked after it attached (a
+//! DataLoader worker) attaches again at its first call and never touches
+//! the parent's connections, which it leaves open and unused. Calls drop
+//! the GIL while they wait, so Python threads run them in parallel.
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jfs_client::direct::{Direct, DirectOptions, DirectResult, OpenFlags};
+use jfs_client::meta::{Attr, NodeType, SetAttr, TimeSet};
+use pyo3::exceptions::{PyOSError, PyPermissionError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// A stat as Python gets it: (inode, st_mode with the type bits, uid, gid,
+/// size, atime_ns, mtime_ns, ctime_ns, nlink).
+type StatTuple = (u64, u32, u32, u32, u64, i64, i64, i64, u32);
+
+/// One attachment: what a process (not its forks) uses.
+struct Attached {
+    runtime: tokio::runtime::Runtime,
+    direct: Direct,
+    pid: u32,
+}
+
+/// A volume attached to by this process (see the module's doc).
+#[pyclass(frozen, module = "jfs._jfs")]
+struct Client {
+    meta_url: String,
+    options: DirectOptions,
+    attached: Mutex<Option<Arc<Attached>>>,
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (meta_url, *, read_only=false, subdir=None, cache_dir=None,
+        cache_size_mib=10240, buffer_size_mib=300, max_connections=16, changes_poll=0.05,
+        commit_after=5.0, umask=None, uid=None, gid=None, describe=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        meta_url: String,
+        read_only: bool,
+        subdir: Option<String>,
+        cache_dir: Option<PathBuf>,
+        cache_size_mib: u64,
+        buffer_size_mib: usize,
+        max_connections: usize,
+        changes_poll: f64,
+        commit_after: f64,
+        umask: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        describe: Option<String>,
+    ) -> PyResult<Client> {
+        let seconds = |name: &str, s: f64| {
+            (s.is_finite() && s >= 0.0)
+                .then(|| Duration::from_secs_f64(s))
+                .ok_or_else(|| PyValueError::new_err(format!("{name}: give seconds, 0 or more")))
+        };
+        let defaults = DirectOptions::default();
+        let (uid, gid) = (uid.unwrap_or(defaults.uid), gid.unwrap_or(defaults.gid));
+        // acting as another user is root's (as a FUSE mount's requests carry
+        // the caller's own ids): a user gets no one else's access this way
+        if defaults.uid != 0 && (uid, gid) != (defaults.uid, defaults.gid) {
+            return Err(PyPermissionError::new_err(format!(
+                "jfs: only root may act as another user (this process is uid {}, gid {}; \
+                 asked for uid {uid}, gid {gid})",
+                defaults.uid, defaults.gid
+            )));
+        }
+        let options = DirectOptions {
+            read_only,
+            subdir,
+            cache_dir,
+            cache_mib: cache_size_mib,
+            buffer_mib: buffer_size_mib,
+            max_connections: max_connections.max(1),
+            changes_poll: seconds("changes_poll", changes_poll)?,
+            commit_after: seconds("commit_after", commit_after)?,
+            umask: umask.unwrap_or_else(process_umask),
+            uid,
+            gid,
+            describe: describe.unwrap_or_else(|| "python".to_string()),
+            ..defaults
+        };
+        let client = Client {
+            meta_url,
+            options,
+            attached: Mutex::new(None),
+        };
+        // attach now: a bad URL or key fails here, not at the first read
+        client.attached(py)?;
+        Ok(client)
+    }
+
+    /// The session this process's attachment registered.
+    fn session(&self, py: Python<'_>) -> PyResult<i64> {
+        Ok(self.attached(py)?.direct.session())
+    }
+
+    /// Commits what is pending and ends this process's session.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.attached.lock().unwrap().take();
+        if let Some(a) = taken {
+            if a.pid == std::process::id() {
+                py.detach(|| a.runtime.block_on(a.direct.close()));
+            } else {
+                std::mem::forget(a);
+            }
+        }
+    }
+
+    #[pyo3(signature = (path, follow=true))]
+    fn stat(&self, py: Python<'_>, path: &str, follow: bool) -> PyResult<StatTuple> {
+        let attr = self.run(py, path, async |d| d.stat(path.as_bytes(), follow).await)?;
+        Ok(stat_tuple(&attr))
+    }
+
+    /// The entries of a directory: (name, stat) pairs.
+    fn listdir(&self, py: Python<'_>, path: &str) -> PyResult<Vec<(String, StatTuple)>> {
+        let entries = self.run(py, path, async |d| d.list(path.as_bytes()).await)?;
+        Ok(entries
+            .into_iter()
+            .map(|(name, attr)| {
+                (
+                    String::from_utf8_lossy(&name).into_owned(),
+                    stat_tuple(&attr),
+                )
+            })
+            .collect())
+    }
+
+    #[pyo3(signature = (path, mode=0o777))]
+    fn mkdir(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
+        self.run(py, path, async |d| d.mkdir(path.as_bytes(), mode).await)
+            .map(drop)
+    }
+
+    fn unlink(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        self.run(py, path, async |d| d.unlink(path.as_bytes()).await)
+    }
+
+    fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        self.run(py, path, async |d| d.rmdir(path.as_bytes()).await)
+    }
+
+    fn rename(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        self.run(py, src, async |d| {
+            d.rename(src.as_bytes(), dst.as_bytes()).await
+        })
+    }
+
+    fn symlink(&self, py: Python<'_>, target: &str, path: &str) -> PyResult<()> {
+        self.run(py, path, async |d| {
+            d.symlink(target.as_bytes(), path.as_bytes()).await
+        })
+        .map(drop)
+    }
+
+    fn readlink(&self, py: Python<'_>, path: &str) -> PyResult<String> {
+        let target = self.run(py, path, async |d| d.readlink(path.as_bytes()).await)?;
+        Ok(String::from_utf8_lossy(&target).into_owned())
+    }
+
+    fn chmod(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
+        let change = SetAttr {
+            mode: Some(mode & 0o7777),
+            ..SetAttr::default()
+        };
+        self.set_attr(py, path, change)
+    }
+
+    fn chown(&self, py: Python<'_>, path: &str, uid: i64, gid: i64) -> PyResult<()> {
+        // -1 leaves an id as it is, as os.chown
+        let change = SetAttr {
+            uid: u32::try_from(uid).ok(),
+            gid: u32::try_from(gid).ok(),
+            ..SetAttr::default()
+        };
+        self.set_attr(py, path, change)
+    }
+
+    fn truncate(&self, py: Python<'_>, path: &str, length: u64) -> PyResult<()> {
+        self.set_attr(py, path, SetAttr::length(length))
+    }
+
+    /// Sets the access and modification times (ns; None: now).
+    #[pyo3(signature = (path, atime_ns=None, mtime_ns=None))]
+    fn utime(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
+    ) -> PyResult<()> {
+        let at = |ns: Option<i64>| Some(ns.map_or(TimeSet::Now, TimeSet::At));
+        let change = SetAttr {
+            atime: at(atime_ns),
+            mtime: at(mtime_ns),
+            ..SetAttr::default()
+        };
+        self.set_attr(py, path, change)
+    }
+
+    /// Opens a file with `os.open` flags: (handle, stat).
+    #[pyo3(signature = (path, flags, mode=0o666))]
+    fn open(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        flags: i32,
+        mode: u32,
+    ) -> PyResult<(u64, StatTuple)> {
+        let f = OpenFlags::of(flags);
+        let (fh, attr) = self.run(py, path, async |d| d.open(path.as_bytes(), f, mode).await)?;
+        Ok((fh, stat_tuple(&attr)))
+    }
+
+    /// Up to `size` bytes from `offset` (fewer at the end of the file).
+    fn pread<'py>(
+        &self,
+        py: Python<'py>,
+        fh: u64,
+        offset: u64,
+        size: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let data = self.run(py, "", async |d| d.read(fh, offset, size).await)?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// Writes all of `data` at `offset`.
+    fn pwrite(&self, py: Python<'_>, fh: u64, offset: u64, data: &[u8]) -> PyResult<()> {
+        self.run(py, "", async |d| d.write(fh, offset, data).await)
+    }
+
+    /// Commits the handle's writes: other clients see them from now on.
+    fn flush(&self, py: Python<'_>, fh: u64) -> PyResult<()> {
+        self.run(py, "", async |d| d.flush(fh).await)
+    }
+
+    /// Commits the handle's writes and makes them durable.
+    fn fsync(&self, py: Python<'_>, fh: u64) -> PyResult<()> {
+        self.run(py, "", async |d| d.fsync(fh).await)
+    }
+
+    /// Closes a handle (its writes committed first).
+    fn release(&self, py: Python<'_>, fh: u64) -> PyResult<()> {
+        self.run(py, "", async |d| d.close_handle(fh).await)
+    }
+
+    /// The stat of an open file, as this client sees it (its pending writes included).
+    fn fstat(&self, py: Python<'_>, inode: u64) -> PyResult<StatTuple> {
+        let attr = self.run(py, "", async |d| d.handle_attr(inode).await)?;
+        Ok(stat_tuple(&attr))
+    }
+
+    /// A whole-file lock ("r", "w", or "u" to drop it) of open file
+    /// `inode` for `owner`; mounts see it as an fcntl lock.
+    #[pyo3(signature = (inode, owner, kind, wait=true))]
+    fn lock(&self, py: Python<'_>, inode: u64, owner: u64, kind: &str, wait: bool) -> PyResult<()> {
+        let typ = match kind {
+            "r" => libc::F_RDLCK,
+            "w" => libc::F_WRLCK,
+            "u" => libc::F_UNLCK,
+            _ => return Err(PyValueError::new_err("lock kind: \"r\", \"w\" or \"u\"")),
+        };
+        self.run(py, "", async |d| d.lock(inode, owner, typ, wait).await)
+    }
+
+    /// Copies file `src` to `dst` as metadata (shared slices, no bytes moved).
+    fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        self.run(py, src, async |d| {
+            d.copy(src.as_bytes(), dst.as_bytes()).await
+        })
+    }
+
+    /// (total bytes, available bytes, used inodes, available inodes).
+    fn statfs(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, u64)> {
+        let s = self.run(py, "", async |d| d.statfs().await)?;
+        Ok((s.total_space, s.avail_space, s.used_inodes, s.avail_inodes))
+    }
+}
+
+impl Client {
+    /// This process's attachment, made now if there is none (or the one
+    /// there is was the parent's: this process is a fork).
+    fn attached(&self, py: Python<'_>) -> PyResult<Arc<Attached>> {
+        let mut slot = self.attached.lock().unwrap();
+        let pid = std::process::id();
+        if let Some(a) = slot.as_ref() {
+            if a.pid == pid {
+                return Ok(a.clone());
+            }
+            // the parent's runtime threads do not exist here, and its
+            // connections are the parent's: neither is touched, or dropped
+            std::mem::forget(slot.take());
+        }
+        let (url, options) = (&self.meta_url, &self.options);
+        let attached = py
+            .detach(|| attach(url, options))
+            .map_err(|e| PyRuntimeError::new_err(format!("jfs: attaching to the volume: {e:#}")))?;
+        let attached = Arc::new(attached);
+        *slot = Some(attached.clone());
+        Ok(attached)
+    }
+
+    /// Runs `op` on this process's attachment without the GIL; an errno
+    /// becomes an OSError (FileNotFoundError and so on) naming `path`.
+    fn run<T, F>(&self, py: Python<'_>, path: &str, op: F) -> PyResult<T>
+    where
+        F: AsyncFnOnce(&Direct) -> DirectResult<T> + Send,
+        T: Send,
+    {
+        let attached = self.attached(py)?;
+        let result = py.detach(|| attached.runtime.block_on(op(&attached.direct)));
+        result.map_err(|errno| os_error(errno, path))
+    }
+
+    fn set_attr(&self, py: Python<'_>, path: &str, change: SetAttr) -> PyResult<()> {
+        self.run(py, path, async |d| {
+            d.set_attr(path.as_bytes(), &change).await
+        })
+        .map(drop)
+    }
+}
+
+/// Attaches in a runtime of the attachment's own.
+fn attach(meta_url: &str, options: &DirectOptions) -> anyhow::Result<Attached> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("jfs")
+        .build()?;
+    let direct = runtime.block_on(Direct::attach(meta_url, options))?;
+    Ok(Attached {
+        runtime,
+        direct,
+        pid: std::process::id(),
+    })
+}
+
+/// An OSError of `errno` (Python picks its subclass), naming `path` if any.
+fn os_error(errno: i32, path: &str) -> PyErr {
+    let message = std::io::Error::from_raw_os_error(errno).to_string();
+    let message = message
+        .split(" (os error")
+        .next()
+        .unwrap_or(&message)
+        .to_string();
+    match path.is_empty() {
+        true => PyOSError::new_err((errno, message)),
+        false => PyOSError::new_err((errno, message, path.to_string())),
+    }
+}
+
+fn stat_tuple(a: &Attr) -> StatTuple {
+    let kind = match a.kind {
+        NodeType::File => libc::S_IFREG,
+        NodeType::Dir => libc::S_IFDIR,
+        NodeType::Symlink => libc::S_IFLNK,
+        NodeType::Fifo => libc::S_IFIFO,
+        NodeType::BlockDev => libc::S_IFBLK,
+        NodeType::CharDev => libc::S_IFCHR,
+        NodeType::Socket => libc::S_IFSOCK,
+    };
+    (
+        a.inode,
+        kind | (a.mode & 0o7777),
+        a.uid,
+        a.gid,
+        a.length,
+        a.atime,
+        a.mtime,
+        a.ctime,
+        a.nlink,
+    )
+}
+
+/// The process's umask (read without changing it for good: set and restored).
+fn process_umask() -> u32 {
+    let mask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+    nix::sys::stat::umask(mask);
+    mask.bits()
+}
+
+#[pymodule]
+fn _jfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("JFS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    m.add_class::<Client>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

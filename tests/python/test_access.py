@@ -1,0 +1,129 @@
+"""What the package refuses: a process is checked by the permission bits as
+the identity it runs as (no kernel checks them for it), quotas hold, and a
+bad URL says why."""
+import errno
+import os
+import subprocess
+
+import pytest
+
+import jfs
+from test_mount import wait_for
+
+NOBODY = 65534
+
+
+def as_nobody(meta_url, **options):
+    """The volume as user and group nobody (root may act as another user)."""
+    return jfs.FileSystem(meta_url, uid=NOBODY, gid=NOBODY, skip_instance_cache=True, **options)
+
+
+def outcome(op):
+    try:
+        op()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+
+def test_another_user_is_refused_what_the_bits_refuse(meta_url, volume, scratch):
+    volume.makedirs(f"{scratch}/private", exist_ok=True)
+    volume.chmod(f"{scratch}/private", 0o700)
+    volume.pipe_file(f"{scratch}/private/secret", b"s")
+    volume.pipe_file(f"{scratch}/readonly", b"r")
+    volume.chmod(f"{scratch}/readonly", 0o644)
+    volume.pipe_file(f"{scratch}/mine-only", b"m")
+    volume.chmod(f"{scratch}/mine-only", 0o600)
+    volume.makedirs(f"{scratch}/sticky", exist_ok=True)
+    volume.chmod(f"{scratch}/sticky", 0o1777)
+    volume.pipe_file(f"{scratch}/sticky/roots", b"x")
+    volume.chmod(scratch, 0o755)
+
+    fs = as_nobody(meta_url)
+    got = [
+        outcome(lambda: fs.ls(f"{scratch}/private")),
+        outcome(lambda: fs.cat_file(f"{scratch}/private/secret")),
+        outcome(lambda: fs.pipe_file(f"{scratch}/private/new", b"n")),
+        outcome(lambda: fs.cat_file(f"{scratch}/mine-only")),
+        outcome(lambda: fs.cat_file(f"{scratch}/readonly")),
+        outcome(lambda: fs.pipe_file(f"{scratch}/readonly", b"w")),
+        outcome(lambda: fs.pipe_file(f"{scratch}/new-in-755", b"w")),
+        outcome(lambda: fs.rm(f"{scratch}/readonly")),
+        outcome(lambda: fs.rm(f"{scratch}/sticky/roots")),
+        outcome(lambda: fs.pipe_file(f"{scratch}/sticky/nobodys", b"n")),
+        outcome(lambda: fs.rm(f"{scratch}/sticky/nobodys")),
+        outcome(lambda: fs.chmod(f"{scratch}/readonly", 0o777)),
+        outcome(lambda: fs.mv(f"{scratch}/readonly", f"{scratch}/sticky/stolen")),
+    ]
+    assert got == [
+        "EACCES", "EACCES", "EACCES", "EACCES", "ok", "EACCES", "EACCES", "EACCES",
+        "EPERM", "ok", "ok", "EPERM", "EACCES",
+    ], got
+    # nothing was changed by the refusals
+    assert volume.cat_file(f"{scratch}/readonly") == b"r"
+    assert volume.info(f"{scratch}/readonly")["mode"] & 0o777 == 0o644
+    assert sorted(volume.ls(f"{scratch}/sticky", detail=False)) == [f"{scratch}/sticky/roots"]
+
+
+def test_files_made_are_the_callers_with_its_umask(meta_url, volume, scratch):
+    volume.chmod(scratch, 0o777)
+
+    fs = as_nobody(meta_url, umask=0o027)
+    fs.pipe_file(f"{scratch}/by-nobody", b"n")
+    fs.mkdir(f"{scratch}/dir-by-nobody", create_parents=False)
+    # another client sees them once the change log shows them (as a mount does)
+    wait_for(lambda: volume.exists(f"{scratch}/by-nobody"))
+    wait_for(lambda: volume.exists(f"{scratch}/dir-by-nobody"))
+    f = volume.info(f"{scratch}/by-nobody")
+    d = volume.info(f"{scratch}/dir-by-nobody")
+    assert (f["uid"], f["gid"], f["mode"] & 0o777) == (NOBODY, NOBODY, 0o640)
+    assert (d["uid"], d["gid"], d["mode"] & 0o777) == (NOBODY, NOBODY, 0o750)
+
+
+def test_only_root_acts_as_another_user(meta_url):
+    """A user cannot borrow another's access: asking is refused before the
+    client connects."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                jfs.Client(meta_url, uid=0, gid=0)
+            except PermissionError as e:
+                code = 0 if "only root may act as another user" in str(e) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_quota_refuses_what_crosses_it(admin_url, volume, scratch):
+    subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", admin_url, "-c",
+                    f"SELECT count(*) FROM jfs.set_quota('{scratch}', 4194304, 3)"],
+                   check=True, capture_output=True)
+    volume.pipe_file(f"{scratch}/fits", b"x" * (1 << 20))
+    with pytest.raises(OSError) as e:
+        with volume.open(f"{scratch}/too-big", "wb") as f:
+            for _ in range(8):
+                f.write(b"y" * (1 << 20))
+    assert e.value.errno == errno.EDQUOT
+    volume.rm(f"{scratch}/too-big")
+    volume.pipe_file(f"{scratch}/second", b"")
+    volume.pipe_file(f"{scratch}/third", b"")
+    with pytest.raises(OSError) as e:
+        volume.pipe_file(f"{scratch}/fourth", b"")
+    assert e.value.errno == errno.EDQUOT
+    assert volume.cat_file(f"{scratch}/fits") == b"x" * (1 << 20)
+
+
+def test_a_bad_url_or_none_says_why(monkeypatch):
+    with pytest.raises(RuntimeError) as e:
+        jfs.Client("postgres:///no_such_database_here?host=/nonexistent")
+    assert "attaching to the volume" in str(e.value)
+    monkeypatch.delenv("JFS_META_URL")
+    with pytest.raises(ValueError) as e:
+        jfs.FileSystem(skip_instance_cache=True)
+    assert "JFS_META_URL" in str(e.value)
