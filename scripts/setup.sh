@@ -74,10 +74,11 @@ if ! "$VENV/bin/python" -c 'import lz4.block, zstandard, cryptography' 2>/dev/nu
   "$VENV/bin/pip" install -q 'lz4==4.4.5' 'zstandard==0.25.0' 'cryptography==50.0.2'
 fi
 # the Python package's build and tests: maturin builds it (scripts/test.sh),
-# pytest runs tests/python with fsspec's abstract suites, pandas and pyarrow
-if ! "$VENV/bin/python" -c 'import maturin, fsspec, pytest, pandas, pyarrow' 2>/dev/null; then
-  step "installing maturin, fsspec, pytest, pandas and pyarrow into $VENV (Python package tests)"
+# pytest runs tests/python with fsspec's abstract suites, pandas and pyarrow;
+# the gateway's tests use boto3 (with moto) and the AWS CLI
+if ! "$VENV/bin/python" -c 'import maturin, fsspec, pytest, pandas, pyarrow, awscli' 2>/dev/null; then
+  step "installing maturin, fsspec, pytest, pandas, pyarrow and awscli into $VENV (Python package and gateway tests)"
   "$VENV/bin/pip" install -q 'maturin==1.16.0' 'fsspec==2026.9.0' 'pytest==9.2.0' \
-    'pandas==3.1.1' 'pyarrow==26.0.1'
+    'pandas==3.1.1' 'pyarrow==26.0.1' 'awscli==1.46.3'
 fi
 step "toolchain ready"

@@ -1,4 +1,4 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway.
 mod bench;
 mod changelog;
 mod clone;
@@ -6,6 +6,7 @@ mod compact;
 mod dump;
 mod format;
 mod fsck;
+mod gateway;
 mod gc;
 mod info;
 mod load;
@@ -80,6 +81,8 @@ enum Command {
     Objbench(objbench::ObjbenchArgs),
     /// Print the volume's changes from its change log, oldest first (--follow for new ones)
     Changelog(changelog::ChangelogArgs),
+    /// Serve the volume as an S3 endpoint (buckets are its top-level directories)
+    Gateway(gateway::GatewayArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -120,6 +123,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(a) => bench::run(a),
         Command::Objbench(a) => runtime()?.block_on(objbench::run(a)),
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
+        Command::Gateway(a) => gateway::run(a),
     }
 }
 

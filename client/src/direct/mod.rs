@@ -324,17 +324,25 @@ impl Direct {
     /// for `read`, `write`, `flush`, `fsync` and `close`, and its attributes.
     pub async fn open(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {
         let (parent, name) = self.parent_of(path).await?;
-        let found = self.lookup_following(parent, name).await;
+        // (a create need not confirm a miss: the database refuses a name
+        // another client made, and the file is opened then)
+        let found = self.lookup_following(parent, name, !f.create).await;
         let attr = match found {
             Ok(_) if f.create && f.exclusive => return Err(libc::EEXIST),
             Ok(attr) => attr,
             Err(libc::ENOENT) if f.create => {
                 let node = self.new_node(NodeType::File, mode, None);
                 let create = self.vfs.create(parent, name, &node);
-                return self
+                match self
                     .vfs
                     .checked(&self.who, Need::Create(parent), create)
-                    .await;
+                    .await
+                {
+                    Err(libc::EEXIST) if !f.exclusive => {
+                        self.lookup_following(parent, name, true).await?
+                    }
+                    made => return made,
+                }
             }
             Err(e) => return Err(e),
         };
@@ -420,30 +428,34 @@ impl Direct {
     /// Copies file `from` to `to` (made or truncated) as metadata: the new
     /// file shares the source's slices, no bytes move.
     pub async fn copy(&self, from: &[u8], to: &[u8]) -> DirectResult<()> {
-        let read = OpenFlags {
-            read: true,
-            ..OpenFlags::default()
-        };
-        let (src, attr) = self.open(from, read, 0).await?;
+        let mode = self.stat(from, true).await?.mode & 0o7777;
         let write = OpenFlags {
             write: true,
             create: true,
             truncate: true,
             ..OpenFlags::default()
         };
-        let dst = match self.open(to, write, attr.mode & 0o7777).await {
-            Ok((fh, _)) => fh,
-            Err(e) => {
-                let _ = self.vfs.release(src).await;
-                return Err(e);
-            }
+        let (dst, _) = self.open(to, write, mode).await?;
+        let copied = self.copy_into(from, dst, 0).await;
+        let closed = self.close_handle(dst).await;
+        copied.and(closed).map(drop)
+    }
+
+    /// Copies all of file `from` into open handle `dst` at `offset` as
+    /// metadata (shared slices); the bytes copied.
+    pub async fn copy_into(&self, from: &[u8], dst: u64, offset: u64) -> DirectResult<u64> {
+        let read = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
         };
+        let (src, attr) = self.open(from, read, 0).await?;
         let mut copied = 0;
         let mut result = Ok(());
         while copied < attr.length {
+            let left = attr.length - copied;
             match self
                 .vfs
-                .copy_file_range(src, copied, dst, copied, attr.length - copied)
+                .copy_file_range(src, copied, dst, offset + copied, left)
                 .await
             {
                 Ok(0) => break,
@@ -454,9 +466,36 @@ impl Direct {
                 }
             }
         }
-        let closed = self.close_handle(dst).await;
         let _ = self.vfs.release(src).await;
-        result.and(closed)
+        result.map(|()| copied)
+    }
+
+    /// fsync(2) of directory `path`: every change committed before it
+    /// (its entries', and any other) is durable when this returns.
+    pub async fn sync_dir(&self, path: &[u8]) -> DirectResult<()> {
+        let inode = self.resolve(path, true).await?.inode;
+        let fh = self.vfs.opendir(inode).await?;
+        let synced = self.vfs.fsync(fh).await;
+        self.vfs.releasedir(fh);
+        synced
+    }
+
+    /// The value of extended attribute `name` of `path` (ENODATA: none).
+    pub async fn get_xattr(&self, path: &[u8], name: &[u8]) -> DirectResult<Vec<u8>> {
+        let inode = self.resolve(path, true).await?.inode;
+        let need = Need::xattr(inode, name, false);
+        self.vfs
+            .checked(&self.who, need, self.vfs.getxattr(inode, name))
+            .await
+    }
+
+    /// Sets extended attribute `name` of `path` to `value`.
+    pub async fn set_xattr(&self, path: &[u8], name: &[u8], value: &[u8]) -> DirectResult<()> {
+        let inode = self.resolve(path, true).await?.inode;
+        let need = Need::xattr(inode, name, true);
+        self.vfs
+            .checked(&self.who, need, self.vfs.setxattr(inode, name, value, 0))
+            .await
     }
 
     /// Takes (`typ` F_RDLCK or F_WRLCK) or drops (F_UNLCK) a whole-file
@@ -479,13 +518,40 @@ impl Direct {
         self.vfs.statfs().await
     }
 
-    /// Entry `name` of `parent`, its symlinks followed.
-    async fn lookup_following(&self, parent: u64, name: &[u8]) -> DirectResult<Attr> {
-        let search = Need::Search(parent);
-        let attr = self
-            .vfs
-            .checked(&self.who, search, self.vfs.lookup(parent, name))
-            .await?;
+    /// Entry `name` of directory `dir`, searched as this client. A miss is
+    /// confirmed against the change log: a name another client made before
+    /// this request is found (reads after writes, as S3 promises them; a
+    /// mount's kernel caches misses instead).
+    async fn lookup(&self, dir: u64, name: &[u8]) -> DirectResult<Attr> {
+        match self.lookup_cached(dir, name).await {
+            Err(libc::ENOENT) => {
+                self.vfs.catch_up_with_log().await;
+                self.lookup_cached(dir, name).await
+            }
+            found => found,
+        }
+    }
+
+    /// Entry `name` of directory `dir` as this client's caches know it.
+    async fn lookup_cached(&self, dir: u64, name: &[u8]) -> DirectResult<Attr> {
+        let search = Need::Search(dir);
+        self.vfs
+            .checked(&self.who, search, self.vfs.lookup(dir, name))
+            .await
+    }
+
+    /// Entry `name` of `parent`, its symlinks followed (a miss confirmed
+    /// against the change log if `confirm`).
+    async fn lookup_following(
+        &self,
+        parent: u64,
+        name: &[u8],
+        confirm: bool,
+    ) -> DirectResult<Attr> {
+        let attr = match confirm {
+            true => self.lookup(parent, name).await?,
+            false => self.lookup_cached(parent, name).await?,
+        };
         if attr.kind != NodeType::Symlink {
             return Ok(attr);
         }
@@ -553,11 +619,7 @@ impl Direct {
                 }
                 _ => {}
             }
-            let search = Need::Search(dir.inode);
-            let attr = self
-                .vfs
-                .checked(&self.who, search, self.vfs.lookup(dir.inode, &part))
-                .await?;
+            let attr = self.lookup(dir.inode, &part).await?;
             if attr.kind == NodeType::Symlink && (follow || !pending.is_empty()) {
                 links += 1;
                 if links > MAX_LINKS {

@@ -161,7 +161,7 @@ impl Vfs {
     /// lock's new holder must see of what the previous holder did. Gives
     /// up after [`CATCH_UP_LIMIT`] (the log cannot be read), and returns at
     /// once when the log is not followed.
-    pub(in crate::vfs) async fn catch_up_with_log(&self) {
+    pub async fn catch_up_with_log(&self) {
         if !self.config.follow_changes {
             return;
         }

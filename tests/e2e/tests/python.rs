@@ -1,8 +1,9 @@
 //! The Python package (`python/`, built and installed into the test venv by
 //! scripts/test.sh): the pytest suites of tests/python/ run against a volume
 //! with a FUSE mount of it beside them, as the client role.
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use jfs_e2e::*;
 
@@ -11,16 +12,23 @@ use jfs_e2e::*;
 fn pytest(name: &str, file: &str) {
     let v = Volume::new(name);
     let m = v.mount("m", &[]);
+    pytest_with(&v, &m, file, &[]);
+}
+
+/// Runs tests/python/`file` against `v` and its mount `m`, with `env` too.
+fn pytest_with(v: &Volume, m: &Mount, file: &str, env: &[(&str, String)]) {
     let suite = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../python")
         .join(file);
     let out = Command::new(venv_python())
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
         .arg(&suite)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("JFS_META_URL", &v.url)
         .env("JFS_TEST_ADMIN_URL", &v.admin_url)
         .env("JFS_TEST_READER_URL", meta_url_as(&v.db, READER_ROLE))
         .env("JFS_TEST_MOUNT", m.p(""))
+        .envs(env.iter().map(|(k, v)| (k, v.as_str())))
         .output()
         .expect("running pytest in the test venv");
     let report = String::from_utf8_lossy(&out.stdout);
@@ -36,6 +44,60 @@ fn pytest(name: &str, file: &str) {
         !report.contains(" skipped"),
         "pytest {file} skipped tests: {report}"
     );
+}
+
+/// `jfs gateway` of `v` on a port of its own, as the client role; stopped
+/// (SIGTERM, which ends its session) on drop.
+struct Gateway {
+    child: std::process::Child,
+    endpoint: String,
+}
+
+const GATEWAY_KEYS: (&str, &str) = ("jfs-test-access", "jfs-test-secret-key");
+
+impl Gateway {
+    fn start(v: &Volume) -> Gateway {
+        let mut child = jfs()
+            .args([
+                "gateway",
+                &v.url,
+                "127.0.0.1:0",
+                "--access-key",
+                GATEWAY_KEYS.0,
+            ])
+            .env("JFS_GATEWAY_SECRET_KEY", GATEWAY_KEYS.1)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting jfs gateway");
+        // (read on a thread: a gateway that never says where it listens
+        // fails the test instead of hanging it)
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_default();
+        let endpoint = line
+            .trim()
+            .strip_prefix("S3 endpoint: ")
+            .unwrap_or_else(|| panic!("jfs gateway did not start: {line:?}"))
+            .to_string();
+        Gateway { child, endpoint }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
 }
 
 #[test]
@@ -56,4 +118,25 @@ fn data_loader_workers_read_10000_files_in_forked_and_spawned_processes() {
 #[test]
 fn the_package_refuses_what_permissions_and_quotas_refuse() {
     pytest("py-access", "test_access.py");
+}
+
+#[test]
+fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
+    let v = Volume::new("py-gateway");
+    let m = v.mount("m", &[]);
+    let gateway = Gateway::start(&v);
+    let env = [
+        ("JFS_TEST_S3_ENDPOINT", gateway.endpoint.clone()),
+        (
+            "JFS_TEST_S3_KEYS",
+            format!("{}:{}", GATEWAY_KEYS.0, GATEWAY_KEYS.1),
+        ),
+        ("JFS_TEST_BLOCKS", v.bucket().display().to_string()),
+    ];
+    pytest_with(&v, &m, "test_gateway.py", &env);
+    let sessions =
+        || v.sql("SELECT count(*) FROM jfs.session WHERE info->>'client' LIKE 'gateway%'");
+    assert_eq!(sessions(), "1");
+    drop(gateway);
+    assert_eq!(sessions(), "0", "the gateway's session ends with it");
 }

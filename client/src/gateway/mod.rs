@@ -1,0 +1,138 @@
+//! `jfs gateway`: the volume as an S3 endpoint, on the s3s crate (its
+//! protocol, SigV4 checks, XML) over `crate::direct`. Buckets are the
+//! volume's top-level directories and keys the paths below them, as
+//! `juicefs gateway` maps them. An object is written to a file of the
+//! gateway's own (`/.jfs-gateway/tmp`) and renamed onto its key, so readers
+//! see the old object or the new one, never half of one; the response comes
+//! once the directory is synced. Multipart parts are files of the upload's
+//! directory, joined by copy_file_range (shared slices, no bytes moved);
+//! CopyObject is a copy_file_range too. ETags are kept in an xattr.
+pub mod list;
+mod objects;
+
+use std::sync::Arc;
+
+use s3s::dto::{ETag, Timestamp};
+use s3s::{S3Error, S3ErrorCode};
+
+use crate::direct::Direct;
+use crate::meta::{ns_to_time, Attr, NodeType};
+
+/// The gateway's own directory (not a bucket: no bucket name starts with ".").
+const SYSTEM_DIR: &str = "/.jfs-gateway";
+/// Objects being written, before they are renamed onto their keys.
+const TMP_DIR: &str = "/.jfs-gateway/tmp";
+/// Multipart uploads: a directory each, holding its parts.
+const UPLOADS_DIR: &str = "/.jfs-gateway/uploads";
+/// The xattr that keeps an object's ETag.
+const ETAG_XATTR: &[u8] = b"user.s3.etag";
+/// The xattr of an upload's directory that names its bucket and key.
+const UPLOAD_KEY_XATTR: &[u8] = b"user.s3.upload";
+/// Bytes gathered from a request body before they are written.
+const WRITE_PIECE: usize = 4 << 20;
+/// Bytes read per piece of a response body.
+const READ_PIECE: usize = 1 << 20;
+/// Keys a listing page holds at most (S3's own limit).
+const MAX_KEYS: usize = 1000;
+
+/// The S3 service over a volume attached to by this process.
+pub struct Gateway {
+    d: Arc<Direct>,
+}
+
+impl Gateway {
+    /// The gateway of `d`, its own directories made if missing.
+    pub async fn new(d: Arc<Direct>) -> anyhow::Result<Gateway> {
+        for dir in [SYSTEM_DIR, TMP_DIR, UPLOADS_DIR] {
+            match d.mkdir(dir.as_bytes(), 0o700).await {
+                Ok(_) | Err(libc::EEXIST) => {}
+                Err(e) => anyhow::bail!(
+                    "making the gateway's directory {dir} in the volume: {}",
+                    std::io::Error::from_raw_os_error(e)
+                ),
+            }
+        }
+        Ok(Gateway { d })
+    }
+}
+
+/// The S3 error of errno `e` from an operation on `what` (a key or bucket).
+fn s3_error(e: i32, what: &str) -> S3Error {
+    let (code, message) = match e {
+        libc::ENOENT => (S3ErrorCode::NoSuchKey, format!("{what}: no such key")),
+        libc::EACCES | libc::EPERM => (S3ErrorCode::AccessDenied, format!("{what}: access denied")),
+        libc::EROFS => (
+            S3ErrorCode::AccessDenied,
+            format!("{what}: the gateway is read-only"),
+        ),
+        libc::EDQUOT | libc::ENOSPC => (
+            S3ErrorCode::Custom("QuotaExceeded".into()),
+            format!("{what}: a quota of the volume or directory is reached"),
+        ),
+        libc::ENOTDIR | libc::EISDIR | libc::EEXIST | libc::ENOTEMPTY => (
+            S3ErrorCode::InvalidRequest,
+            format!(
+                "{what}: a key and a prefix of another key name one path in the file system ({})",
+                std::io::Error::from_raw_os_error(e)
+            ),
+        ),
+        libc::ENAMETOOLONG => (
+            S3ErrorCode::KeyTooLongError,
+            format!("{what}: a part of the key is longer than 255 bytes"),
+        ),
+        _ => (
+            S3ErrorCode::InternalError,
+            format!("{what}: {}", std::io::Error::from_raw_os_error(e)),
+        ),
+    };
+    let mut err = S3Error::with_message(code, message);
+    if e == libc::EDQUOT || e == libc::ENOSPC {
+        err.set_status_code(http_status_forbidden());
+    }
+    err
+}
+
+fn http_status_forbidden() -> hyper::StatusCode {
+    hyper::StatusCode::FORBIDDEN
+}
+
+/// The path of `key` of `bucket`; keys that are no path (empty names, "."
+/// or "..", NUL) are refused.
+fn object_path(bucket: &str, key: &str) -> Result<String, S3Error> {
+    let body = key.strip_suffix('/').unwrap_or(key);
+    let bad = key.is_empty()
+        || key.contains('\0')
+        || body
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..");
+    if bad {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            format!("{key:?}: keys are paths here: no empty, \".\" or \"..\" parts"),
+        ));
+    }
+    Ok(format!("/{bucket}/{body}"))
+}
+
+/// An ETag of a file written without the gateway (none kept): its inode,
+/// length and modification time, so it changes when the file does.
+fn derived_etag(attr: &Attr) -> ETag {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    h.update(attr.inode.to_le_bytes());
+    h.update(attr.length.to_le_bytes());
+    h.update(attr.mtime.to_le_bytes());
+    ETag::Strong(hex(&h.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn modified(attr: &Attr) -> Timestamp {
+    Timestamp::from(ns_to_time(attr.mtime))
+}
+
+fn is_file(attr: &Attr) -> bool {
+    attr.kind == NodeType::File
+}
