@@ -206,3 +206,18 @@ def test_the_aws_cli(bucket, tmp_path):
     run("s3", "cp", str(tree / "d0/f0"), f"s3://{bucket}/one")
     run("s3", "rm", "--recursive", f"s3://{bucket}/tree")
     assert run("s3", "ls", f"s3://{bucket}/").stdout.split()[-1] == "one"
+
+
+def test_a_quota_refuses_a_put_and_keeps_the_old_object(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="q/obj", Body=b"old")
+    subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", os.environ["JFS_TEST_ADMIN_URL"],
+                    "-c", f"SELECT count(*) FROM jfs.set_quota('/{bucket}', 1048576)"],
+                   check=True, capture_output=True)
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="q/obj", Body=os.urandom(2 << 20))
+    assert code(e) == "QuotaExceeded"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert s3.get_object(Bucket=bucket, Key="q/obj")["Body"].read() == b"old"
+    # nothing is left of the refused object in the gateway's own directory
+    leftovers = os.listdir(os.path.join(os.environ["JFS_TEST_MOUNT"], ".jfs-gateway", "tmp"))
+    assert leftovers == []

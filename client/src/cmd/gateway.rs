@@ -98,6 +98,10 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = term.recv() => break,
             };
+            // (small answers go out at once, not after the peer's delayed ACK)
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY: {e}");
+            }
             let service = service.clone();
             tokio::spawn(async move {
                 let served = hyper::server::conn::http1::Builder::new()

@@ -85,6 +85,29 @@ impl Gateway {
         Ok((md5, len))
     }
 
+    /// Writes `body` to a new file at `tmp` with its ETag (the MD5) kept:
+    /// the ETag and length; nothing is left at `tmp` if that fails.
+    async fn store_tagged(
+        &self,
+        tmp: &str,
+        body: Option<StreamingBlob>,
+    ) -> S3Result<(String, u64)> {
+        let stored = async {
+            let (md5, len) = self.store(tmp, body).await?;
+            let e_tag = hex(&md5);
+            self.d
+                .set_xattr(tmp.as_bytes(), ETAG_XATTR, e_tag.as_bytes())
+                .await
+                .map_err(|e| s3_error(e, tmp))?;
+            Ok((e_tag, len))
+        };
+        let result = stored.await;
+        if result.is_err() {
+            let _ = self.d.unlink(tmp.as_bytes()).await;
+        }
+        result
+    }
+
     /// Renames the file at `tmp` onto `key` of `bucket` (making the key's
     /// directories) and syncs: the object is there, durable, when this
     /// returns. `tmp` is removed if it cannot be.
@@ -349,7 +372,7 @@ impl S3 for Gateway {
         let PutObjectInput {
             bucket, key, body, ..
         } = req.input;
-        let path = object_path(&bucket, &key)?;
+        object_path(&bucket, &key)?;
         self.bucket(&bucket).await?;
         if key.ends_with('/') {
             // a "directory" key: the directory itself
@@ -360,22 +383,7 @@ impl S3 for Gateway {
             }));
         }
         let tmp = format!("{TMP_DIR}/{}", new_name());
-        let (md5, len) = match self.store(&tmp, body).await {
-            Ok(stored) => stored,
-            Err(e) => {
-                let _ = self.d.unlink(tmp.as_bytes()).await;
-                return Err(e);
-            }
-        };
-        let e_tag = hex(&md5);
-        let tagged = self
-            .d
-            .set_xattr(tmp.as_bytes(), ETAG_XATTR, e_tag.as_bytes())
-            .await;
-        if let Err(e) = tagged {
-            let _ = self.d.unlink(tmp.as_bytes()).await;
-            return Err(s3_error(e, &path));
-        }
+        let (e_tag, len) = self.store_tagged(&tmp, body).await?;
         self.place(&tmp, &bucket, &key).await?;
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(e_tag)),
@@ -548,23 +556,9 @@ impl S3 for Gateway {
         let (dir, _) = self.upload(&upload_id).await?;
         // written aside and renamed: a part sent again replaces the old whole
         let tmp = format!("{dir}/{}.tmp", new_name());
-        let stored = self.store(&tmp, body).await;
-        let (md5, _) = match stored {
-            Ok(stored) => stored,
-            Err(e) => {
-                let _ = self.d.unlink(tmp.as_bytes()).await;
-                return Err(e);
-            }
-        };
-        let e_tag = hex(&md5);
+        let (e_tag, _) = self.store_tagged(&tmp, body).await?;
         let part = format!("{dir}/{part_number:05}");
-        let placed = async {
-            self.d
-                .set_xattr(tmp.as_bytes(), ETAG_XATTR, e_tag.as_bytes())
-                .await?;
-            self.d.rename(tmp.as_bytes(), part.as_bytes()).await
-        };
-        if let Err(e) = placed.await {
+        if let Err(e) = self.d.rename(tmp.as_bytes(), part.as_bytes()).await {
             let _ = self.d.unlink(tmp.as_bytes()).await;
             return Err(s3_error(e, &part));
         }
