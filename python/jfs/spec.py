@@ -26,16 +26,22 @@ class _Clients:
     sessions end there (atexit ends them in other processes)."""
 
     def __init__(self):
-        self.clients = set()
+        self.clients = {}
         self.lock = threading.Lock()
 
-    def add(self, client):
+    def get(self, meta, options):
+        """The client of `meta` with `options`, made at the first call: one
+        per process (fsspec makes a file system per thread; they share it)."""
+        key = (meta, tuple(sorted(options.items())))
         with self.lock:
-            self.clients.add(client)
+            client = self.clients.get(key)
+            if client is None:
+                client = self.clients[key] = Client(meta, **options)
+            return client
 
     def close_all(self):
         with self.lock:
-            clients = list(self.clients)
+            clients = list(self.clients.values())
         for client in clients:
             client.close()
 
@@ -113,8 +119,7 @@ class JfsFileSystem(AbstractFileSystem):
             "describe",
         }
         client_options = {k: v for k, v in options.items() if k in known}
-        self.client = Client(meta, **client_options)
-        _clients.add(self.client)
+        self.client = _clients.get(meta, client_options)
 
     @classmethod
     def _strip_protocol(cls, path):
@@ -146,8 +151,8 @@ class JfsFileSystem(AbstractFileSystem):
                 target["islink"] = True
                 target["destination"] = info["destination"]
                 return target
-            except FileNotFoundError:
-                pass
+            except OSError:
+                pass  # dangling, a loop, or not ours to read: the link itself
         return info
 
     def ls(self, path, detail=True, **kwargs):
@@ -235,7 +240,7 @@ class JfsFileSystem(AbstractFileSystem):
             path = [path]
         for p in path:
             p = self._strip_protocol(p)
-            if recursive and self.isdir(p):
+            if recursive and stat.S_ISDIR(self.client.stat(p, False)[1]):
                 if p == "/":
                     raise ValueError("jfs: refusing to remove the root of the volume")
                 self._rm_tree(p)
@@ -440,20 +445,25 @@ class JfsFile(AbstractBufferedFile):
         pass
 
     def _upload_chunk(self, final=False):
-        data = self.buffer.getvalue()
+        data = self.buffer.getvalue() if self.mode != "rb" else b""
         if data:
             self.fs.client.pwrite(self.fh, self._base + self.offset, data)
         return True
 
     def fsync(self):
-        """Commits what was written and makes it durable."""
-        self.flush(force=False)
+        """Writes what is buffered, commits it and makes it durable."""
+        data = self.buffer.getvalue() if self.mode != "rb" else b""
+        if data:
+            self.fs.client.pwrite(self.fh, self._base + self.offset, data)
+            self.offset += len(data)
+            self.buffer = io.BytesIO()
         self.fs.client.fsync(self.fh)
 
     def lock(self, kind="w", wait=True):
-        """A whole-file lock: "r" shared, "w" exclusive, "u" to drop it.
+        """A whole-file lock: "r" shared (a file open to read), "w" exclusive
+        (a file open to write), "u" to drop it; closing the file drops it.
         FUSE mounts of the volume see it as an fcntl lock."""
-        self.fs.client.lock(self.inode, self.fh, kind, wait)
+        self.fs.client.lock(self.fh, kind, wait)
 
     def close(self):
         if self.closed:

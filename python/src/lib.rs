@@ -23,6 +23,28 @@ struct Attached {
     runtime: tokio::runtime::Runtime,
     direct: Direct,
     pid: u32,
+    /// Stamped on the handles Python gets (see [`Attached::handle`]).
+    token: u64,
+}
+
+/// Bits of a Python-visible handle that hold the attachment's token: a
+/// handle of an earlier attachment (the parent's, before a fork; one closed
+/// since) is refused with EBADF, never taken for another file's.
+const TOKEN_SHIFT: u32 = 40;
+
+impl Attached {
+    /// The handle Python gets for `fh`.
+    fn handle(&self, fh: u64) -> u64 {
+        (self.token << TOKEN_SHIFT) | fh
+    }
+
+    /// The `Direct` handle of Python's `handle`, if it is this attachment's.
+    fn fh(&self, handle: u64) -> DirectResult<u64> {
+        match handle >> TOKEN_SHIFT == self.token {
+            true => Ok(handle & ((1 << TOKEN_SHIFT) - 1)),
+            false => Err(libc::EBADF),
+        }
+    }
 }
 
 /// A volume attached to by this process (see the module's doc).
@@ -30,7 +52,23 @@ struct Attached {
 struct Client {
     meta_url: String,
     options: DirectOptions,
+    /// Whether uid and gid were given (else each attachment takes the
+    /// process's own, which a fork may have changed).
+    ids_given: bool,
     attached: Mutex<Option<Arc<Attached>>>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // a fork's copy of the parent's attachment is never dropped here:
+        // its runtime would wait for threads that do not exist in the fork
+        let slot = self.attached.get_mut().map(Option::take);
+        if let Ok(Some(a)) = slot {
+            if a.pid != std::process::id() {
+                std::mem::forget(a);
+            }
+        }
+    }
 }
 
 #[pymethods]
@@ -62,6 +100,7 @@ impl Client {
                 .ok_or_else(|| PyValueError::new_err(format!("{name}: give seconds, 0 or more")))
         };
         let defaults = DirectOptions::default();
+        let ids_given = (uid, gid);
         let (uid, gid) = (uid.unwrap_or(defaults.uid), gid.unwrap_or(defaults.gid));
         // acting as another user is root's (as a FUSE mount's requests carry
         // the caller's own ids): a user gets no one else's access this way
@@ -90,6 +129,7 @@ impl Client {
         let client = Client {
             meta_url,
             options,
+            ids_given: ids_given.0.is_some() || ids_given.1.is_some(),
             attached: Mutex::new(None),
         };
         // attach now: a bad URL or key fails here, not at the first read
@@ -216,8 +256,14 @@ impl Client {
         mode: u32,
     ) -> PyResult<(u64, StatTuple)> {
         let f = OpenFlags::of(flags);
-        let (fh, attr) = self.run(py, path, async |d| d.open(path.as_bytes(), f, mode).await)?;
-        Ok((fh, stat_tuple(&attr)))
+        let attached = self.attached(py)?;
+        let opened = py.detach(|| {
+            attached
+                .runtime
+                .block_on(attached.direct.open(path.as_bytes(), f, mode))
+        });
+        let (fh, attr) = opened.map_err(|e| os_error(e, path))?;
+        Ok((attached.handle(fh), stat_tuple(&attr)))
     }
 
     /// Up to `size` bytes from `offset` (fewer at the end of the file).
@@ -228,47 +274,48 @@ impl Client {
         offset: u64,
         size: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let data = self.run(py, "", async |d| d.read(fh, offset, size).await)?;
+        let data = self.run_handle(py, fh, async |d, fh| d.read(fh, offset, size).await)?;
         Ok(PyBytes::new(py, &data))
     }
 
     /// Writes all of `data` at `offset`.
     fn pwrite(&self, py: Python<'_>, fh: u64, offset: u64, data: &[u8]) -> PyResult<()> {
-        self.run(py, "", async |d| d.write(fh, offset, data).await)
+        self.run_handle(py, fh, async |d, fh| d.write(fh, offset, data).await)
     }
 
     /// Commits the handle's writes: other clients see them from now on.
     fn flush(&self, py: Python<'_>, fh: u64) -> PyResult<()> {
-        self.run(py, "", async |d| d.flush(fh).await)
+        self.run_handle(py, fh, async |d, fh| d.flush(fh).await)
     }
 
     /// Commits the handle's writes and makes them durable.
     fn fsync(&self, py: Python<'_>, fh: u64) -> PyResult<()> {
-        self.run(py, "", async |d| d.fsync(fh).await)
+        self.run_handle(py, fh, async |d, fh| d.fsync(fh).await)
     }
 
     /// Closes a handle (its writes committed first).
     fn release(&self, py: Python<'_>, fh: u64) -> PyResult<()> {
-        self.run(py, "", async |d| d.close_handle(fh).await)
+        self.run_handle(py, fh, async |d, fh| d.close_handle(fh).await)
     }
 
     /// The stat of an open file, as this client sees it (its pending writes included).
-    fn fstat(&self, py: Python<'_>, inode: u64) -> PyResult<StatTuple> {
-        let attr = self.run(py, "", async |d| d.handle_attr(inode).await)?;
+    fn fstat(&self, py: Python<'_>, fh: u64) -> PyResult<StatTuple> {
+        let attr = self.run_handle(py, fh, async |d, fh| d.handle_attr(fh).await)?;
         Ok(stat_tuple(&attr))
     }
 
-    /// A whole-file lock ("r", "w", or "u" to drop it) of open file
-    /// `inode` for `owner`; mounts see it as an fcntl lock.
-    #[pyo3(signature = (inode, owner, kind, wait=true))]
-    fn lock(&self, py: Python<'_>, inode: u64, owner: u64, kind: &str, wait: bool) -> PyResult<()> {
+    /// A whole-file lock ("r", "w", or "u" to drop it) of handle `fh`'s
+    /// file, owned by the handle (closing it drops it); mounts see it as an
+    /// fcntl lock.
+    #[pyo3(signature = (fh, kind, wait=true))]
+    fn lock(&self, py: Python<'_>, fh: u64, kind: &str, wait: bool) -> PyResult<()> {
         let typ = match kind {
             "r" => libc::F_RDLCK,
             "w" => libc::F_WRLCK,
             "u" => libc::F_UNLCK,
             _ => return Err(PyValueError::new_err("lock kind: \"r\", \"w\" or \"u\"")),
         };
-        self.run(py, "", async |d| d.lock(inode, owner, typ, wait).await)
+        self.run_handle(py, fh, async |d, fh| d.lock(fh, typ, wait).await)
     }
 
     /// Copies file `src` to `dst` as metadata (shared slices, no bytes moved).
@@ -289,23 +336,32 @@ impl Client {
     /// This process's attachment, made now if there is none (or the one
     /// there is was the parent's: this process is a fork).
     fn attached(&self, py: Python<'_>) -> PyResult<Arc<Attached>> {
-        let mut slot = self.attached.lock().unwrap();
-        let pid = std::process::id();
-        if let Some(a) = slot.as_ref() {
-            if a.pid == pid {
-                return Ok(a.clone());
+        // (the lock is taken, and an attach made, without the GIL: a thread
+        // holding it never waits for one waiting on it)
+        py.detach(|| {
+            let mut slot = self.attached.lock().unwrap();
+            let pid = std::process::id();
+            if let Some(a) = slot.as_ref() {
+                if a.pid == pid {
+                    return Ok(a.clone());
+                }
+                // the parent's runtime threads do not exist here, and its
+                // connections are the parent's: neither is touched, or dropped
+                std::mem::forget(slot.take());
             }
-            // the parent's runtime threads do not exist here, and its
-            // connections are the parent's: neither is touched, or dropped
-            std::mem::forget(slot.take());
-        }
-        let (url, options) = (&self.meta_url, &self.options);
-        let attached = py
-            .detach(|| attach(url, options))
-            .map_err(|e| PyRuntimeError::new_err(format!("jfs: attaching to the volume: {e:#}")))?;
-        let attached = Arc::new(attached);
-        *slot = Some(attached.clone());
-        Ok(attached)
+            let mut options = self.options.clone();
+            if !self.ids_given {
+                // a fork may have changed its user since (setuid)
+                let own = DirectOptions::default();
+                (options.uid, options.gid) = (own.uid, own.gid);
+            }
+            let attached = Arc::new(attach(&self.meta_url, &options)?);
+            *slot = Some(attached.clone());
+            Ok(attached)
+        })
+        .map_err(|e: anyhow::Error| {
+            PyRuntimeError::new_err(format!("jfs: attaching to the volume: {e:#}"))
+        })
     }
 
     /// Runs `op` on this process's attachment without the GIL; an errno
@@ -318,6 +374,19 @@ impl Client {
         let attached = self.attached(py)?;
         let result = py.detach(|| attached.runtime.block_on(op(&attached.direct)));
         result.map_err(|errno| os_error(errno, path))
+    }
+
+    /// Runs `op` with the `Direct` handle of Python's `handle` (EBADF if it
+    /// is not this attachment's).
+    fn run_handle<T, F>(&self, py: Python<'_>, handle: u64, op: F) -> PyResult<T>
+    where
+        F: AsyncFnOnce(&Direct, u64) -> DirectResult<T> + Send,
+        T: Send,
+    {
+        let attached = self.attached(py)?;
+        let fh = attached.fh(handle).map_err(|e| os_error(e, ""))?;
+        let result = py.detach(|| attached.runtime.block_on(op(&attached.direct, fh)));
+        result.map_err(|errno| os_error(errno, ""))
     }
 
     fn set_attr(&self, py: Python<'_>, path: &str, change: SetAttr) -> PyResult<()> {
@@ -339,7 +408,24 @@ fn attach(meta_url: &str, options: &DirectOptions) -> anyhow::Result<Attached> {
         runtime,
         direct,
         pid: std::process::id(),
+        token: rand_token(),
     })
+}
+
+/// A token no earlier attachment of this process had, most likely (24 bits:
+/// the pid, the time and a counter mixed).
+fn rand_token() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(1);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mixed = nanos
+        ^ (u64::from(std::process::id()) << 20)
+        ^ COUNT
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9);
+    (mixed % ((1 << 23) - 1)) + 1
 }
 
 /// An OSError of `errno` (Python picks its subclass), naming `path` if any.

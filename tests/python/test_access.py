@@ -80,6 +80,23 @@ def test_files_made_are_the_callers_with_its_umask(meta_url, volume, scratch):
     assert (d["uid"], d["gid"], d["mode"] & 0o777) == (NOBODY, NOBODY, 0o750)
 
 
+def test_handles_do_what_they_were_opened_for_and_makedirs_passes_others_dirs(meta_url, volume, scratch):
+    volume.chmod(scratch, 0o777)
+    volume.pipe_file(f"{scratch}/roots", b"r")
+    volume.chmod(f"{scratch}/roots", 0o644)
+    fs = as_nobody(meta_url)
+    fh, _ = fs.client.open(f"{scratch}/roots", os.O_RDONLY)
+    with pytest.raises(OSError) as e:
+        fs.client.pwrite(fh, 0, b"owned")
+    assert e.value.errno == errno.EBADF
+    fs.client.release(fh)
+    assert volume.cat_file(f"{scratch}/roots") == b"r"
+    # the root-owned directories on the way exist: EEXIST, not EACCES
+    volume.chmod("/", 0o755)
+    fs.makedirs(f"{scratch}/mine/deeper", exist_ok=True)
+    assert fs.info(f"{scratch}/mine/deeper")["uid"] == NOBODY
+
+
 def test_only_root_acts_as_another_user(meta_url):
     """A user cannot borrow another's access: asking is refused before the
     client connects."""

@@ -152,3 +152,22 @@ def test_pandas_and_pyarrow_read_through_fsspec(meta_url, volume, scratch):
     table = ds.dataset(f"{scratch}/parts", format="parquet", filesystem=volume).to_table()
     assert table.num_rows == 900
     assert sorted(table.column("id").to_pylist()) == list(range(900))
+
+
+def test_links_copies_onto_themselves_and_removing_a_linked_tree(volume, scratch):
+    volume.makedirs(f"{scratch}/data", exist_ok=True)
+    volume.pipe_file(f"{scratch}/data/x", b"target")
+    # a relative link to an absolute one: the absolute one reads from the root
+    volume.mkdir(f"{scratch}/d")
+    volume.symlink(f"{scratch}/data/x", f"{scratch}/d/g")
+    volume.symlink("g", f"{scratch}/d/f")
+    assert volume.cat_file(f"{scratch}/d/f") == b"target"
+    # a copy onto itself (or its link) keeps it
+    volume.cp_file(f"{scratch}/data/x", f"{scratch}/data/x")
+    volume.cp_file(f"{scratch}/data/x", f"{scratch}/d/g")
+    assert volume.cat_file(f"{scratch}/data/x") == b"target"
+    # removing a link to a directory, recursively, removes the link only
+    volume.symlink(f"{scratch}/data", f"{scratch}/link")
+    volume.rm(f"{scratch}/link", recursive=True)
+    assert not volume.exists(f"{scratch}/link")
+    assert volume.cat_file(f"{scratch}/data/x") == b"target"

@@ -70,8 +70,12 @@ def test_round_trips_and_ranges(s3, bucket):
     assert code(e) == "InvalidArgument"
     s3.delete_object(Bucket=bucket, Key="dir/sub/obj.bin")
     s3.delete_object(Bucket=bucket, Key="dir/sub/obj.bin")  # missing: no error, as S3
-    with pytest.raises(botocore.exceptions.ClientError):
+    with pytest.raises(botocore.exceptions.ClientError) as e:
         s3.head_object(Bucket=bucket, Key="dir/sub/obj.bin")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="empty", Range="bytes=-10")
+    assert code(e) == "InvalidRange"
     with pytest.raises(botocore.exceptions.ClientError) as e:
         s3.delete_bucket(Bucket=bucket)
     assert code(e) == "BucketNotEmpty"
@@ -101,7 +105,10 @@ def test_multipart_upload_of_100_mib(s3, bucket, tmp_path):
     s3.upload_file(str(source), bucket, "models/big.bin", Config=config)
     head = s3.head_object(Bucket=bucket, Key="models/big.bin")
     assert head["ContentLength"] == 100 << 20
-    assert head["ETag"].endswith('-13"')
+    data = source.read_bytes()
+    parts = [hashlib.md5(data[i:i + (8 << 20)]).digest() for i in range(0, len(data), 8 << 20)]
+    assert head["ETag"] == f'"{hashlib.md5(b"".join(parts)).hexdigest()}-13"'
+
     back = tmp_path / "back"
     s3.download_file(bucket, "models/big.bin", str(back), Config=config)
     assert hashlib.sha256(back.read_bytes()).digest() == hashlib.sha256(source.read_bytes()).digest()
@@ -146,6 +153,11 @@ def test_listing_10000_keys_in_pages(s3, bucket):
     # StartAfter, and the v1 listing with a marker
     after = s3.list_objects_v2(Bucket=bucket, StartAfter="d9/k09980")
     assert [o["Key"] for o in after["Contents"]] == sorted(k for k in keys if k > "d9/k09980")
+    # no key has a ".." part: such a prefix lists nothing (not outside the bucket)
+    for prefix in ["../", "d1/../", "d1//", "./"]:
+        assert s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []) == []
+    none = s3.list_objects_v2(Bucket=bucket, MaxKeys=0)
+    assert none["KeyCount"] == 0 and not none["IsTruncated"]
     v1 = s3.list_objects(Bucket=bucket, Marker="d8/k05000", MaxKeys=5)
     assert [o["Key"] for o in v1["Contents"]] == sorted(k for k in keys if k > "d8/k05000")[:5]
     assert v1["IsTruncated"]
@@ -221,3 +233,23 @@ def test_a_quota_refuses_a_put_and_keeps_the_old_object(s3, bucket):
     # nothing is left of the refused object in the gateway's own directory
     leftovers = os.listdir(os.path.join(os.environ["JFS_TEST_MOUNT"], ".jfs-gateway", "tmp"))
     assert leftovers == []
+
+
+def test_directory_markers_and_etags_of_changed_files(s3, bucket):
+    mount = os.environ["JFS_TEST_MOUNT"]
+    s3.put_object(Bucket=bucket, Key="marker/", Body=b"")
+    assert s3.head_object(Bucket=bucket, Key="marker/")["ContentLength"] == 0
+    assert os.path.isdir(os.path.join(mount, bucket, "marker"))
+    s3.put_object(Bucket=bucket, Key="marker/x", Body=b"x")
+    s3.delete_object(Bucket=bucket, Key="marker/")  # keys remain under it: no error
+    s3.put_object(Bucket=bucket, Key="file", Body=b"a file")
+    with pytest.raises(botocore.exceptions.ClientError):
+        s3.head_object(Bucket=bucket, Key="file/")
+    with pytest.raises(botocore.exceptions.ClientError):
+        s3.put_object(Bucket=bucket, Key="file/", Body=b"")
+    # a file a mount rewrote has a new ETag, not the kept MD5
+    etag = s3.head_object(Bucket=bucket, Key="file")["ETag"]
+    with open(os.path.join(mount, bucket, "file"), "r+b") as f:
+        f.write(b"A FILE")
+    assert s3.head_object(Bucket=bucket, Key="file")["ETag"] != etag
+    assert s3.get_object(Bucket=bucket, Key="file")["Body"].read() == b"A FILE"

@@ -132,3 +132,46 @@ def test_threads_share_one_client(volume, scratch):
 
     with ThreadPoolExecutor(16) as pool:
         assert sorted(pool.map(job, range(32))) == list(range(32))
+
+
+def child_after_fork(fs, client, handle, path, out):
+    """In a forked child: threads making their first calls at once all get
+    through (one attaches, none waits for ever), and the parent's handle is
+    refused, even once the child has a handle of its own that a bare number
+    would name."""
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: fs.cat_file(path), range(8)))
+    if got != [b"parent's"] * 8:
+        out.put(f"read {got!r}")
+        return
+    # the client's first handle here, as `handle` was its first in the parent
+    own, _ = client.open(path + "-other", os.O_RDONLY)
+    try:
+        got = client.pread(handle, 0, 8)
+        out.put(f"the parent's handle read {got!r} in the child")
+        return
+    except OSError as e:
+        if e.errno != 9:  # EBADF
+            out.put(f"the parent's handle gave {e!r}")
+            return
+    client.release(own)
+    out.put("ok")
+
+
+def test_a_handle_from_before_a_fork_is_refused_in_the_child(volume, scratch):
+    path = f"{scratch}/p"
+    volume.pipe_file(path, b"parent's")
+    volume.pipe_file(path + "-other", b"child's!")
+    client = jfs.Client(os.environ["JFS_META_URL"])
+    handle, _ = client.open(path, os.O_RDONLY)
+    assert client.pread(handle, 0, 8) == b"parent's"
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=child_after_fork, args=(volume, client, handle, path, out),
+                        daemon=True)
+    child.start()
+    assert out.get(timeout=120) == "ok"
+    child.join(60)
+    assert child.exitcode == 0
+    client.release(handle)
+    client.close()

@@ -58,7 +58,7 @@ def test_written_through_the_mount_read_by_the_package(volume, mount, scratch):
 def test_locks_are_shared_with_the_mount(volume, mount, scratch):
     volume.pipe_file(f"{scratch}/locked", b"x")
     local = os.path.join(mount, scratch.lstrip("/"), "locked")
-    with volume.open(f"{scratch}/locked", "rb") as f:
+    with volume.open(f"{scratch}/locked", "ab") as f:
         f.lock("w")
         with open(local, "rb") as g:
             try:
@@ -75,3 +75,22 @@ def test_locks_are_shared_with_the_mount(volume, mount, scratch):
                     raise AssertionError("the package took a lock the mount holds")
                 except BlockingIOError:
                     pass
+
+
+def test_closing_drops_locks_and_fsync_writes_what_is_buffered(volume, mount, scratch):
+    local = os.path.join(mount, scratch.lstrip("/"), "f")
+    f = volume.open(f"{scratch}/f", "wb")
+    f.write(b"durable")
+    f.lock("w")
+    f.fsync()
+    # what fsync returned for is there for every client, before the close
+    wait_for(lambda: os.path.exists(local) and open(local, "rb").read() == b"durable")
+    with open(local, "r+b") as g:
+        try:
+            fcntl.lockf(g, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            raise AssertionError("the mount took a lock the package holds")
+        except OSError:
+            pass
+    f.close()  # no unlock: the close drops the lock
+    with open(local, "r+b") as g:
+        fcntl.lockf(g, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -102,6 +102,16 @@ pub struct Direct {
     vfs: Arc<Vfs>,
     who: Who,
     umask: u32,
+    /// What each handle this client opened is of and may do.
+    handles: std::sync::Mutex<std::collections::HashMap<u64, Opened>>,
+}
+
+/// An open handle: its file and how it was opened.
+#[derive(Debug, Clone, Copy)]
+struct Opened {
+    inode: u64,
+    read: bool,
+    write: bool,
 }
 
 impl Direct {
@@ -178,6 +188,7 @@ impl Direct {
             vfs,
             who,
             umask: o.umask & 0o777,
+            handles: Default::default(),
         })
     }
 
@@ -263,9 +274,16 @@ impl Direct {
         let (parent, name) = self.parent_of(path).await?;
         let node = self.new_node(kind, mode, target);
         let make = self.vfs.mknod(parent, name, &node);
-        self.vfs
+        match self
+            .vfs
             .checked(&self.who, Need::Create(parent), make)
             .await
+        {
+            // an existing name is EEXIST even in a directory the caller
+            // may not write, as Linux says (makedirs relies on it)
+            Err(libc::EACCES) if self.lookup(parent, name).await.is_ok() => Err(libc::EEXIST),
+            made => made,
+        }
     }
 
     fn new_node<'a>(&self, kind: NodeType, mode: u32, target: Option<&'a [u8]>) -> NewNode<'a> {
@@ -323,6 +341,17 @@ impl Direct {
     /// Opens (and with `create`, makes with `mode`) file `path`: a handle
     /// for `read`, `write`, `flush`, `fsync` and `close`, and its attributes.
     pub async fn open(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {
+        let (fh, attr) = self.open_file(path, f, mode).await?;
+        let opened = Opened {
+            inode: attr.inode,
+            read: f.read,
+            write: f.write,
+        };
+        self.handles.lock().unwrap().insert(fh, opened);
+        Ok((fh, attr))
+    }
+
+    async fn open_file(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {
         let (parent, name) = self.parent_of(path).await?;
         // (a create need not confirm a miss: the database refuses a name
         // another client made, and the file is opened then)
@@ -367,8 +396,18 @@ impl Direct {
         Ok((fh, attr))
     }
 
+    /// Handle `fh` of this client, if it was opened to `read` or `write`
+    /// as asked (EBADF otherwise, as read(2) and write(2) say).
+    fn opened(&self, fh: u64, read: bool, write: bool) -> DirectResult<Opened> {
+        match self.handles.lock().unwrap().get(&fh) {
+            Some(o) if (o.read || !read) && (o.write || !write) => Ok(*o),
+            _ => Err(libc::EBADF),
+        }
+    }
+
     /// Up to `size` bytes of handle `fh` from `offset` (fewer at the end).
     pub async fn read(&self, fh: u64, offset: u64, size: usize) -> DirectResult<Vec<u8>> {
+        self.opened(fh, true, false)?;
         let mut data = Vec::with_capacity(size.min(64 << 20));
         while data.len() < size {
             let want = (size - data.len()).min(IO_PIECE);
@@ -386,6 +425,7 @@ impl Direct {
 
     /// Writes all of `data` to handle `fh` at `offset`.
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> DirectResult<()> {
+        self.opened(fh, false, true)?;
         let mut done = 0;
         while done < data.len() {
             let end = (done + IO_PIECE).min(data.len());
@@ -405,30 +445,44 @@ impl Direct {
     /// Commits the pending writes of handle `fh` (close-to-open: other
     /// clients see them once this returns).
     pub async fn flush(&self, fh: u64) -> DirectResult<()> {
+        self.opened(fh, false, false)?;
         self.vfs.flush(fh).await
     }
 
     /// Commits and makes durable the writes of handle `fh`.
     pub async fn fsync(&self, fh: u64) -> DirectResult<()> {
+        self.opened(fh, false, false)?;
         self.vfs.fsync(fh).await
     }
 
-    /// Closes handle `fh`, committing its writes first.
+    /// Closes handle `fh`: its writes committed first, its locks dropped
+    /// (as a close(2) drops the descriptor's fcntl locks).
     pub async fn close_handle(&self, fh: u64) -> DirectResult<()> {
+        let Some(opened) = self.handles.lock().unwrap().remove(&fh) else {
+            return Err(libc::EBADF);
+        };
         let flushed = self.vfs.flush(fh).await;
+        let unlocked = self.vfs.unlock_owner(opened.inode, fh).await;
         let released = self.vfs.release(fh).await;
-        flushed.and(released)
+        flushed.and(unlocked).and(released)
     }
 
-    /// The attributes of open handle `fh`'s file as this client sees them.
-    pub async fn handle_attr(&self, inode: u64) -> DirectResult<Attr> {
+    /// The attributes of handle `fh`'s file as this client sees them (its
+    /// pending writes included).
+    pub async fn handle_attr(&self, fh: u64) -> DirectResult<Attr> {
+        let inode = self.opened(fh, false, false)?.inode;
         self.vfs.getattr(inode).await
     }
 
     /// Copies file `from` to `to` (made or truncated) as metadata: the new
     /// file shares the source's slices, no bytes move.
     pub async fn copy(&self, from: &[u8], to: &[u8]) -> DirectResult<()> {
-        let mode = self.stat(from, true).await?.mode & 0o7777;
+        let source = self.stat(from, true).await?;
+        if self.stat(to, true).await.map(|a| a.inode) == Ok(source.inode) {
+            // (truncating the destination would empty the source)
+            return Ok(());
+        }
+        let mode = source.mode & 0o7777;
         let write = OpenFlags {
             write: true,
             create: true,
@@ -448,7 +502,7 @@ impl Direct {
             read: true,
             ..OpenFlags::default()
         };
-        let (src, attr) = self.open(from, read, 0).await?;
+        let (src, attr) = self.open_file(from, read, 0).await?;
         let mut copied = 0;
         let mut result = Ok(());
         while copied < attr.length {
@@ -499,10 +553,13 @@ impl Direct {
     }
 
     /// Takes (`typ` F_RDLCK or F_WRLCK) or drops (F_UNLCK) a whole-file
-    /// lock of open file `inode` for `owner`, as fcntl(F_SETLK[W]) on a
-    /// mount does (mounts and direct clients see each other's locks);
-    /// `wait` waits for a lock held elsewhere.
-    pub async fn lock(&self, inode: u64, owner: u64, typ: i32, wait: bool) -> DirectResult<()> {
+    /// lock of handle `fh`'s file, owned by the handle, as fcntl(F_SETLK[W])
+    /// on a mount does (mounts and direct clients see each other's locks);
+    /// `wait` waits for a lock held elsewhere. A read lock needs a handle
+    /// open for reading, a write lock one open for writing, as fcntl says.
+    pub async fn lock(&self, fh: u64, typ: i32, wait: bool) -> DirectResult<()> {
+        let (read, write) = (typ == libc::F_RDLCK, typ == libc::F_WRLCK);
+        let (inode, owner) = (self.opened(fh, read, write)?.inode, fh);
         let pid = std::process::id();
         let whole = LockRange {
             typ,
@@ -627,7 +684,7 @@ impl Direct {
                 }
                 let target = self.vfs.readlink(attr.inode).await?;
                 if target.first() == Some(&b'/') {
-                    stack.truncate(1);
+                    stack = vec![self.vfs.getattr(root).await?];
                 }
                 for part in components(&target).collect::<Vec<_>>().into_iter().rev() {
                     pending.push_front(part);

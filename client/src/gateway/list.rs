@@ -32,6 +32,17 @@ pub async fn page(
         Some(i) => (&prefix[..=i], &prefix[i + 1..]),
         None => ("", prefix),
     };
+    // no key has empty, "." or ".." parts: such a prefix matches nothing
+    // (and must not walk outside the bucket)
+    let no_key = dir
+        .split('/')
+        .rev()
+        .skip(1)
+        .any(|p| p.is_empty() || p == "." || p == "..")
+        || prefix.contains('\0');
+    if no_key || max == 0 {
+        return Ok(Page::default());
+    }
     let mut first = entries(d, bucket, dir).await?;
     first.retain(|(name, _)| name.starts_with(name_prefix));
     let mut page = Page::default();

@@ -125,6 +125,16 @@ fn derived_etag(attr: &Attr) -> ETag {
     ETag::Strong(hex(&h.finalize()))
 }
 
+/// The ETag kept in the xattr (`MD5 LENGTH MTIME`, as the file was when
+/// the gateway wrote it), if the file is still as it was.
+fn kept_etag(kept: &[u8], attr: &Attr) -> Option<String> {
+    let kept = std::str::from_utf8(kept).ok()?;
+    let mut words = kept.split(' ');
+    let (e_tag, length, mtime) = (words.next()?, words.next()?, words.next()?);
+    let unchanged = length.parse() == Ok(attr.length) && mtime.parse() == Ok(attr.mtime);
+    unchanged.then(|| e_tag.to_string())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -11,8 +11,8 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
 use super::{
-    derived_etag, hex, is_file, list, modified, object_path, s3_error, Gateway, ETAG_XATTR,
-    MAX_KEYS, READ_PIECE, TMP_DIR, UPLOADS_DIR, UPLOAD_KEY_XATTR, WRITE_PIECE,
+    derived_etag, hex, is_file, kept_etag, list, modified, object_path, s3_error, Gateway,
+    ETAG_XATTR, MAX_KEYS, READ_PIECE, TMP_DIR, UPLOADS_DIR, UPLOAD_KEY_XATTR, WRITE_PIECE,
 };
 use crate::direct::{Direct, OpenFlags};
 use crate::meta::{Attr, NodeType};
@@ -53,21 +53,59 @@ impl Gateway {
         }
     }
 
-    /// The file of `key`, its bucket checked first.
+    /// The file of `key`, its bucket checked first, with its attributes as
+    /// committed now (opened and closed: what another client changed a
+    /// moment ago shows, as a GET's open shows it).
     async fn object(&self, bucket: &str, key: &str) -> S3Result<(String, Attr)> {
         let path = object_path(bucket, key)?;
         self.bucket(bucket).await?;
-        match self.d.stat(path.as_bytes(), true).await {
-            Ok(attr) if is_file(&attr) => Ok((path, attr)),
-            Ok(_) | Err(libc::ENOENT | libc::ENOTDIR) => Err(s3_error!(NoSuchKey, "no key {key}")),
+        let read = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        };
+        match self.d.open(path.as_bytes(), read, 0).await {
+            Ok((fh, attr)) => {
+                let _ = self.d.close_handle(fh).await;
+                match is_file(&attr) {
+                    true => Ok((path, attr)),
+                    false => Err(s3_error!(NoSuchKey, "no key {key}")),
+                }
+            }
+            Err(libc::ENOENT | libc::ENOTDIR | libc::EISDIR) => {
+                Err(s3_error!(NoSuchKey, "no key {key}"))
+            }
             Err(e) => Err(s3_error(e, key)),
         }
     }
 
+    /// The ETag of the file at `path`: the one kept when the gateway wrote
+    /// it, unless the file changed since (its length or mtime differ).
     async fn etag(&self, path: &str, attr: &Attr) -> ETag {
-        match self.d.get_xattr(path.as_bytes(), ETAG_XATTR).await {
-            Ok(v) => ETag::Strong(String::from_utf8_lossy(&v).into_owned()),
-            Err(_) => derived_etag(attr),
+        let kept = self.d.get_xattr(path.as_bytes(), ETAG_XATTR).await;
+        match kept.ok().and_then(|v| kept_etag(&v, attr)) {
+            Some(e_tag) => ETag::Strong(e_tag),
+            None => derived_etag(attr),
+        }
+    }
+
+    /// Keeps `e_tag` as the ETag of the file at `path` as it is now.
+    async fn keep_etag(&self, path: &str, e_tag: &str) -> Result<(), i32> {
+        let attr = self.d.stat(path.as_bytes(), false).await?;
+        let kept = format!("{e_tag} {} {}", attr.length, attr.mtime);
+        self.d
+            .set_xattr(path.as_bytes(), ETAG_XATTR, kept.as_bytes())
+            .await
+    }
+
+    /// A key ending in "/" (a directory marker): the directory's attributes,
+    /// which S3 clients see as an empty object.
+    async fn marker(&self, bucket: &str, key: &str) -> S3Result<Attr> {
+        let path = object_path(bucket, key)?;
+        self.bucket(bucket).await?;
+        match self.d.stat(path.as_bytes(), true).await {
+            Ok(attr) if attr.kind == NodeType::Dir => Ok(attr),
+            Ok(_) | Err(libc::ENOENT | libc::ENOTDIR) => Err(s3_error!(NoSuchKey, "no key {key}")),
+            Err(e) => Err(s3_error(e, key)),
         }
     }
 
@@ -95,8 +133,7 @@ impl Gateway {
         let stored = async {
             let (md5, len) = self.store(tmp, body).await?;
             let e_tag = hex(&md5);
-            self.d
-                .set_xattr(tmp.as_bytes(), ETAG_XATTR, e_tag.as_bytes())
+            self.keep_etag(tmp, &e_tag)
                 .await
                 .map_err(|e| s3_error(e, tmp))?;
             Ok((e_tag, len))
@@ -283,6 +320,15 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
+        if req.input.key.ends_with('/') {
+            let attr = self.marker(&req.input.bucket, &req.input.key).await?;
+            return Ok(S3Response::new(HeadObjectOutput {
+                content_length: Some(0),
+                e_tag: Some(empty_etag()),
+                last_modified: Some(modified(&attr)),
+                ..Default::default()
+            }));
+        }
         let (path, attr) = self.object(&req.input.bucket, &req.input.key).await?;
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some(attr.length as i64),
@@ -301,6 +347,16 @@ impl S3 for Gateway {
         let GetObjectInput {
             bucket, key, range, ..
         } = req.input;
+        if key.ends_with('/') {
+            let attr = self.marker(&bucket, &key).await?;
+            return Ok(S3Response::new(GetObjectOutput {
+                body: Some(StreamingBlob::from(s3s::Body::empty())),
+                content_length: Some(0),
+                e_tag: Some(empty_etag()),
+                last_modified: Some(modified(&attr)),
+                ..Default::default()
+            }));
+        }
         let path = object_path(&bucket, &key)?;
         self.bucket(&bucket).await?;
         let read = OpenFlags {
@@ -321,6 +377,11 @@ impl S3 for Gateway {
         let len = attr.length;
         let (start, end, content_range) = match range {
             Some(r) => match r.check(len) {
+                // (an empty object has no byte to name)
+                Ok(rg) if rg.is_empty() => {
+                    let _ = self.d.close_handle(fh).await;
+                    return Err(s3_error!(InvalidRange, "{key} is empty"));
+                }
                 Ok(rg) => (
                     rg.start,
                     rg.end,
@@ -370,15 +431,28 @@ impl S3 for Gateway {
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
         let PutObjectInput {
-            bucket, key, body, ..
+            bucket,
+            key,
+            body,
+            content_length,
+            ..
         } = req.input;
         object_path(&bucket, &key)?;
         self.bucket(&bucket).await?;
         if key.ends_with('/') {
-            // a "directory" key: the directory itself
+            // a directory marker: the directory itself, which holds no bytes
+            if content_length.unwrap_or(0) > 0 {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "{key}: a key ending in \"/\" is a directory here and holds no bytes"
+                ));
+            }
             self.make_dirs(&bucket, &format!("{key}x")).await?;
+            self.marker(&bucket, &key)
+                .await
+                .map_err(|_| s3_error(libc::ENOTDIR, &key))?;
             return Ok(S3Response::new(PutObjectOutput {
-                e_tag: Some(ETag::Strong(hex(&Md5::digest(b"")))),
+                e_tag: Some(empty_etag()),
                 ..Default::default()
             }));
         }
@@ -654,8 +728,8 @@ impl S3 for Gateway {
             }
             previous = number;
             let path = format!("{dir}/{number:05}");
-            let stored = match self.d.get_xattr(path.as_bytes(), ETAG_XATTR).await {
-                Ok(v) => String::from_utf8_lossy(&v).into_owned(),
+            let stored = match self.d.stat(path.as_bytes(), false).await {
+                Ok(attr) => self.etag(&path, &attr).await.into_value(),
                 Err(_) => return Err(s3_error!(InvalidPart, "no part {number}")),
             };
             if part.e_tag.as_ref().map(|e| e.value()) != Some(stored.as_str()) {
@@ -690,8 +764,7 @@ impl S3 for Gateway {
         let tagged = async {
             joined?;
             closed?;
-            self.d
-                .set_xattr(tmp.as_bytes(), ETAG_XATTR, e_tag.as_bytes())
+            self.keep_etag(&tmp, &e_tag)
                 .await
                 .map_err(|e| s3_error(e, &key))
         };
@@ -724,9 +797,7 @@ impl S3 for Gateway {
         let tmp = format!("{TMP_DIR}/{}", new_name());
         let copied = async {
             self.d.copy(src.as_bytes(), tmp.as_bytes()).await?;
-            self.d
-                .set_xattr(tmp.as_bytes(), ETAG_XATTR, e_tag.value().as_bytes())
-                .await
+            self.keep_etag(&tmp, e_tag.value()).await
         };
         if let Err(e) = copied.await {
             let _ = self.d.unlink(tmp.as_bytes()).await;
@@ -760,7 +831,9 @@ impl Gateway {
                     .await
             }
             Err(libc::ENOENT | libc::ENOTDIR) => {}
-            Err(libc::EISDIR) => {} // a prefix of other keys, not an object
+            // a prefix of other keys, not an object; a directory marker
+            // of keys still there goes when they do
+            Err(libc::EISDIR | libc::ENOTEMPTY) => {}
             Err(e) => return Err(s3_error(e, key)),
         }
         Ok(())
@@ -802,6 +875,11 @@ impl Gateway {
         .map_err(|e| s3_error(e, prefix))?;
         Ok((page, max))
     }
+}
+
+/// The ETag of no bytes (a directory marker's).
+fn empty_etag() -> ETag {
+    ETag::Strong(hex(&Md5::digest(b"")))
 }
 
 /// A page's objects and prefixes as S3 lists them (ETags are left out:
