@@ -1,4 +1,4 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup.
 mod bench;
 mod changelog;
 mod clone;
@@ -20,6 +20,7 @@ mod stats;
 mod status;
 mod tier;
 mod umount;
+mod warmup;
 
 use clap::{Parser, Subcommand};
 
@@ -83,6 +84,8 @@ enum Command {
     Changelog(changelog::ChangelogArgs),
     /// Serve the volume as an S3 endpoint (buckets are its top-level directories)
     Gateway(gateway::GatewayArgs),
+    /// Fetch files' blocks into a mount's disk cache (or drop them: --evict; count them: --check)
+    Warmup(warmup::WarmupArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -124,6 +127,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Objbench(a) => runtime()?.block_on(objbench::run(a)),
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
         Command::Gateway(a) => gateway::run(a),
+        Command::Warmup(a) => warmup::run(a),
     }
 }
 

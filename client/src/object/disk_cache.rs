@@ -319,6 +319,18 @@ impl DiskCache {
         None
     }
 
+    /// Whether block `key` is cached (as far as the index knows: a read
+    /// still checks its bytes).
+    pub fn contains(&self, key: &str) -> bool {
+        self.index.lock().unwrap().blocks.contains(key)
+    }
+
+    /// Drops block `key` from the cache (`jfs warmup --evict`).
+    pub fn remove(&self, key: &str) {
+        self.forget(key);
+        let _ = std::fs::remove_file(self.path(key));
+    }
+
     /// Stores a whole block (in the background of the caller's read).
     pub async fn put(&self, key: &str, data: Bytes) {
         if data.len() as u64 > self.capacity || self.index.lock().unwrap().blocks.contains(key) {

@@ -1,9 +1,10 @@
 //! The control file: a hidden `.jfs.control` in the mount's root through which
-//! commands run by `jfs` (info, rmr, clone, compact, stats) talk to the
+//! commands run by `jfs` (info, rmr, clone, compact, warmup, stats) talk to the
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
-use super::control_auth::{Part, Removable, Requester};
+use super::control_auth::{Part, Removable, Requester, READ};
+use super::warmup::Warmup;
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
 use crate::volume::layout::{slice_blocks, CHUNK_SIZE};
@@ -85,9 +86,32 @@ impl Vfs {
                 }
             }
             (Some("compact"), Some(node)) => self.compact_step(node, &who).await,
+            (Some("warmup"), Some(node)) => {
+                let what = match words.next() {
+                    None | Some("fetch") => Some(Warmup::Fetch),
+                    Some("evict") => Some(Warmup::Evict),
+                    Some("check") => Some(Warmup::Check),
+                    Some(_) => None,
+                };
+                let parallel = words.next().map_or(Ok(4), str::parse::<usize>);
+                match (what, parallel) {
+                    (Some(what), Ok(parallel)) => match self.node(node, &who).await {
+                        Ok(attr) if attr.kind != NodeType::File => {
+                            Err(format!("{node}: not a regular file"))
+                        }
+                        Ok(attr) if !who.may(&attr, READ) => {
+                            Err(format!("{node}: no read permission"))
+                        }
+                        Ok(attr) => self.warmup_file(&attr, what, parallel).await,
+                        Err(e) => Err(e),
+                    },
+                    _ => Err("usage: warmup NODE [fetch|evict|check] [PARALLEL]".to_string()),
+                }
+            }
             _ => Err(format!(
                 "unknown request {:?}; known: info NODE, rmr PARENT_INODE NAME_IN_HEX, \
-                 clone SRC_NODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact NODE, stats \
+                 clone SRC_NODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact NODE, \
+                 warmup NODE [fetch|evict|check] [PARALLEL], stats \
                  (NODE: a directory's INODE, or PARENT_INODE:NAME_IN_HEX)",
                 request.trim()
             )),

@@ -20,6 +20,7 @@ mod ops;
 mod reader;
 mod space;
 mod squash;
+mod warmup;
 
 mod writer;
 
