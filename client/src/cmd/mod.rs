@@ -1,8 +1,9 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, debug.
 mod bench;
 mod changelog;
 mod clone;
 mod compact;
+mod debug;
 mod dump;
 mod format;
 mod fsck;
@@ -86,6 +87,8 @@ enum Command {
     Gateway(gateway::GatewayArgs),
     /// Fetch files' blocks into a mount's disk cache (or drop them: --evict; count them: --check)
     Warmup(warmup::WarmupArgs),
+    /// Pack what a bug report needs about a mount into one archive (no secrets)
+    Debug(debug::DebugArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -128,6 +131,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
         Command::Gateway(a) => gateway::run(a),
         Command::Warmup(a) => warmup::run(a),
+        Command::Debug(a) => debug::run(a),
     }
 }
 

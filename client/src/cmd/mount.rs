@@ -240,6 +240,9 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
     let mut args: Vec<String> = vec!["mount".into(), URL_FROM_ENV.into()];
     args.push(a.mountpoint.to_string_lossy().into());
+    // (the mount names its log in its session, for `jfs debug`)
+    args.push("--log".into());
+    args.push(log.to_string_lossy().into());
     for (flag, value) in [
         ("--attr-cache", a.attr_cache.to_string()),
         ("--entry-cache", a.entry_cache.to_string()),
@@ -417,6 +420,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             "metrics": metrics_addr,
             "meta_replica": a.meta_replica.as_deref().map(replica_url).transpose()?
                 .map(|u| redact_url(&u)),
+            "log": a.log.as_ref().map(|l| l.display().to_string()),
         })
         .to_string();
         let disk_cache = match &a.cache_dir {

@@ -1,5 +1,5 @@
 //! The control file: a hidden `.jfs.control` in the mount's root through which
-//! commands run by `jfs` (info, rmr, clone, compact, warmup, stats) talk to the
+//! commands run by `jfs` (info, rmr, clone, compact, warmup, stats, debug) talk to the
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
@@ -53,6 +53,14 @@ impl Vfs {
         // the metrics change nothing: the caches stay (`jfs stats` asks every second)
         if request.trim() == "stats" {
             return crate::metrics::text();
+        }
+        if request.trim() == "debug" {
+            // (other users of an --allow-other mount see its files, not its setup)
+            let mount_user = nix::unistd::geteuid().as_raw();
+            return match caller.uid == 0 || caller.uid == mount_user {
+                true => self.debug_report().await,
+                false => "error: debug: only root or the mount's own user may ask\n".to_string(),
+            };
         }
         let who = match self.who(caller.uid, caller.gid) {
             w if w.squashed => Requester::acting_as(w.uid, w.gid),
@@ -111,7 +119,7 @@ impl Vfs {
             _ => Err(format!(
                 "unknown request {:?}; known: info NODE, rmr PARENT_INODE NAME_IN_HEX, \
                  clone SRC_NODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact NODE, \
-                 warmup NODE [fetch|evict|check] [PARALLEL], stats \
+                 warmup NODE [fetch|evict|check] [PARALLEL], stats, debug \
                  (NODE: a directory's INODE, or PARENT_INODE:NAME_IN_HEX)",
                 request.trim()
             )),

@@ -13,6 +13,7 @@ pub mod changes;
 mod compact;
 mod control;
 mod control_auth;
+mod debug;
 mod handles;
 
 mod listings;

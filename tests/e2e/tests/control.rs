@@ -244,3 +244,27 @@ fn control_requests_stay_inside_the_mounted_subdir() {
     assert!(whole.p("b/kept").exists());
     assert!(!whole.p("a/stolen").exists());
 }
+
+#[test]
+fn debug_reports_and_warmups_of_unreadable_files_are_refused_to_other_users() {
+    let v = Volume::new("control-debug");
+    let cache = v.dir.path().join("cache");
+    let m = v.mount(
+        "a",
+        &["--allow-other", "--cache-dir", cache.to_str().unwrap()],
+    );
+    fs::write(m.p("secret"), b"s").unwrap();
+    fs::set_permissions(m.p("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::write(m.p("open"), b"o").unwrap();
+    fs::set_permissions(m.p("open"), fs::Permissions::from_mode(0o644)).unwrap();
+    let root = m.p("");
+    let answer = ask_as(ALICE, &[], &root, "debug");
+    assert!(answer.starts_with("error: debug: only root"), "{answer}");
+    let secret = format!("warmup {} check", node(&m.p("secret")));
+    let answer = ask_as(ALICE, &[], &root, &secret);
+    assert!(answer.contains("no read permission"), "{answer}");
+    // what she may read she may warm
+    let open = format!("warmup {} fetch", node(&m.p("open")));
+    let answer = ask_as(ALICE, &[], &root, &open);
+    assert!(answer.starts_with("blocks 1 1 bytes 1 1"), "{answer}");
+}
