@@ -65,6 +65,7 @@ DECLARE
     v_done_names bytea[];
     v_done_inodes bigint[];
     v_spaces bigint[];
+    v_lengths bigint[];
 BEGIN
     SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
@@ -98,11 +99,11 @@ BEGIN
         DELETE FROM edge e WHERE e.parent = p_parent AND e.name = ANY (p_names) AND e.type <> 2
         RETURNING e.name, e.inode
     )
-    SELECT array_agg(g.name), array_agg(g.inode), array_agg(_node_space(n.type, n.length))
-      INTO v_done_names, v_done_inodes, v_spaces
+    SELECT array_agg(g.name), array_agg(g.inode), array_agg(_node_space(n.type, n.length)), array_agg(n.length)
+      INTO v_done_names, v_done_inodes, v_spaces, v_lengths
       FROM gone g JOIN node n ON n.inode = g.inode;
     IF v_done_inodes IS NOT NULL THEN
-        PERFORM _uncharge_entries(array_fill(p_parent, ARRAY[cardinality(v_done_inodes)]), v_spaces);
+        PERFORM _uncharge_entries(array_fill(p_parent, ARRAY[cardinality(v_done_inodes)]), v_spaces, v_lengths);
     END IF;
     PERFORM _drop_links(v_done_inodes, v_now, p_sid, p_open_inodes);
     IF v_done_names IS NOT NULL AND _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
@@ -161,6 +162,7 @@ DECLARE
     v_gone bigint[];
     v_parents bigint[];
     v_spaces bigint[];
+    v_lengths bigint[];
     v_pqroot bigint;
     v_locked bigint[] := '{}';
     v_removed bigint := 0;
@@ -233,11 +235,12 @@ BEGIN
              WHERE e.parent = f.parent AND e.name = f.name AND e.inode = f.inode
             RETURNING e.parent, e.inode
         )
-        SELECT count(*), array_agg(g.inode), array_agg(g.parent), array_agg(_node_space(n.type, n.length))
-          INTO v_count, v_gone, v_parents, v_spaces
+        SELECT count(*), array_agg(g.inode), array_agg(g.parent), array_agg(_node_space(n.type, n.length)),
+               array_agg(n.length)
+          INTO v_count, v_gone, v_parents, v_spaces, v_lengths
           FROM gone g JOIN node n ON n.inode = g.inode;
         v_removed := v_removed + v_count;
-        PERFORM _uncharge_entries(v_parents, v_spaces);
+        PERFORM _uncharge_entries(v_parents, v_spaces, v_lengths);
         PERFORM _drop_links(v_gone, v_now, p_sid, p_open_inodes);
         IF v_count >= v_limit THEN
             RETURN QUERY SELECT 0, v_removed, false;

@@ -74,7 +74,7 @@ $$;
 -- Charges p_inodes / p_space to the quotas named (the volume's when p_fs,
 -- user p_uid's and group p_gid's when not NULL, the directory quotas p_roots:
 -- a root listed n times is charged n times) and to dir_stats of p_dir (0:
--- none). With p_check, growth that would pass a limit is refused: nothing
+-- none), whose entries' lengths grow by p_length. With p_check, growth that would pass a limit is refused: nothing
 -- changes and the errno comes back (28 for the volume, 122 for the others).
 --
 -- The quotas' rows of this backend's stripe are updated one by one in
@@ -87,7 +87,8 @@ $$;
 -- The loop counts through the quotas instead of querying _quota_list: a
 -- create pays for every statement here.
 CREATE FUNCTION _charge(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
-                        p_inodes bigint, p_space bigint, p_check boolean) RETURNS integer
+                        p_inodes bigint, p_space bigint, p_check boolean, p_length bigint DEFAULT 0)
+RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
@@ -133,31 +134,34 @@ BEGIN
         END IF;
     END LOOP;
     IF p_dir > 0 THEN
-        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
          WHERE d.inode = p_dir AND d.stripe = v_stripe;
         IF NOT FOUND THEN
-            PERFORM _dir_stats_add(p_dir, p_inodes, p_space);
+            PERFORM _dir_stats_add(p_dir, p_inodes, p_space, p_length);
         END IF;
     END IF;
     RETURN 0;
 END
 $$;
 
--- Uncharges a removed entry of directory p_dir (qroot p_qroot): its
--- dir_stats and the directory quotas above it. No check.
-CREATE FUNCTION _uncharge_entry(p_dir bigint, p_qroot bigint, p_inodes bigint, p_space bigint) RETURNS void
+-- Uncharges a removed entry of directory p_dir (qroot p_qroot; of length
+-- p_length): its dir_stats and the directory quotas above it. No check.
+CREATE FUNCTION _uncharge_entry(p_dir bigint, p_qroot bigint, p_inodes bigint, p_space bigint,
+                                p_length bigint DEFAULT 0) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM _charge(false, NULL, NULL, _quota_roots(p_qroot), p_dir, -p_inodes, -p_space, false);
+    PERFORM _charge(false, NULL, NULL, _quota_roots(p_qroot), p_dir, -p_inodes, -p_space, false, -p_length);
 END
 $$;
 
 -- Charges a change of p_space in the space of file p_inode (owned by
--- p_uid/p_gid): to the volume and the owner's quotas once, and to every
--- entry naming it (dir_stats and the directory quotas above each). When
--- p_check and the space grows, limits are checked first and the errno of
--- the one that would be passed is returned, with nothing changed.
-CREATE FUNCTION _charge_space(p_inode bigint, p_uid bigint, p_gid bigint, p_space bigint, p_check boolean)
+-- p_uid/p_gid) and of p_length in its length: the space to the volume and
+-- the owner's quotas once, and both to every entry naming it (dir_stats,
+-- and the space to the directory quotas above each). When p_check and the
+-- space grows, limits are checked first and the errno of the one that
+-- would be passed is returned, with nothing changed.
+CREATE FUNCTION _charge_space(p_inode bigint, p_uid bigint, p_gid bigint, p_space bigint, p_check boolean,
+                              p_length bigint DEFAULT 0)
 RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -168,6 +172,9 @@ DECLARE
     f record;
 BEGIN
     IF p_space = 0 THEN
+        IF p_length <> 0 THEN
+            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode;
+        END IF;
         RETURN 0;
     END IF;
     SELECT quota_limits, owner_quotas, quota_uids, quota_gids INTO f FROM setting;
@@ -181,17 +188,19 @@ BEGIN
     v_errno := _charge(true, _owner_key(f.owner_quotas, f.quota_uids, p_uid), _owner_key(f.owner_quotas, f.quota_gids, p_gid),
                        v_roots, 0, 0, p_space, p_check AND f.quota_limits);
     IF v_errno = 0 AND v_dirs IS NOT NULL THEN
-        PERFORM _dir_stats_add(d, 0, p_space) FROM unnest(v_dirs) d;
+        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d;
     END IF;
     RETURN v_errno;
 END
 $$;
 
 -- Uncharges removed entries, set-based: entry i was in directory
--- p_parents[i] and counted p_spaces[i]. The directory quotas above them
--- (grouped by qroot) and dir_stats of each directory lose them, in the
--- lock order of _charge: quota rows, then dir_stats.
-CREATE FUNCTION _uncharge_entries(p_parents bigint[], p_spaces bigint[]) RETURNS void
+-- p_parents[i], counted p_spaces[i] and had length p_lengths[i] (NULL: 0).
+-- The directory quotas above them (grouped by qroot) and dir_stats of each
+-- directory lose them, in the lock order of _charge: quota rows, then
+-- dir_stats.
+CREATE FUNCTION _uncharge_entries(p_parents bigint[], p_spaces bigint[], p_lengths bigint[] DEFAULT NULL)
+RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
@@ -223,10 +232,11 @@ BEGIN
         UPDATE quota_usage x SET inodes = x.inodes - g.n, space = x.space - g.space
          WHERE x.kind = 'dir' AND x.key = g.root AND x.stripe = v_stripe;
     END LOOP;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
-    SELECT e.parent, v_stripe, -sum(e.space), -count(*)
-      FROM unnest(p_parents, p_spaces) e(parent, space) GROUP BY e.parent ORDER BY e.parent
-        ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+    SELECT e.parent, v_stripe, -sum(e.space), -count(*), -coalesce(sum(e.length), 0)
+      FROM unnest(p_parents, p_spaces, p_lengths) e(parent, space, length) GROUP BY e.parent ORDER BY e.parent
+        ON CONFLICT (inode, stripe) DO UPDATE
+        SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes, length = d.length + excluded.length;
 END
 $$;
 
@@ -378,8 +388,8 @@ BEGIN
             PERFORM _quota_chains();
         END IF;
     END IF;
-    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length));
-    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length));
+    PERFORM _dir_stats_add(p_from, -1, -_node_space(p_type, p_length), -p_length);
+    PERFORM _dir_stats_add(p_to, 1, _node_space(p_type, p_length), p_length);
     RETURN 0;
 END
 $$;

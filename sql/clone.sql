@@ -112,7 +112,8 @@ BEGIN
         RETURNING edge.parent, edge.inode
     ), entry_usage AS (
         -- what the new entries add to each directory holding them
-        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
+               sum(nn.length) AS length
           FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
     ), owner_usage AS (
         SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
@@ -151,6 +152,7 @@ BEGIN
            (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
            (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
            (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
+           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
            (SELECT count(*) FROM shared) AS shared,
            (SELECT count(*) FROM referenced) AS referenced,
            (SELECT count(*) FROM new_slices)
@@ -192,10 +194,12 @@ BEGIN
         -- what was charged already goes with the rest of the clone
         RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
     END IF;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes)
-    SELECT u.dir, _stripe(), u.space, u.inodes FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes) u(dir, space, inodes)
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
+      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
         ON CONFLICT ON CONSTRAINT dir_stats_pkey
-        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
+                      length = d.length + excluded.length;
     INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
     SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
     RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;

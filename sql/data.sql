@@ -36,7 +36,7 @@ BEGIN
     END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
     -- a longer file must fit the quotas: refused before anything changes
-    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
+    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;

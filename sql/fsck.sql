@@ -144,13 +144,16 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     UNION ALL
     -- dir_stats = a recount of each directory's entries
     SELECT 'dir_stats', coalesce(c.parent, r.inode),
-           pg_catalog.format('counted %s entries / %s bytes, recorded %s / %s',
-                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(r.inodes, 0), coalesce(r.space, 0))
-      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space
+           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
+                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
               FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
-      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space FROM dir_stats d GROUP BY d.inode) r
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
+                   FROM dir_stats d GROUP BY d.inode) r
         ON r.inode = c.parent
      WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
     UNION ALL
     -- a directory's qroot is the nearest quota root at or above it
     SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))

@@ -230,14 +230,14 @@ BEGIN
     -- the new node and its entry, within every limit
     v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
                        _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
-                       par.quota_limits);
+                       par.quota_limits, n.length);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;
     INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
         ON CONFLICT (parent, name) DO NOTHING;
     IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096);
+        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096, n.length);
         PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
         RETURN _err(17);
     END IF;
@@ -310,14 +310,15 @@ BEGIN
         RETURN _err(20);
     END IF;
     -- a new entry: counted under p_parent and the directory quotas above it
-    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits);
+    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits,
+                       n.length);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     END IF;
     INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, p_inode, n.type)
         ON CONFLICT (parent, name) DO NOTHING;
     IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length));
+        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length), n.length);
         RETURN _err(17);
     END IF;
     UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;

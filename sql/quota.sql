@@ -247,8 +247,8 @@ BEGIN
     END LOOP;
     IF p_repair AND p_kind IS NULL AND p_key IS NULL THEN
         DELETE FROM dir_stats;
-        INSERT INTO dir_stats (inode, stripe, space, inodes)
-        SELECT e.parent, 0, sum(_node_space(n.type, n.length)), count(*)
+        INSERT INTO dir_stats (inode, stripe, space, inodes, length)
+        SELECT e.parent, 0, sum(_node_space(n.type, n.length)), count(*), sum(n.length)
           FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent;
     END IF;
 END
@@ -270,6 +270,66 @@ BEGIN
     SELECT coalesce(sum(s.inodes), 0), coalesce(sum(s.space), 0), (SELECT count(*) - 1 FROM t)
       INTO inodes, space, dirs
       FROM dir_stats s WHERE s.inode IN (SELECT t.inode FROM t);
+END
+$$;
+
+-- Sizes and counts of the tree at node p_inode, from dir_stats (a walk of
+-- its directories, none of its files): one row for it and one for each
+-- directory down to p_depth levels below it, each with its whole subtree.
+-- dirs counts the directories (itself included), files every other entry;
+-- length is the apparent size, as `du --apparent-size` counts it (each
+-- file's length, each symlink's target, 4096 per directory), and space is
+-- what quotas count (4 KiB units). An entry with n names in the tree counts
+-- n times (du counts a file with several names once). A node that is not a
+-- directory: its own figures; none that is gone: no row.
+CREATE FUNCTION summary_of(p_inode bigint, p_depth integer DEFAULT 0)
+RETURNS TABLE (inode bigint, path text, depth integer, dirs bigint, files bigint, length bigint, space bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    n node;
+BEGIN
+    SELECT * INTO n FROM node x WHERE x.inode = p_inode;
+    IF NOT FOUND THEN
+        RETURN;
+    ELSIF n.type <> 2 THEN
+        RETURN QUERY SELECT n.inode, jfs.path(n.inode), 0, 0::bigint, 1::bigint, n.length, _node_space(n.type, n.length);
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH RECURSIVE t(inode, depth, tops) AS (
+        SELECT p_inode, 0, ARRAY[p_inode]
+        UNION ALL
+        SELECT e.inode, t.depth + 1, CASE WHEN t.depth < greatest(p_depth, 0) THEN t.tops || e.inode ELSE t.tops END
+          FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
+    ), own AS (
+        -- each directory's direct children
+        SELECT t.inode, t.tops, coalesce(sum(s.inodes), 0) AS entries, coalesce(sum(s.space), 0) AS space,
+               coalesce(sum(s.length), 0) AS length
+          FROM t LEFT JOIN dir_stats s ON s.inode = t.inode GROUP BY t.inode, t.tops
+    ), rolled AS (
+        SELECT top.inode, count(*) AS dirs, sum(o.entries) AS entries, sum(o.space) AS space,
+               sum(o.length) AS length
+          FROM own o CROSS JOIN LATERAL unnest(o.tops) top(inode) GROUP BY top.inode
+    )
+    SELECT r.inode, jfs.path(r.inode), t.depth, r.dirs, (r.entries - (r.dirs - 1))::bigint,
+           (r.length + 4096 * r.dirs)::bigint, (r.space + 4096)::bigint
+      FROM rolled r JOIN t ON t.inode = r.inode
+     ORDER BY t.depth, r.length DESC, r.inode;
+END
+$$;
+
+-- summary_of for the node at path p_path (absolute, from the volume's root).
+CREATE FUNCTION summary(p_path text DEFAULT '/', p_depth integer DEFAULT 0)
+RETURNS TABLE (path text, depth integer, dirs bigint, files bigint, length bigint, space bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+BEGIN
+    IF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.summary: % does not exist', coalesce(p_path, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
+    END IF;
+    RETURN QUERY SELECT s.path, s.depth, s.dirs, s.files, s.length, s.space FROM summary_of(v_inode, p_depth) s;
 END
 $$;
 
@@ -305,7 +365,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT * FROM quotas
 $$;
 
--- Every directory's direct children: entries and their space.
+-- Every directory's direct children: entries, their space and the sum of
+-- their lengths.
 CREATE VIEW dir_usage AS
-SELECT s.inode, jfs.path(s.inode) AS path, sum(s.inodes)::bigint AS inodes, sum(s.space)::bigint AS space
+SELECT s.inode, jfs.path(s.inode) AS path, sum(s.inodes)::bigint AS inodes, sum(s.space)::bigint AS space,
+       sum(s.length)::bigint AS length
   FROM dir_stats s GROUP BY s.inode;

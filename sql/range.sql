@@ -113,7 +113,7 @@ BEGIN
         v_end := p_offset + p_length;
     END IF;
     IF v_end > n.length THEN
-        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true);
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
         IF v_errno <> 0 THEN
             RETURN _err(v_errno);
         END IF;
@@ -242,7 +242,8 @@ BEGIN
     END IF;
     v_end := p_dst_offset + copied;
     IF v_end > dst.length THEN
-        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true);
+        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
+                                 v_end - dst.length);
         IF v_errno <> 0 THEN
             copied := 0; errno := v_errno; RETURN;
         END IF;

@@ -49,7 +49,7 @@ BEGIN
         -- the entry may have changed while we waited for the locks
         DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
         IF FOUND THEN
-            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length));
+            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length), c.length);
             c.nlink := c.nlink - 1;
             c.ctime := v_now;
             IF c.nlink > 0 THEN

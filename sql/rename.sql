@@ -180,7 +180,7 @@ BEGIN
                 replaced := v_dst;
                 SELECT * INTO v_gone FROM node WHERE node.inode = v_dst;
                 PERFORM _uncharge_entry(p_new_parent, (SELECT n.qroot FROM node n WHERE n.inode = p_new_parent),
-                                        1, _node_space(v_gone.type, v_gone.length));
+                                        1, _node_space(v_gone.type, v_gone.length), v_gone.length);
                 IF v_dst_type = 2 THEN
                     DELETE FROM node WHERE node.inode = v_dst;
                     DELETE FROM xattr WHERE xattr.inode = v_dst;

@@ -39,8 +39,9 @@
 -- client_role a mount role's limits, set by jfs.grant_client: read-only,
 --             and the squash of owner ids (none, root: ids 0 become
 --             squash_uid/squash_gid, all: every id does).
--- dir_stats   (directory inode, stripe) -> space and inodes of its direct
---             children (entries); the sum over the stripes is the figure.
+-- dir_stats   (directory inode, stripe) -> space, inodes and length (the
+--             sum of their lengths: apparent size) of its direct children
+--             (entries); the sum over the stripes is the figure.
 -- quota       (kind, key) -> limits (0 = none): ('fs', 0) the volume,
 --             ('dir', inode) a directory's subtree, ('user', uid), ('group', gid).
 -- quota_usage (kind, key, stripe) -> used space and inodes; the sum over the
@@ -109,7 +110,10 @@ CREATE TABLE setting (
     -- block, zstd frame), then, when encrypt_algo is not '', sealed with a
     -- key of the object's own that the RSA key in secret.encrypt_key wraps
     compression    text NOT NULL DEFAULT 'none' CHECK (lower(compression) IN ('none', 'lz4', 'zstd')),
-    encrypt_algo   text NOT NULL DEFAULT '' CHECK (encrypt_algo IN ('', 'aes256gcm-rsa', 'chacha20-rsa'))
+    encrypt_algo   text NOT NULL DEFAULT '' CHECK (encrypt_algo IN ('', 'aes256gcm-rsa', 'chacha20-rsa')),
+    -- when `jfs destroy` began removing the volume (jfs.destroy_begin): no
+    -- session opens from then on
+    destroying     timestamptz
 );
 
 CREATE TABLE secret (
@@ -157,6 +161,9 @@ CREATE TABLE edge (
 );
 CREATE UNIQUE INDEX edge_readdir ON edge (parent, cookie);
 CREATE INDEX edge_inode ON edge (inode);
+-- the directories in each directory: walks of a tree's directories
+-- (jfs.summary, jfs.du, rmr) skip its files
+CREATE INDEX edge_dirs ON edge (parent, inode) WHERE type = 2;
 
 CREATE SEQUENCE slice_seq;
 
@@ -272,6 +279,7 @@ CREATE TABLE dir_stats (
     stripe smallint NOT NULL,
     space  bigint   NOT NULL DEFAULT 0,
     inodes bigint   NOT NULL DEFAULT 0,
+    length bigint   NOT NULL DEFAULT 0,
     PRIMARY KEY (inode, stripe)
 );
 

@@ -22,7 +22,8 @@ LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_te
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
-             'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted']::name[];
+             'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
+             'destroy_finish']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,

@@ -1,23 +1,54 @@
 -- Mount sessions: register, heartbeat, close, clean up dead ones, and
 -- release open-but-unlinked inodes (sustained) on last close.
 
+-- Refuses a new session on a volume `jfs destroy` is removing
+-- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
+-- the new session to commit, then sees it.
+CREATE FUNCTION _refuse_if_destroying() RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_destroying timestamptz;
+BEGIN
+    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
+    IF v_destroying IS NOT NULL THEN
+        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
+                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
 RETURNS bigint
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
     INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
-    RETURNING sid
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
 $$;
 
 -- A new session of the caller's login role (only it, or an administrator,
 -- acts for it), which other mounts end only after p_timeout without a
--- heartbeat (its mount's --session-timeout, at least a second).
+-- heartbeat (its mount's --session-timeout, at least a second). None opens
+-- on a volume being destroyed.
 CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
 RETURNS bigint
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
     INSERT INTO session (host, pid, info, session_timeout)
     VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
             greatest(coalesce(p_timeout, '5 minutes'), '1 second'))
-    RETURNING sid
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
 $$;
 
 -- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must

@@ -80,7 +80,8 @@ BEGIN
             RETURN _err(22);
         END IF;
         IF p_length <> n.length THEN
-            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true);
+            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true,
+                                     p_length - n.length);
             IF v_errno <> 0 THEN
                 RETURN _err(v_errno);
             END IF;

@@ -5,7 +5,8 @@
 --              however many names it has;
 --   per entry  dir_stats of the directory holding the entry and every
 --              directory quota ('dir', r) at or above that directory: a file
---              with two names in two directories counts under both.
+--              with two names in two directories counts under both
+--              (dir_stats also sums the entries' lengths, for jfs.summary).
 -- Space is whole 4 KiB units of a file's length (at least one), one unit for
 -- the other types (_node_space). Counters are striped: a transaction writes
 -- the stripe its session claimed (16 rows per quota and per directory),
@@ -82,17 +83,22 @@ CREATE FUNCTION _owner_key(p_owners boolean, p_ids bigint[], p_id bigint) RETURN
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT CASE WHEN p_owners AND (p_ids IS NULL OR p_id = ANY (p_ids)) THEN p_id END $$;
 
--- Adds to the direct-children figures of directory p_dir.
-CREATE FUNCTION _dir_stats_add(p_dir bigint, p_inodes bigint, p_space bigint) RETURNS void
+-- Adds to the direct-children figures of directory p_dir (p_length: to the
+-- sum of their lengths).
+CREATE FUNCTION _dir_stats_add(p_dir bigint, p_inodes bigint, p_space bigint, p_length bigint DEFAULT 0)
+RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
 BEGIN
-    UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes
+    UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
      WHERE d.inode = p_dir AND d.stripe = v_stripe;
     IF NOT FOUND THEN
-        INSERT INTO dir_stats AS d (inode, stripe, space, inodes) VALUES (p_dir, v_stripe, p_space, p_inodes)
-            ON CONFLICT (inode, stripe) DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes;
+        INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+        VALUES (p_dir, v_stripe, p_space, p_inodes, p_length)
+            ON CONFLICT (inode, stripe) DO UPDATE
+            SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
+                length = d.length + excluded.length;
     END IF;
 END
 $$;

@@ -263,3 +263,75 @@ CREATE FUNCTION volume_secrets(OUT access_key text, OUT secret_key text, OUT enc
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT s.access_key, s.secret_key, s.encrypt_key FROM secret s
 $$;
+
+-- `jfs destroy`, its first step (administration): marks the volume of uuid
+-- p_uuid as being destroyed, after which no session opens (session_open
+-- refuses), so the client can delete its objects with nobody writing new
+-- ones, then call destroy_finish. Running it again (a destroy that stopped
+-- half way) is allowed. errno 2: the database holds no volume; 22: p_uuid
+-- is not its uuid; 16: sessions are live (a heartbeat within their
+-- timeout), unless p_force, which ends them.
+CREATE FUNCTION destroy_begin(p_uuid uuid, p_force boolean DEFAULT false, OUT errno integer, OUT message text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting;
+    v_live bigint;
+BEGIN
+    -- the row lock orders this with session_open (which reads it FOR SHARE)
+    SELECT * INTO s FROM setting FOR UPDATE;
+    IF NOT FOUND THEN
+        errno := 2; message := 'the database holds no volume';
+        RETURN;
+    ELSIF s.uuid IS DISTINCT FROM p_uuid THEN
+        errno := 22;
+        message := pg_catalog.format('the volume here is %s (uuid %s), not %s: give its uuid (jfs status shows it)',
+                                     s.name, s.uuid, coalesce(p_uuid::text, 'NULL'));
+        RETURN;
+    END IF;
+    SELECT count(*) INTO v_live FROM session x
+     WHERE x.heartbeat > now() - coalesce(x.session_timeout, interval '5 minutes');
+    IF v_live > 0 AND NOT coalesce(p_force, false) THEN
+        errno := 16;
+        message := pg_catalog.format('%s session(s) of the volume are live (see jfs status): unmount it everywhere '
+                                     'first, or pass --force to end them', v_live);
+        RETURN;
+    END IF;
+    DELETE FROM lock_wait; DELETE FROM plock; DELETE FROM sustained; DELETE FROM session;
+    UPDATE setting SET destroying = coalesce(destroying, now());
+    errno := 0;
+END
+$$;
+
+-- `jfs destroy`, its last step (administration), after the volume's
+-- objects are deleted: empties every table of the volume, so the database
+-- is as CREATE EXTENSION left it (the client roles' limits stay) and
+-- `jfs format` can make a new volume. errno 2: no volume; 22: p_uuid is
+-- not its uuid, or destroy_begin did not mark it.
+CREATE FUNCTION destroy_finish(p_uuid uuid, OUT errno integer, OUT message text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting;
+    v_tables text;
+    q record;
+BEGIN
+    SELECT * INTO s FROM setting FOR UPDATE;
+    IF NOT FOUND THEN
+        errno := 2; message := 'the database holds no volume';
+        RETURN;
+    ELSIF s.uuid IS DISTINCT FROM p_uuid OR s.destroying IS NULL THEN
+        errno := 22;
+        message := pg_catalog.format('volume %s (uuid %s) is not being destroyed by uuid %s: jfs.destroy_begin first',
+                                     s.name, s.uuid, coalesce(p_uuid::text, 'NULL'));
+        RETURN;
+    END IF;
+    SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) INTO v_tables
+      FROM pg_class c
+     WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p') AND c.relname <> 'client_role';
+    EXECUTE 'TRUNCATE ' || v_tables;
+    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART', q.seq);
+    END LOOP;
+    errno := 0;
+END
+$$;
