@@ -1,9 +1,10 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, debug.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, summary, destroy, debug.
 mod bench;
 mod changelog;
 mod clone;
 mod compact;
 mod debug;
+mod destroy;
 mod dump;
 mod format;
 mod fsck;
@@ -19,6 +20,7 @@ mod restore;
 mod rmr;
 mod stats;
 mod status;
+mod summary;
 mod tier;
 mod umount;
 mod warmup;
@@ -87,6 +89,10 @@ enum Command {
     Gateway(gateway::GatewayArgs),
     /// Fetch files' blocks into a mount's disk cache (or drop them: --evict; count them: --check)
     Warmup(warmup::WarmupArgs),
+    /// Sizes and counts of trees inside a mount, from the database's per-directory figures
+    Summary(summary::SummaryArgs),
+    /// Remove a volume: its objects, then its metadata (asks for its uuid)
+    Destroy(destroy::DestroyArgs),
     /// Pack what a bug report needs about a mount into one archive (no secrets)
     Debug(debug::DebugArgs),
 }
@@ -131,6 +137,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Changelog(a) => runtime()?.block_on(changelog::run(a)),
         Command::Gateway(a) => gateway::run(a),
         Command::Warmup(a) => warmup::run(a),
+        Command::Summary(a) => summary::run(a),
+        Command::Destroy(a) => runtime()?.block_on(destroy::run(a)),
         Command::Debug(a) => debug::run(a),
     }
 }

@@ -17,7 +17,7 @@ fn gib(bytes: u64) -> String {
 
 pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
     let meta = Meta::connect(&a.meta_url, 2).await?;
-    let v = meta.volume().await?;
+    let v = crate::volume::read_volume(&meta, &a.meta_url).await?;
     let s = meta.statfs(1).await?;
     println!("volume      {} ({})", v.name, v.uuid);
     println!("storage     {} {}", v.storage, v.bucket);

@@ -63,7 +63,7 @@ pub use load::{LoadRequest, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use pool::redact_url;
-pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit};
+pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit, SummaryRow};
 pub use session::session_application_name;
 pub use tier::TierSlice;
 pub use version::VERSION_TEXT;

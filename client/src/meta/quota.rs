@@ -1,4 +1,5 @@
-//! Quota procedures: set, delete, check and list quotas (for `jfs quota`).
+//! Quota and usage procedures: set, delete, check and list quotas (for
+//! `jfs quota`), and a tree's summary (for `jfs summary`).
 use super::{check_errno, Meta, Result};
 
 /// What a quota limits.
@@ -51,6 +52,25 @@ pub struct QuotaCheck {
     pub recorded_space: i64,
     pub ok: bool,
     pub repaired: bool,
+}
+
+/// One row of `jfs.summary_of`: a directory (or the file asked about) and
+/// everything below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryRow {
+    pub inode: u64,
+    /// Its path in the volume.
+    pub path: String,
+    /// Levels below the node asked about.
+    pub depth: i32,
+    /// Directories, itself included.
+    pub dirs: i64,
+    /// Every other entry.
+    pub files: i64,
+    /// The apparent size, as `du --apparent-size` counts it.
+    pub length: i64,
+    /// Space as quotas count it (4 KiB units).
+    pub space: i64,
 }
 
 /// "/a/b/" -> "/a/b"; "" -> "/".
@@ -127,6 +147,31 @@ impl Meta {
             }
         };
         Ok(row.try_get("done")?)
+    }
+
+    /// Sizes and counts of the tree at `inode`, and of each directory down
+    /// to `depth` levels below it (`jfs.summary_of`, from the database's
+    /// per-directory figures: no walk of the files); empty when it is gone.
+    pub async fn summary_of(&self, inode: u64, depth: i32) -> Result<Vec<SummaryRow>> {
+        let rows = self
+            .call(
+                "SELECT inode, path, depth, dirs, files, length, space FROM jfs.summary_of($1, $2)",
+                &[&(inode as i64), &depth],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(SummaryRow {
+                    inode: r.try_get::<_, i64>("inode")? as u64,
+                    path: r.try_get::<_, Option<String>>("path")?.unwrap_or_default(),
+                    depth: r.try_get("depth")?,
+                    dirs: r.try_get("dirs")?,
+                    files: r.try_get("files")?,
+                    length: r.try_get("length")?,
+                    space: r.try_get("space")?,
+                })
+            })
+            .collect()
     }
 
     /// Every quota with its usage (`jfs.list_quotas()`, the rows of view

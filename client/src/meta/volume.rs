@@ -93,6 +93,31 @@ impl Meta {
         Ok((row.try_get("errno")?, row.try_get("message")?))
     }
 
+    /// `jfs destroy`'s first step (`jfs.destroy_begin`): marks the volume
+    /// of `uuid` as being destroyed, so no session opens; with `force`,
+    /// live sessions are ended instead of refusing. Errno and message.
+    pub async fn destroy_begin(&self, uuid: &str, force: bool) -> Result<(i32, String)> {
+        let row = self
+            .call_one(
+                "SELECT errno, coalesce(message, '') AS message FROM jfs.destroy_begin($1::text::uuid, $2)",
+                &[&uuid, &force],
+            )
+            .await?;
+        Ok((row.try_get("errno")?, row.try_get("message")?))
+    }
+
+    /// `jfs destroy`'s last step (`jfs.destroy_finish`), once the objects
+    /// are gone: empties the volume's tables. Errno and message.
+    pub async fn destroy_finish(&self, uuid: &str) -> Result<(i32, String)> {
+        let row = self
+            .call_one(
+                "SELECT errno, coalesce(message, '') AS message FROM jfs.destroy_finish($1::text::uuid)",
+                &[&uuid],
+            )
+            .await?;
+        Ok((row.try_get("errno")?, row.try_get("message")?))
+    }
+
     /// The volume's settings; ENOENT when it is not formatted.
     pub async fn volume(&self) -> Result<VolumeInfo> {
         let rows = self

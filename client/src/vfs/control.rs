@@ -1,5 +1,5 @@
 //! The control file: a hidden `.jfs.control` in the mount's root through which
-//! commands run by `jfs` (info, rmr, clone, compact, warmup, stats, debug) talk to the
+//! commands run by `jfs` (info, rmr, clone, compact, warmup, summary, stats, debug) talk to the
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
@@ -116,10 +116,17 @@ impl Vfs {
                     _ => Err("usage: warmup NODE [fetch|evict|check] [PARALLEL]".to_string()),
                 }
             }
+            (Some("summary"), Some(node)) => match words.next().map_or(Ok(0), str::parse::<i32>) {
+                Ok(depth) => match self.node(node, &who).await {
+                    Ok(attr) => self.summary(&attr, depth, &who).await,
+                    Err(e) => Err(e),
+                },
+                Err(_) => Err("usage: summary NODE [DEPTH]".to_string()),
+            },
             _ => Err(format!(
                 "unknown request {:?}; known: info NODE, rmr PARENT_INODE NAME_IN_HEX, \
                  clone SRC_NODE DST_PARENT_INODE NAME_IN_HEX [preserve], compact NODE, \
-                 warmup NODE [fetch|evict|check] [PARALLEL], stats, debug \
+                 warmup NODE [fetch|evict|check] [PARALLEL], summary NODE [DEPTH], stats, debug \
                  (NODE: a directory's INODE, or PARENT_INODE:NAME_IN_HEX)",
                 request.trim()
             )),
@@ -293,6 +300,16 @@ impl Vfs {
         let _ = writeln!(out, "objects: {objects}");
         Ok(out)
     }
+}
+
+/// Hex digits of bytes (how names and paths travel in answers).
+pub(super) fn hex_encode(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// Bytes from hex digits (names travel in hex: they may hold any byte but "/" and NUL).

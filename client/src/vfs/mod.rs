@@ -21,6 +21,7 @@ mod ops;
 mod reader;
 mod space;
 mod squash;
+mod summary;
 mod warmup;
 
 mod writer;

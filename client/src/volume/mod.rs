@@ -64,6 +64,19 @@ pub struct OpenVolume {
     pub cache_key: Option<[u8; 32]>,
 }
 
+/// The volume `meta` holds, or an error saying there is none (`meta_url`
+/// names the database in it).
+pub async fn read_volume(meta: &Meta, meta_url: &str) -> anyhow::Result<VolumeInfo> {
+    match meta.volume().await {
+        Ok(v) => Ok(v),
+        Err(MetaError::Errno(libc::ENOENT)) => anyhow::bail!(
+            "{} holds no volume: run `jfs format` first",
+            redact_url(meta_url)
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Connects to `meta_url` (`connections` pooled), reads the volume and
 /// opens its object store.
 pub async fn open_volume(
@@ -72,14 +85,7 @@ pub async fn open_volume(
     check: BucketCheck,
 ) -> anyhow::Result<OpenVolume> {
     let meta = Meta::connect(meta_url, connections).await?;
-    let volume = match meta.volume().await {
-        Ok(v) => v,
-        Err(MetaError::Errno(libc::ENOENT)) => anyhow::bail!(
-            "{} holds no volume: run `jfs format` first",
-            redact_url(meta_url)
-        ),
-        Err(e) => return Err(e.into()),
-    };
+    let volume = read_volume(&meta, meta_url).await?;
     let secrets = meta.volume_secrets().await?;
     let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
         .with_context(|| format!("volume {}", volume.name))?;

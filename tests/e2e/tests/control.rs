@@ -268,3 +268,42 @@ fn debug_reports_and_warmups_of_unreadable_files_are_refused_to_other_users() {
     let answer = ask_as(ALICE, &[], &root, &open);
     assert!(answer.starts_with("blocks 1 1 bytes 1 1"), "{answer}");
 }
+
+#[test]
+fn summaries_show_other_users_only_what_they_could_list() {
+    let v = Volume::new("control-summary");
+    let m = v.mount("a", &["--allow-other"]);
+    let p = |rel: &str| m.p(rel);
+    dir(&p("home"), 0o755, 0, 0);
+    dir(&p("home/alice"), 0o700, ALICE, ALICE);
+    dir(&p("home/alice/private"), 0o755, ALICE, ALICE);
+    file(&p("home/alice/private/f"), 0o644, ALICE, ALICE);
+    dir(&p("home/bob"), 0o755, BOB, BOB);
+    dir(&p("home/bob/work"), 0o755, BOB, BOB);
+    let bob = |request: String| ask_as(BOB, &[], &m.path, &request);
+    // a directory he may not read is not summed for him
+    let answer = bob(format!("summary {} 0", ino(&p("home/alice"))));
+    assert!(
+        refused(&answer),
+        "summary of an unreadable directory: {answer}"
+    );
+    // of /home he sees alice's total (as a quota would show it), not the
+    // names inside her home
+    let answer = bob(format!("summary {} 3", ino(&p("home"))));
+    let rows: Vec<&str> = answer
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert!(rows.contains(&hex("alice").as_str()), "{answer}");
+    assert!(rows.contains(&hex("bob/work").as_str()), "{answer}");
+    assert!(
+        !rows.contains(&hex("alice/private").as_str()),
+        "a name inside a directory he cannot list: {answer}"
+    );
+    // root sees every row
+    let answer = ask_as(0, &[], &m.path, &format!("summary {} 3", ino(&p("home"))));
+    assert!(
+        answer.contains(&format!(" {}\n", hex("alice/private"))),
+        "{answer}"
+    );
+}
