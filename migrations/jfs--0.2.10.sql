@@ -849,7 +849,8 @@ DECLARE
 BEGIN
     IF p_space = 0 THEN
         IF p_length <> 0 THEN
-            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode;
+            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode
+              ORDER BY ed.parent;
         END IF;
         RETURN 0;
     END IF;
@@ -864,7 +865,7 @@ BEGIN
     v_errno := _charge(true, _owner_key(f.owner_quotas, f.quota_uids, p_uid), _owner_key(f.owner_quotas, f.quota_gids, p_gid),
                        v_roots, 0, 0, p_space, p_check AND f.quota_limits);
     IF v_errno = 0 AND v_dirs IS NOT NULL THEN
-        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d;
+        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d ORDER BY d;
     END IF;
     RETURN v_errno;
 END
@@ -1196,12 +1197,27 @@ $$;
 
 -- For procedures that need the settings row anyway: applies the durability
 -- mode and returns the settings.
+-- Refuses a change to a volume `jfs destroy` is removing (after
+-- destroy_begin, which --force runs with mounts still attached). Every
+-- procedure that changes the volume reads setting.destroying (through
+-- _begin, or with its own read of the settings) and calls this when set.
+CREATE FUNCTION _destroyed() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): nothing changes in it any more'
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END
+$$;
+
 CREATE FUNCTION _begin() RETURNS setting
 LANGUAGE plpgsql AS $$
 DECLARE
     s setting;
 BEGIN
     SELECT * INTO s FROM setting;
+    IF s.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     PERFORM _durability(s.meta_durability);
     RETURN s;
 END
@@ -1452,224 +1468,107 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:88
+-- extension/src/lib.rs:68
 -- requires:
 --   internal
---   charge
 
--- Clone: a file or a whole tree copied in one transaction, sharing its data.
+-- Extended attributes: get, set (XATTR_CREATE = 1, XATTR_REPLACE = 2), list, remove.
+-- Names up to 255 bytes (ERANGE beyond), values up to 64 KiB (E2BIG beyond).
 
--- Copies the node p_src (a file, or a directory with everything below it) to
--- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
--- one reserved range; entries, slices, symlink targets and xattrs are copied;
--- each shared slice gains one reference per new slice row, so the clone is
--- copy-on-write (a later write to either side makes new slices). Hard links
--- inside the tree stay hard links in the clone (nlink counts the entries in
--- the clone); a link from outside the tree is not followed. Modes and times
--- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
--- squashed role's owner ids are squashed, those the clone keeps too).
---
--- Snapshot: the whole source is read and copied by ONE SQL statement, so it
--- is read under one MVCC snapshot: a write, rename or create committed while
--- the clone runs is in it entirely or not at all, for every file together.
--- The source is not locked; the only shared rows written are slice_ref
--- counters. If a slice of the snapshot lost its last reference meanwhile (the
--- source was truncated or removed after the snapshot), the clone fails with
--- serialization_failure (40001) and the caller retries.
---
--- Cost: the transaction inserts one row per node, entry, slice, xattr of the
--- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
--- batched mode, so a clone is all or nothing.
---
--- Usage: the clone's entries count under the destination's directory quotas,
--- its nodes for the volume and their owners; a clone that would pass a limit
--- is not made (28 ENOSPC, 122 EDQUOT).
---
--- Returns errno 0 with the new root's inode, the nodes created and the space
--- charged; else errno: 2 no source / no destination directory, 20 the
--- destination parent is not a directory, 17 the name exists, 22/36 bad name
--- or owner id,
--- 28/122 over a limit.
-CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
-                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
-RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
+CREATE FUNCTION getxattr(p_inode bigint, p_name bytea, OUT errno integer, OUT value bytea)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    SELECT x.value INTO value FROM xattr x WHERE x.inode = p_inode AND x.name = p_name;
+    IF FOUND THEN
+        errno := 0;
+    ELSIF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
+        errno := 2;
+    ELSIF p_name IS NULL OR length(p_name) = 0 THEN
+        errno := 22;
+    ELSIF length(p_name) > 255 THEN
+        errno := 34;
+    ELSE
+        errno := 61;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION setxattr(p_inode bigint, p_name bytea, p_value bytea, p_flags integer DEFAULT 0)
+RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_dst_name);
-    par record;
-    v_src_type smallint;
-    v_res record;
-    v_roots bigint[];
-    v_quota_errno integer := 0;
-    v_owner record;
-    v_squash record := _caller_squash();
+    s setting := _begin();
+    v_flags integer := coalesce(p_flags, 0);
 BEGIN
-    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
-        v_errno := 22;
+    IF p_name IS NULL OR length(p_name) = 0 OR position('\x00'::bytea IN p_name) > 0
+       OR v_flags & ~3 <> 0 OR v_flags = 3 OR p_value IS NULL THEN
+        RETURN 22;
+    ELSIF length(p_name) > 255 THEN
+        RETURN 34;
+    ELSIF length(p_value) > 65536 THEN
+        RETURN 7;
     END IF;
-    IF v_errno <> 0 THEN
-        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
     END IF;
-    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
-    IF v_src_type IS NULL THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
+    IF v_flags = 1 THEN
+        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value) ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN 17;
+        END IF;
+    ELSIF v_flags = 2 THEN
+        UPDATE xattr SET value = p_value WHERE inode = p_inode AND name = p_name;
+        IF NOT FOUND THEN
+            RETURN 61;
+        END IF;
+    ELSE
+        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value)
+            ON CONFLICT (inode, name) DO UPDATE SET value = EXCLUDED.value;
     END IF;
-    -- the destination directory: stays a directory, gains an entry (and a
-    -- link when the clone is a directory)
-    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
-      INTO par
-      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
-    IF NOT FOUND OR par.type <> 2 THEN
-        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    PERFORM _durability(par.meta_durability);
+    UPDATE node SET ctime = _now() WHERE inode = p_inode;
+    PERFORM _log_node_change('setxattr', p_inode, p_name);
+    RETURN 0;
+END
+$$;
 
-    -- the one statement: read the source tree and write its copy
-    WITH RECURSIVE dirs(inode) AS (
-        SELECT p_src WHERE v_src_type = 2
-        UNION ALL
-        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
-    ), entries AS (
-        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
-    ), links AS (
-        -- entries naming each node inside the clone (the root: the new entry)
-        SELECT x.inode, count(*)::integer AS k
-          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
-    ), numbered AS (
-        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
-    ), ids AS (
-        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
-         WHERE c.name = 'inode'
-        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
-    ), map AS (
-        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
-    ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
-        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
-               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
-               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
-               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
-          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
-        RETURNING node.inode, node.type, node.length, node.uid, node.gid
-    ), new_entries AS (
-        INSERT INTO edge (parent, name, inode, type)
-        SELECT mp.new, en.name, mi.new, en.type
-          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
-        UNION ALL
-        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
-        RETURNING edge.parent, edge.inode
-    ), entry_usage AS (
-        -- what the new entries add to each directory holding them
-        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
-               sum(nn.length) AS length
-          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
-    ), owner_usage AS (
-        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
-          FROM new_nodes nn GROUP BY nn.uid, nn.gid
-    ), old_slices AS (
-        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
-    ), new_slices AS (
-        -- seq is kept: it orders the slices of one chunk, and the inode is new
-        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
-        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
-        RETURNING 1
-    ), shared AS (
-        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
-    ), referenced AS (
-        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
-        RETURNING r.slice_id
-    ), new_targets AS (
-        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
-        RETURNING 1
-    ), new_xattrs AS (
-        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
-        RETURNING 1
-    ), new_acls AS (
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
-        RETURNING 1
-    )
-    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
-           (SELECT count(*) FROM map) AS mapped,
-           (SELECT count(*) FROM new_nodes) AS nodes,
-           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
-           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
-           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
-           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
-           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
-           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
-           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
-           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
-           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
-           (SELECT count(*) FROM shared) AS shared,
-           (SELECT count(*) FROM referenced) AS referenced,
-           (SELECT count(*) FROM new_slices)
-             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
-             + (SELECT count(*) FROM new_acls) AS rows
-      INTO v_res;
+-- The names of a node's extended attributes, in byte order, with those of
+-- its POSIX ACLs (sql/acl.sql) when it has any beyond its mode. (An ACL
+-- stored as a plain xattr by 0.1.0 is not listed: it never took effect.)
+CREATE FUNCTION listxattr(p_inode bigint, OUT errno integer, OUT names bytea[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT coalesce(array_agg(e.name ORDER BY e.name), '{}') INTO names
+      FROM (SELECT x.name FROM xattr x
+             WHERE x.inode = p_inode
+               AND x.name NOT IN ('system.posix_acl_access'::bytea, 'system.posix_acl_default'::bytea)
+            UNION ALL
+            SELECT DISTINCT convert_to(CASE a.kind WHEN 'a' THEN 'system.posix_acl_access'
+                                                   ELSE 'system.posix_acl_default' END, 'UTF8')
+              FROM acl a WHERE a.inode = p_inode) e;
+    errno := 0;
+END
+$$;
 
-    IF v_res.nodes <> v_res.mapped THEN
-        -- the source itself went away between the first look and the copy
-        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
-    ELSIF v_res.referenced <> v_res.shared THEN
-        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
-            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
+CREATE FUNCTION removexattr(p_inode bigint, p_name bytea) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+BEGIN
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
     END IF;
-    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
-     WHERE node.inode = p_dst_parent;
-
-    -- usage: every entry of the clone is under the destination's quota
-    -- roots (the new directories have no quota of their own); the new
-    -- nodes count for the volume and their owners. Over a limit, the
-    -- whole clone is undone.
-    v_roots := _quota_roots(par.qroot);
-    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
-                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
-                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
-    IF v_quota_errno = 0 THEN
-        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
+    DELETE FROM xattr WHERE inode = p_inode AND name = p_name;
+    IF NOT FOUND THEN
+        RETURN 61;
     END IF;
-    IF par.owner_quotas THEN
-        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
-                                     u(uid, gid, inodes, space)
-        LOOP
-            EXIT WHEN v_quota_errno <> 0;
-            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
-                                     par.quota_limits);
-        END LOOP;
-    END IF;
-    IF v_quota_errno <> 0 THEN
-        -- what was charged already goes with the rest of the clone
-        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
-    END IF;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
-    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
-      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
-        ON CONFLICT ON CONSTRAINT dir_stats_pkey
-        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
-                      length = d.length + excluded.length;
-    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
-    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
-    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
-EXCEPTION
-    WHEN unique_violation THEN
-        -- the name was taken by a create that committed after the check above
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN no_data_found THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN SQLSTATE 'JQ000' THEN
-        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
+    UPDATE node SET ctime = _now() WHERE inode = p_inode;
+    PERFORM _log_node_change('removexattr', p_inode, p_name);
+    RETURN 0;
 END
 $$;
 /* </end connected objects> */
@@ -1795,227 +1694,6 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:78
--- requires:
---   internal
-
--- Mount sessions: register, heartbeat, close, clean up dead ones, and
--- release open-but-unlinked inodes (sustained) on last close.
-
--- Refuses a new session on a volume `jfs destroy` is removing
--- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
--- the new session to commit, then sees it.
-CREATE FUNCTION _refuse_if_destroying() RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_destroying timestamptz;
-BEGIN
-    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
-    IF v_destroying IS NOT NULL THEN
-        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
-                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
-    END IF;
-END
-$$;
-
-CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-BEGIN
-    PERFORM _refuse_if_destroying();
-    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
-    RETURNING sid INTO v_sid;
-    RETURN v_sid;
-END
-$$;
-
--- A new session of the caller's login role (only it, or an administrator,
--- acts for it), which other mounts end only after p_timeout without a
--- heartbeat (its mount's --session-timeout, at least a second). None opens
--- on a volume being destroyed.
-CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-BEGIN
-    PERFORM _refuse_if_destroying();
-    INSERT INTO session (host, pid, info, session_timeout)
-    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
-            greatest(coalesce(p_timeout, '5 minutes'), '1 second'))
-    RETURNING sid INTO v_sid;
-    RETURN v_sid;
-END
-$$;
-
--- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
--- register again (and its sustained inodes are gone).
-CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
-    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
-END
-$$;
-
--- Ends a locked session: its open-unlinked inodes are released (freed when
--- no other session holds them), its locks dropped, its row deleted.
-CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_inode bigint;
-    v_released integer := 0;
-BEGIN
-    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
-        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
-        IF _unheld(v_inode) THEN
-            PERFORM _free_node(v_inode);
-        END IF;
-        v_released := v_released + 1;
-    END LOOP;
-    DELETE FROM lock_wait WHERE sid = p_sid;
-    DELETE FROM plock WHERE sid = p_sid;
-    DELETE FROM session WHERE sid = p_sid;
-    RETURN v_released;
-END
-$$;
-
-CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    PERFORM _end_session(p_sid);
-    RETURN 0;
-END
-$$;
-
--- Ends every session whose last heartbeat is older than p_timeout and than
--- the session's own timeout (so no caller can end a live one); any client
--- may call it. Returns the number of sessions ended.
-CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-    v_count integer := 0;
-BEGIN
-    PERFORM _begin();
-    FOR v_sid IN SELECT sid FROM session
-                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
-                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
-        PERFORM _end_session(v_sid);
-        v_count := v_count + 1;
-    END LOOP;
-    RETURN v_count;
-END
-$$;
-
--- The session closed its last handle of p_inode: an unlinked inode no
--- other session holds is freed. 0, or 2 if p_sid did not hold it.
-CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
-    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF _unheld(p_inode) THEN
-        PERFORM _free_node(p_inode);
-    END IF;
-    RETURN 0;
-END
-$$;
-
--- Whether node p_inode (locked by the caller) has no name and nobody
--- holds it: no session has it open, and it is not kept in unlinked for
--- other mounts (free_unlinked frees those).
-CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
-       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
-$$;
-
--- Session p_sid holds those of p_inodes (files it has open) that lost
--- their last name elsewhere and are still kept (nlink 0, in unlinked or
--- held by another session): they stay until it releases them (release,
--- or the end of its session). A mount calls it when it reads a removal
--- from the change log. Returns the inodes among p_inodes it holds.
-CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RETURN '{}';
-    END IF;
-    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
-    INSERT INTO sustained (sid, inode)
-    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
-    ON CONFLICT DO NOTHING;
-    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
-END
-$$;
-
--- Frees the files kept in unlinked for longer than p_grace (at least a
--- second) that no session holds; those held are left to their last
--- holder's release. Any client may call it (mounts do, in the background).
--- Returns the number of files freed.
-CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_due bigint[];
-    v_free bigint[];
-BEGIN
-    PERFORM _begin();
-    SELECT array_agg(u.inode) INTO v_due
-      FROM (SELECT inode FROM unlinked
-             WHERE at < now() - greatest(p_grace, interval '1 second')
-             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
-    IF v_due IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
-    DELETE FROM unlinked WHERE inode = ANY (v_due);
-    SELECT array_agg(n.inode) INTO v_free
-      FROM node n
-     WHERE n.inode = ANY (v_due) AND n.nlink = 0
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
-    IF v_free IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM _free_nodes(v_free);
-    RETURN cardinality(v_free);
-END
-$$;
-
--- The mounted clients, for `jfs status` (clients may not read the tables).
-CREATE FUNCTION sessions()
-RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
-               sustained bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
-           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
-      FROM session s ORDER BY s.sid
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:73
 -- requires:
 --   internal
@@ -2031,11 +1709,13 @@ $$;
 -- Extends the length, sets mtime (p_mtime, default now) and ctime. The
 -- slice id must be one alloc_ids handed out, committed nowhere yet and not
 -- queued for deletion (EINVAL): each write's slice is committed once.
-CREATE FUNCTION write_slice(
+-- With p_defer, growth within the file's last 4 KiB unit is not added to
+-- dir_stats but returned in `deferred`, for the caller to add after every
+-- quota row it charges (write_slices: the lock order of _charge).
+CREATE FUNCTION _write_slice(
     p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, OUT a attr, OUT deferred bigint)
+LANGUAGE plpgsql AS $$
 DECLARE
     s setting := _begin();
     v_now bigint := _now();
@@ -2044,11 +1724,13 @@ DECLARE
     v_had bigint;
     n node;
 BEGIN
+    deferred := 0;
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
        OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
        OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
        OR p_slice_off::bigint + p_len > p_slice_size THEN
-        RETURN _err(22);
+        a := _err(22);
+        RETURN;
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
     v_errno := _file_errno(n);
@@ -2056,13 +1738,19 @@ BEGIN
         v_errno := 22;
     END IF;
     IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
+        a := _err(v_errno);
+        RETURN;
     END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
-    -- a longer file must fit the quotas: refused before anything changes
-    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
+    IF p_defer AND _space(v_end) = _space(n.length) THEN
+        deferred := v_end - n.length;
+    ELSE
+        -- a longer file must fit the quotas: refused before anything changes
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            a := _err(v_errno);
+            RETURN;
+        END IF;
     END IF;
     -- (a concurrent commit of the same id makes this fail: the id is used once)
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
@@ -2075,7 +1763,21 @@ BEGIN
     UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
      WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
+    a := _to_attr(n);
+END
+$$;
+
+-- _write_slice of one slice (see there).
+CREATE FUNCTION write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    w record;
+BEGIN
+    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false);
+    RETURN w.a;
 END
 $$;
 
@@ -2093,6 +1795,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS 
 DECLARE
     v_n integer := coalesce(cardinality(p_ids), 0);
     v_attr attr;
+    w record;
+    v_deferred bigint := 0;
+    v_done integer := v_n;
 BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
@@ -2101,13 +1806,19 @@ BEGIN
         RETURN;
     END IF;
     FOR i IN 1..v_n LOOP
-        v_attr := write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime);
+        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true);
+        v_attr := w.a;
+        v_deferred := v_deferred + w.deferred;
         IF v_attr.errno <> 0 THEN
-            RETURN QUERY SELECT i - 1, v_attr;
-            RETURN;
+            v_done := i - 1;
+            EXIT;
         END IF;
     END LOOP;
-    RETURN QUERY SELECT v_n, v_attr;
+    -- the growth within 4 KiB units, to dir_stats after every quota row
+    IF v_deferred <> 0 THEN
+        PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
+    END IF;
+    RETURN QUERY SELECT v_done, v_attr;
 END
 $$;
 
@@ -2208,485 +1919,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
                 WHEN EXISTS (SELECT 1 FROM delslice d WHERE d.slice_id = u.id) THEN 'pending'
                 ELSE 'unreferenced' END
       FROM unnest(p_slice_ids) u(id)
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:43
--- requires:
---   internal
---   charge
---   acl_rules
-
--- Namespace procedures: lookup, getattr, mknod (every type), symlink,
--- readlink, link (unlink and rmdir: remove.sql). Each is one call, one transaction; expected
--- failures come back as errno, and row locks are taken in ascending inode order.
-
--- errno for an entry (p_parent, p_name) that was not found.
-CREATE FUNCTION _missing(p_parent bigint, p_name bytea) RETURNS integer
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_type smallint;
-BEGIN
-    SELECT type INTO v_type FROM node WHERE inode = p_parent;
-    IF v_type IS NULL THEN
-        RETURN 2;
-    ELSIF v_type <> 2 THEN
-        RETURN 20;
-    ELSIF _check_name(p_name) <> 0 THEN
-        RETURN _check_name(p_name);
-    END IF;
-    RETURN 2;
-END
-$$;
-
--- Locks one node in the given mode ('share' = FOR KEY SHARE, 'nokey' = FOR
--- NO KEY UPDATE, 'update' = FOR UPDATE); false if it does not exist.
-CREATE FUNCTION _lock_node(p_inode bigint, p_mode text) RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF p_mode = 'share' THEN
-        PERFORM 1 FROM node WHERE inode = p_inode FOR KEY SHARE;
-    ELSIF p_mode = 'nokey' THEN
-        PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    ELSE
-        PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
-    END IF;
-    RETURN FOUND;
-END
-$$;
-
--- Locks nodes in ascending inode order (the global lock order), each in its
--- mode; a node listed twice is locked once in the strongest of its modes.
--- Returns false if any of them does not exist.
-CREATE FUNCTION _lock_nodes(p_inodes bigint[], p_modes text[]) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_inodes bigint[];
-    v_strengths integer[];
-    ok boolean := true;
-BEGIN
-    IF cardinality(p_inodes) = 2 AND p_inodes[1] IS NOT NULL AND p_inodes[2] IS NOT NULL
-       AND p_inodes[1] <> p_inodes[2] THEN
-        -- the common case (a directory and one entry) without a sorting query
-        IF p_inodes[1] < p_inodes[2] THEN
-            RETURN _lock_node(p_inodes[1], p_modes[1]) AND _lock_node(p_inodes[2], p_modes[2]);
-        END IF;
-        RETURN _lock_node(p_inodes[2], p_modes[2]) AND _lock_node(p_inodes[1], p_modes[1]);
-    END IF;
-    SELECT array_agg(i ORDER BY i), array_agg(strength ORDER BY i) INTO v_inodes, v_strengths
-      FROM (SELECT i, max(CASE m WHEN 'update' THEN 3 WHEN 'nokey' THEN 2 ELSE 1 END) AS strength
-              FROM unnest(p_inodes, p_modes) AS u(i, m)
-             WHERE i IS NOT NULL
-             GROUP BY i) x;
-    FOR k IN 1..coalesce(cardinality(v_inodes), 0) LOOP
-        IF NOT _lock_node(v_inodes[k], CASE v_strengths[k] WHEN 3 THEN 'update' WHEN 2 THEN 'nokey' ELSE 'share' END) THEN
-            ok := false;
-        END IF;
-    END LOOP;
-    RETURN ok;
-END
-$$;
-
--- Whether a directory has no entries. The ORDER BY matches the primary key
--- so the plan is always an index probe: a generic plan for a bare
--- EXISTS (... WHERE parent = $1) may pick a sequential scan, which finds
--- nothing only after reading every entry of the volume.
-CREATE FUNCTION _dir_is_empty(p_dir bigint) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    PERFORM 1 FROM edge WHERE parent = p_dir ORDER BY parent, name LIMIT 1;
-    RETURN NOT FOUND;
-END
-$$;
-
--- The node a name refers to in a directory.
-CREATE FUNCTION lookup(p_parent bigint, p_name bytea) RETURNS attr
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    r attr;
-BEGIN
-    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
-           n.parent, n.tier, n.used
-      INTO r
-      FROM edge e JOIN node n ON n.inode = e.inode
-     WHERE e.parent = p_parent AND e.name = p_name;
-    IF FOUND THEN
-        RETURN r;
-    END IF;
-    IF _is_dot(p_name) THEN
-        r := _attr(p_parent);
-        IF r.errno <> 0 THEN
-            RETURN r;
-        ELSIF r.type <> 2 THEN
-            RETURN _err(20);
-        ELSIF p_name = '\x2e2e'::bytea THEN
-            RETURN _attr(r.parent);
-        END IF;
-        RETURN r;
-    END IF;
-    RETURN _err(_missing(p_parent, p_name));
-END
-$$;
-
-CREATE FUNCTION getattr(p_inode bigint) RETURNS attr
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    RETURN _attr(p_inode);
-END
-$$;
-
--- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
--- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
--- p_inode is an id from a range the client reserved with alloc_ids (another
--- is EINVAL); NULL allocates one here. /.trash and /.jfs.control are EEXIST
--- (the trash's own inode makes /.trash, owned by root, 0700: EPERM else). A directory with the set-group-id bit passes its group
--- (and, to subdirectories, the bit) on. A squashed role's owner ids are
--- squashed (_caller_squash, looked up only when some role is squashed:
--- setting.squash_roles), but for the trash's own directories. A
--- symlink target holds no NUL byte (EINVAL).
-CREATE FUNCTION mknod(
-    p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
-    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL,
-    p_umask integer DEFAULT 0)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_name);
-    par record;
-    n node;
-    v_acl_tags smallint[];
-    v_acl_ids bigint[];
-    v_acl_perms smallint[];
-    v_squash record;
-BEGIN
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF _is_dot(p_name) THEN
-        RETURN _err(17);
-    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
-          OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
-        RETURN _err(22);
-    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0 OR position('\x00'::bytea IN p_target) > 0) THEN
-        RETURN _err(22);
-    ELSIF p_type = 3 AND length(p_target) > 4096 THEN
-        RETURN _err(36);
-    ELSIF p_inode = _trash_inode() THEN
-        IF p_parent <> 1 OR p_name <> '\x2e7472617368'::bytea OR p_type <> 2 OR p_uid <> 0 OR p_gid <> 0
-           OR p_mode & 4095 <> 448 THEN
-            RETURN _err(1);
-        END IF;
-    ELSIF _reserved_name(p_parent, p_name) THEN
-        RETURN _err(17);
-    ELSIF p_inode IS NOT NULL AND (p_inode < 2 OR NOT _handed_out('inode', p_inode)
-                                   OR EXISTS (SELECT 1 FROM node x WHERE x.inode = p_inode)) THEN
-        RETURN _err(22);
-    END IF;
-
-    -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
-    -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
-    -- (with the settings and the chain of quota roots the entry is charged to)
-    IF p_type = 2 THEN
-        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
-               s.squash_roles
-          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
-         WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
-    ELSE
-        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
-               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
-               s.squash_roles
-          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
-         WHERE d.inode = p_parent FOR KEY SHARE OF d;
-    END IF;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF par.type <> 2 THEN
-        RETURN _err(20);
-    END IF;
-    IF par.meta_durability = 'fsync' THEN
-        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
-    END IF;
-
-    -- a directory's default ACL, if any, replaces the umask (sql/acl.sql)
-    IF par.enable_acl AND p_type <> 3 THEN
-        SELECT array_agg(a.tag ORDER BY a.tag, a.qualifier), array_agg(a.qualifier ORDER BY a.tag, a.qualifier),
-               array_agg(a.perm ORDER BY a.tag, a.qualifier)
-          INTO v_acl_tags, v_acl_ids, v_acl_perms
-          FROM acl a WHERE a.inode = p_parent AND a.kind = 'd';
-    END IF;
-
-    n.inode := coalesce(p_inode, _next_ids('inode', 1));
-    n.type := p_type::smallint;
-    IF v_acl_tags IS NULL THEN
-        n.mode := p_mode & 4095 & ~coalesce(p_umask, 0);
-    ELSE
-        n.mode := _acl_create_mode(p_mode & 4095, v_acl_tags, v_acl_perms);
-    END IF;
-    n.uid := p_uid;
-    n.gid := p_gid;
-    IF par.squash_roles AND NOT (p_type = 2 AND p_mode & 4095 = 448 AND p_uid = 0 AND p_gid = 0
-                                 AND (p_inode = _trash_inode() OR p_parent = _trash_inode())) THEN
-        v_squash := _caller_squash();
-        n.uid := _squashed(p_uid, v_squash.kind, v_squash.uid);
-        n.gid := _squashed(p_gid, v_squash.kind, v_squash.gid);
-    END IF;
-    IF par.mode & 1024 <> 0 THEN
-        n.gid := par.gid;
-        IF p_type = 2 THEN
-            n.mode := n.mode | 1024;
-        END IF;
-    END IF;
-    n.atime := v_now; n.mtime := v_now; n.ctime := v_now;
-    n.nlink := CASE WHEN p_type = 2 THEN 2 ELSE 1 END;
-    n.length := CASE WHEN p_type = 3 THEN length(p_target) ELSE 0 END;
-    n.rdev := CASE WHEN p_type IN (5, 6) THEN coalesce(p_rdev, 0) ELSE 0 END;
-    n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
-    n.tier := par.tier;
-    n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
-    n.used := 0;
-
-    -- the new node and its entry, within every limit
-    v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
-                       _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
-                       par.quota_limits, n.length);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    END IF;
-    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
-        ON CONFLICT (parent, name) DO NOTHING;
-    IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096, n.length);
-        PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
-        RETURN _err(17);
-    END IF;
-    INSERT INTO node VALUES (n.*);
-    IF p_type = 3 THEN
-        INSERT INTO symlink (inode, target) VALUES (n.inode, p_target);
-    ELSIF v_acl_tags IS NOT NULL THEN
-        PERFORM _acl_inherit(n.inode, p_type = 2, v_acl_tags, v_acl_ids, v_acl_perms);
-    END IF;
-    IF p_type = 2 THEN
-        UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
-        UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
-    END IF;
-    INSERT INTO change (op, inode, parent, name, uid, gid)
-    VALUES ((ARRAY['create', 'mkdir', 'symlink', 'mknod', 'mknod', 'mknod', 'mknod'])[p_type],
-            n.inode, p_parent, p_name, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-
-CREATE FUNCTION symlink(p_parent bigint, p_name bytea, p_target bytea, p_uid bigint, p_gid bigint,
-                        p_inode bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    RETURN mknod(p_parent, p_name, 3, 511, p_uid, p_gid, 0, p_target, p_inode);
-END
-$$;
-
-CREATE FUNCTION readlink(p_inode bigint, OUT errno integer, OUT target bytea)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    SELECT s.target INTO target FROM symlink s WHERE s.inode = p_inode;
-    IF FOUND THEN
-        errno := 0;
-    ELSIF EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
-        errno := 22;
-    ELSE
-        errno := 2;
-    END IF;
-END
-$$;
-
--- A new name p_name in p_parent for the non-directory p_inode.
-CREATE FUNCTION link(p_inode bigint, p_parent bigint, p_name bytea) RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_name);
-    v_ptype smallint;
-    v_pqroot bigint;
-    v_limits boolean;
-    n node;
-BEGIN
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF _is_dot(p_name) OR _reserved_name(p_parent, p_name) THEN
-        RETURN _err(17);
-    END IF;
-    PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
-    SELECT * INTO n FROM node WHERE inode = p_inode;
-    SELECT d.type, d.qroot, st.quota_limits INTO v_ptype, v_pqroot, v_limits FROM node d, setting st WHERE d.inode = p_parent;
-    IF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
-        RETURN _err(2);
-    ELSIF n.type = 2 THEN
-        RETURN _err(1);
-    ELSIF v_ptype <> 2 THEN
-        RETURN _err(20);
-    END IF;
-    -- a new entry: counted under p_parent and the directory quotas above it
-    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits,
-                       n.length);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    END IF;
-    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, p_inode, n.type)
-        ON CONFLICT (parent, name) DO NOTHING;
-    IF NOT FOUND THEN
-        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length), n.length);
-        RETURN _err(17);
-    END IF;
-    UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;
-    PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
-    INSERT INTO change (op, inode, parent, name, uid, gid) VALUES ('link', n.inode, p_parent, p_name, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:63
--- requires:
---   internal
---   charge
---   chunk_data
-
--- setattr: mode, owner, times and size (truncate) of one node in one call.
---
--- p_set is a bit mask (JuiceFS's values): 1 mode, 2 uid, 4 gid, 8 size,
--- 16 atime, 32 mtime, 64 ctime, 128 atime = now, 256 mtime = now.
-
--- Sets the length of the locked regular file p: shrinking drops the slices
--- of whole chunks past the end and covers the rest of the boundary chunk
--- with a hole slice (id 0), so growing it again later reads zeros. The
--- caller has charged the change of space (_charge_space).
-CREATE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_boundary bigint;
-    v_pos bigint;
-    v_end bigint;
-    n node;
-BEGIN
-    IF p_length < p.length THEN
-        -- what showed data past the new end goes from "used"
-        p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
-        IF (p_length + v_chunk - 1) / v_chunk <= 2147483647 THEN   -- else no whole chunk is past the end
-            PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
-        END IF;
-        IF p_length % v_chunk <> 0 THEN
-            v_boundary := p_length / v_chunk;
-            v_pos := p_length % v_chunk;
-            v_end := least(p.length - v_boundary * v_chunk, v_chunk);
-            IF v_end > v_pos THEN
-                INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-                VALUES (p.inode, v_boundary, 0, 0, 0, v_end - v_pos, v_pos);
-            END IF;
-        END IF;
-    END IF;
-    UPDATE node SET length = p_length, used = p.used, mtime = p_now, ctime = p_now
-     WHERE inode = p.inode RETURNING * INTO n;
-    RETURN n;
-END
-$$;
-
-CREATE FUNCTION setattr(
-    p_inode bigint, p_set integer,
-    p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
-    p_atime bigint DEFAULT NULL, p_mtime bigint DEFAULT NULL, p_ctime bigint DEFAULT NULL,
-    p_length bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_set integer := coalesce(p_set, 0);
-    v_errno integer;
-    v_new_uid bigint;
-    v_new_gid bigint;
-    v_truncated boolean := false;
-    v_squash record;
-    f record;
-    n node;
-BEGIN
-    IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
-       OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
-       OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
-       OR (v_set & 64 <> 0 AND p_ctime IS NULL)
-       OR (v_set & 2 <> 0 AND NOT _id_ok(p_uid)) OR (v_set & 4 <> 0 AND NOT _id_ok(p_gid)) THEN
-        RETURN _err(22);
-    END IF;
-    IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
-        RETURN _err(27);
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF v_set & 1 <> 0 AND NOT _mode_ok(p_mode, n.type) THEN
-        RETURN _err(22);
-    END IF;
-    IF v_set & 8 <> 0 THEN
-        IF n.type = 2 THEN
-            RETURN _err(21);
-        ELSIF n.type <> 1 THEN
-            RETURN _err(22);
-        END IF;
-        IF p_length <> n.length THEN
-            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true,
-                                     p_length - n.length);
-            IF v_errno <> 0 THEN
-                RETURN _err(v_errno);
-            END IF;
-            n := _truncate(n, p_length, v_now);
-            v_truncated := true;
-        END IF;
-    END IF;
-    IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
-        -- a new owner: the node's usage moves to the new user/group quotas
-        v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
-        v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
-        -- a squashed role gives nothing to root (root squash); under all
-        -- squash it may only give its own nodes to its own group
-        v_squash := _caller_squash();
-        IF (v_squash.kind = 'root' AND (v_new_uid = 0 OR v_new_gid = 0))
-           OR (v_squash.kind = 'all' AND (v_new_uid IS NOT NULL
-                                          OR (v_new_gid IS NOT NULL
-                                              AND (n.uid <> v_squash.uid OR v_new_gid <> v_squash.gid)))) THEN
-            RETURN _err(1);
-        END IF;
-        SELECT quota_limits, owner_quotas INTO f FROM setting;
-        IF f.owner_quotas THEN
-            v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);
-            IF v_errno <> 0 THEN
-                RETURN _err(v_errno);
-            END IF;
-            PERFORM _charge(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
-                            CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', 0, -1, -_node_space(n.type, n.length),
-                            false);
-        END IF;
-    END IF;
-    IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;
-    IF v_set & 2 <> 0 THEN n.uid := p_uid; END IF;
-    IF v_set & 4 <> 0 THEN n.gid := p_gid; END IF;
-    IF v_set & 128 <> 0 THEN n.atime := v_now; ELSIF v_set & 16 <> 0 THEN n.atime := p_atime; END IF;
-    IF v_set & 256 <> 0 THEN n.mtime := v_now; ELSIF v_set & 32 <> 0 THEN n.mtime := p_mtime; END IF;
-    n.ctime := CASE WHEN v_set & 64 <> 0 THEN p_ctime ELSE v_now END;
-    IF v_set & ~8 <> 0 THEN
-        UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
-         WHERE inode = p_inode;
-    END IF;
-    IF v_set & ~8 <> 0 OR v_truncated THEN
-        INSERT INTO change (op, inode, uid, gid)
-        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
-    END IF;
-    RETURN _to_attr(n);
-END
 $$;
 /* </end connected objects> */
 
@@ -2993,6 +2225,935 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:63
+-- requires:
+--   internal
+--   charge
+--   chunk_data
+
+-- setattr: mode, owner, times and size (truncate) of one node in one call.
+--
+-- p_set is a bit mask (JuiceFS's values): 1 mode, 2 uid, 4 gid, 8 size,
+-- 16 atime, 32 mtime, 64 ctime, 128 atime = now, 256 mtime = now.
+
+-- Sets the length of the locked regular file p: shrinking drops the slices
+-- of whole chunks past the end and covers the rest of the boundary chunk
+-- with a hole slice (id 0), so growing it again later reads zeros. The
+-- caller has charged the change of space (_charge_space).
+CREATE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_boundary bigint;
+    v_pos bigint;
+    v_end bigint;
+    n node;
+BEGIN
+    IF p_length < p.length THEN
+        -- what showed data past the new end goes from "used"
+        p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
+        IF (p_length + v_chunk - 1) / v_chunk <= 2147483647 THEN   -- else no whole chunk is past the end
+            PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        END IF;
+        IF p_length % v_chunk <> 0 THEN
+            v_boundary := p_length / v_chunk;
+            v_pos := p_length % v_chunk;
+            v_end := least(p.length - v_boundary * v_chunk, v_chunk);
+            IF v_end > v_pos THEN
+                INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+                VALUES (p.inode, v_boundary, 0, 0, 0, v_end - v_pos, v_pos);
+            END IF;
+        END IF;
+    END IF;
+    UPDATE node SET length = p_length, used = p.used, mtime = p_now, ctime = p_now
+     WHERE inode = p.inode RETURNING * INTO n;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION setattr(
+    p_inode bigint, p_set integer,
+    p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
+    p_atime bigint DEFAULT NULL, p_mtime bigint DEFAULT NULL, p_ctime bigint DEFAULT NULL,
+    p_length bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_set integer := coalesce(p_set, 0);
+    v_errno integer;
+    v_new_uid bigint;
+    v_new_gid bigint;
+    v_truncated boolean := false;
+    v_squash record;
+    f record;
+    n node;
+BEGIN
+    IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
+       OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
+       OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
+       OR (v_set & 64 <> 0 AND p_ctime IS NULL)
+       OR (v_set & 2 <> 0 AND NOT _id_ok(p_uid)) OR (v_set & 4 <> 0 AND NOT _id_ok(p_gid)) THEN
+        RETURN _err(22);
+    END IF;
+    IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
+        RETURN _err(27);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    ELSIF v_set & 1 <> 0 AND NOT _mode_ok(p_mode, n.type) THEN
+        RETURN _err(22);
+    END IF;
+    IF v_set & 8 <> 0 THEN
+        IF n.type = 2 THEN
+            RETURN _err(21);
+        ELSIF n.type <> 1 THEN
+            RETURN _err(22);
+        END IF;
+        IF p_length <> n.length THEN
+            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true,
+                                     p_length - n.length);
+            IF v_errno <> 0 THEN
+                RETURN _err(v_errno);
+            END IF;
+            n := _truncate(n, p_length, v_now);
+            v_truncated := true;
+        END IF;
+    END IF;
+    IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
+        -- a new owner: the node's usage moves to the new user/group quotas
+        v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
+        v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
+        -- a squashed role gives nothing to root (root squash); under all
+        -- squash it may only give its own nodes to its own group
+        v_squash := _caller_squash();
+        IF (v_squash.kind = 'root' AND (v_new_uid = 0 OR v_new_gid = 0))
+           OR (v_squash.kind = 'all' AND (v_new_uid IS NOT NULL
+                                          OR (v_new_gid IS NOT NULL
+                                              AND (n.uid <> v_squash.uid OR v_new_gid <> v_squash.gid)))) THEN
+            RETURN _err(1);
+        END IF;
+        SELECT quota_limits, owner_quotas INTO f FROM setting;
+        IF f.owner_quotas THEN
+            v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);
+            IF v_errno <> 0 THEN
+                RETURN _err(v_errno);
+            END IF;
+            PERFORM _charge(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
+                            CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', 0, -1, -_node_space(n.type, n.length),
+                            false);
+        END IF;
+    END IF;
+    IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;
+    IF v_set & 2 <> 0 THEN n.uid := p_uid; END IF;
+    IF v_set & 4 <> 0 THEN n.gid := p_gid; END IF;
+    IF v_set & 128 <> 0 THEN n.atime := v_now; ELSIF v_set & 16 <> 0 THEN n.atime := p_atime; END IF;
+    IF v_set & 256 <> 0 THEN n.mtime := v_now; ELSIF v_set & 32 <> 0 THEN n.mtime := p_mtime; END IF;
+    n.ctime := CASE WHEN v_set & 64 <> 0 THEN p_ctime ELSE v_now END;
+    IF v_set & ~8 <> 0 THEN
+        UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
+         WHERE inode = p_inode;
+    END IF;
+    IF v_set & ~8 <> 0 OR v_truncated THEN
+        INSERT INTO change (op, inode, uid, gid)
+        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
+    END IF;
+    RETURN _to_attr(n);
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:78
+-- requires:
+--   internal
+
+-- Mount sessions: register, heartbeat, close, clean up dead ones, and
+-- release open-but-unlinked inodes (sustained) on last close.
+
+-- Refuses a new session on a volume `jfs destroy` is removing
+-- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
+-- the new session to commit, then sees it.
+CREATE FUNCTION _refuse_if_destroying() RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_destroying timestamptz;
+BEGIN
+    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
+    IF NOT FOUND THEN
+        -- (a destroy_finish that emptied the volume while this waited)
+        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
+    ELSIF v_destroying IS NOT NULL THEN
+        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
+                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
+    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
+$$;
+
+-- A new session of the caller's login role (only it, or an administrator,
+-- acts for it), which other mounts end only after p_timeout without a
+-- heartbeat (its mount's --session-timeout, at least a second). None opens
+-- on a volume being destroyed.
+CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
+    INSERT INTO session (host, pid, info, session_timeout)
+    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
+            greatest(coalesce(p_timeout, '5 minutes'), '1 second'))
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
+$$;
+
+-- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
+-- register again (and its sustained inodes are gone).
+CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
+    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
+END
+$$;
+
+-- Ends a locked session: its open-unlinked inodes are released (freed when
+-- no other session holds them), its locks dropped, its row deleted.
+CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inode bigint;
+    v_released integer := 0;
+BEGIN
+    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
+        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
+        IF _unheld(v_inode) THEN
+            PERFORM _free_node(v_inode);
+        END IF;
+        v_released := v_released + 1;
+    END LOOP;
+    DELETE FROM lock_wait WHERE sid = p_sid;
+    DELETE FROM plock WHERE sid = p_sid;
+    DELETE FROM session WHERE sid = p_sid;
+    RETURN v_released;
+END
+$$;
+
+CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    PERFORM _end_session(p_sid);
+    RETURN 0;
+END
+$$;
+
+-- Ends every session whose last heartbeat is older than p_timeout and than
+-- the session's own timeout (so no caller can end a live one); any client
+-- may call it. Returns the number of sessions ended.
+CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+    v_count integer := 0;
+BEGIN
+    PERFORM _begin();
+    FOR v_sid IN SELECT sid FROM session
+                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
+                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
+        PERFORM _end_session(v_sid);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- The session closed its last handle of p_inode: an unlinked inode no
+-- other session holds is freed. 0, or 2 if p_sid did not hold it.
+CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
+    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF _unheld(p_inode) THEN
+        PERFORM _free_node(p_inode);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- Whether node p_inode (locked by the caller) has no name and nobody
+-- holds it: no session has it open, and it is not kept in unlinked for
+-- other mounts (free_unlinked frees those).
+CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
+       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
+$$;
+
+-- Session p_sid holds those of p_inodes (files it has open) that lost
+-- their last name elsewhere and are still kept (nlink 0, in unlinked or
+-- held by another session): they stay until it releases them (release,
+-- or the end of its session). A mount calls it when it reads a removal
+-- from the change log. Returns the inodes among p_inodes it holds.
+CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN '{}';
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
+    INSERT INTO sustained (sid, inode)
+    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
+    ON CONFLICT DO NOTHING;
+    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
+END
+$$;
+
+-- Frees the files kept in unlinked for longer than p_grace (at least a
+-- second) that no session holds; those held are left to their last
+-- holder's release. Any client may call it (mounts do, in the background).
+-- Returns the number of files freed.
+CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_due bigint[];
+    v_free bigint[];
+BEGIN
+    PERFORM _begin();
+    SELECT array_agg(u.inode) INTO v_due
+      FROM (SELECT inode FROM unlinked
+             WHERE at < now() - greatest(p_grace, interval '1 second')
+             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
+    IF v_due IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
+    DELETE FROM unlinked WHERE inode = ANY (v_due);
+    SELECT array_agg(n.inode) INTO v_free
+      FROM node n
+     WHERE n.inode = ANY (v_due) AND n.nlink = 0
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
+    IF v_free IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM _free_nodes(v_free);
+    RETURN cardinality(v_free);
+END
+$$;
+
+-- The mounted clients, for `jfs status` (clients may not read the tables).
+CREATE FUNCTION sessions()
+RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
+               sustained bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
+           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
+      FROM session s ORDER BY s.sid
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:88
+-- requires:
+--   internal
+--   charge
+
+-- Clone: a file or a whole tree copied in one transaction, sharing its data.
+
+-- Copies the node p_src (a file, or a directory with everything below it) to
+-- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
+-- one reserved range; entries, slices, symlink targets and xattrs are copied;
+-- each shared slice gains one reference per new slice row, so the clone is
+-- copy-on-write (a later write to either side makes new slices). Hard links
+-- inside the tree stay hard links in the clone (nlink counts the entries in
+-- the clone); a link from outside the tree is not followed. Modes and times
+-- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
+-- squashed role's owner ids are squashed, those the clone keeps too).
+--
+-- Snapshot: the whole source is read and copied by ONE SQL statement, so it
+-- is read under one MVCC snapshot: a write, rename or create committed while
+-- the clone runs is in it entirely or not at all, for every file together.
+-- The source is not locked; the only shared rows written are slice_ref
+-- counters. If a slice of the snapshot lost its last reference meanwhile (the
+-- source was truncated or removed after the snapshot), the clone fails with
+-- serialization_failure (40001) and the caller retries.
+--
+-- Cost: the transaction inserts one row per node, entry, slice, xattr of the
+-- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
+-- batched mode, so a clone is all or nothing.
+--
+-- Usage: the clone's entries count under the destination's directory quotas,
+-- its nodes for the volume and their owners; a clone that would pass a limit
+-- is not made (28 ENOSPC, 122 EDQUOT).
+--
+-- Returns errno 0 with the new root's inode, the nodes created and the space
+-- charged; else errno: 2 no source / no destination directory, 20 the
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name
+-- or owner id,
+-- 28/122 over a limit.
+CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
+                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
+RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_dst_name);
+    par record;
+    v_src_type smallint;
+    v_res record;
+    v_roots bigint[];
+    v_quota_errno integer := 0;
+    v_owner record;
+    v_squash record := _caller_squash();
+BEGIN
+    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
+        v_errno := 22;
+    END IF;
+    IF v_errno <> 0 THEN
+        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
+    IF v_src_type IS NULL THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    -- the destination directory: stays a directory, gains an entry (and a
+    -- link when the clone is a directory)
+    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
+      INTO par
+      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
+    IF NOT FOUND OR par.type <> 2 THEN
+        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    PERFORM _durability(par.meta_durability);
+
+    -- the one statement: read the source tree and write its copy
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_src WHERE v_src_type = 2
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    ), entries AS (
+        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
+    ), links AS (
+        -- entries naming each node inside the clone (the root: the new entry)
+        SELECT x.inode, count(*)::integer AS k
+          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
+    ), numbered AS (
+        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
+    ), ids AS (
+        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
+         WHERE c.name = 'inode'
+        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
+    ), map AS (
+        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
+    ), new_nodes AS (
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
+        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
+               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
+               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
+               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
+          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
+        RETURNING node.inode, node.type, node.length, node.uid, node.gid
+    ), new_entries AS (
+        INSERT INTO edge (parent, name, inode, type)
+        SELECT mp.new, en.name, mi.new, en.type
+          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
+        UNION ALL
+        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
+        RETURNING edge.parent, edge.inode
+    ), entry_usage AS (
+        -- what the new entries add to each directory holding them
+        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
+               sum(nn.length) AS length
+          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
+    ), owner_usage AS (
+        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_nodes nn GROUP BY nn.uid, nn.gid
+    ), old_slices AS (
+        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
+    ), new_slices AS (
+        -- seq is kept: it orders the slices of one chunk, and the inode is new
+        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
+        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
+        RETURNING 1
+    ), shared AS (
+        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
+    ), referenced AS (
+        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
+        RETURNING r.slice_id
+    ), new_targets AS (
+        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
+        RETURNING 1
+    ), new_xattrs AS (
+        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
+        RETURNING 1
+    ), new_acls AS (
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
+        RETURNING 1
+    )
+    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
+           (SELECT count(*) FROM map) AS mapped,
+           (SELECT count(*) FROM new_nodes) AS nodes,
+           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
+           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
+           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
+           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
+           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
+           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
+           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
+           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
+           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
+           (SELECT count(*) FROM shared) AS shared,
+           (SELECT count(*) FROM referenced) AS referenced,
+           (SELECT count(*) FROM new_slices)
+             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
+             + (SELECT count(*) FROM new_acls) AS rows
+      INTO v_res;
+
+    IF v_res.nodes <> v_res.mapped THEN
+        -- the source itself went away between the first look and the copy
+        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
+    ELSIF v_res.referenced <> v_res.shared THEN
+        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
+            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
+    END IF;
+    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
+     WHERE node.inode = p_dst_parent;
+
+    -- usage: every entry of the clone is under the destination's quota
+    -- roots (the new directories have no quota of their own); the new
+    -- nodes count for the volume and their owners. Over a limit, the
+    -- whole clone is undone.
+    v_roots := _quota_roots(par.qroot);
+    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
+                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
+                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
+    IF v_quota_errno = 0 THEN
+        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
+    END IF;
+    IF par.owner_quotas THEN
+        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
+                                     u(uid, gid, inodes, space)
+        LOOP
+            EXIT WHEN v_quota_errno <> 0;
+            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
+                                     par.quota_limits);
+        END LOOP;
+    END IF;
+    IF v_quota_errno <> 0 THEN
+        -- what was charged already goes with the rest of the clone
+        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
+    END IF;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
+      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
+        ON CONFLICT ON CONSTRAINT dir_stats_pkey
+        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
+                      length = d.length + excluded.length;
+    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
+    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
+    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
+EXCEPTION
+    WHEN unique_violation THEN
+        -- the name was taken by a create that committed after the check above
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN no_data_found THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN SQLSTATE 'JQ000' THEN
+        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:43
+-- requires:
+--   internal
+--   charge
+--   acl_rules
+
+-- Namespace procedures: lookup, getattr, mknod (every type), symlink,
+-- readlink, link (unlink and rmdir: remove.sql). Each is one call, one transaction; expected
+-- failures come back as errno, and row locks are taken in ascending inode order.
+
+-- errno for an entry (p_parent, p_name) that was not found.
+CREATE FUNCTION _missing(p_parent bigint, p_name bytea) RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_type smallint;
+BEGIN
+    SELECT type INTO v_type FROM node WHERE inode = p_parent;
+    IF v_type IS NULL THEN
+        RETURN 2;
+    ELSIF v_type <> 2 THEN
+        RETURN 20;
+    ELSIF _check_name(p_name) <> 0 THEN
+        RETURN _check_name(p_name);
+    END IF;
+    RETURN 2;
+END
+$$;
+
+-- Locks one node in the given mode ('share' = FOR KEY SHARE, 'nokey' = FOR
+-- NO KEY UPDATE, 'update' = FOR UPDATE); false if it does not exist.
+CREATE FUNCTION _lock_node(p_inode bigint, p_mode text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_mode = 'share' THEN
+        PERFORM 1 FROM node WHERE inode = p_inode FOR KEY SHARE;
+    ELSIF p_mode = 'nokey' THEN
+        PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    ELSE
+        PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
+    END IF;
+    RETURN FOUND;
+END
+$$;
+
+-- Locks nodes in ascending inode order (the global lock order), each in its
+-- mode; a node listed twice is locked once in the strongest of its modes.
+-- Returns false if any of them does not exist.
+CREATE FUNCTION _lock_nodes(p_inodes bigint[], p_modes text[]) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inodes bigint[];
+    v_strengths integer[];
+    ok boolean := true;
+BEGIN
+    IF cardinality(p_inodes) = 2 AND p_inodes[1] IS NOT NULL AND p_inodes[2] IS NOT NULL
+       AND p_inodes[1] <> p_inodes[2] THEN
+        -- the common case (a directory and one entry) without a sorting query
+        IF p_inodes[1] < p_inodes[2] THEN
+            RETURN _lock_node(p_inodes[1], p_modes[1]) AND _lock_node(p_inodes[2], p_modes[2]);
+        END IF;
+        RETURN _lock_node(p_inodes[2], p_modes[2]) AND _lock_node(p_inodes[1], p_modes[1]);
+    END IF;
+    SELECT array_agg(i ORDER BY i), array_agg(strength ORDER BY i) INTO v_inodes, v_strengths
+      FROM (SELECT i, max(CASE m WHEN 'update' THEN 3 WHEN 'nokey' THEN 2 ELSE 1 END) AS strength
+              FROM unnest(p_inodes, p_modes) AS u(i, m)
+             WHERE i IS NOT NULL
+             GROUP BY i) x;
+    FOR k IN 1..coalesce(cardinality(v_inodes), 0) LOOP
+        IF NOT _lock_node(v_inodes[k], CASE v_strengths[k] WHEN 3 THEN 'update' WHEN 2 THEN 'nokey' ELSE 'share' END) THEN
+            ok := false;
+        END IF;
+    END LOOP;
+    RETURN ok;
+END
+$$;
+
+-- Whether a directory has no entries. The ORDER BY matches the primary key
+-- so the plan is always an index probe: a generic plan for a bare
+-- EXISTS (... WHERE parent = $1) may pick a sequential scan, which finds
+-- nothing only after reading every entry of the volume.
+CREATE FUNCTION _dir_is_empty(p_dir bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM 1 FROM edge WHERE parent = p_dir ORDER BY parent, name LIMIT 1;
+    RETURN NOT FOUND;
+END
+$$;
+
+-- The node a name refers to in a directory.
+CREATE FUNCTION lookup(p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    r attr;
+BEGIN
+    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier, n.used
+      INTO r
+      FROM edge e JOIN node n ON n.inode = e.inode
+     WHERE e.parent = p_parent AND e.name = p_name;
+    IF FOUND THEN
+        RETURN r;
+    END IF;
+    IF _is_dot(p_name) THEN
+        r := _attr(p_parent);
+        IF r.errno <> 0 THEN
+            RETURN r;
+        ELSIF r.type <> 2 THEN
+            RETURN _err(20);
+        ELSIF p_name = '\x2e2e'::bytea THEN
+            RETURN _attr(r.parent);
+        END IF;
+        RETURN r;
+    END IF;
+    RETURN _err(_missing(p_parent, p_name));
+END
+$$;
+
+CREATE FUNCTION getattr(p_inode bigint) RETURNS attr
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN _attr(p_inode);
+END
+$$;
+
+-- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
+-- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
+-- p_inode is an id from a range the client reserved with alloc_ids (another
+-- is EINVAL); NULL allocates one here. /.trash and /.jfs.control are EEXIST
+-- (the trash's own inode makes /.trash, owned by root, 0700: EPERM else). A directory with the set-group-id bit passes its group
+-- (and, to subdirectories, the bit) on. A squashed role's owner ids are
+-- squashed (_caller_squash, looked up only when some role is squashed:
+-- setting.squash_roles), but for the trash's own directories. A
+-- symlink target holds no NUL byte (EINVAL).
+CREATE FUNCTION mknod(
+    p_parent bigint, p_name bytea, p_type integer, p_mode integer, p_uid bigint, p_gid bigint,
+    p_rdev bigint DEFAULT 0, p_target bytea DEFAULT NULL, p_inode bigint DEFAULT NULL,
+    p_umask integer DEFAULT 0)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_name);
+    par record;
+    n node;
+    v_acl_tags smallint[];
+    v_acl_ids bigint[];
+    v_acl_perms smallint[];
+    v_squash record;
+BEGIN
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF _is_dot(p_name) THEN
+        RETURN _err(17);
+    ELSIF p_type IS NULL OR p_type NOT BETWEEN 1 AND 7 OR p_mode IS NULL OR p_uid IS NULL OR p_gid IS NULL
+          OR NOT _mode_ok(p_mode, p_type) OR NOT _id_ok(p_uid) OR NOT _id_ok(p_gid) THEN
+        RETURN _err(22);
+    ELSIF p_type = 3 AND (p_target IS NULL OR length(p_target) = 0 OR position('\x00'::bytea IN p_target) > 0) THEN
+        RETURN _err(22);
+    ELSIF p_type = 3 AND length(p_target) > 4096 THEN
+        RETURN _err(36);
+    ELSIF p_inode = _trash_inode() THEN
+        IF p_parent <> 1 OR p_name <> '\x2e7472617368'::bytea OR p_type <> 2 OR p_uid <> 0 OR p_gid <> 0
+           OR p_mode & 4095 <> 448 THEN
+            RETURN _err(1);
+        END IF;
+    ELSIF _reserved_name(p_parent, p_name) THEN
+        RETURN _err(17);
+    ELSIF p_inode IS NOT NULL AND (p_inode < 2 OR NOT _handed_out('inode', p_inode)
+                                   OR EXISTS (SELECT 1 FROM node x WHERE x.inode = p_inode)) THEN
+        RETURN _err(22);
+    END IF;
+
+    -- the parent must stay a directory until we commit: FOR KEY SHARE keeps
+    -- rmdir out but lets other creates in (mkdir changes its nlink: NO KEY UPDATE)
+    -- (with the settings and the chain of quota roots the entry is charged to)
+    IF p_type = 2 THEN
+        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
+               s.squash_roles, s.destroying
+          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
+         WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
+    ELSE
+        SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
+               s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
+               s.squash_roles, s.destroying
+          INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
+         WHERE d.inode = p_parent FOR KEY SHARE OF d;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    ELSIF par.type <> 2 THEN
+        RETURN _err(20);
+    ELSIF par.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
+    IF par.meta_durability = 'fsync' THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
+    END IF;
+
+    -- a directory's default ACL, if any, replaces the umask (sql/acl.sql)
+    IF par.enable_acl AND p_type <> 3 THEN
+        SELECT array_agg(a.tag ORDER BY a.tag, a.qualifier), array_agg(a.qualifier ORDER BY a.tag, a.qualifier),
+               array_agg(a.perm ORDER BY a.tag, a.qualifier)
+          INTO v_acl_tags, v_acl_ids, v_acl_perms
+          FROM acl a WHERE a.inode = p_parent AND a.kind = 'd';
+    END IF;
+
+    n.inode := coalesce(p_inode, _next_ids('inode', 1));
+    n.type := p_type::smallint;
+    IF v_acl_tags IS NULL THEN
+        n.mode := p_mode & 4095 & ~coalesce(p_umask, 0);
+    ELSE
+        n.mode := _acl_create_mode(p_mode & 4095, v_acl_tags, v_acl_perms);
+    END IF;
+    n.uid := p_uid;
+    n.gid := p_gid;
+    IF par.squash_roles AND NOT (p_type = 2 AND p_mode & 4095 = 448 AND p_uid = 0 AND p_gid = 0
+                                 AND (p_inode = _trash_inode() OR p_parent = _trash_inode())) THEN
+        v_squash := _caller_squash();
+        n.uid := _squashed(p_uid, v_squash.kind, v_squash.uid);
+        n.gid := _squashed(p_gid, v_squash.kind, v_squash.gid);
+    END IF;
+    IF par.mode & 1024 <> 0 THEN
+        n.gid := par.gid;
+        IF p_type = 2 THEN
+            n.mode := n.mode | 1024;
+        END IF;
+    END IF;
+    n.atime := v_now; n.mtime := v_now; n.ctime := v_now;
+    n.nlink := CASE WHEN p_type = 2 THEN 2 ELSE 1 END;
+    n.length := CASE WHEN p_type = 3 THEN length(p_target) ELSE 0 END;
+    n.rdev := CASE WHEN p_type IN (5, 6) THEN coalesce(p_rdev, 0) ELSE 0 END;
+    n.parent := CASE WHEN p_type = 2 THEN p_parent ELSE 0 END;
+    n.tier := par.tier;
+    n.qroot := CASE WHEN p_type = 2 THEN par.qroot ELSE 0 END;
+    n.used := 0;
+
+    -- the new node and its entry, within every limit
+    v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, n.uid),
+                       _owner_key(par.owner_quotas, par.quota_gids, n.gid), par.chain, p_parent, 1, 4096,
+                       par.quota_limits, n.length);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
+    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, n.inode, p_type)
+        ON CONFLICT (parent, name) DO NOTHING;
+    IF NOT FOUND THEN
+        PERFORM _uncharge_entry(p_parent, par.qroot, 1, 4096, n.length);
+        PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
+        RETURN _err(17);
+    END IF;
+    INSERT INTO node VALUES (n.*);
+    IF p_type = 3 THEN
+        INSERT INTO symlink (inode, target) VALUES (n.inode, p_target);
+    ELSIF v_acl_tags IS NOT NULL THEN
+        PERFORM _acl_inherit(n.inode, p_type = 2, v_acl_tags, v_acl_ids, v_acl_perms);
+    END IF;
+    IF p_type = 2 THEN
+        UPDATE node SET nlink = nlink + 1, mtime = v_now, ctime = v_now WHERE inode = p_parent;
+    ELSIF _dir_times_stale(par.mtime, par.ctime, v_now, par.skip_dir_mtime_ns) THEN
+        UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
+    END IF;
+    INSERT INTO change (op, inode, parent, name, uid, gid)
+    VALUES ((ARRAY['create', 'mkdir', 'symlink', 'mknod', 'mknod', 'mknod', 'mknod'])[p_type],
+            n.inode, p_parent, p_name, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+
+CREATE FUNCTION symlink(p_parent bigint, p_name bytea, p_target bytea, p_uid bigint, p_gid bigint,
+                        p_inode bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN mknod(p_parent, p_name, 3, 511, p_uid, p_gid, 0, p_target, p_inode);
+END
+$$;
+
+CREATE FUNCTION readlink(p_inode bigint, OUT errno integer, OUT target bytea)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    SELECT s.target INTO target FROM symlink s WHERE s.inode = p_inode;
+    IF FOUND THEN
+        errno := 0;
+    ELSIF EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
+        errno := 22;
+    ELSE
+        errno := 2;
+    END IF;
+END
+$$;
+
+-- A new name p_name in p_parent for the non-directory p_inode.
+CREATE FUNCTION link(p_inode bigint, p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_name);
+    v_ptype smallint;
+    v_pqroot bigint;
+    v_limits boolean;
+    n node;
+BEGIN
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF _is_dot(p_name) OR _reserved_name(p_parent, p_name) THEN
+        RETURN _err(17);
+    END IF;
+    PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
+    SELECT * INTO n FROM node WHERE inode = p_inode;
+    SELECT d.type, d.qroot, st.quota_limits INTO v_ptype, v_pqroot, v_limits FROM node d, setting st WHERE d.inode = p_parent;
+    IF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
+        RETURN _err(2);
+    ELSIF n.type = 2 THEN
+        RETURN _err(1);
+    ELSIF v_ptype <> 2 THEN
+        RETURN _err(20);
+    END IF;
+    -- a new entry: counted under p_parent and the directory quotas above it
+    v_errno := _charge(false, NULL, NULL, _quota_roots(v_pqroot), p_parent, 1, _node_space(n.type, n.length), v_limits,
+                       n.length);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    END IF;
+    INSERT INTO edge (parent, name, inode, type) VALUES (p_parent, p_name, p_inode, n.type)
+        ON CONFLICT (parent, name) DO NOTHING;
+    IF NOT FOUND THEN
+        PERFORM _uncharge_entry(p_parent, v_pqroot, 1, _node_space(n.type, n.length), n.length);
+        RETURN _err(17);
+    END IF;
+    UPDATE node SET nlink = nlink + 1, ctime = v_now WHERE inode = p_inode RETURNING * INTO n;
+    PERFORM _touch_dir(p_parent, v_now, s.skip_dir_mtime_ns);
+    INSERT INTO change (op, inode, parent, name, uid, gid) VALUES ('link', n.inode, p_parent, p_name, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:48
 -- requires:
 --   internal
@@ -3044,6 +3205,7 @@ DECLARE
     v_dir_type smallint;
     v_mode text;
     v_skip bigint;
+    v_destroying timestamptz;
     v_moves_dir boolean;
     v_locked_tree boolean := false;
     v_now_src bigint; v_now_dst bigint;
@@ -3067,12 +3229,14 @@ BEGIN
     END IF;
 
     FOR attempt IN 1..5 LOOP
-        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns
-          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns, st.destroying
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip, v_destroying
           FROM setting st
           LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
           LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
-        IF v_src IS NULL THEN
+        IF v_destroying IS NOT NULL THEN
+            PERFORM _destroyed();
+        ELSIF v_src IS NULL THEN
             errno := _missing(p_parent, p_name); RETURN;
         ELSIF v_src = _trash_inode() THEN
             errno := 1; RETURN;
@@ -3329,6 +3493,143 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:53
+-- requires:
+--   internal
+--   charge
+--   rename
+
+-- Removing one name: unlink and rmdir (into the trash when the volume has
+-- one: sql/rename.sql). Whole trees: rmr, sql/batch.sql.
+
+-- Removes the name p_name (not a directory) from p_parent. At zero links
+-- the node is freed, unless p_open_inodes (the inodes the calling session
+-- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
+-- Returns the node as it is after the call (nlink 0 when it lost its last link).
+CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v record;
+    par record;
+    c node;
+    v_trashed integer;
+BEGIN
+    IF _is_dot(p_name) THEN
+        RETURN _err(21);
+    END IF;
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO v
+          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            RETURN _err(_missing(p_parent, p_name));
+        ELSIF v.destroying IS NOT NULL THEN
+            PERFORM _destroyed();
+        ELSIF v.inode = _trash_inode() THEN
+            RETURN _err(1);
+        ELSIF v.type = 2 THEN
+            RETURN _err(21);
+        END IF;
+        -- with a trash, a last link moves there instead
+        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
+            v_trashed := _to_trash(p_parent, p_name);
+            IF v_trashed = 0 THEN
+                RETURN _attr(v.inode);
+            END IF;
+        END IF;
+        IF attempt = 1 THEN
+            PERFORM _durability(v.meta_durability);
+        END IF;
+        -- lock order: ascending inode
+        IF p_parent < v.inode THEN
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+        ELSE
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+        END IF;
+        -- the entry may have changed while we waited for the locks
+        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
+        IF FOUND THEN
+            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length), c.length);
+            c.nlink := c.nlink - 1;
+            c.ctime := v_now;
+            IF c.nlink > 0 THEN
+                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
+            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
+                -- a node that had links has no sustained rows: nobody else holds it
+                PERFORM _free_node(c.inode);
+            END IF;
+            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
+                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
+            END IF;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
+            RETURN _to_attr(c);
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- Removes the empty directory p_name from p_parent.
+CREATE FUNCTION rmdir(p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_child bigint;
+    v_type smallint;
+    v_pqroot bigint;
+    n node;
+BEGIN
+    IF p_name = '\x2e'::bytea THEN
+        RETURN _err(22);
+    ELSIF p_name = '\x2e2e'::bytea THEN
+        RETURN _err(39);
+    END IF;
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            RETURN _err(_missing(p_parent, p_name));
+        ELSIF v_child = _trash_inode() THEN
+            RETURN _err(1);
+        ELSIF v_type <> 2 THEN
+            RETURN _err(20);
+        END IF;
+        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
+        IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
+            IF NOT _dir_is_empty(v_child) THEN
+                RETURN _err(39);
+            END IF;
+            -- with a trash, the directory moves there instead
+            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
+                RETURN _attr(v_child);
+            END IF;
+            DELETE FROM edge WHERE parent = p_parent AND name = p_name;
+            DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
+            DELETE FROM xattr WHERE inode = v_child;
+            DELETE FROM acl WHERE inode = v_child;
+            PERFORM _forget_dirs(ARRAY[v_child]);
+            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
+            RETURNING qroot INTO v_pqroot;
+            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
+            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
+            n.nlink := 0;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('rmdir', n.inode, p_parent, p_name, n.uid, n.gid);
+            RETURN _to_attr(n);
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:83
 -- requires:
 --   internal
@@ -3405,8 +3706,11 @@ DECLARE
     v_spaces bigint[];
     v_lengths bigint[];
 BEGIN
-    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO par
+    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
+    IF par.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     IF par.type IS DISTINCT FROM 2 THEN
         RETURN QUERY SELECT u.n, CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint
                        FROM unnest(p_names) WITH ORDINALITY u(n, i) ORDER BY u.i;
@@ -3494,6 +3798,7 @@ DECLARE
     v_root bigint;
     v_root_type smallint;
     v_mode text;
+    v_destroying timestamptz;
     v_dirs bigint[];
     v_depths integer[];
     v_files record;
@@ -3507,8 +3812,11 @@ DECLARE
     v_count bigint;
     v_limit integer := greatest(coalesce(p_limit, 100000), 1);
 BEGIN
-    SELECT e.inode, e.type, s.meta_durability INTO v_root, v_root_type, v_mode
+    SELECT e.inode, e.type, s.meta_durability, s.destroying INTO v_root, v_root_type, v_mode, v_destroying
       FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+    IF v_destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     IF v_root IS NULL THEN
         RETURN QUERY SELECT CASE WHEN _is_dot(p_name) THEN 22 ELSE _missing(p_parent, p_name) END, 0::bigint, true;
         RETURN;
@@ -3814,6 +4122,131 @@ BEGIN
     inode := r.inode; nodes := r.nodes; space := r.space;
 END
 $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:128
+-- requires:
+--   internal
+--   people
+--   acl_rules
+
+-- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
+-- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
+-- Rows of table acl, one per entry, tagged as in the kernel's xattr format
+-- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
+--
+-- An access ACL shares the node's mode bits: the owner's entry is the
+-- owner bits, the mask (or, without one, the owning group's entry) the
+-- group bits, and other the other bits, so chmod changes them as POSIX
+-- says with no ACL row to update. Its rows are what the mode cannot hold:
+-- the owning group's entry and the named users and groups. A node without
+-- rows has the minimal ACL its mode stands for. A default ACL (directories
+-- only) keeps every entry as a row; new entries in the directory inherit it
+-- (mknod: the umask is then ignored, the mode given is masked by the ACL).
+
+-- Turns POSIX ACLs on for the volume. Returns whether they were off.
+CREATE FUNCTION enable_acl() RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
+    RETURN FOUND;
+END
+$$;
+
+-- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
+-- entries sorted by tag and qualifier (the xattr's order). errno 61
+-- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
+-- 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
+                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_mode integer;
+BEGIN
+    IF NOT (SELECT s.enable_acl FROM setting s) THEN
+        errno := 95; RETURN;
+    END IF;
+    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
+           array_agg(e.perm ORDER BY e.tag, e.id)
+      INTO tags, ids, perms
+      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
+            UNION ALL
+            -- an access ACL's owner, mask and other entries are the mode's bits
+            SELECT t.tag, -1, t.perm
+              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
+                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
+             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
+    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
+END
+$$;
+
+-- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
+-- node p_inode. An access ACL sets the mode's permission bits (see above);
+-- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
+-- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
+-- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
+                        p_perms smallint[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    n record;
+    v_bits integer;
+BEGIN
+    IF NOT s.enable_acl THEN
+        RETURN 95;
+    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
+          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
+        RETURN 22;
+    END IF;
+    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    ELSIF p_kind = 'd' AND n.type <> 2 THEN
+        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
+    END IF;
+    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
+    PERFORM _log_node_change('setacl', p_inode);
+    IF p_tags IS NULL THEN
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    IF p_kind = 'd' THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
+           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
+           | max(e.perm) FILTER (WHERE e.tag = 32)
+      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
+    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
+    END IF;
+    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
+    RETURN 0;
+END
+$$;
+
+-- For people: every ACL entry with its node's path, as getfacl shows it
+-- (the access ACL's owner, mask and other entries come from the mode).
+CREATE VIEW acls AS
+SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
+       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
+                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
+       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
+       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
+       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
+  FROM acl a;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4138,7 +4571,7 @@ BEGIN
     SELECT r.inode, jfs.path(r.inode), t.depth, r.dirs, (r.entries - (r.dirs - 1))::bigint,
            (r.length + 4096 * r.dirs)::bigint, (r.space + 4096)::bigint
       FROM rolled r JOIN t ON t.inode = r.inode
-     ORDER BY t.depth, r.length DESC, r.inode;
+     ORDER BY t.depth, r.length + 4096 * r.dirs DESC, r.inode;
 END
 $$;
 
@@ -4511,10 +4944,12 @@ $$;
 -- `jfs destroy`, its last step (administration), after the volume's
 -- objects are deleted: empties every table of the volume, so the database
 -- is as CREATE EXTENSION left it (the client roles' limits stay) and
--- `jfs format` can make a new volume. errno 2: no volume; 22: p_uuid is
--- not its uuid, or destroy_begin did not mark it.
+-- `jfs format` can make a new volume (session ids go on counting, so none
+-- names a session of the old volume's mounts). errno 2: no volume; 22:
+-- p_uuid is not its uuid, or destroy_begin did not mark it; 16: a reader
+-- of the tables (a dump, a query) kept them locked for 10 seconds.
 CREATE FUNCTION destroy_finish(p_uuid uuid, OUT errno integer, OUT message text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET lock_timeout = '10s' AS $$
 DECLARE
     s setting;
     v_tables text;
@@ -4533,8 +4968,15 @@ BEGIN
     SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) INTO v_tables
       FROM pg_class c
      WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p') AND c.relname <> 'client_role';
-    EXECUTE 'TRUNCATE ' || v_tables;
-    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S'
+    BEGIN
+        EXECUTE 'TRUNCATE ' || v_tables;
+    EXCEPTION WHEN lock_not_available THEN
+        errno := 16;
+        message := 'another session holds the volume''s tables (a dump, a long query): try again when it ends';
+        RETURN;
+    END;
+    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c
+              WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S' AND c.relname <> 'session_sid'
     LOOP
         EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART', q.seq);
     END LOOP;
@@ -4708,253 +5150,6 @@ SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:118
--- requires:
---   internal
---   people
-
--- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
--- default); a node's tier is inherited from its directory at create time
--- (mknod). These set the mapping and the tiers of existing nodes; moving
--- existing objects into the new class is the client's part (`jfs tier set`).
-
--- The object storage classes a tier may name ('' = the bucket's default).
-CREATE FUNCTION _storage_classes() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
-                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
-$$;
-
--- The storage class of every tier id, for the mounts (a client role reads
--- no table).
-CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
-$$;
-
--- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
-CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
-    END IF;
-    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
-        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
-    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
-END
-$$;
-
--- Sets the tier of the node at p_path (and, with p_recursive, of everything
--- below it, set-based; directories pass it on to what is created in them
--- later). Returns the nodes whose tier changed.
-CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-    v_changed bigint;
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
-            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
-    END IF;
-    WITH RECURSIVE tree(inode) AS (
-        SELECT v_inode
-        UNION
-        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-    ), changed AS (
-        UPDATE node n SET tier = p_id, ctime = _now()
-         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_changed FROM changed;
-    IF v_changed > 0 THEN
-        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
-    END IF;
-    RETURN v_changed;
-END
-$$;
-
--- The files at or below p_path (with p_recursive) with their tier and their
--- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
-CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
-RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-BEGIN
-    IF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
-    END IF;
-    RETURN QUERY
-        WITH RECURSIVE tree(inode) AS (
-            SELECT v_inode
-            UNION
-            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-        )
-        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
-          FROM tree x
-          JOIN node n ON n.inode = x.inode AND n.type = 1
-          LEFT JOIN tier t ON t.id = n.tier
-          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
-         ORDER BY n.inode, s.slice_id;
-END
-$$;
-
--- Files and bytes per tier.
-CREATE VIEW tier_usage AS
-SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
-  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
- GROUP BY t.id, t.storage_class
- ORDER BY t.id;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:53
--- requires:
---   internal
---   charge
---   rename
-
--- Removing one name: unlink and rmdir (into the trash when the volume has
--- one: sql/rename.sql). Whole trees: rmr, sql/batch.sql.
-
--- Removes the name p_name (not a directory) from p_parent. At zero links
--- the node is freed, unless p_open_inodes (the inodes the calling session
--- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
--- Returns the node as it is after the call (nlink 0 when it lost its last link).
-CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v record;
-    par record;
-    c node;
-    v_trashed integer;
-BEGIN
-    IF _is_dot(p_name) THEN
-        RETURN _err(21);
-    END IF;
-    FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO v
-          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
-            RETURN _err(_missing(p_parent, p_name));
-        ELSIF v.inode = _trash_inode() THEN
-            RETURN _err(1);
-        ELSIF v.type = 2 THEN
-            RETURN _err(21);
-        END IF;
-        -- with a trash, a last link moves there instead
-        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
-            v_trashed := _to_trash(p_parent, p_name);
-            IF v_trashed = 0 THEN
-                RETURN _attr(v.inode);
-            END IF;
-        END IF;
-        IF attempt = 1 THEN
-            PERFORM _durability(v.meta_durability);
-        END IF;
-        -- lock order: ascending inode
-        IF p_parent < v.inode THEN
-            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
-            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-        ELSE
-            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
-        END IF;
-        -- the entry may have changed while we waited for the locks
-        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
-        IF FOUND THEN
-            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length), c.length);
-            c.nlink := c.nlink - 1;
-            c.ctime := v_now;
-            IF c.nlink > 0 THEN
-                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
-            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
-                -- a node that had links has no sustained rows: nobody else holds it
-                PERFORM _free_node(c.inode);
-            END IF;
-            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
-                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
-            END IF;
-            INSERT INTO change (op, inode, parent, name, uid, gid)
-            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
-            RETURN _to_attr(c);
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-
--- Removes the empty directory p_name from p_parent.
-CREATE FUNCTION rmdir(p_parent bigint, p_name bytea) RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_child bigint;
-    v_type smallint;
-    v_pqroot bigint;
-    n node;
-BEGIN
-    IF p_name = '\x2e'::bytea THEN
-        RETURN _err(22);
-    ELSIF p_name = '\x2e2e'::bytea THEN
-        RETURN _err(39);
-    END IF;
-    FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
-            RETURN _err(_missing(p_parent, p_name));
-        ELSIF v_child = _trash_inode() THEN
-            RETURN _err(1);
-        ELSIF v_type <> 2 THEN
-            RETURN _err(20);
-        END IF;
-        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
-        IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
-            IF NOT _dir_is_empty(v_child) THEN
-                RETURN _err(39);
-            END IF;
-            -- with a trash, the directory moves there instead
-            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
-                RETURN _attr(v_child);
-            END IF;
-            DELETE FROM edge WHERE parent = p_parent AND name = p_name;
-            DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
-            DELETE FROM xattr WHERE inode = v_child;
-            DELETE FROM acl WHERE inode = v_child;
-            PERFORM _forget_dirs(ARRAY[v_child]);
-            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
-            RETURNING qroot INTO v_pqroot;
-            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
-            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
-            n.nlink := 0;
-            INSERT INTO change (op, inode, parent, name, uid, gid)
-            VALUES ('rmdir', n.inode, p_parent, p_name, n.uid, n.gid);
-            RETURN _to_attr(n);
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:98
 -- requires:
 --   namespace
@@ -5074,187 +5269,6 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:133
--- requires:
---   schema
---   people
---   trash
-
--- The change log (table change, sql/schema.sql) for people and programs:
--- jfs.changes shows every row kept, with paths; jfs.changes_since(id) gives
--- a consumer that keeps its own bookmark each change exactly once, in an
--- order that is final; changelog_prune keeps the log within its age and
--- size (the mounts call it in the background). The procedures that change
--- the file system write the rows, each in its own transaction.
---
--- Ops: create, mkdir, symlink, mknod, link, unlink, rmdir, rename,
--- exchange, setattr, truncate, write, compact, setxattr, removexattr,
--- setacl, rmr (one row per step of a tree's removal), clone, tier,
--- tier_tree (a tier set on a whole tree).
-
--- The path of entry p_name of directory p_parent as far as it resolves now
--- (NULL once the directory is gone). Qualified names: a view inlines it in
--- the reader's search_path.
-CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
-$$;
-
--- Every change kept, with its paths as they resolve now: path is the entry
--- made, removed or renamed (or the node's path when the change is to a
--- node), path2 where a rename or clone put it; xattr names the extended
--- attribute of setxattr/removexattr. Order by id (insertion) or use
--- changes_since.
-CREATE VIEW changes AS
-SELECT c.id, c.at, c.op,
-       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
-       _entry_path(c.parent2, c.name2) AS path2,
-       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
-       c.inode, c.inode2, c.uid, c.gid, c.session
-  FROM change c;
-
--- The changes after change p_after (0: from the oldest kept), at most
--- p_limit, for a consumer that keeps the last id it saw as its bookmark.
--- Transactions commit in another order than their rows' ids, so a change
--- is given only once every transaction that could still add a row before it
--- is over (the row's transaction is older than the snapshot's xmin), and in
--- the order (xid, id), which such late rows cannot enter: a consumer sees
--- every change once, none later than its successors. A long-running writing
--- transaction holds the feed back (not the mounts, which read the log
--- themselves) until it ends. A bookmark that was pruned is an error: the
--- changes in between are lost to that consumer.
-CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
-RETURNS SETOF changes
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
-    v_after_xid xid8;
-BEGIN
-    IF coalesce(p_after, 0) > 0 THEN
-        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
-                             'or never committed: the changes after it are lost to this bookmark; '
-                             'start again from 0 or from an id of jfs.changes.';
-        END IF;
-    END IF;
-    RETURN QUERY
-        SELECT v.*
-          FROM (SELECT c.id, c.xid FROM change c
-                 WHERE c.xid < v_horizon
-                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
-                 ORDER BY c.xid, c.id
-                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
-          JOIN changes v ON v.id = k.id
-         ORDER BY k.xid, k.id;
-END
-$$;
-
--- Deletes, oldest first and at most p_limit per call, the rows older than
--- setting.changelog_max_age and those more than changelog_max_rows ids
--- below the newest (so at most that many are kept). Returns the rows deleted.
-CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_max_age interval;
-    v_max_rows bigint;
-    v_newest bigint;
-    v_count bigint;
-BEGIN
-    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
-    IF NOT FOUND THEN
-        RETURN 0;
-    END IF;
-    SELECT max(c.id) INTO v_newest FROM change c;
-    DELETE FROM change c
-     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
-       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- Sets how long and how many rows the change log keeps (NULL: unchanged).
--- Administration (jfs config --changelog-max-age / --changelog-max-rows).
-CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
-                                        OUT max_age interval, OUT max_rows bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_max_age < interval '1 minute' THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
-    ELSIF p_max_rows < 1000 THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
-                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
-    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-END
-$$;
-
--- For mounts, which keep the kernel's caches in step with the others: the
--- changes of the transactions that the snapshot p_horizon (an earlier
--- call's; NULL: none, just the horizon) did not see, that the session p_sid
--- did not make or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
--- once. Only the transactions running at p_horizon and those begun after
--- it are read, so a long transaction that writes nothing to the volume
--- (another application's, or one in another database) costs nothing; a
--- horizon of transaction ids (changes_for_mount) re-read everything since
--- such a transaction at every poll. The first row carries only the horizon.
-CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
-RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_current_snapshot() AS now)
-    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL
-       AND (c.xid >= pg_snapshot_xmax(p_horizon)
-            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
-$$;
-
--- For mounts of jfs 0.2.1 and older (see mount_changes): the
--- changes of transactions from p_horizon on (a horizon an earlier call
--- returned; NULL: none, just the horizon) that the session p_sid did not
--- make, or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
--- change of a transaction older than the horizon is in this answer or an
--- earlier one; those of transactions running at it come again in the next
--- (a mount skips ids it applied; applying twice is harmless anyway). The
--- first row carries only the horizon.
-CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
-RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
-    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
 $$;
 /* </end connected objects> */
 
@@ -5600,6 +5614,118 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:118
+-- requires:
+--   internal
+--   people
+
+-- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
+-- default); a node's tier is inherited from its directory at create time
+-- (mknod). These set the mapping and the tiers of existing nodes; moving
+-- existing objects into the new class is the client's part (`jfs tier set`).
+
+-- The object storage classes a tier may name ('' = the bucket's default).
+CREATE FUNCTION _storage_classes() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
+                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
+$$;
+
+-- The storage class of every tier id, for the mounts (a client role reads
+-- no table).
+CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
+$$;
+
+-- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
+CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
+    END IF;
+    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
+        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
+    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
+END
+$$;
+
+-- Sets the tier of the node at p_path (and, with p_recursive, of everything
+-- below it, set-based; directories pass it on to what is created in them
+-- later). Returns the nodes whose tier changed.
+CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+    v_changed bigint;
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
+    END IF;
+    WITH RECURSIVE tree(inode) AS (
+        SELECT v_inode
+        UNION
+        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+    ), changed AS (
+        UPDATE node n SET tier = p_id, ctime = _now()
+         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_changed FROM changed;
+    IF v_changed > 0 THEN
+        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
+    END IF;
+    RETURN v_changed;
+END
+$$;
+
+-- The files at or below p_path (with p_recursive) with their tier and their
+-- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
+CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
+RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+BEGIN
+    IF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN QUERY
+        WITH RECURSIVE tree(inode) AS (
+            SELECT v_inode
+            UNION
+            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+        )
+        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
+          FROM tree x
+          JOIN node n ON n.inode = x.inode AND n.type = 1
+          LEFT JOIN tier t ON t.id = n.tier
+          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
+         ORDER BY n.inode, s.slice_id;
+END
+$$;
+
+-- Files and bytes per tier.
+CREATE VIEW tier_usage AS
+SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
+  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
+ GROUP BY t.id, t.storage_class
+ ORDER BY t.id;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:153
 -- requires:
 --   quota
@@ -5648,233 +5774,183 @@ SELECT f.metric, '', f.value
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:128
+-- extension/src/lib.rs:133
 -- requires:
---   internal
+--   schema
 --   people
---   acl_rules
+--   trash
 
--- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
--- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
--- Rows of table acl, one per entry, tagged as in the kernel's xattr format
--- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
+-- The change log (table change, sql/schema.sql) for people and programs:
+-- jfs.changes shows every row kept, with paths; jfs.changes_since(id) gives
+-- a consumer that keeps its own bookmark each change exactly once, in an
+-- order that is final; changelog_prune keeps the log within its age and
+-- size (the mounts call it in the background). The procedures that change
+-- the file system write the rows, each in its own transaction.
 --
--- An access ACL shares the node's mode bits: the owner's entry is the
--- owner bits, the mask (or, without one, the owning group's entry) the
--- group bits, and other the other bits, so chmod changes them as POSIX
--- says with no ACL row to update. Its rows are what the mode cannot hold:
--- the owning group's entry and the named users and groups. A node without
--- rows has the minimal ACL its mode stands for. A default ACL (directories
--- only) keeps every entry as a row; new entries in the directory inherit it
--- (mknod: the umask is then ignored, the mode given is masked by the ACL).
+-- Ops: create, mkdir, symlink, mknod, link, unlink, rmdir, rename,
+-- exchange, setattr, truncate, write, compact, setxattr, removexattr,
+-- setacl, rmr (one row per step of a tree's removal), clone, tier,
+-- tier_tree (a tier set on a whole tree).
 
--- Turns POSIX ACLs on for the volume. Returns whether they were off.
-CREATE FUNCTION enable_acl() RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
-    RETURN FOUND;
-END
+-- The path of entry p_name of directory p_parent as far as it resolves now
+-- (NULL once the directory is gone). Qualified names: a view inlines it in
+-- the reader's search_path.
+CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
 $$;
 
--- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
--- entries sorted by tag and qualifier (the xattr's order). errno 61
--- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
--- 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
-                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
+-- Every change kept, with its paths as they resolve now: path is the entry
+-- made, removed or renamed (or the node's path when the change is to a
+-- node), path2 where a rename or clone put it; xattr names the extended
+-- attribute of setxattr/removexattr. Order by id (insertion) or use
+-- changes_since.
+CREATE VIEW changes AS
+SELECT c.id, c.at, c.op,
+       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
+       _entry_path(c.parent2, c.name2) AS path2,
+       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
+       c.inode, c.inode2, c.uid, c.gid, c.session
+  FROM change c;
+
+-- The changes after change p_after (0: from the oldest kept), at most
+-- p_limit, for a consumer that keeps the last id it saw as its bookmark.
+-- Transactions commit in another order than their rows' ids, so a change
+-- is given only once every transaction that could still add a row before it
+-- is over (the row's transaction is older than the snapshot's xmin), and in
+-- the order (xid, id), which such late rows cannot enter: a consumer sees
+-- every change once, none later than its successors. A long-running writing
+-- transaction holds the feed back (not the mounts, which read the log
+-- themselves) until it ends. A bookmark that was pruned is an error: the
+-- changes in between are lost to that consumer.
+CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
+RETURNS SETOF changes
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    v_mode integer;
+    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    v_after_xid xid8;
 BEGIN
-    IF NOT (SELECT s.enable_acl FROM setting s) THEN
-        errno := 95; RETURN;
+    IF coalesce(p_after, 0) > 0 THEN
+        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
+                             'or never committed: the changes after it are lost to this bookmark; '
+                             'start again from 0 or from an id of jfs.changes.';
+        END IF;
     END IF;
-    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
-    IF NOT FOUND THEN
-        errno := 2; RETURN;
-    END IF;
-    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
-           array_agg(e.perm ORDER BY e.tag, e.id)
-      INTO tags, ids, perms
-      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
-            UNION ALL
-            -- an access ACL's owner, mask and other entries are the mode's bits
-            SELECT t.tag, -1, t.perm
-              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
-                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
-             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
-    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
+    RETURN QUERY
+        SELECT v.*
+          FROM (SELECT c.id, c.xid FROM change c
+                 WHERE c.xid < v_horizon
+                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
+                 ORDER BY c.xid, c.id
+                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
+          JOIN changes v ON v.id = k.id
+         ORDER BY k.xid, k.id;
 END
 $$;
 
--- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
--- node p_inode. An access ACL sets the mode's permission bits (see above);
--- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
--- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
--- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
-                        p_perms smallint[]) RETURNS integer
+-- Deletes, oldest first and at most p_limit per call, the rows older than
+-- setting.changelog_max_age and those more than changelog_max_rows ids
+-- below the newest (so at most that many are kept). Returns the rows deleted.
+CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    s setting := _begin();
-    n record;
-    v_bits integer;
+    v_max_age interval;
+    v_max_rows bigint;
+    v_newest bigint;
+    v_count bigint;
 BEGIN
-    IF NOT s.enable_acl THEN
-        RETURN 95;
-    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
-          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
-        RETURN 22;
-    END IF;
-    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
+    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
     IF NOT FOUND THEN
-        RETURN 2;
-    ELSIF p_kind = 'd' AND n.type <> 2 THEN
-        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
-    END IF;
-    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
-    PERFORM _log_node_change('setacl', p_inode);
-    IF p_tags IS NULL THEN
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
         RETURN 0;
     END IF;
-    IF p_kind = 'd' THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
-           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
-           | max(e.perm) FILTER (WHERE e.tag = 32)
-      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
-    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
-    END IF;
-    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
-    RETURN 0;
+    SELECT max(c.id) INTO v_newest FROM change c;
+    DELETE FROM change c
+     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
+       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
 END
 $$;
 
--- For people: every ACL entry with its node's path, as getfacl shows it
--- (the access ACL's owner, mask and other entries come from the mode).
-CREATE VIEW acls AS
-SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
-       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
-                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
-       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
-       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
-       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
-  FROM acl a;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:68
--- requires:
---   internal
-
--- Extended attributes: get, set (XATTR_CREATE = 1, XATTR_REPLACE = 2), list, remove.
--- Names up to 255 bytes (ERANGE beyond), values up to 64 KiB (E2BIG beyond).
-
-CREATE FUNCTION getxattr(p_inode bigint, p_name bytea, OUT errno integer, OUT value bytea)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    SELECT x.value INTO value FROM xattr x WHERE x.inode = p_inode AND x.name = p_name;
-    IF FOUND THEN
-        errno := 0;
-    ELSIF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
-        errno := 2;
-    ELSIF p_name IS NULL OR length(p_name) = 0 THEN
-        errno := 22;
-    ELSIF length(p_name) > 255 THEN
-        errno := 34;
-    ELSE
-        errno := 61;
-    END IF;
-END
-$$;
-
-CREATE FUNCTION setxattr(p_inode bigint, p_name bytea, p_value bytea, p_flags integer DEFAULT 0)
-RETURNS integer
+-- Sets how long and how many rows the change log keeps (NULL: unchanged).
+-- Administration (jfs config --changelog-max-age / --changelog-max-rows).
+CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
+                                        OUT max_age interval, OUT max_rows bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_flags integer := coalesce(p_flags, 0);
 BEGIN
-    IF p_name IS NULL OR length(p_name) = 0 OR position('\x00'::bytea IN p_name) > 0
-       OR v_flags & ~3 <> 0 OR v_flags = 3 OR p_value IS NULL THEN
-        RETURN 22;
-    ELSIF length(p_name) > 255 THEN
-        RETURN 34;
-    ELSIF length(p_value) > 65536 THEN
-        RETURN 7;
+    IF p_max_age < interval '1 minute' THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
+    ELSIF p_max_rows < 1000 THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
+                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
+    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
     IF NOT FOUND THEN
-        RETURN 2;
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF v_flags = 1 THEN
-        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value) ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            RETURN 17;
-        END IF;
-    ELSIF v_flags = 2 THEN
-        UPDATE xattr SET value = p_value WHERE inode = p_inode AND name = p_name;
-        IF NOT FOUND THEN
-            RETURN 61;
-        END IF;
-    ELSE
-        INSERT INTO xattr (inode, name, value) VALUES (p_inode, p_name, p_value)
-            ON CONFLICT (inode, name) DO UPDATE SET value = EXCLUDED.value;
-    END IF;
-    UPDATE node SET ctime = _now() WHERE inode = p_inode;
-    PERFORM _log_node_change('setxattr', p_inode, p_name);
-    RETURN 0;
 END
 $$;
 
--- The names of a node's extended attributes, in byte order, with those of
--- its POSIX ACLs (sql/acl.sql) when it has any beyond its mode. (An ACL
--- stored as a plain xattr by 0.1.0 is not listed: it never took effect.)
-CREATE FUNCTION listxattr(p_inode bigint, OUT errno integer, OUT names bytea[])
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = p_inode) THEN
-        errno := 2; RETURN;
-    END IF;
-    SELECT coalesce(array_agg(e.name ORDER BY e.name), '{}') INTO names
-      FROM (SELECT x.name FROM xattr x
-             WHERE x.inode = p_inode
-               AND x.name NOT IN ('system.posix_acl_access'::bytea, 'system.posix_acl_default'::bytea)
-            UNION ALL
-            SELECT DISTINCT convert_to(CASE a.kind WHEN 'a' THEN 'system.posix_acl_access'
-                                                   ELSE 'system.posix_acl_default' END, 'UTF8')
-              FROM acl a WHERE a.inode = p_inode) e;
-    errno := 0;
-END
+-- For mounts, which keep the kernel's caches in step with the others: the
+-- changes of the transactions that the snapshot p_horizon (an earlier
+-- call's; NULL: none, just the horizon) did not see, that the session p_sid
+-- did not make or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
+-- once. Only the transactions running at p_horizon and those begun after
+-- it are read, so a long transaction that writes nothing to the volume
+-- (another application's, or one in another database) costs nothing; a
+-- horizon of transaction ids (changes_for_mount) re-read everything since
+-- such a transaction at every poll. The first row carries only the horizon.
+CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
+RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_current_snapshot() AS now)
+    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL
+       AND (c.xid >= pg_snapshot_xmax(p_horizon)
+            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
 $$;
 
-CREATE FUNCTION removexattr(p_inode bigint, p_name bytea) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-BEGIN
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    DELETE FROM xattr WHERE inode = p_inode AND name = p_name;
-    IF NOT FOUND THEN
-        RETURN 61;
-    END IF;
-    UPDATE node SET ctime = _now() WHERE inode = p_inode;
-    PERFORM _log_node_change('removexattr', p_inode, p_name);
-    RETURN 0;
-END
+-- For mounts of jfs 0.2.1 and older (see mount_changes): the
+-- changes of transactions from p_horizon on (a horizon an earlier call
+-- returned; NULL: none, just the horizon) that the session p_sid did not
+-- make, or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
+-- change of a transaction older than the horizon is in this answer or an
+-- earlier one; those of transactions running at it come again in the next
+-- (a mount skips ids it applied; applying twice is harmless anyway). The
+-- first row carries only the horizon.
+CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
+RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
+    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
 $$;
 /* </end connected objects> */
 

@@ -124,7 +124,8 @@ DECLARE
 BEGIN
     IF p_space = 0 THEN
         IF p_length <> 0 THEN
-            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode;
+            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode
+              ORDER BY ed.parent;
         END IF;
         RETURN 0;
     END IF;
@@ -139,7 +140,7 @@ BEGIN
     v_errno := _charge(true, _owner_key(f.owner_quotas, f.quota_uids, p_uid), _owner_key(f.owner_quotas, f.quota_gids, p_gid),
                        v_roots, 0, 0, p_space, p_check AND f.quota_limits);
     IF v_errno = 0 AND v_dirs IS NOT NULL THEN
-        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d;
+        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d ORDER BY d;
     END IF;
     RETURN v_errno;
 END
@@ -279,13 +280,13 @@ BEGIN
     IF p_type = 2 THEN
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
                s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
-               s.squash_roles
+               s.squash_roles, s.destroying
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
                s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
-               s.squash_roles
+               s.squash_roles, s.destroying
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
@@ -293,6 +294,8 @@ BEGIN
         RETURN _err(2);
     ELSIF par.type <> 2 THEN
         RETURN _err(20);
+    ELSIF par.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
     END IF;
     IF par.meta_durability = 'fsync' THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call
@@ -427,10 +430,12 @@ BEGIN
         RETURN _err(21);
     END IF;
     FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO v
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO v
           FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
         IF NOT FOUND THEN
             RETURN _err(_missing(p_parent, p_name));
+        ELSIF v.destroying IS NOT NULL THEN
+            PERFORM _destroyed();
         ELSIF v.inode = _trash_inode() THEN
             RETURN _err(1);
         ELSIF v.type = 2 THEN
@@ -494,6 +499,7 @@ DECLARE
     v_dir_type smallint;
     v_mode text;
     v_skip bigint;
+    v_destroying timestamptz;
     v_moves_dir boolean;
     v_locked_tree boolean := false;
     v_now_src bigint; v_now_dst bigint;
@@ -517,12 +523,14 @@ BEGIN
     END IF;
 
     FOR attempt IN 1..5 LOOP
-        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns
-          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns, st.destroying
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip, v_destroying
           FROM setting st
           LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
           LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
-        IF v_src IS NULL THEN
+        IF v_destroying IS NOT NULL THEN
+            PERFORM _destroyed();
+        ELSIF v_src IS NULL THEN
             errno := _missing(p_parent, p_name); RETURN;
         ELSIF v_src = _trash_inode() THEN
             errno := 1; RETURN;
@@ -674,11 +682,10 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION write_slice(
+CREATE OR REPLACE FUNCTION _write_slice(
     p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, OUT a attr, OUT deferred bigint)
+LANGUAGE plpgsql AS $$
 DECLARE
     s setting := _begin();
     v_now bigint := _now();
@@ -687,11 +694,13 @@ DECLARE
     v_had bigint;
     n node;
 BEGIN
+    deferred := 0;
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
        OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
        OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
        OR p_slice_off::bigint + p_len > p_slice_size THEN
-        RETURN _err(22);
+        a := _err(22);
+        RETURN;
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
     v_errno := _file_errno(n);
@@ -699,13 +708,19 @@ BEGIN
         v_errno := 22;
     END IF;
     IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
+        a := _err(v_errno);
+        RETURN;
     END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
-    -- a longer file must fit the quotas: refused before anything changes
-    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
+    IF p_defer AND _space(v_end) = _space(n.length) THEN
+        deferred := v_end - n.length;
+    ELSE
+        -- a longer file must fit the quotas: refused before anything changes
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            a := _err(v_errno);
+            RETURN;
+        END IF;
     END IF;
     -- (a concurrent commit of the same id makes this fail: the id is used once)
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
@@ -718,7 +733,55 @@ BEGIN
     UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
      WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
+    a := _to_attr(n);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    w record;
+BEGIN
+    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false);
+    RETURN w.a;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION write_slices(
+    p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
+    p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL)
+RETURNS TABLE (committed integer, a attr)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_ids), 0);
+    v_attr attr;
+    w record;
+    v_deferred bigint := 0;
+    v_done integer := v_n;
+BEGIN
+    IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
+       OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
+       OR coalesce(cardinality(p_offs), -1) <> v_n OR coalesce(cardinality(p_lens), -1) <> v_n THEN
+        RETURN QUERY SELECT 0, _err(22);
+        RETURN;
+    END IF;
+    FOR i IN 1..v_n LOOP
+        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true);
+        v_attr := w.a;
+        v_deferred := v_deferred + w.deferred;
+        IF v_attr.errno <> 0 THEN
+            v_done := i - 1;
+            EXIT;
+        END IF;
+    END LOOP;
+    -- the growth within 4 KiB units, to dir_stats after every quota row
+    IF v_deferred <> 0 THEN
+        PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
+    END IF;
+    RETURN QUERY SELECT v_done, v_attr;
 END
 $$;
 
@@ -970,8 +1033,11 @@ DECLARE
     v_spaces bigint[];
     v_lengths bigint[];
 BEGIN
-    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO par
+    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
+    IF par.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     IF par.type IS DISTINCT FROM 2 THEN
         RETURN QUERY SELECT u.n, CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint
                        FROM unnest(p_names) WITH ORDINALITY u(n, i) ORDER BY u.i;
@@ -1028,17 +1094,146 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION rmr(p_path text) RETURNS bigint
+CREATE OR REPLACE FUNCTION rmr(p_parent bigint, p_name bytea, p_limit integer DEFAULT 100000, p_sid bigint DEFAULT 0,
+                    p_open_inodes bigint[] DEFAULT '{}')
+RETURNS TABLE (errno integer, removed bigint, done boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    p record := _split_path('jfs.rmr', p_path);
-    r record;
+    v_now bigint := _now();
+    v_root bigint;
+    v_root_type smallint;
+    v_mode text;
+    v_destroying timestamptz;
+    v_dirs bigint[];
+    v_depths integer[];
+    v_files record;
+    v_gone bigint[];
+    v_parents bigint[];
+    v_spaces bigint[];
+    v_lengths bigint[];
+    v_pqroot bigint;
+    v_locked bigint[] := '{}';
+    v_removed bigint := 0;
+    v_count bigint;
+    v_limit integer := greatest(coalesce(p_limit, 100000), 1);
 BEGIN
-    SELECT * INTO r FROM rmr(p.parent, p.name, 2147483647);
-    IF r.errno <> 0 THEN
-        RAISE EXCEPTION 'jfs.rmr: %: %', p_path, _errno_text(r.errno) USING ERRCODE = 'undefined_object';
+    SELECT e.inode, e.type, s.meta_durability, s.destroying INTO v_root, v_root_type, v_mode, v_destroying
+      FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+    IF v_destroying IS NOT NULL THEN
+        PERFORM _destroyed();
     END IF;
-    RETURN r.removed;
+    IF v_root IS NULL THEN
+        RETURN QUERY SELECT CASE WHEN _is_dot(p_name) THEN 22 ELSE _missing(p_parent, p_name) END, 0::bigint, true;
+        RETURN;
+    ELSIF v_root = _trash_inode() THEN
+        RETURN QUERY SELECT 1, 0::bigint, true;
+        RETURN;
+    END IF;
+    IF v_root_type <> 2 THEN
+        RETURN QUERY SELECT b.errno, (b.errno = 0)::integer::bigint, true
+                       FROM batch_unlink(p_parent, ARRAY[p_name], p_sid, p_open_inodes) b;
+        RETURN;
+    END IF;
+    -- with a trash, the whole tree moves there in one step
+    IF EXISTS (SELECT 1 FROM setting WHERE trash_days > 0) AND NOT _in_trash(p_parent) THEN
+        v_count := (_subtree_usage(v_root)).inodes + 1;
+        IF _to_trash(p_parent, p_name) = 0 THEN
+            RETURN QUERY SELECT 0, v_count, true;
+            RETURN;
+        END IF;
+    END IF;
+    PERFORM _durability(v_mode);
+
+    -- The tree's directories (with their depth below the root) and up to
+    -- p_limit non-directories in them, locked together in inode order. A
+    -- rename may have changed the tree while we waited for those locks, so
+    -- it is read again under them until every directory it has is locked
+    -- (what moved out stays locked, harmlessly, to the end of the step).
+    LOOP
+        v_dirs := _tree_dirs(v_root);
+        SELECT array_agg(f.inode) INTO v_gone
+          FROM (SELECT e.inode FROM edge e WHERE e.parent = ANY (v_dirs) AND e.type <> 2 LIMIT v_limit) f;
+        PERFORM 1 FROM node n
+         WHERE n.inode = ANY (v_dirs || coalesce(v_gone, '{}')) AND NOT n.inode = ANY (v_locked)
+         ORDER BY n.inode FOR UPDATE;
+        v_locked := v_locked || v_dirs || coalesce(v_gone, '{}');
+        IF NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_root) THEN
+            -- the tree was renamed or removed meanwhile: what the name is now
+            RETURN QUERY SELECT * FROM rmr(p_parent, p_name, p_limit, p_sid, p_open_inodes);
+            RETURN;
+        END IF;
+        EXIT WHEN _tree_dirs(v_root) <@ v_locked;
+    END LOOP;
+    -- one row per step: the tree below the entry loses entries
+    INSERT INTO change (op, inode, parent, name) VALUES ('rmr', v_root, p_parent, p_name);
+    WITH RECURSIVE t(inode, depth) AS (
+        SELECT v_root, 0
+        UNION ALL
+        SELECT e.inode, t.depth + 1 FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
+    )
+    SELECT array_agg(t.inode ORDER BY t.depth), array_agg(t.depth ORDER BY t.depth) INTO v_dirs, v_depths FROM t;
+    SELECT array_agg(f.parent) AS parents, array_agg(f.name) AS names, array_agg(f.inode) AS inodes INTO v_files
+      FROM (SELECT e.parent, e.name, e.inode FROM edge e
+             WHERE e.parent = ANY (v_dirs) AND e.type <> 2 LIMIT v_limit) f;
+    -- (files that came into the locked directories while we waited)
+    PERFORM 1 FROM node n WHERE n.inode = ANY (v_files.inodes) AND NOT n.inode = ANY (v_locked)
+     ORDER BY n.inode FOR UPDATE;
+
+    IF v_files.inodes IS NOT NULL THEN
+        WITH gone AS (
+            DELETE FROM edge e
+             USING unnest(v_files.parents, v_files.names, v_files.inodes) AS f(parent, name, inode)
+             WHERE e.parent = f.parent AND e.name = f.name AND e.inode = f.inode
+            RETURNING e.parent, e.inode
+        )
+        SELECT count(*), array_agg(g.inode), array_agg(g.parent), array_agg(_node_space(n.type, n.length)),
+               array_agg(n.length)
+          INTO v_count, v_gone, v_parents, v_spaces, v_lengths
+          FROM gone g JOIN node n ON n.inode = g.inode;
+        v_removed := v_removed + v_count;
+        PERFORM _uncharge_entries(v_parents, v_spaces, v_lengths);
+        PERFORM _drop_links(v_gone, v_now, p_sid, p_open_inodes);
+        IF v_count >= v_limit THEN
+            RETURN QUERY SELECT 0, v_removed, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- directories that are empty now, deepest first
+    FOR d IN REVERSE coalesce(v_depths[cardinality(v_depths)], 0)..1 LOOP
+        WITH gone AS (
+            DELETE FROM edge e
+             WHERE e.inode IN (SELECT u.i FROM unnest(v_dirs, v_depths) u(i, dep) WHERE u.dep = d)
+               AND e.type = 2
+               AND NOT EXISTS (SELECT 1 FROM edge c WHERE c.parent = e.inode)
+            RETURNING e.parent, e.inode
+        ), per_parent AS (
+            SELECT g.parent, count(*)::integer AS n FROM gone g GROUP BY g.parent
+        ), relinked AS (
+            UPDATE node x SET nlink = x.nlink - p.n, mtime = v_now, ctime = v_now FROM per_parent p
+             WHERE x.inode = p.parent
+            RETURNING x.inode
+        )
+        SELECT array_agg(g.inode), array_agg(g.parent) INTO v_gone, v_parents FROM gone g;
+        IF v_gone IS NOT NULL THEN
+            PERFORM _uncharge_entries(v_parents, array_fill(4096::bigint, ARRAY[cardinality(v_gone)]));
+            PERFORM _free_nodes(v_gone);
+            v_removed := v_removed + cardinality(v_gone);
+        END IF;
+    END LOOP;
+
+    -- the root itself, once empty
+    IF NOT _dir_is_empty(v_root) THEN
+        RETURN QUERY SELECT 0, v_removed, false;
+        RETURN;
+    END IF;
+    PERFORM 1 FROM node n WHERE n.inode = p_parent FOR NO KEY UPDATE;
+    DELETE FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = v_root;
+    UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
+    RETURNING qroot INTO v_pqroot;
+    PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
+    PERFORM _free_nodes(ARRAY[v_root]);
+    RETURN QUERY SELECT 0, v_removed + 1, true;
 END
 $$;
 
@@ -1301,7 +1496,7 @@ BEGIN
     SELECT r.inode, jfs.path(r.inode), t.depth, r.dirs, (r.entries - (r.dirs - 1))::bigint,
            (r.length + 4096 * r.dirs)::bigint, (r.space + 4096)::bigint
       FROM rolled r JOIN t ON t.inode = r.inode
-     ORDER BY t.depth, r.length DESC, r.inode;
+     ORDER BY t.depth, r.length + 4096 * r.dirs DESC, r.inode;
 END
 $$;
 
@@ -1454,13 +1649,39 @@ SELECT s.inode, jfs.path(s.inode) AS path, sum(s.inodes)::bigint AS inodes, sum(
 
 ALTER TABLE setting ADD COLUMN destroying timestamptz;
 
+CREATE OR REPLACE FUNCTION _destroyed() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): nothing changes in it any more'
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION _begin() RETURNS setting
+LANGUAGE plpgsql AS $$
+DECLARE
+    s setting;
+BEGIN
+    SELECT * INTO s FROM setting;
+    IF s.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
+    PERFORM _durability(s.meta_durability);
+    RETURN s;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION _refuse_if_destroying() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_destroying timestamptz;
 BEGIN
     SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
-    IF v_destroying IS NOT NULL THEN
+    IF NOT FOUND THEN
+        -- (a destroy_finish that emptied the volume while this waited)
+        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
+    ELSIF v_destroying IS NOT NULL THEN
         RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
@@ -1529,7 +1750,7 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION destroy_finish(p_uuid uuid, OUT errno integer, OUT message text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET lock_timeout = '10s' AS $$
 DECLARE
     s setting;
     v_tables text;
@@ -1548,8 +1769,15 @@ BEGIN
     SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) INTO v_tables
       FROM pg_class c
      WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p') AND c.relname <> 'client_role';
-    EXECUTE 'TRUNCATE ' || v_tables;
-    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S'
+    BEGIN
+        EXECUTE 'TRUNCATE ' || v_tables;
+    EXCEPTION WHEN lock_not_available THEN
+        errno := 16;
+        message := 'another session holds the volume''s tables (a dump, a long query): try again when it ends';
+        RETURN;
+    END;
+    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c
+              WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S' AND c.relname <> 'session_sid'
     LOOP
         EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART', q.seq);
     END LOOP;
@@ -1574,5 +1802,8 @@ REVOKE EXECUTE ON FUNCTION _uncharge_entries(bigint[], bigint[], bigint[]) FROM 
 REVOKE EXECUTE ON FUNCTION summary_of(bigint, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION summary(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION _refuse_if_destroying() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION _destroyed() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION _write_slice(bigint, integer, integer, bigint, integer, integer, integer, bigint, boolean)
+    FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION destroy_begin(uuid, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION destroy_finish(uuid) FROM PUBLIC;

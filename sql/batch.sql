@@ -67,8 +67,11 @@ DECLARE
     v_spaces bigint[];
     v_lengths bigint[];
 BEGIN
-    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO par
+    SELECT d.type, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO par
       FROM node d, setting s WHERE d.inode = p_parent;
+    IF par.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     IF par.type IS DISTINCT FROM 2 THEN
         RETURN QUERY SELECT u.n, CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint
                        FROM unnest(p_names) WITH ORDINALITY u(n, i) ORDER BY u.i;
@@ -156,6 +159,7 @@ DECLARE
     v_root bigint;
     v_root_type smallint;
     v_mode text;
+    v_destroying timestamptz;
     v_dirs bigint[];
     v_depths integer[];
     v_files record;
@@ -169,8 +173,11 @@ DECLARE
     v_count bigint;
     v_limit integer := greatest(coalesce(p_limit, 100000), 1);
 BEGIN
-    SELECT e.inode, e.type, s.meta_durability INTO v_root, v_root_type, v_mode
+    SELECT e.inode, e.type, s.meta_durability, s.destroying INTO v_root, v_root_type, v_mode, v_destroying
       FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+    IF v_destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     IF v_root IS NULL THEN
         RETURN QUERY SELECT CASE WHEN _is_dot(p_name) THEN 22 ELSE _missing(p_parent, p_name) END, 0::bigint, true;
         RETURN;

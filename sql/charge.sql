@@ -173,7 +173,8 @@ DECLARE
 BEGIN
     IF p_space = 0 THEN
         IF p_length <> 0 THEN
-            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode;
+            PERFORM _dir_stats_add(ed.parent, 0, 0, p_length) FROM edge ed WHERE ed.inode = p_inode
+              ORDER BY ed.parent;
         END IF;
         RETURN 0;
     END IF;
@@ -188,7 +189,7 @@ BEGIN
     v_errno := _charge(true, _owner_key(f.owner_quotas, f.quota_uids, p_uid), _owner_key(f.owner_quotas, f.quota_gids, p_gid),
                        v_roots, 0, 0, p_space, p_check AND f.quota_limits);
     IF v_errno = 0 AND v_dirs IS NOT NULL THEN
-        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d;
+        PERFORM _dir_stats_add(d, 0, p_space, p_length) FROM unnest(v_dirs) d ORDER BY d;
     END IF;
     RETURN v_errno;
 END

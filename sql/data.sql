@@ -7,11 +7,13 @@
 -- Extends the length, sets mtime (p_mtime, default now) and ctime. The
 -- slice id must be one alloc_ids handed out, committed nowhere yet and not
 -- queued for deletion (EINVAL): each write's slice is committed once.
-CREATE FUNCTION write_slice(
+-- With p_defer, growth within the file's last 4 KiB unit is not added to
+-- dir_stats but returned in `deferred`, for the caller to add after every
+-- quota row it charges (write_slices: the lock order of _charge).
+CREATE FUNCTION _write_slice(
     p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, OUT a attr, OUT deferred bigint)
+LANGUAGE plpgsql AS $$
 DECLARE
     s setting := _begin();
     v_now bigint := _now();
@@ -20,11 +22,13 @@ DECLARE
     v_had bigint;
     n node;
 BEGIN
+    deferred := 0;
     IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
        OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
        OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
        OR p_slice_off::bigint + p_len > p_slice_size THEN
-        RETURN _err(22);
+        a := _err(22);
+        RETURN;
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
     v_errno := _file_errno(n);
@@ -32,13 +36,19 @@ BEGIN
         v_errno := 22;
     END IF;
     IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
+        a := _err(v_errno);
+        RETURN;
     END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
-    -- a longer file must fit the quotas: refused before anything changes
-    v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
+    IF p_defer AND _space(v_end) = _space(n.length) THEN
+        deferred := v_end - n.length;
+    ELSE
+        -- a longer file must fit the quotas: refused before anything changes
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            a := _err(v_errno);
+            RETURN;
+        END IF;
     END IF;
     -- (a concurrent commit of the same id makes this fail: the id is used once)
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
@@ -51,7 +61,21 @@ BEGIN
     UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
      WHERE inode = p_inode;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
+    a := _to_attr(n);
+END
+$$;
+
+-- _write_slice of one slice (see there).
+CREATE FUNCTION write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    w record;
+BEGIN
+    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false);
+    RETURN w.a;
 END
 $$;
 
@@ -69,6 +93,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS 
 DECLARE
     v_n integer := coalesce(cardinality(p_ids), 0);
     v_attr attr;
+    w record;
+    v_deferred bigint := 0;
+    v_done integer := v_n;
 BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
@@ -77,13 +104,19 @@ BEGIN
         RETURN;
     END IF;
     FOR i IN 1..v_n LOOP
-        v_attr := write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime);
+        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true);
+        v_attr := w.a;
+        v_deferred := v_deferred + w.deferred;
         IF v_attr.errno <> 0 THEN
-            RETURN QUERY SELECT i - 1, v_attr;
-            RETURN;
+            v_done := i - 1;
+            EXIT;
         END IF;
     END LOOP;
-    RETURN QUERY SELECT v_n, v_attr;
+    -- the growth within 4 KiB units, to dir_stats after every quota row
+    IF v_deferred <> 0 THEN
+        PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
+    END IF;
+    RETURN QUERY SELECT v_done, v_attr;
 END
 $$;
 

@@ -117,12 +117,27 @@ $$;
 
 -- For procedures that need the settings row anyway: applies the durability
 -- mode and returns the settings.
+-- Refuses a change to a volume `jfs destroy` is removing (after
+-- destroy_begin, which --force runs with mounts still attached). Every
+-- procedure that changes the volume reads setting.destroying (through
+-- _begin, or with its own read of the settings) and calls this when set.
+CREATE FUNCTION _destroyed() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): nothing changes in it any more'
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END
+$$;
+
 CREATE FUNCTION _begin() RETURNS setting
 LANGUAGE plpgsql AS $$
 DECLARE
     s setting;
 BEGIN
     SELECT * INTO s FROM setting;
+    IF s.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
+    END IF;
     PERFORM _durability(s.meta_durability);
     RETURN s;
 END

@@ -170,13 +170,13 @@ BEGIN
     IF p_type = 2 THEN
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
                s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
-               s.squash_roles
+               s.squash_roles, s.destroying
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR NO KEY UPDATE OF d;
     ELSE
         SELECT d.type, d.mode, d.gid, d.tier, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns,
                s.quota_limits, s.owner_quotas, s.quota_uids, s.quota_gids, q.chain, s.enable_acl,
-               s.squash_roles
+               s.squash_roles, s.destroying
           INTO par FROM node d CROSS JOIN setting s LEFT JOIN quota q ON q.kind = 'dir' AND q.key = d.qroot
          WHERE d.inode = p_parent FOR KEY SHARE OF d;
     END IF;
@@ -184,6 +184,8 @@ BEGIN
         RETURN _err(2);
     ELSIF par.type <> 2 THEN
         RETURN _err(20);
+    ELSIF par.destroying IS NOT NULL THEN
+        PERFORM _destroyed();
     END IF;
     IF par.meta_durability = 'fsync' THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);  -- _durability, without its call

@@ -314,7 +314,7 @@ BEGIN
     SELECT r.inode, jfs.path(r.inode), t.depth, r.dirs, (r.entries - (r.dirs - 1))::bigint,
            (r.length + 4096 * r.dirs)::bigint, (r.space + 4096)::bigint
       FROM rolled r JOIN t ON t.inode = r.inode
-     ORDER BY t.depth, r.length DESC, r.inode;
+     ORDER BY t.depth, r.length + 4096 * r.dirs DESC, r.inode;
 END
 $$;
 

@@ -19,10 +19,12 @@ BEGIN
         RETURN _err(21);
     END IF;
     FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days INTO v
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO v
           FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
         IF NOT FOUND THEN
             RETURN _err(_missing(p_parent, p_name));
+        ELSIF v.destroying IS NOT NULL THEN
+            PERFORM _destroyed();
         ELSIF v.inode = _trash_inode() THEN
             RETURN _err(1);
         ELSIF v.type = 2 THEN

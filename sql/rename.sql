@@ -43,6 +43,7 @@ DECLARE
     v_dir_type smallint;
     v_mode text;
     v_skip bigint;
+    v_destroying timestamptz;
     v_moves_dir boolean;
     v_locked_tree boolean := false;
     v_now_src bigint; v_now_dst bigint;
@@ -66,12 +67,14 @@ BEGIN
     END IF;
 
     FOR attempt IN 1..5 LOOP
-        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns
-          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns, st.destroying
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip, v_destroying
           FROM setting st
           LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
           LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
-        IF v_src IS NULL THEN
+        IF v_destroying IS NOT NULL THEN
+            PERFORM _destroyed();
+        ELSIF v_src IS NULL THEN
             errno := _missing(p_parent, p_name); RETURN;
         ELSIF v_src = _trash_inode() THEN
             errno := 1; RETURN;

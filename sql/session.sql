@@ -10,7 +10,11 @@ DECLARE
     v_destroying timestamptz;
 BEGIN
     SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
-    IF v_destroying IS NOT NULL THEN
+    IF NOT FOUND THEN
+        -- (a destroy_finish that emptied the volume while this waited)
+        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
+    ELSIF v_destroying IS NOT NULL THEN
         RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),

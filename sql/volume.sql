@@ -305,10 +305,12 @@ $$;
 -- `jfs destroy`, its last step (administration), after the volume's
 -- objects are deleted: empties every table of the volume, so the database
 -- is as CREATE EXTENSION left it (the client roles' limits stay) and
--- `jfs format` can make a new volume. errno 2: no volume; 22: p_uuid is
--- not its uuid, or destroy_begin did not mark it.
+-- `jfs format` can make a new volume (session ids go on counting, so none
+-- names a session of the old volume's mounts). errno 2: no volume; 22:
+-- p_uuid is not its uuid, or destroy_begin did not mark it; 16: a reader
+-- of the tables (a dump, a query) kept them locked for 10 seconds.
 CREATE FUNCTION destroy_finish(p_uuid uuid, OUT errno integer, OUT message text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET lock_timeout = '10s' AS $$
 DECLARE
     s setting;
     v_tables text;
@@ -327,8 +329,15 @@ BEGIN
     SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) INTO v_tables
       FROM pg_class c
      WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p') AND c.relname <> 'client_role';
-    EXECUTE 'TRUNCATE ' || v_tables;
-    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S'
+    BEGIN
+        EXECUTE 'TRUNCATE ' || v_tables;
+    EXCEPTION WHEN lock_not_available THEN
+        errno := 16;
+        message := 'another session holds the volume''s tables (a dump, a long query): try again when it ends';
+        RETURN;
+    END;
+    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c
+              WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S' AND c.relname <> 'session_sid'
     LOOP
         EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART', q.seq);
     END LOOP;

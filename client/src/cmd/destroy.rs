@@ -7,19 +7,22 @@
 //! finished by running it again.
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
 use futures_util::stream::{self, StreamExt};
 
-use crate::meta::redact_url;
-use crate::object::{owner_key, with_retries, ObjectInfo, ObjectStore};
-use crate::volume::{open_volume, BucketCheck, OpenVolume};
+use crate::meta::{redact_url, Meta};
+use crate::object::{self, bucket_owner, owner_key, with_retries, ObjectInfo, ObjectStore};
+use crate::volume::layout::blocks_prefix;
+use crate::volume::{encoded_store, read_volume, sealer};
 
 /// Objects deleted at once.
 const PARALLEL_DELETES: usize = 32;
+
+/// Slices whose blocks one listing finds (they share a key prefix).
+const SLICES_PER_LISTING: u64 = 1_000;
 
 /// Times the prefix is listed again for objects that appeared meanwhile
 /// (a mount ended by `--force` may have stored some on its way out).
@@ -31,7 +34,7 @@ pub struct DestroyArgs {
     meta_url: String,
     /// The volume's uuid (`jfs status` shows it): what is destroyed
     uuid: String,
-    /// End live sessions instead of refusing (their mounts fail from then on)
+    /// End live sessions instead of refusing (their mounts' changes fail from then on)
     #[arg(long)]
     force: bool,
     /// Do not ask for confirmation
@@ -40,12 +43,9 @@ pub struct DestroyArgs {
 }
 
 pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
-    let OpenVolume {
-        meta,
-        volume,
-        store,
-        ..
-    } = open_volume(&a.meta_url, 4, BucketCheck::Required).await?;
+    // nothing is touched before the uuid is checked
+    let meta = Meta::connect(&a.meta_url, 4).await?;
+    let volume = read_volume(&meta, &a.meta_url).await?;
     anyhow::ensure!(
         volume.uuid.eq_ignore_ascii_case(a.uuid.trim()),
         "{} holds volume {} of uuid {}, not {}: nothing was changed (jfs status shows the uuid)",
@@ -54,6 +54,22 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
         volume.uuid,
         a.uuid
     );
+    let secrets = meta.volume_secrets().await?;
+    let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
+        .with_context(|| format!("volume {} (its bucket's marker is sealed)", volume.name))?;
+    let raw = object::open(&volume.storage, &volume.bucket, secrets.keys).await?;
+    let store = encoded_store(raw, &volume.name, &volume.compression, sealer)?;
+    // the prefix must be this volume's (or no volume's): never another's
+    match bucket_owner(store.as_ref(), &volume.name).await? {
+        Some(owner) if !owner.eq_ignore_ascii_case(&volume.uuid) => anyhow::bail!(
+            "{}/{}/ belongs to another volume (uuid {owner}), not to this database's {}: \
+             nothing was changed",
+            store.describe(),
+            volume.name,
+            volume.uuid
+        ),
+        _ => {}
+    }
     let sessions = meta.sessions().await?;
     println!(
         "volume {} (uuid {}): objects in {}, metadata in {}; {} session(s) recorded",
@@ -73,29 +89,35 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
         volume.name
     );
 
-    let prefix = format!("{}/", volume.name);
+    // the blocks, a thousand slices' worth at a time (a listing of a
+    // volume's every object would not fit in memory), then what is left
     let marker = owner_key(&volume.name);
-    let mut deleted = (0u64, 0u64);
-    for sweep in 0..SWEEPS {
-        let objects: Vec<ObjectInfo> = store
-            .list(&prefix)
-            .await
-            .with_context(|| format!("listing {prefix} in {}", store.describe()))?
-            .into_iter()
-            .filter(|o| o.key != marker)
-            .collect();
-        if objects.is_empty() {
+    let groups = meta.next_slice_id().await? / SLICES_PER_LISTING + 1;
+    let mut deleted = Deleted::default();
+    for group in 0..groups {
+        let first = group * SLICES_PER_LISTING;
+        let prefix = format!(
+            "{}{}/{}/",
+            blocks_prefix(&volume.name),
+            first / 1_000_000,
+            first / 1_000
+        );
+        deleted.add(delete_listed(store.as_ref(), &prefix, &marker).await?);
+        deleted.show(group + 1, groups);
+    }
+    let prefix = format!("{}/", volume.name);
+    for sweep in 0.. {
+        let n = delete_listed(store.as_ref(), &prefix, &marker).await?;
+        if n.0 == 0 {
             break;
         }
+        deleted.add(n);
         anyhow::ensure!(
             sweep + 1 < SWEEPS,
             "objects keep appearing under {prefix} in {}: is a mount still writing? \
              Stop it, then run jfs destroy again",
             store.describe()
         );
-        let (n, bytes) = delete_all(store.as_ref(), objects).await?;
-        deleted.0 += n;
-        deleted.1 += bytes;
     }
     with_retries("deleting the bucket's marker", || store.delete(&marker))
         .await
@@ -106,15 +128,69 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
     let (errno, message) = meta.destroy_finish(&volume.uuid).await?;
     anyhow::ensure!(
         errno == 0,
-        "the objects are gone, but emptying the metadata failed: {message}"
+        "the objects are gone, but emptying the metadata failed: {message} (run jfs destroy again)"
     );
     println!(
         "destroyed volume {}: {} objects ({:.1} MiB) deleted, its metadata removed",
         volume.name,
-        deleted.0,
-        deleted.1 as f64 / (1u64 << 20) as f64
+        deleted.objects,
+        deleted.bytes as f64 / (1u64 << 20) as f64
     );
     Ok(())
+}
+
+/// What a destroy deleted so far, and when it last said so.
+struct Deleted {
+    objects: u64,
+    bytes: u64,
+    started: Instant,
+    shown: Instant,
+}
+
+impl Default for Deleted {
+    fn default() -> Deleted {
+        Deleted {
+            objects: 0,
+            bytes: 0,
+            started: Instant::now(),
+            shown: Instant::now(),
+        }
+    }
+}
+
+impl Deleted {
+    fn add(&mut self, (objects, bytes): (u64, u64)) {
+        self.objects += objects;
+        self.bytes += bytes;
+    }
+
+    /// Progress on stderr, once a second.
+    fn show(&mut self, groups_done: u64, groups: u64) {
+        if self.shown.elapsed() >= Duration::from_secs(1) {
+            self.shown = Instant::now();
+            eprintln!(
+                "deleted {} objects ({:.0}/s), {groups_done} of {groups} groups of slices",
+                self.objects,
+                self.objects as f64 / self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Deletes every object under `prefix` but `marker`: how many and their
+/// bytes.
+async fn delete_listed(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    marker: &str,
+) -> anyhow::Result<(u64, u64)> {
+    let objects: Vec<ObjectInfo> = with_retries("listing objects", || store.list(prefix))
+        .await
+        .with_context(|| format!("listing {prefix} in {}", store.describe()))?
+        .into_iter()
+        .filter(|o| o.key != marker)
+        .collect();
+    delete_all(store, objects).await
 }
 
 /// Asks on the terminal; refuses without one (pass --yes).
@@ -131,44 +207,28 @@ fn confirm(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Deletes `objects`, [`PARALLEL_DELETES`] at once, with progress on
-/// stderr; how many and their bytes. Stops with the first that fails
-/// after its retries (the rest are left for the next run).
+/// Deletes `objects`, [`PARALLEL_DELETES`] at once: how many and their
+/// bytes. Stops with the first that fails after its retries (the rest are
+/// left for the next run).
 async fn delete_all(
     store: &dyn ObjectStore,
     objects: Vec<ObjectInfo>,
 ) -> anyhow::Result<(u64, u64)> {
-    let total = objects.len();
-    let done = AtomicU64::new(0);
-    let bytes = AtomicU64::new(0);
-    let started = Instant::now();
-    let mut shown = Instant::now();
+    let mut done = (0, 0);
     let mut results = stream::iter(objects)
-        .map(|o| {
-            let (done, bytes) = (&done, &bytes);
-            async move {
-                with_retries("deleting an object", || store.delete(&o.key))
-                    .await
-                    .with_context(|| format!("deleting {} in {}", o.key, store.describe()))?;
-                done.fetch_add(1, Ordering::Relaxed);
-                bytes.fetch_add(o.size, Ordering::Relaxed);
-                anyhow::Ok(())
-            }
+        .map(|o| async move {
+            with_retries("deleting an object", || store.delete(&o.key))
+                .await
+                .with_context(|| format!("deleting {} in {}", o.key, store.describe()))?;
+            anyhow::Ok(o.size)
         })
         .buffer_unordered(PARALLEL_DELETES);
     while let Some(result) = results.next().await {
-        result.context("run jfs destroy again to delete the rest")?;
-        if shown.elapsed() >= Duration::from_secs(1) {
-            shown = Instant::now();
-            eprintln!(
-                "deleted {}/{total} objects ({:.0}/s)",
-                done.load(Ordering::Relaxed),
-                done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-            );
-        }
+        let size = result.context("run jfs destroy again to delete the rest")?;
+        done.0 += 1;
+        done.1 += size;
     }
-    drop(results);
-    Ok((done.into_inner(), bytes.into_inner()))
+    Ok(done)
 }
 
 /// Removes the directories left empty under `dir` (a file store keeps a

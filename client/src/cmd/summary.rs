@@ -1,7 +1,8 @@
 //! `jfs summary PATH...`: sizes and counts of trees inside a mount, from
 //! the database's per-directory figures in one query (JuiceFS walks the
-//! tree): the same numbers as `du -s --apparent-size` and `find | wc -l`,
-//! and with `--depth N` the directories below, largest first.
+//! tree): what `du -s --apparent-size` and `find | wc -l` count (but a
+//! file with several names counts once per name), and with `--depth N` the
+//! directories below, largest first.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,9 @@ use anyhow::Context;
 use clap::Args;
 
 use super::info::{ask_mount, node_token};
+
+/// The deepest `--depth` a mount is asked for.
+const MAX_DEPTH: u32 = 1000;
 
 #[derive(Args, Debug)]
 pub struct SummaryArgs {
@@ -40,11 +44,9 @@ struct Row {
 
 pub fn run(a: SummaryArgs) -> anyhow::Result<()> {
     let mut json = Vec::new();
+    let depth = a.depth.min(MAX_DEPTH);
     for path in &a.paths {
-        let answer = ask_mount(
-            path,
-            &format!("summary {} {}\n", node_token(path)?, a.depth),
-        )?;
+        let answer = ask_mount(path, &format!("summary {} {depth}\n", node_token(path)?))?;
         let rows =
             parse(&answer).with_context(|| format!("the mount's answer for {}", path.display()))?;
         if a.json {

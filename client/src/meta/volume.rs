@@ -106,6 +106,18 @@ impl Meta {
         Ok((row.try_get("errno")?, row.try_get("message")?))
     }
 
+    /// The next slice id the volume would hand out: every slice id so far
+    /// is below it (`jfs.dump_volume`).
+    pub async fn next_slice_id(&self) -> Result<u64> {
+        let row = self
+            .call_one("SELECT next_slice FROM jfs.dump_volume()", &[])
+            .await?;
+        Ok(row
+            .try_get::<_, Option<i64>>("next_slice")?
+            .unwrap_or(0)
+            .max(0) as u64)
+    }
+
     /// `jfs destroy`'s last step (`jfs.destroy_finish`), once the objects
     /// are gone: empties the volume's tables. Errno and message.
     pub async fn destroy_finish(&self, uuid: &str) -> Result<(i32, String)> {

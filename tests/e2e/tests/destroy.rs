@@ -62,6 +62,8 @@ fn destroy_removes_the_volume_its_uuid_names() {
         v.sql(&format!("SELECT errno FROM jfs.destroy_begin('{id}')")),
         "0"
     );
+    // (and, as if it stopped later, the marker already gone)
+    fs::remove_file(v.bucket().join("destroy/juicefs_uuid")).unwrap();
     let mnt = v.dir.path().join("mnt-late");
     fs::create_dir_all(&mnt).unwrap();
     let out = jfs()
@@ -76,6 +78,7 @@ fn destroy_removes_the_volume_its_uuid_names() {
     assert!(said.contains("destroyed volume destroy"), "{said}");
     let left: Vec<_> = walk(&v.bucket());
     assert!(left.is_empty(), "objects left: {left:?}");
+    assert!(!v.bucket().join("destroy").exists(), "its directories stay");
     refused(&destroy(&v.admin_url, &id, &["--yes"]), "holds no volume");
     let out = jfs().args(["status", &v.url]).output().unwrap();
     refused(&out, "holds no volume");
@@ -103,7 +106,8 @@ fn destroy_removes_the_volume_its_uuid_names() {
 fn destroy_forced_and_on_s3_leaves_other_volumes_alone() {
     let s3 = S3Server::start();
     let v = Volume::s3("gone", &s3, "shared");
-    let keep = Volume::s3("kept", &s3, "shared");
+    // a name the destroyed one is a prefix of
+    let keep = Volume::s3("gone2", &s3, "shared");
     let id = uuid(&v);
     let m = v.mount("a", &[]);
     let k = keep.mount("k", &[]);
@@ -112,7 +116,15 @@ fn destroy_forced_and_on_s3_leaves_other_volumes_alone() {
         fs::write(k.p(&format!("f{i}")), pattern(10 + i, 2 << 20)).unwrap();
     }
     assert!(s3.keys("shared").iter().any(|key| key.starts_with("gone/")));
-    // --force ends the live session instead of refusing
+    // forced, the live mount's session ends and its changes fail from then on
+    assert_eq!(
+        v.sql(&format!(
+            "SELECT errno FROM jfs.destroy_begin('{id}', true)"
+        )),
+        "0"
+    );
+    assert!(fs::write(m.p("late"), pattern(7, 1 << 20)).is_err());
+    assert!(fs::remove_file(m.p("f1")).is_err());
     let out = ok(jfs().args(["destroy", &v.admin_url, &id, "--yes", "--force"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("destroyed volume gone"));
     let keys = s3.keys("shared");
@@ -120,15 +132,13 @@ fn destroy_forced_and_on_s3_leaves_other_volumes_alone() {
         !keys.iter().any(|key| key.starts_with("gone/")),
         "left of the destroyed volume: {keys:?}"
     );
-    assert!(keys.iter().any(|key| key.starts_with("kept/")), "{keys:?}");
+    assert!(keys.iter().any(|key| key.starts_with("gone2/")), "{keys:?}");
     for i in 0..3u64 {
         assert_eq!(
             fs::read(k.p(&format!("f{i}"))).unwrap(),
             pattern(10 + i, 2 << 20)
         );
     }
-    // the forced-out mount fails its requests rather than writing anything back
-    let _ = fs::write(m.p("late"), b"x");
     drop(m);
     let keys = s3.keys("shared");
     assert!(!keys.iter().any(|key| key.starts_with("gone/")), "{keys:?}");

@@ -158,6 +158,11 @@ fn a_volume_made_on_every_release_survives_the_update() {
             CURRENT,
             "ALTER EXTENSION jfs UPDATE from {release}"
         );
+        assert_eq!(
+            v.sql("SELECT count(*) FROM jfs.fsck()"),
+            "0",
+            "fsck right after the update from {release} (the counters it filled in)"
+        );
         let m = v.mount("new", &[]);
         assert!(
             fs::read(m.p("dir/sub/big")).unwrap() == big,
@@ -178,6 +183,10 @@ fn a_volume_made_on_every_release_survives_the_update() {
         assert!(fs::read(m.p("dir/after")).unwrap() == pattern(42, 70_000));
         fs::remove_file(m.p("dir/hard")).unwrap();
         assert_eq!(fs::metadata(m.p("small")).unwrap().nlink(), 1);
+        // the update's procedures keep every counter in step (jfs rmr is
+        // one of them; fsck recounts dir_stats)
+        ok(jfs().arg("rmr").arg(m.p("dir")));
+        assert!(!m.p("dir").exists());
         m.unmount();
         assert_eq!(
             v.sql("SELECT count(*) FROM jfs.fsck()"),
