@@ -12,7 +12,7 @@
 -- that adds, removes, moves or resizes an entry; an index of each
 -- directory's subdirectories, so that walks of a tree's directories skip
 -- its files. (Run the jfs.grant_* calls again: summary, summary_of,
--- destroy_begin and destroy_finish are new.)
+-- lookup_ahead, destroy_begin and destroy_finish are new.)
 
 ALTER TABLE dir_stats ADD COLUMN length bigint NOT NULL DEFAULT 0;
 -- the lengths of what the volume holds now, into stripe 0 of each directory
@@ -1643,6 +1643,31 @@ SELECT s.inode, jfs.path(s.inode) AS path, sum(s.inodes)::bigint AS inodes, sum(
   FROM dir_stats s GROUP BY s.inode;
 
 -- ---------------------------------------------------------------------------
+-- Lookups that read ahead, for mounts whose callers stat a big
+-- directory's names one by one.
+
+CREATE OR REPLACE FUNCTION lookup_ahead(p_dir bigint, p_name bytea, p_limit integer DEFAULT 1000)
+RETURNS TABLE (name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint, atime bigint,
+               mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint, parent bigint,
+               tier smallint, used bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH here AS (
+        SELECT e.cookie FROM edge e WHERE e.parent = p_dir AND e.name = p_name
+    ), ahead AS (
+        (SELECT e.name, e.inode FROM edge e, here h
+          WHERE e.parent = p_dir AND e.cookie >= h.cookie
+          ORDER BY e.cookie LIMIT least(greatest(coalesce(p_limit, 1000), 0), 10000) + 1)
+        UNION
+        (SELECT e.name, e.inode FROM edge e, here h
+          WHERE e.parent = p_dir AND e.name >= p_name
+          ORDER BY e.name LIMIT least(greatest(coalesce(p_limit, 1000), 0), 10000) + 1)
+    )
+    SELECT a.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier, n.used
+      FROM ahead a JOIN node n ON n.inode = a.inode
+$$;
+
+-- ---------------------------------------------------------------------------
 -- jfs destroy: destroy_begin marks the volume (setting.destroying), after
 -- which no session opens; destroy_finish empties it once its objects are
 -- deleted.
@@ -1803,6 +1828,7 @@ REVOKE EXECUTE ON FUNCTION summary_of(bigint, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION summary(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION _refuse_if_destroying() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION _destroyed() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION lookup_ahead(bigint, bytea, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION _write_slice(bigint, integer, integer, bigint, integer, integer, integer, bigint, boolean)
     FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION destroy_begin(uuid, boolean) FROM PUBLIC;

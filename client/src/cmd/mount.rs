@@ -130,6 +130,11 @@ pub struct MountArgs {
     /// Slices in a chunk from which this mount compacts it in the background (0: never)
     #[arg(long, default_value_t = crate::vfs::COMPACT_AT)]
     compact_at: usize,
+    /// Entries a lookup in a directory whose names are being statted one by
+    /// one (find, du, ls -l) fetches ahead, in listing and in name order
+    /// (0: none)
+    #[arg(long, default_value_t = crate::vfs::LOOKUP_AHEAD, value_name = "N")]
+    lookup_ahead: u32,
     /// How often a metadata backup (a compressed dump) goes into the object
     /// store under NAME/meta/, written by one of the volume's mounts
     /// (3600, 90s, 30m, 1h, 1d; 0: never)
@@ -259,6 +264,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         ("--gc-delay", a.gc_delay.to_string()),
         ("--commit-after", a.commit_after.to_string()),
         ("--compact-at", a.compact_at.to_string()),
+        ("--lookup-ahead", a.lookup_ahead.to_string()),
         ("--backup-meta", a.backup_meta.as_secs().to_string()),
         ("--backup-keep", a.backup_keep.to_string()),
     ] {
@@ -446,6 +452,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             squash,
             disk_cache,
             compact_at: a.compact_at,
+            lookup_ahead: a.lookup_ahead,
         };
         let who = match standby {
             true => "read-only, on a hot standby".to_string(),

@@ -163,6 +163,7 @@ impl Direct {
             squash,
             disk_cache,
             compact_at: crate::vfs::COMPACT_AT,
+            lookup_ahead: crate::vfs::LOOKUP_AHEAD,
         };
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
         attach::start(&vfs, o.changes_poll).await?;

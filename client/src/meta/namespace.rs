@@ -136,6 +136,27 @@ impl Meta {
         attr_from_row(first_row(&rows)?)
     }
 
+    /// Entry `name` of `parent` and up to `limit` entries after it in
+    /// listing order and in name order, each with its attributes
+    /// (`jfs.lookup_ahead`; from the standby that serves reads when it has
+    /// caught up). Empty when `name` is not there.
+    pub async fn lookup_ahead(
+        &self,
+        parent: u64,
+        name: &[u8],
+        limit: i32,
+    ) -> Result<Vec<(Vec<u8>, Attr)>> {
+        let rows = self
+            .call_replicable(
+                "SELECT 0 AS errno, * FROM jfs.lookup_ahead($1, $2, $3)",
+                &[&(parent as i64), &name, &limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("name")?, attr_from_row(row)?)))
+            .collect()
+    }
+
     /// Node `inode`'s attributes, from the primary (what opening a file
     /// reads: another mount's close is seen at once).
     pub async fn getattr(&self, inode: u64) -> Result<Attr> {

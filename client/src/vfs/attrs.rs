@@ -136,7 +136,7 @@ impl AttrCache {
         }
     }
 
-    fn keeps(&self) -> bool {
+    pub(super) fn keeps(&self) -> bool {
         self.follow || !self.ttl.is_zero()
     }
 

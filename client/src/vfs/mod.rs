@@ -17,6 +17,7 @@ mod debug;
 mod handles;
 
 mod listings;
+mod lookahead;
 mod ops;
 mod reader;
 mod space;
@@ -31,6 +32,7 @@ pub use crate::meta::{
 };
 pub use compact::{Compacted, COMPACT_AT};
 pub use control::{Caller, CONTROL_INODE};
+pub use lookahead::LOOKUP_AHEAD;
 pub use ops::ListedEntry;
 pub use squash::{Need, Squash, Who};
 
@@ -77,6 +79,9 @@ pub struct VfsConfig {
     pub disk_cache: Option<Arc<crate::object::DiskCache>>,
     /// Slices in a chunk from which it is compacted in the background (0: never).
     pub compact_at: usize,
+    /// Entries a lookup in a directory being walked reads ahead, in each
+    /// order (`--lookup-ahead`; 0: none).
+    pub lookup_ahead: u32,
 }
 
 impl VfsConfig {
@@ -108,6 +113,8 @@ pub struct Vfs {
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
     attrs: attrs::AttrCache,
     listings: listings::Listings,
+    /// Which directories callers are walking name by name (see `lookahead`).
+    walks: lookahead::Walks,
     /// When the change log was last read: what both caches answer by.
     log: Arc<listings::LogFreshness>,
     /// Polls of the change log, for lock barriers.
@@ -182,6 +189,7 @@ impl Vfs {
                 log.clone(),
             ),
             log_polls: changes::LogPolls::default(),
+            walks: lookahead::Walks::default(),
             commit_now: tokio::sync::Notify::new(),
             space_limited: Mutex::new(None),
             listings: listings::Listings::new(

@@ -20,10 +20,15 @@ impl Vfs {
             Some(attr) => attr,
             None => {
                 let ticket = self.attrs.ticket();
-                let attr = self.meta.lookup_replicable(parent, name).await;
-                let attr = attr.map_err(errno)?;
-                self.attrs.put_entry(parent, name, &attr, ticket);
-                attr
+                match self.lookup_ahead(parent, name, ticket).await {
+                    Some(attr) => attr,
+                    None => {
+                        let attr = self.meta.lookup_replicable(parent, name).await;
+                        let attr = attr.map_err(errno)?;
+                        self.attrs.put_entry(parent, name, &attr, ticket);
+                        attr
+                    }
+                }
             }
         };
         Ok(self.overlay(attr).await)

@@ -1,0 +1,92 @@
+//! Lookups that read ahead: statting the names of a big directory one by
+//! one (as find, du, ls -l do after a listing the kernel no longer holds)
+//! costs a round trip per thousand names, and what was read ahead stays
+//! exact: another mount's change is seen, a missing name is missing.
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+use jfs_e2e::{eventually, free_metrics_addr, metric_sum, Volume};
+
+const FILES: usize = 3000;
+
+/// Calls of procedure `name` the mount at `addr` made so far.
+fn calls(addr: &str, name: &str) -> f64 {
+    metric_sum(
+        addr,
+        "jfs_meta_call_duration_seconds_count",
+        &format!("procedure=\"{name}\""),
+    )
+    .unwrap()
+}
+
+#[test]
+fn statting_a_big_directory_reads_ahead_and_stays_exact() {
+    let v = Volume::new("lookahead");
+    // the files, made behind the mount's back: it has seen none of them
+    v.sql(&format!(
+        "SELECT count(*) FROM jfs.mknod(1, 'big', 2, 493, 0, 0); \
+         SELECT count(*) FROM generate_series(1, {FILES}) i, \
+                LATERAL jfs.mknod(jfs.resolve('/big'), convert_to('f' || i, 'UTF8'), 1, 420, 0, 0) f, \
+                LATERAL jfs.setattr(f.inode, 8, p_length => i)"
+    ));
+    let addr = free_metrics_addr();
+    let m = v.mount(
+        "a",
+        &[
+            "--attr-cache",
+            "1",
+            "--entry-cache",
+            "1",
+            "--metrics",
+            &addr,
+        ],
+    );
+    let other = v.mount("b", &[]);
+    let lookups = calls(&addr, "lookup");
+    // by name, in order (the kernel knows none of them)
+    for i in 1..=FILES {
+        let meta = fs::metadata(m.p(&format!("big/f{i}"))).unwrap();
+        assert_eq!(meta.len(), i as u64, "f{i}");
+    }
+    let single = calls(&addr, "lookup") - lookups;
+    let ahead = calls(&addr, "lookup_ahead");
+    assert!(
+        single < 50.0 && ahead >= 2.0,
+        "{FILES} stats cost {single} lookups and {ahead} read-aheads"
+    );
+    // in another order (ls sorts by name: f1, f10, f100, ...) too
+    let mut names: Vec<String> = (1..=FILES).map(|i| format!("f{i}")).collect();
+    names.sort();
+    std::thread::sleep(Duration::from_millis(1500)); // the kernel's copies expire
+    let before = calls(&addr, "lookup") + calls(&addr, "lookup_ahead");
+    for name in &names {
+        assert!(fs::metadata(m.p(&format!("big/{name}"))).is_ok());
+    }
+    let asked = calls(&addr, "lookup") + calls(&addr, "lookup_ahead") - before;
+    assert!(
+        asked < 50.0,
+        "{FILES} stats by name cost {asked} round trips"
+    );
+
+    // what was read ahead follows other mounts' changes
+    fs::OpenOptions::new()
+        .write(true)
+        .open(other.p("big/f2500"))
+        .unwrap()
+        .set_len(123_456)
+        .unwrap();
+    fs::remove_file(other.p("big/f2600")).unwrap();
+    assert!(
+        eventually(5, || fs::metadata(m.p("big/f2500"))
+            .is_ok_and(|meta| meta.len() == 123_456)),
+        "another mount's truncate"
+    );
+    assert!(
+        eventually(5, || fs::metadata(m.p("big/f2600")).is_err()),
+        "another mount's unlink"
+    );
+    assert!(fs::metadata(m.p("big/f99999")).is_err());
+    assert_eq!(fs::metadata(m.p("big/f2700")).unwrap().len(), 2700);
+    assert_eq!(fs::metadata(m.p("big/f2700")).unwrap().nlink(), 1);
+}
