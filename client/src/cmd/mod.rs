@@ -1,4 +1,4 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, debug.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, debug, sync.
 mod bench;
 mod changelog;
 mod clone;
@@ -19,6 +19,7 @@ mod restore;
 mod rmr;
 mod stats;
 mod status;
+mod sync;
 mod tier;
 mod umount;
 mod warmup;
@@ -87,6 +88,8 @@ enum Command {
     Gateway(gateway::GatewayArgs),
     /// Fetch files' blocks into a mount's disk cache (or drop them: --evict; count them: --check)
     Warmup(warmup::WarmupArgs),
+    /// Mirror a tree between local directories, jfs volumes (no mount) and S3, copying what differs
+    Sync(sync::SyncArgs),
     /// Pack what a bug report needs about a mount into one archive (no secrets)
     Debug(debug::DebugArgs),
 }
@@ -132,6 +135,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gateway(a) => gateway::run(a),
         Command::Warmup(a) => warmup::run(a),
         Command::Debug(a) => debug::run(a),
+        Command::Sync(a) => sync::run(a),
     }
 }
 
