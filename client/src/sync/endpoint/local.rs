@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{temp_name, Endpoint, Entry, Kind, Reader, Writer, PIECE};
@@ -146,7 +146,8 @@ impl Endpoint for LocalTree {
         let file = tokio::fs::File::open(&at)
             .await
             .with_context(|| format!("cannot open {}", at.display()))?;
-        Ok(Box::new(LocalReader { file, at }))
+        let size = file.metadata().await.map_or(0, |m| m.len());
+        Ok(Box::new(LocalReader { file, at, size }))
     }
 
     async fn create(&self, path: &str, source: &Entry) -> anyhow::Result<Box<dyn Writer>> {
@@ -232,26 +233,30 @@ impl Endpoint for LocalTree {
 struct LocalReader {
     file: tokio::fs::File,
     at: PathBuf,
+    /// The file's size when opened: what a piece's buffer is sized by
+    /// (small files get small buffers, not PIECE zeroed bytes).
+    size: u64,
 }
 
 #[async_trait]
 impl Reader for LocalReader {
     async fn next_piece(&mut self) -> anyhow::Result<Option<Bytes>> {
-        let mut buf = vec![0u8; PIECE];
-        let mut filled = 0;
-        while filled < buf.len() {
+        // (one more byte than the size: the read that finds the end
+        // needs no room of its own)
+        let room = (self.size + 1).min(PIECE as u64) as usize;
+        let mut buf = BytesMut::with_capacity(room);
+        while buf.len() < PIECE {
             let n = self
                 .file
-                .read(&mut buf[filled..])
+                .read_buf(&mut buf)
                 .await
                 .with_context(|| format!("cannot read {}", self.at.display()))?;
             if n == 0 {
                 break;
             }
-            filled += n;
         }
-        buf.truncate(filled);
-        Ok((filled > 0).then(|| Bytes::from(buf)))
+        self.size = self.size.saturating_sub(buf.len() as u64);
+        Ok((!buf.is_empty()).then(|| buf.freeze()))
     }
 }
 
