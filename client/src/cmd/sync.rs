@@ -15,9 +15,10 @@ use crate::sync::{Options, Rules, S3Options};
 /// sides; S3 keeps only files (symlinks are left out with a note).
 #[derive(Args, Debug)]
 pub struct SyncArgs {
-    /// Where to copy from
+    /// Where to copy from: a local directory (/data/dir), a volume's directory
+    /// (jfs+postgres://user@host:port/db?options#/dir) or an S3 prefix (s3://bucket/prefix)
     src: String,
-    /// Where to copy to (made if missing)
+    /// Where to copy to, in the same forms (made if missing)
     dst: String,
     /// Copy only files newer at SRC than at DST (or missing there)
     #[arg(short, long)]
