@@ -84,6 +84,12 @@ pub async fn execute(
             }
         })
         .await;
+    // (before the deletions: a directory to delete may hold one)
+    for t in &plan.temps {
+        if let Err(e) = dst.remove(t).await {
+            tracing::warn!("cannot remove an old temporary: {e:#}");
+        }
+    }
     let (files, dirs): (Vec<&Entry>, Vec<&Entry>) =
         plan.deletes.iter().partition(|e| e.kind != Kind::Dir);
     futures_util::stream::iter(files)
@@ -93,11 +99,6 @@ pub async fn execute(
         .await;
     for e in dirs {
         remove(dst, e, tally).await;
-    }
-    for t in &plan.temps {
-        if let Err(e) = dst.remove(t).await {
-            tracing::warn!("cannot remove an old temporary: {e:#}");
-        }
     }
     for d in &plan.dir_attrs {
         if let Err(e) = dst.set_dir_attrs(&d.path, d.mode, d.mtime).await {

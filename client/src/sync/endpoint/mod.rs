@@ -198,6 +198,13 @@ pub fn is_temp(path: &str) -> bool {
         && name.ends_with(TEMP_SUFFIX)
 }
 
+/// Whether `path` is names joined by single slashes, none of them `.` or
+/// `..` (an S3 key that is not cannot be a path under a local root).
+pub fn is_plain_path(path: &str) -> bool {
+    path.split('/')
+        .all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
 /// `path`'s directory ("" at the root) and last name.
 pub fn split_parent(path: &str) -> (&str, &str) {
     match path.rsplit_once('/') {
@@ -280,6 +287,10 @@ mod tests {
         assert!(is_temp(&temp_name("top")));
         assert!(!is_temp("a/.jfs-sync-x.tmp"));
         assert!(!is_temp("a/b/file.txt"));
+        assert!(is_plain_path("a/b.c/d"));
+        for bad in ["", "a//b", "../x", "a/./b", "a/..", "/a"] {
+            assert!(!is_plain_path(bad), "{bad:?}");
+        }
         assert_eq!(joined("", "a"), "a");
         assert_eq!(joined("r", ""), "r");
         assert_eq!(joined("r", "a"), "r/a");

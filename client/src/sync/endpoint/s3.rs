@@ -145,15 +145,29 @@ impl Endpoint for S3Tree {
                     .last_modified()
                     .and_then(|t| std::time::SystemTime::try_from(*t).ok())
                     .map_or(0, time_to_ns);
-                // the directories a key implies (and a "dir/" marker's own)
+                // a "dir/" marker: a directory, empty perhaps
+                let (path, marker) = match path.strip_suffix('/') {
+                    Some(dir) => (dir, true),
+                    None => (path, false),
+                };
+                if path.is_empty() {
+                    continue;
+                }
+                if !super::is_plain_path(path) {
+                    tracing::warn!(
+                        "{}: a key with an empty, . or .. part, left out",
+                        self.shown(path)
+                    );
+                    continue;
+                }
+                // the directories a key implies
                 let mut parent = path;
                 while let Some((dir, _)) = parent.rsplit_once('/') {
-                    if !dir.is_empty() {
-                        dirs.entry(dir.to_string()).or_insert(mtime);
-                    }
+                    dirs.entry(dir.to_string()).or_insert(mtime);
                     parent = dir;
                 }
-                if path.is_empty() || path.ends_with('/') {
+                if marker {
+                    dirs.entry(path.to_string()).or_insert(mtime);
                     continue;
                 }
                 out.push(Entry {
