@@ -63,7 +63,8 @@ pub fn run(a: SyncArgs) -> anyhow::Result<()> {
     let failed = summary.failures.len();
     anyhow::ensure!(
         failed == 0,
-        "{failed} entries failed (listed above); run again to retry them"
+        "{failed} failed (each listed above with its cause); once they are seen to, \
+         the same command copies what is left"
     );
     Ok(())
 }

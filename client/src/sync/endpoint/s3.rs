@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::config::{
     BehaviorVersion, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
-use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
@@ -33,11 +33,24 @@ pub struct S3Tree {
     server: String,
 }
 
-/// An SDK error in full (the server's code and message, or the transport's).
-fn sdk<E: std::error::Error + Send + Sync + 'static>(
-    e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
-) -> anyhow::Error {
-    anyhow::anyhow!("{}", DisplayErrorContext(&e))
+/// An SDK error as a person reads it: the server's code and message, or
+/// the transport's chain of causes (no credentials, no connection, ...).
+fn sdk<E>(e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> anyhow::Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    if let SdkError::ServiceError(service) = &e {
+        let status = service.raw().status().as_u16();
+        let err = service.err();
+        if let Some(code) = err.code() {
+            return anyhow::anyhow!(
+                "{code} (HTTP {status}){}",
+                err.message().map(|m| format!(": {m}")).unwrap_or_default()
+            );
+        }
+        return anyhow::anyhow!("HTTP {status}");
+    }
+    anyhow::Error::new(e)
 }
 
 impl S3Tree {
