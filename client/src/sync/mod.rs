@@ -58,7 +58,7 @@ impl std::fmt::Display for Summary {
 
 /// Mirrors the tree of endpoint `src` onto endpoint `dst`.
 pub async fn run(src: &str, dst: &str, o: &Options) -> anyhow::Result<Summary> {
-    let source = endpoint::open(src, &o.s3)
+    let source = endpoint::open(src, &o.s3, false)
         .await
         .context("the source (SRC)")?;
     let result = with_source(source.as_ref(), dst, o).await;
@@ -75,7 +75,7 @@ async fn with_source(
         .prepare(false)
         .await
         .with_context(|| format!("the source {}", source.describe()))?;
-    let target = endpoint::open(dst, &o.s3)
+    let target = endpoint::open(dst, &o.s3, !o.dry_run)
         .await
         .context("the destination (DST)")?;
     let result = between(source, target.as_ref(), o).await;

@@ -23,9 +23,10 @@ fn errno(e: i32) -> std::io::Error {
 }
 
 impl JfsTree {
-    pub async fn attach(meta_url: &str, root: &str) -> anyhow::Result<JfsTree> {
+    pub async fn attach(meta_url: &str, root: &str, read_only: bool) -> anyhow::Result<JfsTree> {
         let name = format!("jfs+{}#/{root}", redact_url(meta_url));
         let options = DirectOptions {
+            read_only,
             // the source's modes are set as they are
             umask: 0,
             describe: "jfs sync".to_string(),

@@ -92,11 +92,14 @@ pub struct S3Options {
     pub endpoint: Option<String>,
 }
 
-/// The endpoint `spec` names, connected (a volume attached).
-pub async fn open(spec: &str, s3: &S3Options) -> anyhow::Result<Box<dyn Endpoint>> {
+/// The endpoint `spec` names, connected (a volume attached, read-only
+/// unless `writing`: a source may be a hot standby).
+pub async fn open(spec: &str, s3: &S3Options, writing: bool) -> anyhow::Result<Box<dyn Endpoint>> {
     match parse(spec)? {
         Spec::Local(root) => Ok(Box::new(local::LocalTree::new(root))),
-        Spec::Jfs { meta_url, dir } => Ok(Box::new(jfs::JfsTree::attach(&meta_url, &dir).await?)),
+        Spec::Jfs { meta_url, dir } => Ok(Box::new(
+            jfs::JfsTree::attach(&meta_url, &dir, !writing).await?,
+        )),
         Spec::S3 { bucket, prefix } => {
             Ok(Box::new(s3::S3Tree::connect(&bucket, &prefix, s3).await?))
         }
