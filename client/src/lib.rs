@@ -11,5 +11,6 @@ pub mod gateway;
 pub mod meta;
 pub mod metrics;
 pub mod object;
+pub mod sync;
 pub mod vfs;
 pub mod volume;

@@ -1,4 +1,4 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, summary, destroy, debug.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, summary, destroy, debug, sync.
 mod bench;
 mod changelog;
 mod clone;
@@ -21,6 +21,7 @@ mod rmr;
 mod stats;
 mod status;
 mod summary;
+mod sync;
 mod tier;
 mod umount;
 mod warmup;
@@ -93,6 +94,8 @@ enum Command {
     Summary(summary::SummaryArgs),
     /// Remove a volume: its objects, then its metadata (asks for its uuid)
     Destroy(destroy::DestroyArgs),
+    /// Mirror a tree between local directories, jfs volumes (no mount) and S3, copying what differs
+    Sync(sync::SyncArgs),
     /// Pack what a bug report needs about a mount into one archive (no secrets)
     Debug(debug::DebugArgs),
 }
@@ -140,6 +143,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Summary(a) => summary::run(a),
         Command::Destroy(a) => runtime()?.block_on(destroy::run(a)),
         Command::Debug(a) => debug::run(a),
+        Command::Sync(a) => sync::run(a),
     }
 }
 
