@@ -58,6 +58,7 @@ impl std::fmt::Display for Summary {
 
 /// Mirrors the tree of endpoint `src` onto endpoint `dst`.
 pub async fn run(src: &str, dst: &str, o: &Options) -> anyhow::Result<Summary> {
+    endpoint::refuse_overlap(src, dst)?;
     let source = endpoint::open(src, &o.s3, false)
         .await
         .context("the source (SRC)")?;
@@ -105,6 +106,14 @@ async fn between(
     });
     let src_entries = src_entries?;
     let dst_entries = dst_entries?;
+    // (an S3 prefix mistyped, a directory not mounted: not a reason to
+    // delete everything)
+    anyhow::ensure!(
+        !(o.rules.delete_dst && src_entries.is_empty() && !dst_entries.is_empty()),
+        "the source {} lists nothing: refusing to delete everything at the destination \
+         (--delete-dst); check the source, or remove the destination's files yourself",
+        src.describe()
+    );
     let sides = plan::Sides {
         attrs: src.keeps_attrs() && dst.keeps_attrs(),
         tree: dst.keeps_tree(),

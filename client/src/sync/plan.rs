@@ -74,14 +74,30 @@ fn kind_name(k: Kind) -> &'static str {
 /// The plan that makes `dst` (sorted by path) mirror `src` (sorted by path).
 pub fn plan(src: &[Entry], dst: &[Entry], rules: Rules, sides: Sides) -> Plan {
     let mut p = Plan::default();
-    let (dst, temps): (Vec<&Entry>, Vec<&Entry>) = dst.iter().partition(|e| !is_temp(&e.path));
+    // (only a destination that keeps a tree has temporaries: S3 has none)
+    let (dst, temps): (Vec<&Entry>, Vec<&Entry>) =
+        dst.iter().partition(|e| !(sides.tree && is_temp(&e.path)));
     p.temps = temps.into_iter().cloned().collect();
-    let src: Vec<&Entry> = src.iter().filter(|e| !is_temp(&e.path)).collect();
+    let (src, src_temps): (Vec<&Entry>, Vec<&Entry>) = src.iter().partition(|e| !is_temp(&e.path));
+    for t in src_temps {
+        p.left_out
+            .push((t.path.clone(), "an unfinished copy's temporary".to_string()));
+    }
     p.scanned = src.len() as u64;
     // directories whose entries change (their mtime is set again after)
     let mut touched = BTreeSet::new();
+    // source directories the destination has a file or symlink in place
+    // of: nothing is written below them (a write would follow the symlink
+    // out of the tree)
+    let mut blocked: BTreeSet<String> = BTreeSet::new();
     let (mut i, mut j) = (0, 0);
     while i < src.len() || j < dst.len() {
+        if let Some(s) = src.get(i) {
+            if !blocked.is_empty() && under_any(&s.path, &blocked) {
+                i += 1;
+                continue;
+            }
+        }
         let order = match (src.get(i), dst.get(j)) {
             (Some(s), Some(d)) => s.path.cmp(&d.path),
             (Some(_), None) => std::cmp::Ordering::Less,
@@ -100,6 +116,9 @@ pub fn plan(src: &[Entry], dst: &[Entry], rules: Rules, sides: Sides) -> Plan {
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
+                if sides.tree && src[i].kind == Kind::Dir && dst[j].kind != Kind::Dir {
+                    blocked.insert(src[i].path.clone());
+                }
                 entry_present(&mut p, src[i], dst[j], rules, sides, &mut touched);
                 i += 1;
                 j += 1;
@@ -124,6 +143,7 @@ pub fn plan(src: &[Entry], dst: &[Entry], rules: Rules, sides: Sides) -> Plan {
         let mut dirs: Vec<Entry> = src
             .iter()
             .filter(|s| s.kind == Kind::Dir)
+            .filter(|s| !blocked.contains(&s.path) && !under_any(&s.path, &blocked))
             .filter(|s| {
                 touched.contains(&s.path)
                     || !same.contains(s.path.as_str())
@@ -137,6 +157,18 @@ pub fn plan(src: &[Entry], dst: &[Entry], rules: Rules, sides: Sides) -> Plan {
         p.dir_attrs = dirs;
     }
     p
+}
+
+/// Whether `path` is below one of `roots` (a descendant, not a root itself).
+fn under_any(path: &str, roots: &BTreeSet<String>) -> bool {
+    let mut at = path;
+    while let Some((parent, _)) = at.rsplit_once('/') {
+        if roots.contains(parent) {
+            return true;
+        }
+        at = parent;
+    }
+    false
 }
 
 fn entry_missing(p: &mut Plan, s: &Entry, sides: Sides, touched: &mut BTreeSet<String>) {
@@ -394,5 +426,25 @@ mod tests {
         let p = plan(&src, &dst, Rules::default(), TREE);
         assert_eq!(p.conflicts.len(), 1);
         assert!(p.copies.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_written_below_a_symlink_or_file_where_a_directory_is() {
+        // the destination's "a" is a symlink (to /etc, say), its "b" a file
+        let src = [
+            dir("a", 1),
+            file("a-b", 1, 1),
+            dir("a/d", 1),
+            file("a/d/passwd", 5, 1),
+            file("a/passwd", 5, 1),
+            dir("b", 1),
+            file("b/f", 1, 1),
+        ];
+        let dst = [link("a", "/etc"), file("b", 1, 1)];
+        let p = plan(&src, &dst, Rules::default(), TREE);
+        assert_eq!(p.conflicts.len(), 2, "{:?}", p.conflicts);
+        assert_eq!(copied(&p), ["a-b"]);
+        assert!(p.mkdirs.is_empty(), "{:?}", p.mkdirs);
+        assert!(p.dir_attrs.is_empty(), "{:?}", p.dir_attrs);
     }
 }

@@ -401,3 +401,97 @@ fn bad_endpoints_are_refused_with_what_to_do() {
     }
     assert!(!Path::new(d).exists(), "a failed run made its destination");
 }
+
+/// The temporary name `jfs sync` writes `path` under (sha256 of the path).
+fn temp_name_of(path: &str) -> String {
+    let out = ok(Command::new("sh").args(["-c", &format!("printf %s '{path}' | sha256sum")]));
+    format!(
+        ".jfs-sync-{}.tmp",
+        &String::from_utf8_lossy(&out.stdout)[..16]
+    )
+}
+
+#[test]
+fn the_destination_is_never_written_outside_its_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst, out) = (
+        dir.path().join("src"),
+        dir.path().join("dst"),
+        dir.path().join("out"),
+    );
+    for d in [&src, &dst, &out] {
+        fs::create_dir(d).unwrap();
+    }
+    fs::write(out.join("passwd"), b"orig").unwrap();
+    fs::write(out.join("victim"), b"orig").unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o700)).unwrap();
+    // the source has a directory where the destination has a symlink out
+    fs::create_dir(src.join("a")).unwrap();
+    fs::write(src.join("a/passwd"), b"evil").unwrap();
+    std::os::unix::fs::symlink(&out, dst.join("a")).unwrap();
+    // a symlink where the temporary of "y" will be made
+    fs::write(src.join("y"), b"fresh").unwrap();
+    std::os::unix::fs::symlink(out.join("victim"), dst.join(temp_name_of("y"))).unwrap();
+    // a set-user-ID file
+    fs::write(src.join("x"), b"data").unwrap();
+    fs::set_permissions(src.join("x"), fs::Permissions::from_mode(0o4755)).unwrap();
+
+    let run = sync(&[src.to_str().unwrap(), dst.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "a conflict is a failure");
+    assert!(err.contains("a: the source has a directory"), "{err}");
+    assert_eq!(fs::read(out.join("passwd")).unwrap(), b"orig");
+    assert_eq!(fs::read(out.join("victim")).unwrap(), b"orig");
+    assert_eq!(fs::metadata(&out).unwrap().mode() & 0o7777, 0o700);
+    assert_eq!(fs::read(dst.join("y")).unwrap(), b"fresh");
+    assert!(fs::symlink_metadata(dst.join("y")).unwrap().is_file());
+    assert_eq!(fs::metadata(dst.join("x")).unwrap().mode() & 0o7777, 0o755);
+
+    // trees that hold one another, and an empty source with --delete-dst
+    fs::create_dir(src.join("sub")).unwrap();
+    for (a, b) in [
+        (src.clone(), src.join("sub")),
+        (src.join("sub"), src.clone()),
+    ] {
+        let run = sync(&[a.to_str().unwrap(), b.to_str().unwrap(), "--delete-dst"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            !run.status.success() && err.contains("hold one another"),
+            "{err}"
+        );
+    }
+    let empty = dir.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let run = sync(&[
+        empty.to_str().unwrap(),
+        dst.to_str().unwrap(),
+        "--delete-dst",
+    ])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success() && err.contains("lists nothing"),
+        "{err}"
+    );
+    assert!(dst.join("y").exists());
+
+    // a password in a bad endpoint is not echoed
+    for bad in [
+        "ftp://u:s3cr3t@h/x",
+        "jfs+postgres://u:s3#cr3t@h/db",
+        "jfs+postgres://u:s3cr3t@",
+    ] {
+        let run = sync(&[bad, dst.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success(), "{bad}");
+        assert!(
+            !err.contains("s3cr3t") && !err.contains("cr3t"),
+            "{bad}: {err}"
+        );
+    }
+}

@@ -64,7 +64,7 @@ fn entry_of(path: String, attr: &Attr) -> Option<Entry> {
         kind,
         size: if kind == Kind::File { attr.length } else { 0 },
         mtime: attr.mtime,
-        mode: attr.mode & 0o7777,
+        mode: attr.mode & super::KEPT_MODE,
         target: None,
     })
 }
@@ -167,10 +167,13 @@ impl Endpoint for JfsTree {
 
     async fn create(&self, path: &str, source: &Entry) -> anyhow::Result<Box<dyn Writer>> {
         let temp = self.at(&temp_name(path));
+        // a new file of its own: whatever has the name (an earlier run's
+        // temporary, a symlink) goes, and is never written through
+        let _ = self.direct.unlink(temp.as_bytes()).await;
         let write = OpenFlags {
             write: true,
             create: true,
-            truncate: true,
+            exclusive: true,
             ..OpenFlags::default()
         };
         let (fh, _) = self
@@ -324,6 +327,25 @@ impl Writer for JfsWriter {
     }
 
     async fn finish(mut self: Box<Self>) -> anyhow::Result<()> {
+        let done = self.put_in_place().await;
+        if done.is_err() {
+            let _ = self.direct.unlink(self.temp.as_bytes()).await;
+        }
+        done
+    }
+
+    async fn abort(mut self: Box<Self>) {
+        if let Some(fh) = self.fh.take() {
+            let _ = self.direct.close_handle(fh).await;
+        }
+        let _ = self.direct.unlink(self.temp.as_bytes()).await;
+    }
+}
+
+impl JfsWriter {
+    /// The temporary made durable, given the source's mode and mtime, and
+    /// renamed onto the file's name.
+    async fn put_in_place(&mut self) -> anyhow::Result<()> {
         let fh = self.fh.take().expect("a writer finishes once");
         let synced = self.direct.fsync(fh).await;
         let closed = self.direct.close_handle(fh).await;
@@ -346,13 +368,6 @@ impl Writer for JfsWriter {
             .await
             .map_err(errno)
             .with_context(|| format!("cannot put {} in place", self.shown))
-    }
-
-    async fn abort(mut self: Box<Self>) {
-        if let Some(fh) = self.fh.take() {
-            let _ = self.direct.close_handle(fh).await;
-        }
-        let _ = self.direct.unlink(self.temp.as_bytes()).await;
     }
 }
 

@@ -37,8 +37,12 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await?
 }
 
+/// Nanoseconds since the epoch (a date past what they count, 2262, is
+/// held at the last one).
 fn mtime_of(m: &std::fs::Metadata) -> i64 {
-    m.mtime() * 1_000_000_000 + m.mtime_nsec()
+    m.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(m.mtime_nsec())
 }
 
 /// The tree under `root`, depth first; entries that are neither files,
@@ -95,7 +99,7 @@ fn walk(root: &Path) -> anyhow::Result<Vec<Entry>> {
                 kind,
                 size: if kind == Kind::File { m.len() } else { 0 },
                 mtime: mtime_of(&m),
-                mode: m.mode() & 0o7777,
+                mode: m.mode() & super::KEPT_MODE,
                 target,
             });
         }
@@ -152,10 +156,19 @@ impl Endpoint for LocalTree {
 
     async fn create(&self, path: &str, source: &Entry) -> anyhow::Result<Box<dyn Writer>> {
         let temp = self.at(&temp_name(path));
+        // a new file of its own: whatever has the name (an earlier run's
+        // temporary, a symlink someone put there) goes, and is never
+        // written through
+        match tokio::fs::remove_file(&temp).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", temp.display()))
+            }
+            _ => {}
+        }
         let file = tokio::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(&temp)
             .await
@@ -285,19 +298,35 @@ impl Writer for LocalWriter {
             mode,
             mtime,
         } = *self;
-        file.flush()
-            .await
-            .with_context(|| format!("cannot write {}", temp.display()))?;
+        if let Err(e) = file.flush().await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(e).with_context(|| format!("cannot write {}", temp.display()));
+        }
         let file = file.into_std().await;
         blocking(move || {
-            let modified: SystemTime = ns_to_time(mtime);
-            file.set_times(std::fs::FileTimes::new().set_modified(modified))
-                .with_context(|| format!("cannot set the mtime of {}", temp.display()))?;
-            file.set_permissions(std::fs::Permissions::from_mode(mode))
-                .with_context(|| format!("cannot chmod {}", temp.display()))?;
-            drop(file);
-            std::fs::rename(&temp, &at)
-                .with_context(|| format!("cannot rename {} to {}", temp.display(), at.display()))
+            // durable before it takes the name: a copy the next run skips
+            // (same size and mtime) must hold its bytes after a crash
+            let done = file
+                .sync_data()
+                .with_context(|| format!("cannot fsync {}", temp.display()))
+                .and_then(|()| {
+                    let modified: SystemTime = ns_to_time(mtime);
+                    file.set_times(std::fs::FileTimes::new().set_modified(modified))
+                        .with_context(|| format!("cannot set the mtime of {}", temp.display()))
+                })
+                .and_then(|()| {
+                    file.set_permissions(std::fs::Permissions::from_mode(mode))
+                        .with_context(|| format!("cannot chmod {}", temp.display()))
+                })
+                .and_then(|()| {
+                    std::fs::rename(&temp, &at).with_context(|| {
+                        format!("cannot rename {} to {}", temp.display(), at.display())
+                    })
+                });
+            if done.is_err() {
+                let _ = std::fs::remove_file(&temp);
+            }
+            done
         })
         .await
     }

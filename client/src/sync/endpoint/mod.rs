@@ -106,6 +106,71 @@ pub async fn open(spec: &str, s3: &S3Options, writing: bool) -> anyhow::Result<B
     }
 }
 
+/// Refuses a source and a destination that hold one another (a sync of
+/// `/data/sub` onto `/data` with `--delete-dst` would delete its own
+/// source; of `/data` onto `/data/sub`, nest itself deeper every run).
+pub fn refuse_overlap(src: &str, dst: &str) -> anyhow::Result<()> {
+    let nested = |a: &str, b: &str| {
+        let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
+        a == b
+            || a.is_empty()
+            || b.is_empty()
+            || b.starts_with(&format!("{a}/"))
+            || a.starts_with(&format!("{b}/"))
+    };
+    let overlap = match (parse(src)?, parse(dst)?) {
+        (Spec::Local(a), Spec::Local(b)) => {
+            let (a, b) = (absolute(&a), absolute(&b));
+            nested(&a.to_string_lossy(), &b.to_string_lossy())
+        }
+        (
+            Spec::Jfs {
+                meta_url: a,
+                dir: x,
+            },
+            Spec::Jfs {
+                meta_url: b,
+                dir: y,
+            },
+        ) => a == b && nested(&x, &y),
+        (
+            Spec::S3 {
+                bucket: a,
+                prefix: x,
+            },
+            Spec::S3 {
+                bucket: b,
+                prefix: y,
+            },
+        ) => a == b && nested(&x, &y),
+        _ => false,
+    };
+    anyhow::ensure!(
+        !overlap,
+        "the source and the destination hold one another: sync between trees apart"
+    );
+    Ok(())
+}
+
+/// `path` made absolute with its symlinks resolved, as far as it exists
+/// (a destination may not exist yet).
+fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    let mut missing = Vec::new();
+    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return missing.into_iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (at.file_name().map(|n| n.to_os_string()), at.parent()) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                at = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// An endpoint's parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Spec {
@@ -135,6 +200,11 @@ fn parse(spec: &str) -> anyhow::Result<Spec> {
                 Some((url, dir)) => (url, dir),
                 None => (&spec["jfs+".len()..], "/"),
             };
+            // (a # inside the password would cut the URL there: never echo it)
+            anyhow::ensure!(
+                !dir.contains('@'),
+                "a jfs endpoint with a # in its META_URL: percent-encode a # in the password as %23"
+            );
             let dir = dir.trim_matches('/');
             anyhow::ensure!(
                 !dir.split('/').any(|c| c == "." || c == ".."),
@@ -143,7 +213,8 @@ fn parse(spec: &str) -> anyhow::Result<Spec> {
             );
             anyhow::ensure!(
                 rest.len() > 1 && !url.ends_with("://"),
-                "{spec:?}: give the volume's META_URL after jfs+ ({FORMS})"
+                "{}: give the volume's META_URL after jfs+ ({FORMS})",
+                crate::meta::redact_url(spec)
             );
             Ok(Spec::Jfs {
                 meta_url: url.to_string(),
@@ -171,7 +242,10 @@ fn parse(spec: &str) -> anyhow::Result<Spec> {
              the directory in the volume after #)",
             crate::meta::redact_url(spec)
         ),
-        other => anyhow::bail!("unknown endpoint scheme {other:?} in {spec:?}: give {FORMS}"),
+        other => anyhow::bail!(
+            "unknown endpoint scheme {other:?} in {}: give {FORMS}",
+            crate::meta::redact_url(spec)
+        ),
     }
 }
 
@@ -193,13 +267,22 @@ pub fn temp_name(path: &str) -> String {
 const TEMP_PREFIX: &str = ".jfs-sync-";
 const TEMP_SUFFIX: &str = ".tmp";
 
-/// Whether `path` is a temporary of an unfinished copy.
+/// Whether `path` is a temporary of an unfinished copy (as [`temp_name`]
+/// makes them: 16 lower-case hex digits between its prefix and suffix).
 pub fn is_temp(path: &str) -> bool {
     let (_, name) = split_parent(path);
     name.len() == TEMP_PREFIX.len() + 16 + TEMP_SUFFIX.len()
         && name.starts_with(TEMP_PREFIX)
         && name.ends_with(TEMP_SUFFIX)
+        && name[TEMP_PREFIX.len()..TEMP_PREFIX.len() + 16]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
+
+/// The mode bits a copy keeps: permissions and the sticky bit, not
+/// set-user-ID or set-group-ID (the owner is not kept: a root-run sync
+/// would make another user's set-user-ID file root's).
+pub const KEPT_MODE: u32 = 0o1777;
 
 /// Whether `path` is names joined by single slashes, none of them `.` or
 /// `..` (an S3 key that is not cannot be a path under a local root).
