@@ -151,7 +151,7 @@ impl Endpoint for JfsTree {
             read: true,
             ..OpenFlags::default()
         };
-        let (fh, _) = self
+        let (fh, attr) = self
             .direct
             .open(self.at(path).as_bytes(), read, 0)
             .await
@@ -161,6 +161,7 @@ impl Endpoint for JfsTree {
             direct: self.direct.clone(),
             fh: Some(fh),
             offset: 0,
+            size: attr.length,
             shown: self.shown(path),
         }))
     }
@@ -269,6 +270,10 @@ struct JfsReader {
     direct: Arc<Direct>,
     fh: Option<u64>,
     offset: u64,
+    /// The file's length when opened: pieces are asked for up to it (a
+    /// small file gets a small buffer), then one more read finds the end
+    /// (the file may have grown).
+    size: u64,
     shown: String,
 }
 
@@ -278,9 +283,10 @@ impl Reader for JfsReader {
         let Some(fh) = self.fh else {
             return Ok(None);
         };
+        let want = self.size.saturating_sub(self.offset).clamp(1, PIECE as u64) as usize;
         let data = self
             .direct
-            .read(fh, self.offset, PIECE)
+            .read(fh, self.offset, want)
             .await
             .map_err(errno)
             .with_context(|| format!("cannot read {}", self.shown))?;
