@@ -195,8 +195,15 @@ fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
         f.write_all_at(&piece, at as u64).unwrap();
         f.sync_all().unwrap();
     }
-    let slices = v.sql("SELECT count(*) FROM jfs.slice WHERE inode = jfs.resolve('/g')");
-    assert_eq!(slices, "7");
+    // seven commits, seven slices at least: under load the kernel's
+    // writeback may hand a write over in two passes with a time update
+    // (setattr, which commits what came before) between them; that only
+    // adds slices to compact
+    let slices: u64 = v
+        .sql("SELECT count(*) FROM jfs.slice WHERE inode = jfs.resolve('/g')")
+        .parse()
+        .unwrap();
+    assert!(slices >= 7, "each committed write left its slice: {slices}");
 
     proxy.arm("jfs.compact_chunk(");
     let _ = jfs().arg("compact").arg(a.p("g")).output().unwrap();
