@@ -85,22 +85,34 @@ $$;
 -- to the first that fails, whose errno comes back in `a` (those before it
 -- stay committed). Returns how many were committed and the file's
 -- attributes after the last of them. At most 10000 slices (EINVAL).
+--
+-- When every slice is committed and p_set is not 0, setattr's change
+-- (p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime; no size) follows in
+-- the same transaction: a mount sends the chmod, chown and utimens it
+-- answered while the file's writes were pending with their commit (cp -a's
+-- sequence in one round trip). Its errno comes back in attr_errno (0: set,
+-- and `a` shows it; NULL: not tried); a refused change leaves the slices
+-- committed.
 CREATE FUNCTION write_slices(
     p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
-    p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL)
-RETURNS TABLE (committed integer, a attr)
+    p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
+    p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
+    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL)
+RETURNS TABLE (committed integer, a attr, attr_errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_ids), 0);
     v_attr attr;
+    v_set attr;
     w record;
     v_deferred bigint := 0;
     v_done integer := v_n;
 BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
-       OR coalesce(cardinality(p_offs), -1) <> v_n OR coalesce(cardinality(p_lens), -1) <> v_n THEN
-        RETURN QUERY SELECT 0, _err(22);
+       OR coalesce(cardinality(p_offs), -1) <> v_n OR coalesce(cardinality(p_lens), -1) <> v_n
+       OR coalesce(p_set, 0) & 8 <> 0 THEN
+        RETURN QUERY SELECT 0, _err(22), NULL::integer;
         RETURN;
     END IF;
     FOR i IN 1..v_n LOOP
@@ -116,7 +128,15 @@ BEGIN
     IF v_deferred <> 0 THEN
         PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
     END IF;
-    RETURN QUERY SELECT v_done, v_attr;
+    IF v_done < v_n OR coalesce(p_set, 0) = 0 THEN
+        RETURN QUERY SELECT v_done, v_attr, NULL::integer;
+        RETURN;
+    END IF;
+    v_set := setattr(p_inode, p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
+    IF v_set.errno = 0 THEN
+        v_attr := v_set;
+    END IF;
+    RETURN QUERY SELECT v_done, v_attr, v_set.errno;
 END
 $$;
 

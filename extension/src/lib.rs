@@ -73,7 +73,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/data.sql",
     name = "data",
-    requires = ["internal", "charge", "chunk_data"]
+    requires = ["internal", "charge", "chunk_data", "setattr"]
 );
 pgrx::extension_sql_file!(
     "../../sql/session.sql",

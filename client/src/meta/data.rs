@@ -1,6 +1,7 @@
 //! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
 use super::journal::Redo;
-use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result};
+use super::namespace::given_time;
+use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result, SetAttr};
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,19 @@ impl SliceRow {
             len: row.try_get::<_, i32>("len")? as u32,
         })
     }
+}
+
+/// What `jfs.write_slices` answered (see [`Meta::write_slices`]).
+#[derive(Debug)]
+pub struct CommittedSlices {
+    /// How many slices were committed, from the first.
+    pub committed: usize,
+    /// The file's attributes after them, or the errno of the refused one.
+    pub attr: std::result::Result<Attr, i32>,
+    /// The attribute change's errno (0: made), None when not tried.
+    pub attrs_errno: Option<i32>,
+    /// The epoch the call was sent in.
+    pub sent_in: Epoch,
 }
 
 impl Meta {
@@ -50,33 +64,54 @@ impl Meta {
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         let attr = attr_from_row(&row)?;
-        self.journal_slices(inode, &[(chunk, slice)], sent_in);
+        self.journal_slices(inode, &[(chunk, slice)], None, sent_in);
         Ok((attr, sent_in))
     }
 
-    /// Keeps slices committed in `sent_in` in the journal.
-    fn journal_slices(&self, inode: u64, slices: &[(u32, SliceRow)], sent_in: Epoch) {
+    /// Keeps slices committed in `sent_in` (and the attribute change made
+    /// with them) in the journal.
+    fn journal_slices(
+        &self,
+        inode: u64,
+        slices: &[(u32, SliceRow)],
+        attrs: Option<&SetAttr>,
+        sent_in: Epoch,
+    ) {
         if !slices.is_empty() {
             let slices = slices.to_vec();
-            self.journal_redo(sent_in, Redo::Slices { inode, slices });
+            let attrs = attrs.copied();
+            self.journal_redo(
+                sent_in,
+                Redo::Slices {
+                    inode,
+                    slices,
+                    attrs,
+                },
+            );
         }
     }
 
     /// Commits stored slices (each with its chunk) of a file in order, in
-    /// one call (`jfs.write_slices`): how many were committed, then the
-    /// file's attributes after the last of them, or the errno of the one
-    /// that was refused (the ones before it are committed); and the epoch
-    /// the call was sent in.
+    /// one call (`jfs.write_slices`), and then, when every one is committed,
+    /// the attribute change `attrs` (no length) in the same transaction.
+    /// Returns how many were committed, then the file's attributes after
+    /// the last of them (and the change), or the errno of the slice that
+    /// was refused (the ones before it are committed); the change's errno
+    /// (0: made; None: not tried, a slice was refused); and the epoch the
+    /// call was sent in.
     pub async fn write_slices(
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
-    ) -> Result<(usize, std::result::Result<Attr, i32>, Epoch)> {
+        attrs: Option<&SetAttr>,
+    ) -> Result<CommittedSlices> {
         let column = |f: fn(&(u32, SliceRow)) -> i32| slices.iter().map(f).collect::<Vec<i32>>();
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
+        let change = attrs.copied().unwrap_or_default();
         let (mut rows, sent_in) = self
             .call_journaled_by_caller(
-                "SELECT w.committed, (w.a).* FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7) w",
+                "SELECT w.committed, w.attr_errno, (w.a).* \
+                   FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13) w",
                 &[
                     &(inode as i64),
                     &column(|(c, _)| *c as i32),
@@ -85,18 +120,32 @@ impl Meta {
                     &column(|(_, s)| s.size as i32),
                     &column(|(_, s)| s.off as i32),
                     &column(|(_, s)| s.len as i32),
+                    &change.mask(),
+                    &change.mode.map(|m| m as i32),
+                    &change.uid.map(|u| u as i64),
+                    &change.gid.map(|g| g as i64),
+                    &given_time(change.atime),
+                    &given_time(change.mtime),
                 ],
             )
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         let committed = row.try_get::<_, i32>("committed")? as usize;
-        self.journal_slices(inode, &slices[..committed.min(slices.len())], sent_in);
+        let attrs_errno = row.try_get::<_, Option<i32>>("attr_errno")?;
+        let journaled_attrs = attrs.filter(|_| attrs_errno == Some(0));
+        let done = &slices[..committed.min(slices.len())];
+        self.journal_slices(inode, done, journaled_attrs, sent_in);
         let attr = match attr_from_row(&row) {
             Ok(attr) => Ok(attr),
             Err(MetaError::Errno(errno)) => Err(errno),
             Err(e) => return Err(e),
         };
-        Ok((committed, attr, sent_in))
+        Ok(CommittedSlices {
+            committed,
+            attr,
+            attrs_errno,
+            sent_in,
+        })
     }
 
     /// The slices of one chunk, oldest first.
@@ -242,6 +291,7 @@ impl Meta {
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
+        attrs: Option<&SetAttr>,
     ) -> Result<(usize, Epoch)> {
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
         let (rows, seen_in) = self
@@ -254,7 +304,9 @@ impl Meta {
             }
         }
         let committed = ids.iter().take_while(|id| known.contains(id)).count();
-        self.journal_slices(inode, &slices[..committed], seen_in);
+        // (the change was made with the last slice, in its transaction)
+        let attrs = attrs.filter(|_| committed == slices.len());
+        self.journal_slices(inode, &slices[..committed], attrs, seen_in);
         Ok((committed, seen_in))
     }
 

@@ -15,7 +15,9 @@
 use std::collections::VecDeque;
 
 use super::durability::Epoch;
-use super::{Failure, Meta, MetaError, NewNode, NodeType, Result, SliceRow, MAX_ANSWERS_LOST};
+use super::{
+    Failure, Meta, MetaError, NewNode, NodeType, Result, SetAttr, SliceRow, MAX_ANSWERS_LOST,
+};
 
 /// A commit that can be sent again to a server that lost it.
 #[derive(Debug, Clone)]
@@ -34,10 +36,11 @@ pub enum Redo {
         inode: u64,
     },
     /// `jfs.write_slice(s)` committed these slices (with their chunks) to
-    /// `inode`, in this order.
+    /// `inode`, in this order, and then the attribute change `attrs`.
     Slices {
         inode: u64,
         slices: Vec<(u32, SliceRow)>,
+        attrs: Option<SetAttr>,
     },
 }
 
@@ -269,16 +272,20 @@ impl Meta {
                 let node = redo.node().expect("a mknod");
                 Ok((self.mknod_once(*parent, name, &node, *inode).await?.1, true))
             }
-            Redo::Slices { inode, slices } => {
-                let (found, asked_in) = self.settle_slices(*inode, slices).await?;
+            Redo::Slices {
+                inode,
+                slices,
+                attrs,
+            } => {
+                let attrs = attrs.as_ref();
+                let (found, asked_in) = self.settle_slices(*inode, slices, attrs).await?;
                 if found == slices.len() {
                     return Ok((asked_in, false));
                 }
-                let (committed, outcome, sent_in) =
-                    self.write_slices(*inode, &slices[found..]).await?;
-                outcome.map_err(MetaError::Errno)?;
-                match found + committed == slices.len() {
-                    true => Ok((sent_in, true)),
+                let done = self.write_slices(*inode, &slices[found..], attrs).await?;
+                done.attr.map_err(MetaError::Errno)?;
+                match found + done.committed == slices.len() {
+                    true => Ok((done.sent_in, true)),
                     false => Err(MetaError::Errno(libc::EIO)),
                 }
             }
@@ -342,7 +349,7 @@ impl std::fmt::Display for Redo {
                 "the creation of inode {inode} as {:?} in directory {parent}",
                 String::from_utf8_lossy(name)
             ),
-            Redo::Slices { inode, slices } => {
+            Redo::Slices { inode, slices, .. } => {
                 write!(f, "{} slice(s) written to inode {inode}", slices.len())
             }
         }
@@ -357,6 +364,7 @@ mod tests {
         Entry::Redo(Redo::Slices {
             inode,
             slices: Vec::new(),
+            attrs: None,
         })
     }
 

@@ -70,7 +70,7 @@ impl SetAttr {
 }
 
 /// The given time of a [`TimeSet`] (`None` for now: the procedure takes it).
-fn given_time(t: Option<TimeSet>) -> Option<i64> {
+pub(super) fn given_time(t: Option<TimeSet>) -> Option<i64> {
     match t {
         Some(TimeSet::At(ns)) => Some(ns),
         _ => None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::writer::Writer;
 use super::{Vfs, VfsResult};
-use crate::meta::{DirEntry, Epoch, Meta};
+use crate::meta::{Attr, DirEntry, Epoch, Meta};
 
 /// Ids of one kind reserved in ranges from the database.
 pub(super) struct IdRange {
@@ -80,6 +80,9 @@ pub(super) struct FileState {
     pub(super) locks_lost: bool,
     /// The space limits over the file as last asked, and when.
     pub(super) space_limit: Option<(std::time::Instant, crate::meta::SpaceLimit)>,
+    /// Its attributes as this mount last read or committed them: what a
+    /// deferred attribute change is shown over when no cache has the file.
+    pub(super) seen: Option<Attr>,
 }
 
 /// The counter of [`FileState::generation`]s.
@@ -90,6 +93,15 @@ fn next_generation() -> u64 {
 }
 
 impl FileState {
+    /// `attr` (as the database or a cache has it) as this mount shows it:
+    /// grown by writes not committed yet (or committed while `attr` was on
+    /// its way), with the attribute change that waits for their commit.
+    pub(super) fn view(&self, mut attr: Attr) -> Attr {
+        attr.used += self.length.saturating_sub(attr.length);
+        attr.length = attr.length.max(self.length);
+        self.writer.show_deferred(attr)
+    }
+
     /// EIO once the file's locks were lost with the session (see
     /// `locks_lost`): its handles are not used on until the file is closed.
     pub(super) fn usable(&self) -> VfsResult<()> {
@@ -203,6 +215,7 @@ impl Vfs {
                         locked: false,
                         locks_lost: false,
                         space_limit: None,
+                        seen: None,
                     }),
                 })
             })

@@ -16,7 +16,9 @@ use bytes::Bytes;
 use super::block_buf::BlockBuf;
 use tokio::task::JoinHandle;
 
-use crate::meta::{Attr, Epoch, Meta, MetaError, SliceRow, MAX_ANSWERS_LOST};
+use crate::meta::{
+    time_to_ns, Attr, Epoch, Meta, MetaError, SetAttr, SliceRow, TimeSet, MAX_ANSWERS_LOST,
+};
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
 use crate::volume::layout::{block_key, slice_blocks, split_by_chunk, CHUNK_SIZE};
@@ -87,6 +89,14 @@ pub struct Writer {
     dirty_since: Option<std::time::Instant>,
     /// The epoch the oldest commit not yet taken by the file was sent in.
     committed_in: Option<Epoch>,
+    /// Attribute changes (mode, owner, times; never the length) answered
+    /// while writes were pending, merged in order: made in the transaction
+    /// of the last slices' commit (cp -a's utimens and chmod cost no round
+    /// trip of their own).
+    attrs: Option<SetAttr>,
+    /// When the last of them was answered (ns since the epoch): the ctime
+    /// (and "now" times) this mount shows until the commit.
+    attrs_at: i64,
 }
 
 fn upload(t: &WriteTarget<'_>, key: String, (data, charge): (Bytes, Charge)) -> Upload {
@@ -128,8 +138,51 @@ async fn join(handle: Upload) -> Uploaded {
 }
 
 impl Writer {
+    /// Nothing waits to be committed: no slice, no attribute change.
     pub fn is_empty(&self) -> bool {
-        self.slices.is_empty()
+        self.slices.is_empty() && self.attrs.is_none()
+    }
+
+    /// Whether slices wait to be committed (an attribute change can then
+    /// go with them).
+    pub fn has_slices(&self) -> bool {
+        !self.slices.is_empty()
+    }
+
+    /// The attribute change waiting for the commit, if any.
+    pub fn deferred_attrs(&self) -> Option<&SetAttr> {
+        self.attrs.as_ref()
+    }
+
+    /// Adds `change` (no length) to the attribute change made with the
+    /// commit of the pending slices; later fields replace earlier ones.
+    pub fn defer_attrs(&mut self, change: &SetAttr) {
+        debug_assert!(change.length.is_none(), "a length is never deferred");
+        self.attrs_at = time_to_ns(std::time::SystemTime::now());
+        let merged = self.attrs.get_or_insert_with(SetAttr::default);
+        merged.mode = change.mode.or(merged.mode);
+        merged.uid = change.uid.or(merged.uid);
+        merged.gid = change.gid.or(merged.gid);
+        merged.atime = change.atime.or(merged.atime);
+        merged.mtime = change.mtime.or(merged.mtime);
+    }
+
+    /// `attr` as it is once the deferred attribute change is made.
+    pub fn show_deferred(&self, mut attr: Attr) -> Attr {
+        let Some(change) = &self.attrs else {
+            return attr;
+        };
+        let time = |t: TimeSet| match t {
+            TimeSet::At(ns) => ns,
+            TimeSet::Now => self.attrs_at,
+        };
+        attr.mode = change.mode.map_or(attr.mode, |m| m & 0o7777);
+        attr.uid = change.uid.unwrap_or(attr.uid);
+        attr.gid = change.gid.unwrap_or(attr.gid);
+        attr.atime = change.atime.map_or(attr.atime, time);
+        attr.mtime = change.mtime.map_or(attr.mtime, time);
+        attr.ctime = attr.ctime.max(self.attrs_at);
+        attr
     }
 
     /// The file byte ranges of the pending writes, for the log.
@@ -140,7 +193,7 @@ impl Writer {
 
     /// How long the oldest write not yet committed has waited.
     pub fn pending_for(&self) -> Option<std::time::Duration> {
-        match self.slices.is_empty() {
+        match self.is_empty() {
             true => None,
             false => self.dirty_since.map(|t| t.elapsed()),
         }
@@ -275,8 +328,11 @@ impl Writer {
 
     /// Uploads what is left (blocks that failed before again), waits for
     /// every upload, then commits the slices in the order they were written
-    /// (those stored, up to [`COMMIT_BATCH`] in one call). Returns the file's attributes after the last commit (None if nothing
-    /// was pending). A failed upload, or a commit that failed for want of
+    /// (those stored, up to [`COMMIT_BATCH`] in one call), the last of them
+    /// with the deferred attribute change (alone if no slice is left to
+    /// carry it). Returns the file's attributes after the last commit (None
+    /// if nothing was pending); a refused attribute change is dropped and
+    /// its errno returned once the slices are committed. A failed upload, or a commit that failed for want of
     /// the database, stops there and keeps that slice and the later ones
     /// pending, to be tried again; an answer that they cannot be committed
     /// (the file is gone, no space) drops them all. The errno is returned
@@ -284,6 +340,7 @@ impl Writer {
     pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
         let mut attr = None;
         let mut answers_lost = 0;
+        let mut attrs_refused = None;
         while !self.slices.is_empty() {
             // the rest of the next slices goes to the store together
             for s in self.slices.iter_mut().take(FLUSH_WINDOW) {
@@ -313,25 +370,39 @@ impl Writer {
                 .iter()
                 .map(|s| (s.chunk, s.row()))
                 .collect();
-            let result = match ready {
-                1 => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
-                    Ok((a, sent_in)) => Ok((1, Ok(a), Some(sent_in))),
-                    Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None)),
+            // the attribute change goes with the last slices
+            let attrs = self.attrs.filter(|_| ready == self.slices.len());
+            let result = match (ready, attrs) {
+                (1, None) => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
+                    Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in))),
+                    Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None, None)),
                     Err(e) => Err(e),
                 },
                 _ => t
                     .meta
-                    .write_slices(inode, &batch)
+                    .write_slices(inode, &batch, attrs.as_ref())
                     .await
-                    .map(|(n, outcome, sent_in)| (n, outcome, Some(sent_in))),
+                    .map(|w| (w.committed, w.attr, w.attrs_errno, Some(w.sent_in))),
             };
             match result {
-                Ok((committed, outcome, sent_in)) => {
+                Ok((committed, outcome, attrs_errno, sent_in)) => {
                     if committed > 0 {
                         if let Some(sent_in) = sent_in {
                             self.committed_in.get_or_insert(sent_in);
                         }
                         self.slices.drain(..committed);
+                    }
+                    if let Some(errno) = attrs_errno {
+                        self.attrs = None;
+                        if errno != 0 {
+                            attrs_refused = Some(errno);
+                            tracing::error!(
+                                "inode {inode}: the attribute change {:?} made while its writes \
+                                 were pending was refused at their commit: {}",
+                                attrs.unwrap_or_default(),
+                                MetaError::Errno(errno)
+                            );
+                        }
                     }
                     match outcome {
                         Ok(a) => attr = Some(a),
@@ -345,7 +416,11 @@ impl Writer {
                     // ask the database what happened (the answer waits out an outage)
                     answers_lost += 1;
                     let settled = match answers_lost <= MAX_ANSWERS_LOST {
-                        true => t.meta.settle_slices(inode, &batch).await.ok(),
+                        true => t
+                            .meta
+                            .settle_slices(inode, &batch, attrs.as_ref())
+                            .await
+                            .ok(),
                         false => None,
                     };
                     if let Some((committed, seen_in)) = settled {
@@ -356,6 +431,10 @@ impl Writer {
                         if committed > 0 {
                             self.committed_in.get_or_insert(seen_in);
                             self.slices.drain(..committed);
+                        }
+                        if committed == ready && attrs.is_some() {
+                            // made with the last slice, in its transaction
+                            self.attrs = None;
                         }
                         continue;
                     }
@@ -376,6 +455,28 @@ impl Writer {
                         self.slices[0].id,
                         self.slices.len() - 1
                     );
+                    return Err(e.errno());
+                }
+            }
+        }
+        if let Some(errno) = attrs_refused {
+            return Err(errno);
+        }
+        if let Some(change) = self.attrs {
+            // no slice was left to carry it (those it waited for were refused)
+            match t.meta.setattr(inode, &change).await {
+                Ok(a) => {
+                    self.attrs = None;
+                    attr = Some(a);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "inode {inode}: the attribute change {change:?} made while its writes \
+                         were pending: {e}"
+                    );
+                    if matches!(e, MetaError::Errno(_)) {
+                        self.attrs = None;
+                    }
                     return Err(e.errno());
                 }
             }
@@ -594,5 +695,54 @@ mod tests {
             libc::EDQUOT
         );
         assert_eq!(store_errno(&io::Error::other("timeout")), libc::EIO);
+    }
+
+    #[test]
+    fn deferred_changes_merge_in_order_and_show_on_the_attributes() {
+        let mut w = Writer::default();
+        let base = Attr {
+            inode: 5,
+            kind: crate::meta::NodeType::File,
+            mode: 0o600,
+            uid: 1,
+            gid: 2,
+            atime: 10,
+            mtime: 20,
+            ctime: 30,
+            nlink: 1,
+            length: 100,
+            rdev: 0,
+            parent: 1,
+            tier: 0,
+            used: 100,
+        };
+        assert!(w.is_empty());
+        let same = w.show_deferred(base.clone());
+        assert_eq!((same.mode, same.mtime, same.ctime), (0o600, 20, 30));
+        w.defer_attrs(&SetAttr {
+            mode: Some(0o100644),
+            mtime: Some(TimeSet::At(7)),
+            ..SetAttr::default()
+        });
+        w.defer_attrs(&SetAttr {
+            mode: Some(0o4755),
+            atime: Some(TimeSet::Now),
+            ..SetAttr::default()
+        });
+        assert!(
+            !w.is_empty() && !w.has_slices(),
+            "a change waits without slices"
+        );
+        let change = w.deferred_attrs().unwrap();
+        assert_eq!(change.mode, Some(0o4755), "the later mode wins");
+        assert!(
+            matches!(change.mtime, Some(TimeSet::At(7))),
+            "the earlier mtime stays"
+        );
+        let shown = w.show_deferred(base.clone());
+        assert_eq!((shown.mode, shown.uid, shown.gid), (0o4755, 1, 2));
+        assert_eq!(shown.mtime, 7);
+        assert_eq!(shown.atime, w.attrs_at, "now: when it was answered");
+        assert!(shown.ctime >= w.attrs_at && shown.length == 100);
     }
 }

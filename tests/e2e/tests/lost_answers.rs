@@ -169,6 +169,44 @@ fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
 }
 
 #[test]
+fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-attrs-answer");
+    // (no background commit: the writes wait for the fsync)
+    let a = v.mount_url("a", &proxy.url(&v.db), &["--commit-after", "0"]);
+    let b = v.mount("b", &[]);
+
+    // written, then its mode and mtime set: both go in one commit, whose
+    // answer is cut
+    let data = pattern(12, 300_000);
+    let mut f = fs::File::create(a.p("f")).unwrap();
+    f.write_all(&data).unwrap();
+    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o741))
+        .unwrap();
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(1_000_000_000_123_456_789);
+    f.set_times(fs::FileTimes::new().set_modified(at)).unwrap();
+    proxy.arm("jfs.write_slices(");
+    let synced = f.sync_all();
+    drop(f);
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        1,
+        "the commit's answer was cut"
+    );
+    assert!(synced.is_ok(), "settled by asking the database: {synced:?}");
+    assert!(
+        a.log_text().contains("the database has 1 of them"),
+        "the lost answer was settled, not ignored"
+    );
+    assert_eq!(
+        v.sql("SELECT length || ' ' || mode || ' ' || mtime FROM jfs.node WHERE inode = jfs.resolve('/f')"),
+        format!("{} {} 1000000000123456789", data.len(), 0o741)
+    );
+    assert_eq!(fs::read(b.p("f")).unwrap(), data);
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
 fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-compact-answer");

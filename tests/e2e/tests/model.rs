@@ -1,12 +1,15 @@
 //! Long random-op runs against an in-memory model: pwrite, ftruncate, pread,
 //! fallocate (grow, punch a hole, zero a range), copy_file_range within the
-//! file, SEEK_DATA/SEEK_HOLE, fsync and close/reopen on real mounts, every
-//! read compared with what the file must hold. A failure prints the seed, the op number and the
+//! file, SEEK_DATA/SEEK_HOLE, fchmod and futimens (which a mount with
+//! writes pending makes with their commit), fsync and close/reopen on real
+//! mounts, every read compared with what the file must hold, every fstat
+//! with its mode and mtime. A failure prints the seed, the op number and the
 //! last ops; `JFS_MODEL_SEED=N` reruns one seed, `JFS_MODEL_OPS=N` sets the
 //! length of a run.
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::fs::{File, FileTimes, Metadata, OpenOptions, Permissions};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
 
 use jfs_e2e::{Rng, Volume};
 use rustix::fs::FallocateFlags;
@@ -26,14 +29,57 @@ struct Model {
     window: Window,
     len: u64,
     bytes: Vec<u8>,
+    /// Its permission bits.
+    mode: u32,
+    mtime: Mtime,
+}
+
+/// What the file's mtime must be.
+#[derive(Clone, Copy, Debug)]
+enum Mtime {
+    /// Any (a change of the data may or may not have moved it).
+    Unknown,
+    /// Set by futimens to this (ns since the epoch).
+    Set(i64),
+    /// Set to this, then written: once committed, later than it.
+    WrittenAfter(i64),
 }
 
 impl Model {
-    fn new(window: Window) -> Model {
+    fn new(window: Window, mode: u32) -> Model {
         Model {
             window,
             len: 0,
             bytes: Vec::new(),
+            mode,
+            mtime: Mtime::Unknown,
+        }
+    }
+
+    /// A pwrite: a set mtime is left behind once it is committed.
+    fn written(&mut self) {
+        if let Mtime::Set(t) = self.mtime {
+            self.mtime = Mtime::WrittenAfter(t);
+        }
+    }
+
+    /// Compares `meta` (fstat of the file) with the mode and mtime;
+    /// `committed`: no write of the file is pending (a write's mtime is
+    /// its commit's).
+    fn check_attrs(&self, meta: &Metadata, committed: bool, trail: &Trail, op: usize, who: &str) {
+        let mode = meta.mode() & 0o7777;
+        if mode != self.mode {
+            trail.fail(op, format!("{who}: mode {mode:o}, want {:o}", self.mode));
+        }
+        let ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        let fine = match self.mtime {
+            Mtime::Unknown => true,
+            Mtime::Set(t) => ns == t,
+            Mtime::WrittenAfter(t) if committed => ns > t,
+            Mtime::WrittenAfter(t) => ns >= t,
+        };
+        if !fine {
+            trail.fail(op, format!("{who}: mtime {ns}, want {:?}", self.mtime));
         }
     }
 
@@ -218,13 +264,14 @@ fn check_seeks(f: &File, model: &Model, off: u64, trail: &Trail, op: usize) {
 /// another mount).
 fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: usize) {
     let mut rng = Rng::new(seed);
-    let mut model = Model::new(window);
     let mut trail = Trail {
         seed,
         recent: Default::default(),
     };
     let mut fds = vec![open_rw(path), open_rw(path)];
     fds[0].set_len(0).unwrap();
+    let mode = fds[0].metadata().unwrap().mode() & 0o7777;
+    let mut model = Model::new(window, mode);
     let mut stamp = 0u8;
     for op in 0..ops {
         let which = rng.below(2) as usize;
@@ -244,15 +291,36 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                     trail.fail(op, format!("pwrite: {e}"));
                 }
                 model.write(off, &data);
+                model.written();
+            }
+            // fchmod (the owner keeps read and write)
+            40..=41 => {
+                let mode = [0o600, 0o640, 0o644, 0o700, 0o750, 0o755, 0o1644][rng.index(7)];
+                trail.note(op, format!("fd{which} fchmod {mode:o}"));
+                if let Err(e) = f.set_permissions(Permissions::from_mode(mode)) {
+                    trail.fail(op, format!("fchmod: {e}"));
+                }
+                model.mode = mode;
+            }
+            // futimens of the mtime, to a time in 2001 (before any write's)
+            42..=43 => {
+                let ns = 978_307_200_000_000_000 + op as i64 * 1_000_000_007;
+                trail.note(op, format!("fd{which} futimens mtime {ns}"));
+                let at = UNIX_EPOCH + Duration::from_nanos(ns as u64);
+                if let Err(e) = f.set_times(FileTimes::new().set_modified(at)) {
+                    trail.fail(op, format!("futimens: {e}"));
+                }
+                model.mtime = Mtime::Set(ns);
             }
             // pread and compare
-            40..=67 => {
+            44..=67 => {
                 let len = 1 + rng.below(window.max_write * 2);
                 trail.note(op, format!("fd{which} pread [{off:#x}, {:#x})", off + len));
                 check_read(f, &model, off, len, &trail, op);
             }
             // ftruncate to anywhere in the window (down or up)
             68..=76 => {
+                model.mtime = Mtime::Unknown;
                 trail.note(
                     op,
                     format!("fd{which} ftruncate {:#x} -> {off:#x}", model.len),
@@ -264,6 +332,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             }
             // fallocate: mode 0 grows the file, KEEP_SIZE leaves the length
             77..=80 => {
+                model.mtime = Mtime::Unknown;
                 let len = 1 + rng.below(window.max_write);
                 let keep = rng.below(2) == 0;
                 let flags = if keep {
@@ -288,6 +357,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             }
             // punch a hole (KEEP_SIZE), or zero a range (with or without it)
             81..=84 => {
+                model.mtime = Mtime::Unknown;
                 let len = 1 + rng.below(window.max_write);
                 let (flags, what) = match rng.below(3) {
                     0 => (
@@ -313,6 +383,7 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             // copy_file_range from elsewhere in the file (ranges apart;
             // short at the end of the file)
             85..=87 => {
+                model.mtime = Mtime::Unknown;
                 let to = window.base + rng.below(window.span);
                 let want = (1 + rng.below(window.max_write)).min(model.len.saturating_sub(off));
                 if want > 0 && to < off + want && off < to + want {
@@ -350,13 +421,15 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
             // the length, as stat says it
             90..=93 => {
                 trail.note(op, format!("fd{which} fstat"));
-                let len = f.metadata().unwrap().len();
+                let meta = f.metadata().unwrap();
+                let len = meta.len();
                 if len != model.len {
                     trail.fail(
                         op,
                         format!("fstat says length {len:#x}, want {:#x}", model.len),
                     );
                 }
+                model.check_attrs(&meta, false, &trail, op, "fstat");
             }
             94..=96 => {
                 trail.note(op, format!("fd{which} fsync"));
@@ -370,7 +443,9 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                 drop(fds.remove(which));
                 if let Some(other) = reader_path {
                     let g = File::open(other).unwrap();
-                    if g.metadata().unwrap().len() != model.len {
+                    let meta = g.metadata().unwrap();
+                    model.check_attrs(&meta, true, &trail, op, "the other mount");
+                    if meta.len() != model.len {
                         trail.fail(
                             op,
                             format!(
@@ -390,6 +465,8 @@ fn run(path: &Path, reader_path: Option<&Path>, window: Window, seed: u64, ops: 
                     );
                 }
                 fds.insert(which, open_rw(path));
+                let meta = fds[which].metadata().unwrap();
+                model.check_attrs(&meta, true, &trail, op, "reopened");
                 check_read(
                     &fds[which],
                     &model,

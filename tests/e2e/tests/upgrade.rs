@@ -350,3 +350,34 @@ fn a_mount_whose_role_misses_a_procedure_says_what_to_grant() {
     ok(jfs().arg("umount").arg(&mnt));
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+#[test]
+fn a_role_granted_before_the_update_keeps_what_it_could_call() {
+    // the newest release before this one
+    let version = |v: &String| -> Vec<u32> { v.split('.').map(|n| n.parse().unwrap()).collect() };
+    let previous = releases().into_iter().max_by_key(version).unwrap();
+    let v = Volume::on_release("keep-grants", &previous);
+    psql(
+        "postgres",
+        "DO $$BEGIN CREATE ROLE jfs_e2e_client LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END$$",
+    );
+    v.sql("SELECT jfs.grant_client('jfs_e2e_client')");
+    // every procedure (by name) the role may call, as a query's answer
+    let callable = "SELECT string_agg(DISTINCT p.proname, ' ' ORDER BY p.proname) \
+                    FROM pg_proc p WHERE p.pronamespace = 'jfs'::regnamespace \
+                    AND has_function_privilege('jfs_e2e_client', p.oid, 'EXECUTE')";
+    let before = v.sql(callable);
+    assert!(before.contains("write_slices"), "{before}");
+    v.sql("SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE");
+    // a procedure the update made again (a new signature) is callable too,
+    // without running jfs.grant_client again
+    let lost = v.sql(&format!(
+        "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'jfs'::regnamespace \
+         AND p.proname = ANY (string_to_array('{before}', ' ')) \
+         AND NOT has_function_privilege('jfs_e2e_client', p.oid, 'EXECUTE')"
+    ));
+    assert_eq!(
+        lost, "0",
+        "procedures of {previous} the role may no longer call"
+    );
+}

@@ -26,10 +26,7 @@ impl Vfs {
     pub(in crate::vfs) async fn overlay(&self, mut attr: Attr) -> Attr {
         if attr.kind == NodeType::File {
             if let Some(file) = self.open_file(attr.inode) {
-                let state = file.state.lock().await;
-                // writes not committed yet count as data too
-                attr.used += state.length.saturating_sub(attr.length);
-                attr.length = attr.length.max(state.length);
+                attr = file.state.lock().await.view(attr);
             }
         }
         attr
@@ -66,11 +63,12 @@ impl Vfs {
         match result {
             Ok(Some(attr)) => {
                 state.length = state.length.max(attr.length);
+                state.seen = Some(attr);
                 Ok(())
             }
             Ok(None) => Ok(()),
             Err(e) => {
-                if state.writer.is_empty() {
+                if !state.writer.has_slices() {
                     // writes were given up: the length they made is not
                     // the file's (nothing reads as silent zeros)
                     if let Ok(attr) = self.meta.getattr(inode).await {
@@ -164,9 +162,8 @@ impl Vfs {
     ) -> VfsResult<Attr> {
         let mut state = file.state.lock().await;
         if !state.writer.is_empty() {
-            let mut attr = attr;
-            attr.length = attr.length.max(state.length);
-            return Ok(attr);
+            state.seen.get_or_insert_with(|| attr.clone());
+            return Ok(state.view(attr));
         }
         // generation 0: not changed here since it was opened
         let unchanged = match seen {
@@ -179,6 +176,7 @@ impl Vfs {
             self.meta.getattr(file.inode).await.map_err(errno)?
         };
         state.length = attr.length;
+        state.seen = Some(attr.clone());
         state.changed();
         Ok(attr)
     }
@@ -240,6 +238,15 @@ impl Vfs {
         let mut state = file.state.lock().await;
         state.usable()?;
         self.wait_for_buffer(file.inode, &mut state).await?;
+        if state
+            .writer
+            .deferred_attrs()
+            .is_some_and(|c| c.mtime.is_some())
+        {
+            // an mtime set before this write is the commit's to make
+            // first: the write's commit then moves it on
+            self.flush_locked(file.inode, &mut state).await?;
+        }
         let allowed = self
             .writable_len(file.inode, &mut state, offset, data.len())
             .await?;

@@ -202,16 +202,55 @@ impl Vfs {
             None => None,
         };
         if let Some(state) = state.as_mut() {
+            if let Some(attr) = self.defer_setattr(inode, state, change) {
+                return Ok(attr);
+            }
             self.flush_locked(inode, state).await?;
         }
         let ticket = self.attrs.ticket();
         let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
-        if let (Some(state), Some(_)) = (state.as_mut(), change.length) {
-            state.length = attr.length;
-            state.changed();
+        if let Some(state) = state.as_mut() {
+            state.seen = Some(attr.clone());
+            if change.length.is_some() {
+                state.length = attr.length;
+                state.changed();
+            }
         }
         drop(state);
         self.attrs.replace(&attr, ticket);
         Ok(self.overlay(attr).await)
+    }
+
+    /// A change of mode, owner or times of a file whose writes are pending
+    /// here, answered at once and made in the transaction of their commit
+    /// (close, fsync, a lock, the background commit, whichever comes
+    /// first): cp -a's and rsync's write, utimens, chmod, close then cost
+    /// one round trip. Only what the database cannot refuse is deferred
+    /// (the kernel checked the caller's right): no length, a valid mode, an
+    /// owner and group that stay as they are (a new owner may be refused
+    /// for quotas or a squash). The answer is the file as this mount shows
+    /// it (over the cache's copy, or the attributes last read or committed
+    /// here); None when the change is made now.
+    fn defer_setattr(
+        &self,
+        inode: u64,
+        state: &mut crate::vfs::handles::FileState,
+        change: &SetAttr,
+    ) -> Option<Attr> {
+        let mode_ok = |m: u32| m & !0o7777 == 0 || m & libc::S_IFMT == libc::S_IFREG;
+        if !state.writer.has_slices() || change.length.is_some() || !change.mode.is_none_or(mode_ok)
+        {
+            return None;
+        }
+        let cached = self.attrs.get(inode).or_else(|| state.seen.clone())?;
+        let shown = state.view(cached.clone());
+        if shown.kind != NodeType::File
+            || change.uid.is_some_and(|u| u != shown.uid)
+            || change.gid.is_some_and(|g| g != shown.gid)
+        {
+            return None;
+        }
+        state.writer.defer_attrs(change);
+        Some(state.view(cached))
     }
 }

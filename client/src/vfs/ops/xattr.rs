@@ -11,6 +11,8 @@ impl Vfs {
                 // no ACL beyond the mode is kept (see acl.rs)
                 return Err(libc::ENODATA);
             }
+            // (an access ACL shows the mode, which may wait for a commit)
+            self.commit_deferred_attrs(inode).await?;
             let entries = self
                 .meta
                 .get_acl(inode, acl::kind_of(name))
@@ -48,6 +50,8 @@ impl Vfs {
     async fn set_acl(&self, inode: u64, name: &[u8], value: &[u8]) -> VfsResult<()> {
         if self.volume.enable_acl {
             let entries = acl::parse(value).ok_or(libc::EINVAL)?;
+            // (a mode waiting for a commit is made first, then the ACL's)
+            self.commit_deferred_attrs(inode).await?;
             self.meta
                 .set_acl(inode, acl::kind_of(name), Some(&entries))
                 .await
@@ -60,12 +64,29 @@ impl Vfs {
         let Some(perm) = acl::minimal_acl_mode(value).filter(|_| name == acl::ACCESS) else {
             return Err(libc::EOPNOTSUPP);
         };
-        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        // a file open here: as this mount shows it (its mode may wait for
+        // the commit of its writes, and this change then goes with it)
+        let attr = match self.open_file(inode) {
+            Some(_) => self.getattr(inode).await?,
+            None => self.meta.getattr(inode).await.map_err(errno)?,
+        };
         let mode = (attr.mode & !0o777) | perm;
         self.setattr(inode, &SetAttr::mode(mode)).await?;
         // the kernel keeps the old mode otherwise: it does not know an
         // xattr changed it
         self.forget_attributes(inode);
+        Ok(())
+    }
+
+    /// Commits the pending writes of a file open here whose attribute
+    /// change waits for them: ACL procedures read and set the mode.
+    async fn commit_deferred_attrs(&self, inode: u64) -> VfsResult<()> {
+        if let Some(file) = self.open_file(inode) {
+            let mut state = file.state.lock().await;
+            if state.writer.deferred_attrs().is_some() {
+                self.flush_locked(inode, &mut state).await?;
+            }
+        }
         Ok(())
     }
 
@@ -81,6 +102,7 @@ impl Vfs {
                 // there is none beyond the mode to remove
                 return Ok(());
             }
+            self.commit_deferred_attrs(inode).await?;
             self.meta
                 .set_acl(inode, acl::kind_of(name), None)
                 .await

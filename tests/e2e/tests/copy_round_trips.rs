@@ -1,0 +1,161 @@
+//! cp -a's sequence for a file (create, write, futimens, chmod through its
+//! access ACL, close) commits once: a mode, owner or time set while the
+//! file's writes are pending is answered by the mount and made in the
+//! transaction of their commit. Every mount sees after close (or fsync)
+//! what separate calls would have made; the writing mount sees the change
+//! at once; a write after futimens moves the mtime on.
+use std::fs::{self, File, FileTimes, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use jfs_e2e::{assert_same_tree, eventually, free_metrics_addr, metric_sum, ok, Volume};
+
+/// Calls of procedure `name` the mount at `addr` made so far.
+fn calls(addr: &str, name: &str) -> f64 {
+    metric_sum(
+        addr,
+        "jfs_meta_call_duration_seconds_count",
+        &format!("procedure=\"{name}\""),
+    )
+    .unwrap_or(0.0)
+}
+
+const FILES: usize = 60;
+
+/// 2001-01-01 plus `i` seconds and some nanoseconds.
+fn old_time(i: u64) -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(978_307_200_000_000_000 + i * 1_000_000_007)
+}
+
+fn mtime_ns(path: &Path) -> i64 {
+    let m = fs::metadata(path).unwrap();
+    m.mtime() * 1_000_000_000 + m.mtime_nsec()
+}
+
+#[test]
+fn cp_a_commits_each_file_once_with_its_attributes() {
+    let v = Volume::new("copy-round-trips");
+    let addr = free_metrics_addr();
+    // (as mounts are by default: kernel and mount caches on)
+    let a = v.mount(
+        "a",
+        &[
+            "--metrics",
+            &addr,
+            "--attr-cache",
+            "1",
+            "--entry-cache",
+            "1",
+        ],
+    );
+    let b = v.mount("b", &[]);
+
+    let src = tempfile::tempdir().unwrap();
+    let modes = [0o640, 0o755, 0o600, 0o444, 0o700, 0o4755];
+    for i in 0..FILES {
+        let path = src.path().join(format!("f{i}"));
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&jfs_e2e::pattern(i as u64, 1 + i * 997))
+            .unwrap();
+        f.set_times(FileTimes::new().set_modified(old_time(i as u64)))
+            .unwrap();
+        f.set_permissions(Permissions::from_mode(modes[i % modes.len()]))
+            .unwrap();
+    }
+    let procedures = ["setattr", "getattr", "write_slice", "write_slices"];
+    let before: Vec<f64> = procedures.iter().map(|p| calls(&addr, p)).collect();
+    ok(std::process::Command::new("cp")
+        .arg("-a")
+        .arg(src.path())
+        .arg(a.p("copy")));
+    let delta: Vec<f64> = procedures
+        .iter()
+        .zip(&before)
+        .map(|(p, b)| calls(&addr, p) - b)
+        .collect();
+    eprintln!("calls during cp -a of {FILES} files: {procedures:?} {delta:?}");
+    // each file: one commit of its data with its times and mode; the
+    // directory's own stat, times and mode are a few calls more (before,
+    // each file cost a setattr for its times and a getattr and a setattr
+    // for its mode)
+    assert!(
+        delta[0] + delta[1] <= 8.0,
+        "cp -a's futimens and chmod of each file cost no call of their own: {delta:?}"
+    );
+    assert_eq!(
+        delta[2] + delta[3],
+        FILES as f64,
+        "one commit per file: {delta:?}"
+    );
+    assert_same_tree("cp -a (this mount)", src.path(), &a.p("copy"));
+    assert_same_tree("cp -a (another mount)", src.path(), &b.p("copy"));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
+    let v = Volume::new("copy-attrs-seen");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    let mode_of = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+
+    // the writing mount sees a chmod and futimens at once
+    let mut f = File::create(a.p("g")).unwrap();
+    f.write_all(&[7u8; 1000]).unwrap();
+    f.set_permissions(Permissions::from_mode(0o751)).unwrap();
+    f.set_times(FileTimes::new().set_modified(old_time(1)))
+        .unwrap();
+    assert_eq!(f.metadata().unwrap().mode() & 0o7777, 0o751);
+    assert_eq!(mode_of(&a.p("g")), 0o751, "a path stat on this mount");
+    assert_eq!(mtime_ns(&a.p("g")), 978_307_201_000_000_007);
+    assert_eq!(f.metadata().unwrap().len(), 1000);
+    // a write after futimens: the mtime moves on from it
+    f.write_all(&[8u8; 1000]).unwrap();
+    drop(f);
+    assert!(eventually(10, || mode_of(&b.p("g")) == 0o751));
+    let later = mtime_ns(&b.p("g"));
+    assert!(
+        later > 978_307_201_000_000_007,
+        "the write after futimens moved the mtime on: {later}"
+    );
+    assert_eq!(fs::read(b.p("g")).unwrap().len(), 2000);
+
+    // fsync makes the change with the data, before close
+    let mut h = File::create(a.p("h")).unwrap();
+    h.write_all(b"synced").unwrap();
+    h.set_times(FileTimes::new().set_modified(old_time(2)))
+        .unwrap();
+    h.set_permissions(Permissions::from_mode(0o604)).unwrap();
+    h.sync_all().unwrap();
+    assert_eq!(
+        v.sql(
+            "SELECT to_char(mode, 'FM9999') || ' ' || mtime FROM jfs.node \
+             WHERE inode = jfs.resolve('/h')"
+        ),
+        format!("{} 978307202000000014", 0o604),
+        "in the database at fsync"
+    );
+    assert!(eventually(10, || mode_of(&b.p("h")) == 0o604
+        && mtime_ns(&b.p("h")) == 978_307_202_000_000_014));
+    drop(h);
+
+    // an owner that changes is not deferred: made at once (it may be refused)
+    let mut o = File::create(a.p("o")).unwrap();
+    o.write_all(b"owned").unwrap();
+    std::os::unix::fs::fchown(&o, Some(1234), Some(5678)).unwrap();
+    assert_eq!(
+        v.sql("SELECT uid || ':' || gid FROM jfs.node WHERE inode = jfs.resolve('/o')"),
+        "1234:5678",
+        "a chown is made when it is asked"
+    );
+    drop(o);
+
+    // a file with nothing written: a plain setattr, as before
+    let e = File::create(a.p("e")).unwrap();
+    e.set_permissions(Permissions::from_mode(0o700)).unwrap();
+    drop(e);
+    assert!(eventually(10, || mode_of(&b.p("e")) == 0o700));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
