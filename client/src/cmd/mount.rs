@@ -453,6 +453,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             disk_cache,
             compact_at: a.compact_at,
             lookup_ahead: a.lookup_ahead,
+            defer_attrs: a.commit_after > 0.0,
         };
         let who = match standby {
             true => "read-only, on a hot standby".to_string(),

@@ -150,6 +150,12 @@ impl AttrCache {
         age < self.ttl || (self.follow && self.log.fresh() && age < FOLLOWED_FOR)
     }
 
+    /// Whether the inode's attributes were forgotten since `t` (a change
+    /// made or learnt of since).
+    pub fn forgot_since(&self, inode: u64, t: Ticket) -> bool {
+        self.inner.lock().unwrap().attr_forgot_since(inode, t)
+    }
+
     /// The inode's attributes, if known.
     pub fn get(&self, inode: u64) -> Option<Attr> {
         let found = {

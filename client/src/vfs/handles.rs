@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::attrs::Ticket;
 use super::writer::Writer;
 use super::{Vfs, VfsResult};
 use crate::meta::{Attr, DirEntry, Epoch, Meta};
@@ -80,9 +81,12 @@ pub(super) struct FileState {
     pub(super) locks_lost: bool,
     /// The space limits over the file as last asked, and when.
     pub(super) space_limit: Option<(std::time::Instant, crate::meta::SpaceLimit)>,
-    /// Its attributes as this mount last read or committed them: what a
-    /// deferred attribute change is shown over when no cache has the file.
-    pub(super) seen: Option<Attr>,
+    /// Its attributes as this mount last read or committed them, and the
+    /// attribute cache's ticket of then: what a deferred attribute change
+    /// is shown over while the cache forgot nothing of the file since
+    /// (another mount's change, this mount's link, unlink or xattr), and
+    /// what a read that raced a commit is corrected with.
+    pub(super) seen: Option<(Attr, Ticket)>,
 }
 
 /// The counter of [`FileState::generation`]s.
@@ -99,7 +103,29 @@ impl FileState {
     pub(super) fn view(&self, mut attr: Attr) -> Attr {
         attr.used += self.length.saturating_sub(attr.length);
         attr.length = attr.length.max(self.length);
+        if let Some((seen, _)) = self.seen.as_ref().filter(|(a, _)| a.ctime > attr.ctime) {
+            // read before a commit of this mount that made a deferred
+            // change (and forgot it): the commit's answer is newer
+            attr.mode = seen.mode;
+            attr.uid = seen.uid;
+            attr.gid = seen.gid;
+            attr.atime = seen.atime;
+            attr.mtime = seen.mtime;
+            attr.ctime = seen.ctime;
+        }
         self.writer.show_deferred(attr)
+    }
+
+    /// Keeps `attr`, read or committed with the cache at `ticket`, as what
+    /// this mount saw of the file last (not over a newer one).
+    pub(super) fn saw(&mut self, attr: Attr, ticket: Ticket) {
+        if self
+            .seen
+            .as_ref()
+            .is_none_or(|(a, _)| a.ctime <= attr.ctime)
+        {
+            self.seen = Some((attr, ticket));
+        }
     }
 
     /// EIO once the file's locks were lost with the session (see

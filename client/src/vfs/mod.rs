@@ -82,6 +82,10 @@ pub struct VfsConfig {
     /// Entries a lookup in a directory being walked reads ahead, in each
     /// order (`--lookup-ahead`; 0: none).
     pub lookup_ahead: u32,
+    /// A chmod, chown or utimens of a file with writes pending waits for
+    /// their commit (only where a background commit bounds the wait:
+    /// `--commit-after` above 0).
+    pub defer_attrs: bool,
 }
 
 impl VfsConfig {

@@ -95,8 +95,11 @@ pub struct Writer {
     /// trip of their own).
     attrs: Option<SetAttr>,
     /// When the last of them was answered (ns since the epoch): the ctime
-    /// (and "now" times) this mount shows until the commit.
+    /// this mount shows until the commit.
     attrs_at: i64,
+    /// The errno of a deferred change the database refused at a commit
+    /// whose slices it took: for the next close or fsync to report.
+    attrs_refused: Option<i32>,
 }
 
 fn upload(t: &WriteTarget<'_>, key: String, (data, charge): (Bytes, Charge)) -> Upload {
@@ -155,16 +158,27 @@ impl Writer {
     }
 
     /// Adds `change` (no length) to the attribute change made with the
-    /// commit of the pending slices; later fields replace earlier ones.
+    /// commit of the pending slices; later fields replace earlier ones. A
+    /// time set to now is now as the mount answers it (as it shows it, and
+    /// as a replay after a server crash makes it again).
     pub fn defer_attrs(&mut self, change: &SetAttr) {
         debug_assert!(change.length.is_none(), "a length is never deferred");
         self.attrs_at = time_to_ns(std::time::SystemTime::now());
+        let at = |t: TimeSet| match t {
+            TimeSet::Now => TimeSet::At(self.attrs_at),
+            t => t,
+        };
         let merged = self.attrs.get_or_insert_with(SetAttr::default);
         merged.mode = change.mode.or(merged.mode);
         merged.uid = change.uid.or(merged.uid);
         merged.gid = change.gid.or(merged.gid);
-        merged.atime = change.atime.or(merged.atime);
-        merged.mtime = change.mtime.or(merged.mtime);
+        merged.atime = change.atime.map(at).or(merged.atime);
+        merged.mtime = change.mtime.map(at).or(merged.mtime);
+    }
+
+    /// The errno of a deferred attribute change the database refused, once.
+    pub fn take_attrs_refused(&mut self) -> Option<i32> {
+        self.attrs_refused.take()
     }
 
     /// `attr` as it is once the deferred attribute change is made.
@@ -174,7 +188,7 @@ impl Writer {
         };
         let time = |t: TimeSet| match t {
             TimeSet::At(ns) => ns,
-            TimeSet::Now => self.attrs_at,
+            TimeSet::Now => self.attrs_at, // (never kept: made At when deferred)
         };
         attr.mode = change.mode.map_or(attr.mode, |m| m & 0o7777);
         attr.uid = change.uid.unwrap_or(attr.uid);
@@ -251,7 +265,9 @@ impl Writer {
                             && piece.chunk == s.chunk + 1
                             && s.pos + s.len == CHUNK_SIZE as u32
                     }) {
-                        self.flush(t, inode).await?;
+                        // (an attribute change waits for the close: its
+                        // caller shows it, and this commit tells nobody)
+                        self.flush_slices(t, inode, false).await?;
                     }
                     let id = next_slice_id().await?;
                     self.slices.push(PendingSlice {
@@ -338,9 +354,19 @@ impl Writer {
     /// (the file is gone, no space) drops them all. The errno is returned
     /// ([`store_errno`] for the store's errors).
     pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
+        self.flush_slices(t, inode, true).await
+    }
+
+    /// [`Writer::flush`]; the attribute change goes along only when
+    /// `with_attrs`.
+    async fn flush_slices(
+        &mut self,
+        t: &WriteTarget<'_>,
+        inode: u64,
+        with_attrs: bool,
+    ) -> Result<Option<Attr>, i32> {
         let mut attr = None;
         let mut answers_lost = 0;
-        let mut attrs_refused = None;
         while !self.slices.is_empty() {
             // the rest of the next slices goes to the store together
             for s in self.slices.iter_mut().take(FLUSH_WINDOW) {
@@ -371,7 +397,9 @@ impl Writer {
                 .map(|s| (s.chunk, s.row()))
                 .collect();
             // the attribute change goes with the last slices
-            let attrs = self.attrs.filter(|_| ready == self.slices.len());
+            let attrs = self
+                .attrs
+                .filter(|_| with_attrs && ready == self.slices.len());
             let result = match (ready, attrs) {
                 (1, None) => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
                     Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in))),
@@ -395,7 +423,7 @@ impl Writer {
                     if let Some(errno) = attrs_errno {
                         self.attrs = None;
                         if errno != 0 {
-                            attrs_refused = Some(errno);
+                            self.attrs_refused = Some(errno);
                             tracing::error!(
                                 "inode {inode}: the attribute change {:?} made while its writes \
                                  were pending was refused at their commit: {}",
@@ -408,6 +436,10 @@ impl Writer {
                         Ok(a) => attr = Some(a),
                         Err(errno) => {
                             self.refused(t, inode, errno).await;
+                            if with_attrs {
+                                // the change needs no slice: made alone
+                                let _ = self.commit_attrs_alone(t, inode).await;
+                            }
                             return Err(errno);
                         }
                     }
@@ -459,29 +491,45 @@ impl Writer {
                 }
             }
         }
-        if let Some(errno) = attrs_refused {
-            return Err(errno);
+        if !with_attrs {
+            return Ok(attr);
         }
-        if let Some(change) = self.attrs {
-            // no slice was left to carry it (those it waited for were refused)
-            match t.meta.setattr(inode, &change).await {
-                Ok(a) => {
+        match self.commit_attrs_alone(t, inode).await? {
+            Some(a) => Ok(Some(a)),
+            None => Ok(attr),
+        }
+    }
+
+    /// The deferred attribute change with no slice left to carry it (those
+    /// it waited for were refused): made alone. A refusal drops it (its
+    /// errno is kept for the next close or fsync); a failure for want of
+    /// the database keeps it to try again.
+    async fn commit_attrs_alone(
+        &mut self,
+        t: &WriteTarget<'_>,
+        inode: u64,
+    ) -> Result<Option<Attr>, i32> {
+        let Some(change) = self.attrs else {
+            return Ok(None);
+        };
+        match t.meta.setattr(inode, &change).await {
+            Ok(a) => {
+                self.attrs = None;
+                Ok(Some(a))
+            }
+            Err(e) => {
+                tracing::error!(
+                    "inode {inode}: the attribute change {change:?} made while its writes \
+                     were pending: {e}"
+                );
+                if let MetaError::Errno(errno) = e {
                     self.attrs = None;
-                    attr = Some(a);
+                    self.attrs_refused = Some(errno);
+                    return Ok(None);
                 }
-                Err(e) => {
-                    tracing::error!(
-                        "inode {inode}: the attribute change {change:?} made while its writes \
-                         were pending: {e}"
-                    );
-                    if matches!(e, MetaError::Errno(_)) {
-                        self.attrs = None;
-                    }
-                    return Err(e.errno());
-                }
+                Err(e.errno())
             }
         }
-        Ok(attr)
     }
 
     /// The first pending slice could not be stored: its errno, with the

@@ -6,7 +6,7 @@
 //! at once; a write after futimens moves the mtime on.
 use std::fs::{self, File, FileTimes, Permissions};
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -27,6 +27,16 @@ const FILES: usize = 60;
 /// 2001-01-01 plus `i` seconds and some nanoseconds.
 fn old_time(i: u64) -> std::time::SystemTime {
     UNIX_EPOCH + Duration::from_nanos(978_307_200_000_000_000 + i * 1_000_000_007)
+}
+
+/// A new file of mode 0600 (whatever the umask), open for writing.
+fn create_0600(path: &Path) -> File {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap()
 }
 
 fn mtime_ns(path: &Path) -> i64 {
@@ -97,24 +107,35 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
 #[test]
 fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
     let v = Volume::new("copy-attrs-seen");
-    let a = v.mount("a", &[]);
+    // (the tests' mounts: no kernel or mount attribute cache, so a change
+    // is shown over what the mount last read or committed of the file)
+    let addr = free_metrics_addr();
+    let a = v.mount("a", &["--metrics", &addr]);
     let b = v.mount("b", &[]);
     let mode_of = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+    let setattrs = || calls(&addr, "setattr");
+    let before = setattrs();
 
-    // the writing mount sees a chmod and futimens at once
-    let mut f = File::create(a.p("g")).unwrap();
+    // the writing mount sees a chmod and futimens at once (a mode that
+    // gives, not takes)
+    let mut f = create_0600(&a.p("g"));
     f.write_all(&[7u8; 1000]).unwrap();
-    f.set_permissions(Permissions::from_mode(0o751)).unwrap();
+    f.set_permissions(Permissions::from_mode(0o755)).unwrap();
     f.set_times(FileTimes::new().set_modified(old_time(1)))
         .unwrap();
-    assert_eq!(f.metadata().unwrap().mode() & 0o7777, 0o751);
-    assert_eq!(mode_of(&a.p("g")), 0o751, "a path stat on this mount");
+    assert_eq!(f.metadata().unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(mode_of(&a.p("g")), 0o755, "a path stat on this mount");
     assert_eq!(mtime_ns(&a.p("g")), 978_307_201_000_000_007);
     assert_eq!(f.metadata().unwrap().len(), 1000);
     // a write after futimens: the mtime moves on from it
     f.write_all(&[8u8; 1000]).unwrap();
     drop(f);
-    assert!(eventually(10, || mode_of(&b.p("g")) == 0o751));
+    assert_eq!(
+        setattrs() - before,
+        0.0,
+        "the chmod and futimens went with commits"
+    );
+    assert!(eventually(10, || mode_of(&b.p("g")) == 0o755));
     let later = mtime_ns(&b.p("g"));
     assert!(
         later > 978_307_201_000_000_007,
@@ -123,23 +144,34 @@ fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
     assert_eq!(fs::read(b.p("g")).unwrap().len(), 2000);
 
     // fsync makes the change with the data, before close
-    let mut h = File::create(a.p("h")).unwrap();
+    let mut h = create_0600(&a.p("h"));
     h.write_all(b"synced").unwrap();
     h.set_times(FileTimes::new().set_modified(old_time(2)))
         .unwrap();
-    h.set_permissions(Permissions::from_mode(0o604)).unwrap();
+    h.set_permissions(Permissions::from_mode(0o664)).unwrap();
     h.sync_all().unwrap();
     assert_eq!(
         v.sql(
             "SELECT to_char(mode, 'FM9999') || ' ' || mtime FROM jfs.node \
              WHERE inode = jfs.resolve('/h')"
         ),
-        format!("{} 978307202000000014", 0o604),
+        format!("{} 978307202000000014", 0o664),
         "in the database at fsync"
     );
-    assert!(eventually(10, || mode_of(&b.p("h")) == 0o604
+    assert!(eventually(10, || mode_of(&b.p("h")) == 0o664
         && mtime_ns(&b.p("h")) == 978_307_202_000_000_014));
     drop(h);
+
+    // a mode that takes a right from others is made at once
+    let mut r = File::create(a.p("r")).unwrap();
+    r.write_all(b"secret").unwrap();
+    r.set_permissions(Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        v.sql("SELECT mode FROM jfs.node WHERE inode = jfs.resolve('/r')"),
+        0o600.to_string(),
+        "in the database before close"
+    );
+    drop(r);
 
     // an owner that changes is not deferred: made at once (it may be refused)
     let mut o = File::create(a.p("o")).unwrap();
@@ -157,5 +189,50 @@ fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
     e.set_permissions(Permissions::from_mode(0o700)).unwrap();
     drop(e);
     assert!(eventually(10, || mode_of(&b.p("e")) == 0o700));
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
+    let v = Volume::new("copy-attrs-edges");
+    // (caches on, as by default: a cached copy must not hide the change)
+    let a = v.mount("a", &["--attr-cache", "1", "--entry-cache", "1"]);
+    let b = v.mount("b", &[]);
+
+    // unlinked while open: the change shows over what the unlink left
+    let mut f = File::create(a.p("gone")).unwrap();
+    f.write_all(b"data").unwrap();
+    fs::remove_file(a.p("gone")).unwrap();
+    f.set_permissions(Permissions::from_mode(0o700)).unwrap();
+    let meta = f.metadata().unwrap();
+    assert_eq!((meta.mode() & 0o7777, meta.nlink()), (0o700, 0));
+    drop(f);
+
+    // a sequential writer commits at each 64 MiB; a chmod made before that
+    // still shows after it, and reaches the database at close
+    let mut g = File::create(a.p("big")).unwrap();
+    g.write_all(&[1u8; 1 << 20]).unwrap();
+    g.set_permissions(Permissions::from_mode(0o750)).unwrap();
+    let chunk = vec![2u8; 1 << 20];
+    for _ in 0..65 {
+        g.write_all(&chunk).unwrap();
+    }
+    assert!(
+        v.sql("SELECT length FROM jfs.node WHERE inode = jfs.resolve('/big')")
+            .parse::<u64>()
+            .unwrap()
+            >= 64 << 20,
+        "the first chunk was committed while writing"
+    );
+    // (past the kernel's copy of the chmod's answer: the mount answers)
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(g.metadata().unwrap().mode() & 0o7777, 0o750);
+    assert_eq!(fs::metadata(a.p("big")).unwrap().mode() & 0o7777, 0o750);
+    drop(g);
+    assert_eq!(
+        v.sql("SELECT mode FROM jfs.node WHERE inode = jfs.resolve('/big')"),
+        0o750.to_string()
+    );
+    assert_eq!(fs::metadata(b.p("big")).unwrap().len(), 66 << 20);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

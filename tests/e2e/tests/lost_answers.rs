@@ -172,14 +172,25 @@ fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
 fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-attrs-answer");
-    // (no background commit: the writes wait for the fsync)
-    let a = v.mount_url("a", &proxy.url(&v.db), &["--commit-after", "0"]);
+    // (the background commit an hour away: the writes wait for the fsync)
+    let addr = jfs_e2e::free_metrics_addr();
+    let a = v.mount_url(
+        "a",
+        &proxy.url(&v.db),
+        &["--commit-after", "3600", "--metrics", &addr],
+    );
     let b = v.mount("b", &[]);
 
     // written, then its mode and mtime set: both go in one commit, whose
     // answer is cut
     let data = pattern(12, 300_000);
-    let mut f = fs::File::create(a.p("f")).unwrap();
+    // (made 0600: the chmod below gives rights, which may wait)
+    let mut f = std::os::unix::fs::OpenOptionsExt::mode(
+        fs::OpenOptions::new().write(true).create_new(true),
+        0o600,
+    )
+    .open(a.p("f"))
+    .unwrap();
     f.write_all(&data).unwrap();
     f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o741))
         .unwrap();
@@ -194,6 +205,16 @@ fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
         "the commit's answer was cut"
     );
     assert!(synced.is_ok(), "settled by asking the database: {synced:?}");
+    let setattrs = jfs_e2e::metric_sum(
+        &addr,
+        "jfs_meta_call_duration_seconds_count",
+        "procedure=\"setattr\"",
+    );
+    assert_eq!(
+        setattrs.unwrap_or(0.0),
+        0.0,
+        "the change was made in the commit, not sent again alone"
+    );
     assert!(
         a.log_text().contains("the database has 1 of them"),
         "the lost answer was settled, not ignored"

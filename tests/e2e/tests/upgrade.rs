@@ -380,4 +380,18 @@ fn a_role_granted_before_the_update_keeps_what_it_could_call() {
         lost, "0",
         "procedures of {previous} the role may no longer call"
     );
+    // and a role that could not call it still cannot
+    psql(
+        "postgres",
+        "DO $$BEGIN CREATE ROLE jfs_e2e_outsider; EXCEPTION WHEN duplicate_object THEN NULL; END$$",
+    );
+    assert_eq!(
+        v.sql(
+            "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'jfs'::regnamespace \
+             AND p.proname = 'write_slices' \
+             AND has_function_privilege('jfs_e2e_outsider', p.oid, 'EXECUTE')"
+        ),
+        "0",
+        "write_slices is not anybody's after the update"
+    );
 }

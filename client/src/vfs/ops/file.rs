@@ -45,6 +45,7 @@ impl Vfs {
         let result = state.writer.flush(&self.target(state.tier), inode).await;
         // its length and times moved (or may have, on an error)
         self.attrs.forget(inode);
+        let ticket = self.attrs.ticket();
         state.changed();
         if result.is_ok() {
             for (chunk, n) in pending {
@@ -63,7 +64,7 @@ impl Vfs {
         match result {
             Ok(Some(attr)) => {
                 state.length = state.length.max(attr.length);
-                state.seen = Some(attr);
+                state.saw(attr, ticket);
                 Ok(())
             }
             Ok(None) => Ok(()),
@@ -86,6 +87,11 @@ impl Vfs {
         let mut state = file.state.lock().await;
         state.usable()?;
         self.flush_locked(file.inode, &mut state).await?;
+        if let Some(errno) = state.writer.take_attrs_refused() {
+            // a chmod, chown or utimens answered while the writes were
+            // pending, refused at their commit
+            return Err(errno);
+        }
         if state.unsynced.is_some() && (sync || self.volume.meta_durability == "fsync") {
             let result = self.meta.sync_file(state.unsynced).await;
             if let Err(MetaError::NotDurable) = &result {
@@ -162,7 +168,7 @@ impl Vfs {
     ) -> VfsResult<Attr> {
         let mut state = file.state.lock().await;
         if !state.writer.is_empty() {
-            state.seen.get_or_insert_with(|| attr.clone());
+            state.saw(attr.clone(), self.attrs.ticket());
             return Ok(state.view(attr));
         }
         // generation 0: not changed here since it was opened
@@ -176,7 +182,7 @@ impl Vfs {
             self.meta.getattr(file.inode).await.map_err(errno)?
         };
         state.length = attr.length;
-        state.seen = Some(attr.clone());
+        state.saw(attr.clone(), self.attrs.ticket());
         state.changed();
         Ok(attr)
     }
@@ -332,9 +338,11 @@ impl Vfs {
         if last && flushed.is_err() && !state.writer.is_empty() {
             // the last descriptor is gone: nobody is left to tell but the log
             tracing::error!(
-                "inode {}: closed with writes that could not be stored; bytes {} are lost",
+                "inode {}: closed with writes that could not be stored; bytes [{}] and \
+                 the attribute change {:?} are lost",
                 file.inode,
-                state.writer.pending_ranges()
+                state.writer.pending_ranges(),
+                state.writer.deferred_attrs()
             );
         }
         if last && state.unlinked {

@@ -210,7 +210,7 @@ impl Vfs {
         let ticket = self.attrs.ticket();
         let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
         if let Some(state) = state.as_mut() {
-            state.seen = Some(attr.clone());
+            state.saw(attr.clone(), ticket);
             if change.length.is_some() {
                 state.length = attr.length;
                 state.changed();
@@ -224,13 +224,16 @@ impl Vfs {
     /// A change of mode, owner or times of a file whose writes are pending
     /// here, answered at once and made in the transaction of their commit
     /// (close, fsync, a lock, the background commit, whichever comes
-    /// first): cp -a's and rsync's write, utimens, chmod, close then cost
+    /// first): cp -a's and tar's write, futimens, chmod, close then cost
     /// one round trip. Only what the database cannot refuse is deferred
     /// (the kernel checked the caller's right): no length, a valid mode, an
     /// owner and group that stay as they are (a new owner may be refused
-    /// for quotas or a squash). The answer is the file as this mount shows
-    /// it (over the cache's copy, or the attributes last read or committed
-    /// here); None when the change is made now.
+    /// for quotas or a squash); and nothing that takes a right away from
+    /// the group or others, which other mounts must see at once. Never
+    /// without a background commit to bound the wait (`--commit-after 0`).
+    /// The answer is the file as this mount shows it, over the cache's copy
+    /// or the attributes last read or committed here (while the cache
+    /// forgot nothing of the file since); None when the change is made now.
     fn defer_setattr(
         &self,
         inode: u64,
@@ -238,13 +241,23 @@ impl Vfs {
         change: &SetAttr,
     ) -> Option<Attr> {
         let mode_ok = |m: u32| m & !0o7777 == 0 || m & libc::S_IFMT == libc::S_IFREG;
-        if !state.writer.has_slices() || change.length.is_some() || !change.mode.is_none_or(mode_ok)
+        if !self.config.defer_attrs
+            || !state.writer.has_slices()
+            || change.mask() == 0
+            || change.length.is_some()
+            || !change.mode.is_none_or(mode_ok)
         {
             return None;
         }
-        let cached = self.attrs.get(inode).or_else(|| state.seen.clone())?;
+        let seen = || {
+            let (attr, ticket) = state.seen.as_ref()?;
+            (!self.attrs.forgot_since(inode, *ticket)).then(|| attr.clone())
+        };
+        let cached = self.attrs.get(inode).or_else(seen)?;
         let shown = state.view(cached.clone());
+        let takes_away = change.mode.is_some_and(|m| shown.mode & !m & 0o077 != 0);
         if shown.kind != NodeType::File
+            || takes_away
             || change.uid.is_some_and(|u| u != shown.uid)
             || change.gid.is_some_and(|g| g != shown.gid)
         {
