@@ -87,6 +87,11 @@ pub(super) struct FileState {
     /// (another mount's change, this mount's link, unlink or xattr), and
     /// what a read that raced a commit is corrected with.
     pub(super) seen: Option<(Attr, Ticket)>,
+    /// Made by this mount's create, with no xattr yet, at this ticket of
+    /// the attribute cache: while the cache forgot nothing of the file
+    /// since, it has no xattr (the kernel asks for `security.capability`
+    /// before the first write of every file).
+    pub(super) xattr_free: Option<Ticket>,
 }
 
 /// The counter of [`FileState::generation`]s.
@@ -242,6 +247,7 @@ impl Vfs {
                         locks_lost: false,
                         space_limit: None,
                         seen: None,
+                        xattr_free: None,
                     }),
                 })
             })

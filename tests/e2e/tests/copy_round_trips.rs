@@ -3,7 +3,9 @@
 //! file's writes are pending is answered by the mount and made in the
 //! transaction of their commit. Every mount sees after close (or fsync)
 //! what separate calls would have made; the writing mount sees the change
-//! at once; a write after futimens moves the mtime on.
+//! at once; a write after futimens moves the mtime on. The kernel's
+//! question for a new file's capabilities before its first write is
+//! answered by the mount that made it.
 use std::fs::{self, File, FileTimes, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -74,7 +76,13 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
         f.set_permissions(Permissions::from_mode(modes[i % modes.len()]))
             .unwrap();
     }
-    let procedures = ["setattr", "getattr", "write_slice", "write_slices"];
+    let procedures = [
+        "setattr",
+        "getattr",
+        "getxattr",
+        "write_slice",
+        "write_slices",
+    ];
     let before: Vec<f64> = procedures.iter().map(|p| calls(&addr, p)).collect();
     ok(std::process::Command::new("cp")
         .arg("-a")
@@ -88,14 +96,16 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
     eprintln!("calls during cp -a of {FILES} files: {procedures:?} {delta:?}");
     // each file: one commit of its data with its times and mode; the
     // directory's own stat, times and mode are a few calls more (before,
-    // each file cost a setattr for its times and a getattr and a setattr
-    // for its mode)
+    // each file cost a setattr for its times, a getattr and a setattr for
+    // its mode, and the kernel's getxattr of security.capability before
+    // its first write)
     assert!(
-        delta[0] + delta[1] <= 8.0,
-        "cp -a's futimens and chmod of each file cost no call of their own: {delta:?}"
+        delta[0] + delta[1] + delta[2] <= 8.0,
+        "cp -a's futimens and chmod of each file, and the kernel's question \
+         for its capabilities, cost no call of their own: {delta:?}"
     );
     assert_eq!(
-        delta[2] + delta[3],
+        delta[3] + delta[4],
         FILES as f64,
         "one commit per file: {delta:?}"
     );
@@ -235,4 +245,32 @@ fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
     );
     assert_eq!(fs::metadata(b.p("big")).unwrap().len(), 66 << 20);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
+fn capabilities_another_mount_gives_a_new_file_are_seen() {
+    let v = Volume::new("copy-caps");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    let caps = |p: &Path| {
+        let mut value = vec![0u8; 64];
+        rustix::fs::getxattr(p, "security.capability", &mut value).map(|n| value[..n].to_vec())
+    };
+    let mut f = File::create(a.p("tool")).unwrap();
+    f.write_all(b"#!/bin/true\n").unwrap();
+    assert!(caps(&a.p("tool")).is_err(), "a new file has none");
+    // version 2 file capabilities: cap_net_bind_service permitted
+    let given: [u8; 20] = [0, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    rustix::fs::setxattr(
+        b.p("tool"),
+        "security.capability",
+        &given,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    assert!(
+        eventually(10, || caps(&a.p("tool")).is_ok_and(|c| c == given)),
+        "the mount that made the file asks again once another mount changed it"
+    );
+    drop(f);
 }

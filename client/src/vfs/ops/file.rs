@@ -195,7 +195,12 @@ impl Vfs {
         node: &NewNode<'_>,
     ) -> VfsResult<(u64, Attr)> {
         let attr = self.mknod(parent, name, node).await?;
-        self.open_with(attr, None).await
+        let ticket = self.attrs.ticket();
+        let (fh, attr) = self.open_with(attr, None).await?;
+        if let Some(file) = self.open_file(attr.inode) {
+            file.state.lock().await.xattr_free = Some(ticket);
+        }
+        Ok((fh, attr))
     }
 
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> VfsResult<bytes::Bytes> {

@@ -4,6 +4,10 @@
 use crate::meta::SetAttr;
 use crate::vfs::{acl, errno, Vfs, VfsResult};
 
+/// The xattr the kernel asks for before a file's first write (to strip
+/// file capabilities), which a file this mount just made cannot have.
+const CAPABILITY: &[u8] = b"security.capability";
+
 impl Vfs {
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
         if acl::is_acl(name) {
@@ -20,7 +24,25 @@ impl Vfs {
                 .map_err(errno)?;
             return Ok(acl::to_xattr(&entries));
         }
+        if name == CAPABILITY && self.xattr_free(inode).await {
+            return Err(libc::ENODATA);
+        }
         self.meta.getxattr(inode, name).await.map_err(errno)
+    }
+
+    /// Whether a file open here is known to have no xattr: this mount made
+    /// it and, while the change log is followed, nothing of it changed
+    /// since (a setxattr here or by another mount makes the cache forget
+    /// the file).
+    async fn xattr_free(&self, inode: u64) -> bool {
+        if !self.config.follow_changes {
+            return false;
+        }
+        let Some(file) = self.open_file(inode) else {
+            return false;
+        };
+        let made = file.state.lock().await.xattr_free;
+        made.is_some_and(|t| !self.attrs.forgot_since(inode, t))
     }
 
     pub async fn setxattr(
