@@ -8,10 +8,11 @@
 
 -- ---------------------------------------------------------------------------
 -- write_slices takes a setattr change (mode, owner, times) to make with
--- the slices' commit, and says whether it was made (attr_errno): a mount
--- sends the chmod, chown and utimens of a file whose writes are pending
--- with their commit. Its signature changed, so it is made again; the
--- roles that could call it keep that right (no jfs.grant_* call needed).
+-- the slices' commit, and the mode the change was answered over, and says
+-- whether it was made (attr_errno): a mount sends the chmod, chown and
+-- utimens of a file whose writes are pending with their commit. Its
+-- signature changed, so it is made again; the roles that could call it
+-- keep that right (no jfs.grant_* call needed).
 
 DO $upgrade$
 BEGIN
@@ -29,7 +30,8 @@ CREATE FUNCTION write_slices(
     p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
     p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
     p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
-    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL)
+    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL,
+    p_base_mode integer DEFAULT NULL)
 RETURNS TABLE (committed integer, a attr, attr_errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -39,6 +41,7 @@ DECLARE
     w record;
     v_deferred bigint := 0;
     v_done integer := v_n;
+    v_change integer := coalesce(p_set, 0);
 BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
@@ -60,11 +63,14 @@ BEGIN
     IF v_deferred <> 0 THEN
         PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
     END IF;
-    IF v_done < v_n OR coalesce(p_set, 0) = 0 THEN
-        RETURN QUERY SELECT v_done, v_attr, NULL::integer;
+    IF v_change & 1 <> 0 AND p_base_mode IS NOT NULL AND v_attr.mode <> p_base_mode & 4095 THEN
+        v_change := v_change & ~1;
+    END IF;
+    IF v_done < v_n OR v_change = 0 THEN
+        RETURN QUERY SELECT v_done, v_attr, CASE WHEN v_done = v_n AND coalesce(p_set, 0) <> 0 THEN 0 END;
         RETURN;
     END IF;
-    v_set := setattr(p_inode, p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
+    v_set := setattr(p_inode, v_change, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
     IF v_set.errno = 0 THEN
         v_attr := v_set;
     END IF;
@@ -72,7 +78,7 @@ BEGIN
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION write_slices(bigint, integer[], integer[], bigint[], integer[], integer[], integer[], bigint, integer, integer, bigint, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION write_slices(bigint, integer[], integer[], bigint[], integer[], integer[], integer[], bigint, integer, integer, bigint, bigint, bigint, bigint, integer) FROM PUBLIC;
 
 DO $upgrade$
 DECLARE
@@ -80,7 +86,7 @@ DECLARE
 BEGIN
     FOREACH r IN ARRAY pg_catalog.string_to_array(
         pg_catalog.current_setting('jfs.upgrade_write_slices_grantees'), ',') LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION write_slices(bigint, integer[], integer[], bigint[], integer[], integer[], integer[], bigint, integer, integer, bigint, bigint, bigint, bigint) TO %s',
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION write_slices(bigint, integer[], integer[], bigint[], integer[], integer[], integer[], bigint, integer, integer, bigint, bigint, bigint, bigint, integer) TO %s',
                                   r::oid::pg_catalog.regrole);
     END LOOP;
 END

@@ -90,14 +90,17 @@ $$;
 -- (p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime; no size) follows in
 -- the same transaction: a mount sends the chmod, chown and utimens it
 -- answered while the file's writes were pending with their commit (cp -a's
--- sequence in one round trip). Its errno comes back in attr_errno (0: set,
--- and `a` shows it; NULL: not tried); a refused change leaves the slices
--- committed.
+-- sequence in one round trip). A mode is set only if the file's mode is
+-- still p_base_mode (when given), the one the mount showed before its
+-- chmod: a chmod made meanwhile by someone else came later and stands.
+-- Its errno comes back in attr_errno (0: set, and `a` shows it; NULL: not
+-- tried); a refused change leaves the slices committed.
 CREATE FUNCTION write_slices(
     p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
     p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
     p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
-    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL)
+    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL,
+    p_base_mode integer DEFAULT NULL)
 RETURNS TABLE (committed integer, a attr, attr_errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -107,6 +110,7 @@ DECLARE
     w record;
     v_deferred bigint := 0;
     v_done integer := v_n;
+    v_change integer := coalesce(p_set, 0);
 BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
@@ -128,11 +132,14 @@ BEGIN
     IF v_deferred <> 0 THEN
         PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
     END IF;
-    IF v_done < v_n OR coalesce(p_set, 0) = 0 THEN
-        RETURN QUERY SELECT v_done, v_attr, NULL::integer;
+    IF v_change & 1 <> 0 AND p_base_mode IS NOT NULL AND v_attr.mode <> p_base_mode & 4095 THEN
+        v_change := v_change & ~1;
+    END IF;
+    IF v_done < v_n OR v_change = 0 THEN
+        RETURN QUERY SELECT v_done, v_attr, CASE WHEN v_done = v_n AND coalesce(p_set, 0) <> 0 THEN 0 END;
         RETURN;
     END IF;
-    v_set := setattr(p_inode, p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
+    v_set := setattr(p_inode, v_change, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
     IF v_set.errno = 0 THEN
         v_attr := v_set;
     END IF;

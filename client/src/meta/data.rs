@@ -26,6 +26,15 @@ impl SliceRow {
     }
 }
 
+/// An attribute change made with the commit of a file's slices: the change
+/// (no length), and the mode it was answered over, if it sets one (the
+/// database keeps a mode someone else set meanwhile).
+#[derive(Debug, Clone, Copy)]
+pub struct DeferredAttrs {
+    pub change: SetAttr,
+    pub base_mode: Option<u32>,
+}
+
 /// What `jfs.write_slices` answered (see [`Meta::write_slices`]).
 #[derive(Debug)]
 pub struct CommittedSlices {
@@ -74,7 +83,7 @@ impl Meta {
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
-        attrs: Option<&SetAttr>,
+        attrs: Option<&DeferredAttrs>,
         sent_in: Epoch,
     ) {
         if !slices.is_empty() {
@@ -103,15 +112,17 @@ impl Meta {
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
-        attrs: Option<&SetAttr>,
+        attrs: Option<&DeferredAttrs>,
     ) -> Result<CommittedSlices> {
         let column = |f: fn(&(u32, SliceRow)) -> i32| slices.iter().map(f).collect::<Vec<i32>>();
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
-        let change = attrs.copied().unwrap_or_default();
+        let change = attrs.map(|d| d.change).unwrap_or_default();
+        let base_mode = attrs.and_then(|d| d.base_mode).map(|m| m as i32);
         let (mut rows, sent_in) = self
             .call_journaled_by_caller(
                 "SELECT w.committed, w.attr_errno, (w.a).* \
-                   FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13) w",
+                   FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
+                                         $8, $9, $10, $11, $12, $13, $14) w",
                 &[
                     &(inode as i64),
                     &column(|(c, _)| *c as i32),
@@ -126,6 +137,7 @@ impl Meta {
                     &change.gid.map(|g| g as i64),
                     &given_time(change.atime),
                     &given_time(change.mtime),
+                    &base_mode,
                 ],
             )
             .await?;
@@ -291,7 +303,7 @@ impl Meta {
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
-        attrs: Option<&SetAttr>,
+        attrs: Option<&DeferredAttrs>,
     ) -> Result<(usize, Epoch)> {
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
         let (rows, seen_in) = self

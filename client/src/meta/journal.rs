@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use super::durability::Epoch;
 use super::{
-    Failure, Meta, MetaError, NewNode, NodeType, Result, SetAttr, SliceRow, MAX_ANSWERS_LOST,
+    DeferredAttrs, Failure, Meta, MetaError, NewNode, NodeType, Result, SliceRow, MAX_ANSWERS_LOST,
 };
 
 /// A commit that can be sent again to a server that lost it.
@@ -40,7 +40,7 @@ pub enum Redo {
     Slices {
         inode: u64,
         slices: Vec<(u32, SliceRow)>,
-        attrs: Option<SetAttr>,
+        attrs: Option<DeferredAttrs>,
     },
 }
 

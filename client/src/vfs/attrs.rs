@@ -150,6 +150,12 @@ impl AttrCache {
         age < self.ttl || (self.follow && self.log.fresh() && age < FOLLOWED_FOR)
     }
 
+    /// Whether the change log was read lately (what this mount knows of
+    /// other mounts' changes is current).
+    pub fn log_fresh(&self) -> bool {
+        self.follow && self.log.fresh()
+    }
+
     /// Whether the inode's attributes were forgotten since `t` (a change
     /// made or learnt of since).
     pub fn forgot_since(&self, inode: u64, t: Ticket) -> bool {

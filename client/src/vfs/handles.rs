@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::attrs::Ticket;
+use super::attrs::{AttrCache, Ticket};
 use super::writer::Writer;
 use super::{Vfs, VfsResult};
 use crate::meta::{Attr, DirEntry, Epoch, Meta};
@@ -105,12 +105,13 @@ impl FileState {
     /// `attr` (as the database or a cache has it) as this mount shows it:
     /// grown by writes not committed yet (or committed while `attr` was on
     /// its way), with the attribute change that waits for their commit.
-    pub(super) fn view(&self, mut attr: Attr) -> Attr {
+    pub(super) fn view(&self, mut attr: Attr, cache: &AttrCache) -> Attr {
         attr.used += self.length.saturating_sub(attr.length);
         attr.length = attr.length.max(self.length);
-        if let Some((seen, _)) = self.seen.as_ref().filter(|(a, _)| a.ctime > attr.ctime) {
+        if let Some((seen, _)) = self.fresh_seen(cache).filter(|(a, _)| a.ctime > attr.ctime) {
             // read before a commit of this mount that made a deferred
-            // change (and forgot it): the commit's answer is newer
+            // change (and forgot it): the commit's answer is newer, and
+            // nothing changed the file since
             attr.mode = seen.mode;
             attr.uid = seen.uid;
             attr.gid = seen.gid;
@@ -121,12 +122,20 @@ impl FileState {
         self.writer.show_deferred(attr)
     }
 
-    /// Keeps `attr`, read or committed with the cache at `ticket`, as what
-    /// this mount saw of the file last (not over a newer one).
-    pub(super) fn saw(&mut self, attr: Attr, ticket: Ticket) {
-        if self
-            .seen
+    /// What this mount saw of the file last, while the cache forgot
+    /// nothing of it since (no change made or read in the change log).
+    pub(super) fn fresh_seen(&self, cache: &AttrCache) -> Option<&(Attr, Ticket)> {
+        self.seen
             .as_ref()
+            .filter(|(a, t)| !cache.forgot_since(a.inode, *t))
+    }
+
+    /// Keeps `attr`, read or committed with the cache at `ticket` (nothing
+    /// of the file forgotten between the read and the ticket), as what
+    /// this mount saw of the file last, unless a fresh one is newer.
+    pub(super) fn saw(&mut self, attr: Attr, ticket: Ticket, cache: &AttrCache) {
+        if self
+            .fresh_seen(cache)
             .is_none_or(|(a, _)| a.ctime <= attr.ctime)
         {
             self.seen = Some((attr, ticket));

@@ -17,7 +17,8 @@ use super::block_buf::BlockBuf;
 use tokio::task::JoinHandle;
 
 use crate::meta::{
-    time_to_ns, Attr, Epoch, Meta, MetaError, SetAttr, SliceRow, TimeSet, MAX_ANSWERS_LOST,
+    time_to_ns, Attr, DeferredAttrs, Epoch, Meta, MetaError, SetAttr, SliceRow, TimeSet,
+    MAX_ANSWERS_LOST,
 };
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
@@ -94,6 +95,9 @@ pub struct Writer {
     /// of the last slices' commit (cp -a's utimens and chmod cost no round
     /// trip of their own).
     attrs: Option<SetAttr>,
+    /// The mode shown before a deferred chmod: the database keeps a mode
+    /// someone else set meanwhile (their chmod came later).
+    base_mode: Option<u32>,
     /// When the last of them was answered (ns since the epoch): the ctime
     /// this mount shows until the commit.
     attrs_at: i64,
@@ -161,8 +165,12 @@ impl Writer {
     /// commit of the pending slices; later fields replace earlier ones. A
     /// time set to now is now as the mount answers it (as it shows it, and
     /// as a replay after a server crash makes it again).
-    pub fn defer_attrs(&mut self, change: &SetAttr) {
+    /// `shown_mode`: the file's mode as this mount showed it before.
+    pub fn defer_attrs(&mut self, change: &SetAttr, shown_mode: u32) {
         debug_assert!(change.length.is_none(), "a length is never deferred");
+        if change.mode.is_some() && self.base_mode.is_none() {
+            self.base_mode = Some(shown_mode);
+        }
         self.attrs_at = time_to_ns(std::time::SystemTime::now());
         let at = |t: TimeSet| match t {
             TimeSet::Now => TimeSet::At(self.attrs_at),
@@ -174,6 +182,19 @@ impl Writer {
         merged.gid = change.gid.or(merged.gid);
         merged.atime = change.atime.map(at).or(merged.atime);
         merged.mtime = change.mtime.map(at).or(merged.mtime);
+    }
+
+    /// The deferred change, as sent with a commit.
+    fn deferred(&self) -> Option<DeferredAttrs> {
+        self.attrs.map(|change| DeferredAttrs {
+            change,
+            base_mode: self.base_mode,
+        })
+    }
+
+    fn clear_attrs(&mut self) {
+        self.attrs = None;
+        self.base_mode = None;
     }
 
     /// The errno of a deferred attribute change the database refused, once.
@@ -398,7 +419,7 @@ impl Writer {
                 .collect();
             // the attribute change goes with the last slices
             let attrs = self
-                .attrs
+                .deferred()
                 .filter(|_| with_attrs && ready == self.slices.len());
             let result = match (ready, attrs) {
                 (1, None) => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
@@ -421,13 +442,13 @@ impl Writer {
                         self.slices.drain(..committed);
                     }
                     if let Some(errno) = attrs_errno {
-                        self.attrs = None;
+                        self.clear_attrs();
                         if errno != 0 {
                             self.attrs_refused = Some(errno);
                             tracing::error!(
                                 "inode {inode}: the attribute change {:?} made while its writes \
                                  were pending was refused at their commit: {}",
-                                attrs.unwrap_or_default(),
+                                attrs.map(|d| d.change).unwrap_or_default(),
                                 MetaError::Errno(errno)
                             );
                         }
@@ -466,7 +487,7 @@ impl Writer {
                         }
                         if committed == ready && attrs.is_some() {
                             // made with the last slice, in its transaction
-                            self.attrs = None;
+                            self.clear_attrs();
                         }
                         continue;
                     }
@@ -514,7 +535,7 @@ impl Writer {
         };
         match t.meta.setattr(inode, &change).await {
             Ok(a) => {
-                self.attrs = None;
+                self.clear_attrs();
                 Ok(Some(a))
             }
             Err(e) => {
@@ -523,7 +544,7 @@ impl Writer {
                      were pending: {e}"
                 );
                 if let MetaError::Errno(errno) = e {
-                    self.attrs = None;
+                    self.clear_attrs();
                     self.attrs_refused = Some(errno);
                     return Ok(None);
                 }
@@ -767,16 +788,22 @@ mod tests {
         assert!(w.is_empty());
         let same = w.show_deferred(base.clone());
         assert_eq!((same.mode, same.mtime, same.ctime), (0o600, 20, 30));
-        w.defer_attrs(&SetAttr {
-            mode: Some(0o100644),
-            mtime: Some(TimeSet::At(7)),
-            ..SetAttr::default()
-        });
-        w.defer_attrs(&SetAttr {
-            mode: Some(0o4755),
-            atime: Some(TimeSet::Now),
-            ..SetAttr::default()
-        });
+        w.defer_attrs(
+            &SetAttr {
+                mode: Some(0o100644),
+                mtime: Some(TimeSet::At(7)),
+                ..SetAttr::default()
+            },
+            0o600,
+        );
+        w.defer_attrs(
+            &SetAttr {
+                mode: Some(0o4755),
+                atime: Some(TimeSet::Now),
+                ..SetAttr::default()
+            },
+            0o644,
+        );
         assert!(
             !w.is_empty() && !w.has_slices(),
             "a change waits without slices"
@@ -790,7 +817,7 @@ mod tests {
         let shown = w.show_deferred(base.clone());
         assert_eq!((shown.mode, shown.uid, shown.gid), (0o4755, 1, 2));
         assert_eq!(shown.mtime, 7);
-        assert_eq!(shown.atime, w.attrs_at, "now: when it was answered");
+        assert_eq!(shown.atime, w.attrs_at);
         assert!(shown.ctime >= w.attrs_at && shown.length == 100);
     }
 }

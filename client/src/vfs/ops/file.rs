@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::meta::{Attr, MetaError, NewNode, NodeType};
 use crate::metrics::METRICS;
+use crate::vfs::attrs::Ticket;
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
 
@@ -26,7 +27,7 @@ impl Vfs {
     pub(in crate::vfs) async fn overlay(&self, mut attr: Attr) -> Attr {
         if attr.kind == NodeType::File {
             if let Some(file) = self.open_file(attr.inode) {
-                attr = file.state.lock().await.view(attr);
+                attr = file.state.lock().await.view(attr, &self.attrs);
             }
         }
         attr
@@ -42,7 +43,11 @@ impl Vfs {
             return Ok(());
         }
         let pending = state.writer.slices_per_chunk();
+        let before = self.attrs.ticket();
         let result = state.writer.flush(&self.target(state.tier), inode).await;
+        // (a change of the file read from the log meanwhile: the commit's
+        // answer may be older than it)
+        let raced = self.attrs.forgot_since(inode, before);
         // its length and times moved (or may have, on an error)
         self.attrs.forget(inode);
         let ticket = self.attrs.ticket();
@@ -64,7 +69,12 @@ impl Vfs {
         match result {
             Ok(Some(attr)) => {
                 state.length = state.length.max(attr.length);
-                state.saw(attr, ticket);
+                if !raced {
+                    // the commit's answer is the file now (a stat after
+                    // cp -a or tar asks no more)
+                    self.attrs.replace(&attr, ticket);
+                    state.saw(attr, self.attrs.ticket(), &self.attrs);
+                }
                 Ok(())
             }
             Ok(None) => Ok(()),
@@ -86,8 +96,12 @@ impl Vfs {
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
         let mut state = file.state.lock().await;
         state.usable()?;
-        self.flush_locked(file.inode, &mut state).await?;
-        if let Some(errno) = state.writer.take_attrs_refused() {
+        let flushed = self.flush_locked(file.inode, &mut state).await;
+        // (one error for the call: a refused change after refused writes
+        // is not told again)
+        let refused = state.writer.take_attrs_refused();
+        flushed?;
+        if let Some(errno) = refused {
             // a chmod, chown or utimens answered while the writes were
             // pending, refused at their commit
             return Err(errno);
@@ -122,8 +136,9 @@ impl Vfs {
             self.writable()?;
         }
         let seen = self.file_generation(inode).await;
+        let ticket = self.attrs.ticket();
         let attr = self.meta.getattr(inode).await.map_err(errno)?;
-        self.open_with(attr, seen).await
+        self.open_with(attr, seen, ticket).await
     }
 
     /// The generation of a file open here (None if it is not open).
@@ -134,14 +149,20 @@ impl Vfs {
     }
 
     /// Opens a file whose attributes the caller got when its generation
-    /// here was `seen` (None: it was not open here).
-    async fn open_with(&self, attr: Attr, seen: Option<u64>) -> VfsResult<(u64, Attr)> {
+    /// here was `seen` (None: it was not open here), with the attribute
+    /// cache at `ticket`.
+    async fn open_with(
+        &self,
+        attr: Attr,
+        seen: Option<u64>,
+        ticket: Ticket,
+    ) -> VfsResult<(u64, Attr)> {
         let inode = attr.inode;
         if attr.kind == NodeType::Dir {
             return Err(libc::EISDIR);
         }
         let file = self.open_file_state(inode, attr.length, attr.tier);
-        let result = self.refresh_on_open(&file, attr, seen).await;
+        let result = self.refresh_on_open(&file, attr, seen, ticket).await;
         let attr = match result {
             Ok(attr) => attr,
             Err(e) => {
@@ -159,30 +180,33 @@ impl Vfs {
     /// Close-to-open: what other mounts committed before this open shows
     /// from now on, unless this mount has writes of the file pending. `attr`
     /// was read when the file's generation here was `seen`; if the file
-    /// changed here since, it is read again under the lock.
+    /// changed here since, it is read again under the lock. `ticket`: the
+    /// attribute cache's when `attr` was read.
     async fn refresh_on_open(
         &self,
         file: &OpenFile,
         attr: Attr,
         seen: Option<u64>,
+        ticket: Ticket,
     ) -> VfsResult<Attr> {
         let mut state = file.state.lock().await;
         if !state.writer.is_empty() {
-            state.saw(attr.clone(), self.attrs.ticket());
-            return Ok(state.view(attr));
+            state.saw(attr.clone(), ticket, &self.attrs);
+            return Ok(state.view(attr, &self.attrs));
         }
         // generation 0: not changed here since it was opened
         let unchanged = match seen {
             None => state.generation == 0,
             Some(g) => g != 0 && g == state.generation,
         };
-        let attr = if unchanged {
-            attr
+        let (attr, ticket) = if unchanged {
+            (attr, ticket)
         } else {
-            self.meta.getattr(file.inode).await.map_err(errno)?
+            let ticket = self.attrs.ticket();
+            (self.meta.getattr(file.inode).await.map_err(errno)?, ticket)
         };
         state.length = attr.length;
-        state.saw(attr.clone(), self.attrs.ticket());
+        state.saw(attr.clone(), ticket, &self.attrs);
         state.changed();
         Ok(attr)
     }
@@ -195,8 +219,10 @@ impl Vfs {
         node: &NewNode<'_>,
     ) -> VfsResult<(u64, Attr)> {
         let attr = self.mknod(parent, name, node).await?;
+        // (after the create's own forget of the new inode, which nobody
+        // else can have changed yet)
         let ticket = self.attrs.ticket();
-        let (fh, attr) = self.open_with(attr, None).await?;
+        let (fh, attr) = self.open_with(attr, None, ticket).await?;
         if let Some(file) = self.open_file(attr.inode) {
             file.state.lock().await.xattr_free = Some(ticket);
         }

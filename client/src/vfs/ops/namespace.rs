@@ -209,15 +209,18 @@ impl Vfs {
         }
         let ticket = self.attrs.ticket();
         let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
+        let raced = self.attrs.forgot_since(inode, ticket);
+        self.attrs.replace(&attr, ticket);
         if let Some(state) = state.as_mut() {
-            state.saw(attr.clone(), ticket);
+            if !raced {
+                state.saw(attr.clone(), self.attrs.ticket(), &self.attrs);
+            }
             if change.length.is_some() {
                 state.length = attr.length;
                 state.changed();
             }
         }
         drop(state);
-        self.attrs.replace(&attr, ticket);
         Ok(self.overlay(attr).await)
     }
 
@@ -228,8 +231,11 @@ impl Vfs {
     /// one round trip. Only what the database cannot refuse is deferred
     /// (the kernel checked the caller's right): no length, a valid mode, an
     /// owner and group that stay as they are (a new owner may be refused
-    /// for quotas or a squash); and nothing that takes a right away from
-    /// the group or others, which other mounts must see at once. Never
+    /// for quotas or a squash), which are then not sent at all (the
+    /// commit moves the ctime: nothing undoes another mount's chown); and
+    /// nothing that takes away a right of the group or others or a
+    /// set-id or sticky bit, which other mounts must see at once. A mode
+    /// is set at the commit only if nobody else set one meanwhile. Never
     /// without a background commit to bound the wait (`--commit-after 0`).
     /// The answer is the file as this mount shows it, over the cache's copy
     /// or the attributes last read or committed here (while the cache
@@ -249,13 +255,10 @@ impl Vfs {
         {
             return None;
         }
-        let seen = || {
-            let (attr, ticket) = state.seen.as_ref()?;
-            (!self.attrs.forgot_since(inode, *ticket)).then(|| attr.clone())
-        };
+        let seen = || state.fresh_seen(&self.attrs).map(|(a, _)| a.clone());
         let cached = self.attrs.get(inode).or_else(seen)?;
-        let shown = state.view(cached.clone());
-        let takes_away = change.mode.is_some_and(|m| shown.mode & !m & 0o077 != 0);
+        let shown = state.view(cached.clone(), &self.attrs);
+        let takes_away = change.mode.is_some_and(|m| shown.mode & !m & 0o7077 != 0);
         if shown.kind != NodeType::File
             || takes_away
             || change.uid.is_some_and(|u| u != shown.uid)
@@ -263,7 +266,15 @@ impl Vfs {
         {
             return None;
         }
-        state.writer.defer_attrs(change);
-        Some(state.view(cached))
+        // an owner or group that stays: nothing to send
+        let change = SetAttr {
+            uid: None,
+            gid: None,
+            ..*change
+        };
+        if change.mask() != 0 {
+            state.writer.defer_attrs(&change, shown.mode);
+        }
+        Some(state.view(cached, &self.attrs))
     }
 }

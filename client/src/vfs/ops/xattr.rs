@@ -31,11 +31,11 @@ impl Vfs {
     }
 
     /// Whether a file open here is known to have no xattr: this mount made
-    /// it and, while the change log is followed, nothing of it changed
-    /// since (a setxattr here or by another mount makes the cache forget
-    /// the file).
+    /// it and, while the change log is followed and was read within the
+    /// last second, nothing of it changed since (a setxattr here, tried or
+    /// made, or by another mount makes the cache forget the file).
     async fn xattr_free(&self, inode: u64) -> bool {
-        if !self.config.follow_changes {
+        if !self.config.follow_changes || !self.attrs.log_fresh() {
             return false;
         }
         let Some(file) = self.open_file(inode) else {
@@ -56,6 +56,8 @@ impl Vfs {
         if acl::is_acl(name) {
             return self.set_acl(inode, name, value).await;
         }
+        // (before the call too: its answer may be lost after it committed)
+        self.attrs.forget(inode);
         self.meta
             .setxattr(inode, name, value, flags)
             .await
@@ -130,6 +132,8 @@ impl Vfs {
                 .await
                 .map_err(errno)?;
         } else {
+            // (before the call too: its answer may be lost after it committed)
+            self.attrs.forget(inode);
             self.meta.removexattr(inode, name).await.map_err(errno)?;
         }
         // its ctime moved
