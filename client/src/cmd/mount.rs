@@ -118,7 +118,9 @@ pub struct MountArgs {
     gc_interval: u64,
     /// Seconds after which writes to a file left open without fsync are
     /// committed (other mounts then see them; a crash of this mount loses
-    /// at most that long); 0: only at fsync and close
+    /// at most that long), with the chmod, chown and utimens of the file
+    /// made meanwhile; 0: only at fsync and close, and those are made at
+    /// once
     #[arg(long, default_value_t = attach::DEFAULT_COMMIT_AFTER_SECS)]
     commit_after: f64,
     /// Seconds the objects of deleted data are kept before deletion (it
