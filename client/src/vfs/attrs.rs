@@ -150,10 +150,11 @@ impl AttrCache {
         age < self.ttl || (self.follow && self.log.fresh() && age < FOLLOWED_FOR)
     }
 
-    /// Whether the change log was read lately (what this mount knows of
-    /// other mounts' changes is current).
-    pub fn log_fresh(&self) -> bool {
-        self.follow && self.log.fresh()
+    /// Whether the change log was read within `age` (what this mount knows
+    /// of other mounts' changes is at most that old, where it follows the
+    /// log).
+    pub fn log_read_within(&self, age: Duration) -> bool {
+        self.log.read_within(age)
     }
 
     /// Whether the inode's attributes were forgotten since `t` (a change

@@ -59,10 +59,12 @@ pub struct LogFreshness(Mutex<Option<Instant>>);
 impl LogFreshness {
     /// Whether the log was read within [`TRUSTED_FOR`].
     pub fn fresh(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap()
-            .is_some_and(|t| t.elapsed() < TRUSTED_FOR)
+        self.read_within(TRUSTED_FOR)
+    }
+
+    /// Whether the log was read within `age`.
+    pub fn read_within(&self, age: Duration) -> bool {
+        self.0.lock().unwrap().is_some_and(|t| t.elapsed() < age)
     }
 
     /// The log was read; returns whether a gap of [`GAP_FORGETS`] or more

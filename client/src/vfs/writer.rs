@@ -530,9 +530,26 @@ impl Writer {
         t: &WriteTarget<'_>,
         inode: u64,
     ) -> Result<Option<Attr>, i32> {
-        let Some(change) = self.attrs else {
+        let Some(mut change) = self.attrs else {
             return Ok(None);
         };
+        if let (Some(_), Some(base)) = (change.mode, self.base_mode) {
+            // as write_slices does: a mode someone else set meanwhile stands
+            match t.meta.getattr(inode).await {
+                Ok(now) if now.mode != base & 0o7777 => change.mode = None,
+                Ok(_) => {}
+                Err(MetaError::Errno(errno)) => {
+                    self.clear_attrs();
+                    self.attrs_refused = Some(errno);
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.errno()),
+            }
+        }
+        if change.mask() == 0 {
+            self.clear_attrs();
+            return Ok(None);
+        }
         match t.meta.setattr(inode, &change).await {
             Ok(a) => {
                 self.clear_attrs();

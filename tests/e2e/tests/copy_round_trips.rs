@@ -14,6 +14,16 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use jfs_e2e::{assert_same_tree, eventually, free_metrics_addr, metric_sum, ok, Volume};
 
+/// One test at a time: a process another test's thread spawns (psql, cp,
+/// a mount) starts with copies of this test's open descriptors and closes
+/// them at exec, and each close is a FUSE flush, which commits what a test
+/// checks is still waiting.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Calls of procedure `name` the mount at `addr` made so far.
 fn calls(addr: &str, name: &str) -> f64 {
     metric_sum(
@@ -48,6 +58,7 @@ fn mtime_ns(path: &Path) -> i64 {
 
 #[test]
 fn cp_a_commits_each_file_once_with_its_attributes() {
+    let _one = one_at_a_time();
     let v = Volume::new("copy-round-trips");
     let addr = free_metrics_addr();
     // (as mounts are by default: kernel and mount caches on)
@@ -116,6 +127,7 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
 
 #[test]
 fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
+    let _one = one_at_a_time();
     let v = Volume::new("copy-attrs-seen");
     // (the tests' mounts: no kernel or mount attribute cache, so a change
     // is shown over what the mount last read or committed of the file)
@@ -198,6 +210,7 @@ fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
 
 #[test]
 fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
+    let _one = one_at_a_time();
     let v = Volume::new("copy-attrs-edges");
     // (caches on, as by default: a cached copy must not hide the change)
     let a = v.mount("a", &["--attr-cache", "1", "--entry-cache", "1"]);
@@ -246,6 +259,7 @@ fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
 
 #[test]
 fn capabilities_another_mount_gives_a_new_file_are_seen() {
+    let _one = one_at_a_time();
     let v = Volume::new("copy-caps");
     let a = v.mount("a", &[]);
     let b = v.mount("b", &[]);
@@ -274,6 +288,7 @@ fn capabilities_another_mount_gives_a_new_file_are_seen() {
 
 #[test]
 fn a_later_change_by_another_mount_is_not_undone_by_the_commit() {
+    let _one = one_at_a_time();
     let v = Volume::new("copy-attrs-later");
     let a = v.mount("a", &[]);
     let b = v.mount("b", &[]);

@@ -3,6 +3,12 @@
 use crate::meta::{Attr, NewNode, NodeType, SetAttr};
 use crate::vfs::{control, errno, reserved_name, Vfs, VfsResult, NAME_MAX};
 
+/// How old this mount's knowledge of other mounts' changes may be for a
+/// chmod, chown or utimens to wait for the commit of a file's writes
+/// (judged against what the mount shows of the file): the change log is
+/// read every 50 ms, but a busy mount may read it late.
+const DEFER_VIEW_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Vfs {
     pub async fn lookup(&self, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         if parent == self.config.root && name == control::CONTROL_NAME {
@@ -236,7 +242,10 @@ impl Vfs {
     /// nothing that takes away a right of the group or others or a
     /// set-id or sticky bit, which other mounts must see at once. A mode
     /// is set at the commit only if nobody else set one meanwhile. Never
-    /// without a background commit to bound the wait (`--commit-after 0`).
+    /// without a background commit to bound the wait (`--commit-after 0`),
+    /// nor unless the change log was read within [`DEFER_VIEW_AGE`] (what
+    /// this mount shows of the file, against which the change is judged,
+    /// is then at most that old).
     /// The answer is the file as this mount shows it, over the cache's copy
     /// or the attributes last read or committed here (while the cache
     /// forgot nothing of the file since); None when the change is made now.
@@ -248,6 +257,8 @@ impl Vfs {
     ) -> Option<Attr> {
         let mode_ok = |m: u32| m & !0o7777 == 0 || m & libc::S_IFMT == libc::S_IFREG;
         if !self.config.defer_attrs
+            || !self.config.follow_changes
+            || !self.attrs.log_read_within(DEFER_VIEW_AGE)
             || !state.writer.has_slices()
             || change.mask() == 0
             || change.length.is_some()

@@ -8,6 +8,12 @@ use crate::vfs::{acl, errno, Vfs, VfsResult};
 /// file capabilities), which a file this mount just made cannot have.
 const CAPABILITY: &[u8] = b"security.capability";
 
+/// How old this mount's knowledge of other mounts' changes may be for it to
+/// answer that a file it made has no capabilities (the change log is read
+/// every 50 ms, but a busy mount may read it late): as long as a deferred
+/// chmod may be judged against its view.
+const CAPABILITY_VIEW_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Vfs {
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
         if acl::is_acl(name) {
@@ -31,11 +37,11 @@ impl Vfs {
     }
 
     /// Whether a file open here is known to have no xattr: this mount made
-    /// it and, while the change log is followed and was read within the
-    /// last second, nothing of it changed since (a setxattr here, tried or
+    /// it and, while the change log is followed and was read within
+    /// [`CAPABILITY_VIEW_AGE`], nothing of it changed since (a setxattr here, tried or
     /// made, or by another mount makes the cache forget the file).
     async fn xattr_free(&self, inode: u64) -> bool {
-        if !self.config.follow_changes || !self.attrs.log_fresh() {
+        if !self.config.follow_changes || !self.attrs.log_read_within(CAPABILITY_VIEW_AGE) {
             return false;
         }
         let Some(file) = self.open_file(inode) else {
