@@ -151,6 +151,13 @@ impl FileState {
         }
     }
 
+    /// Notes a commit of a change of the file sent in `sent_in` (or
+    /// earlier): the next fsync, and in 'fsync' durability mode the next
+    /// close, makes it durable or reports it lost.
+    pub(super) fn committed_in(&mut self, sent_in: Epoch) {
+        self.unsynced.get_or_insert(sent_in);
+    }
+
     /// Notes a change of the file's data or length: cached slice lists go.
     pub(super) fn changed(&mut self) {
         self.generation = next_generation();

@@ -60,6 +60,33 @@ impl Cluster {
         assert!(gone, "the killed postmaster still answers");
     }
 
+    /// A crash and restart (`-m immediate`, then start) made by a helper
+    /// process started now, when [`CrashCue::crash`] says so. A process the
+    /// test starts later would first close its copies of the test's open
+    /// files, and on a mount each close flushes (in 'fsync' mode: syncs)
+    /// the file: started before the files are opened, the helper has none.
+    pub fn crash_on_cue(&self) -> CrashCue {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let ctl = format!(
+            "as_postgres \"$PGBIN/pg_ctl\" -D {dir}/data -l {dir}/postgres.log -w -t 120",
+            dir = self.dir.display()
+        );
+        let helper = Command::new("bash")
+            .current_dir(repo)
+            .args([
+                "-c",
+                &format!(
+                    "set -euo pipefail; . scripts/pg.sh; read -r _; \
+                     {ctl} -m immediate stop >/dev/null; {ctl} start >/dev/null; echo restarted"
+                ),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        CrashCue { helper }
+    }
+
     /// Whether `sql` runs here (false when the server is down).
     pub fn sql_ok(&self, db: &str, sql: &str) -> bool {
         Command::new("psql")
@@ -101,6 +128,31 @@ impl Cluster {
             "as_postgres \"$PGBIN/pg_ctl\" -D {dir}/data -l {dir}/postgres.log -w -t 120 {action} >/dev/null",
             dir = self.dir.display()
         ));
+    }
+}
+
+/// A crash of a cluster waiting for its cue ([`Cluster::crash_on_cue`]).
+pub struct CrashCue {
+    helper: std::process::Child,
+}
+
+impl CrashCue {
+    /// Crashes the cluster and starts it again; returns once it is up.
+    pub fn crash(mut self) {
+        use std::io::{BufRead, Write};
+        let mut stdin = self.helper.stdin.take().unwrap();
+        writeln!(stdin, "crash").unwrap();
+        drop(stdin);
+        let mut line = String::new();
+        let stdout = self.helper.stdout.take().unwrap();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        let status = self.helper.wait().unwrap();
+        assert!(
+            status.success() && line.trim() == "restarted",
+            "the crash helper failed ({status}): {line}"
+        );
     }
 }
 

@@ -272,3 +272,44 @@ fn changes_made_after_a_crash_reach_every_mount() {
         m.log_tail(20)
     );
 }
+
+#[test]
+fn fsync_makes_the_files_other_changes_durable_or_fails() {
+    // fsync of a file promises its metadata too (a length set by ftruncate,
+    // a mode), not only what was written to it
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = Setup::new("fsync-meta", &["wal_writer_delay = '10s'"]);
+    let m = s.mount("a", &["--meta-retry", "30"]);
+    let path = m.p("f");
+    fs::write(&path, b"0123456789").unwrap();
+    let cue = s.pg.crash_on_cue();
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(4).unwrap();
+    f.set_permissions(fs::Permissions::from_mode(0o640))
+        .unwrap();
+    f.sync_all().unwrap();
+    cue.crash();
+    drop(f);
+    let fresh = s.mount("fresh", &[]);
+    let after = fs::metadata(fresh.p("f")).unwrap();
+    assert_eq!(
+        (after.len(), after.mode() & 0o7777),
+        (4, 0o640),
+        "what fsync acknowledged (length 4, mode 640) was lost in the crash\n{}",
+        m.log_tail(20)
+    );
+    drop(fresh);
+    // a change the crash erased before the fsync, which cannot be made
+    // again: the fsync says so
+    let cue = s.pg.crash_on_cue();
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(2).unwrap();
+    cue.crash();
+    let synced = f.sync_all();
+    assert_eq!(
+        synced.as_ref().map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EIO)),
+        "fsync after a crash erased the file's ftruncate: {synced:?}\n{}",
+        m.log_tail(20)
+    );
+}

@@ -64,7 +64,7 @@ impl Vfs {
         }
         // (some slices may have been committed before an error)
         if let Some(sent_in) = state.writer.take_committed_in() {
-            state.unsynced.get_or_insert(sent_in);
+            state.committed_in(sent_in);
         }
         match result {
             Ok(Some(attr)) => {
@@ -106,7 +106,10 @@ impl Vfs {
             // pending, refused at their commit
             return Err(errno);
         }
-        if state.unsynced.is_some() && (sync || self.volume.meta_durability == "fsync") {
+        // (an fsync syncs even when no commit of the file is known: it
+        // also promises the file's creation, its extended attributes...)
+        let durable = sync || self.volume.meta_durability == "fsync";
+        if durable && (sync || state.unsynced.is_some()) {
             let result = self.meta.sync_file(state.unsynced).await;
             if let Err(MetaError::NotDurable) = &result {
                 tracing::error!(

@@ -214,6 +214,10 @@ impl Vfs {
             self.flush_locked(inode, state).await?;
         }
         let ticket = self.attrs.ticket();
+        if let Some(state) = state.as_mut() {
+            // (marked before the call: a lost answer may hide a commit)
+            state.committed_in(self.meta.epoch());
+        }
         let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
         let raced = self.attrs.forgot_since(inode, ticket);
         self.attrs.replace(&attr, ticket);

@@ -46,6 +46,7 @@ impl Vfs {
             return Ok(());
         }
         let ticket = self.attrs.ticket();
+        state.committed_in(self.meta.epoch());
         let attr = self.meta.setattr(file.inode, &SetAttr::length(end)).await;
         self.size_changed(&mut state, attr, ticket)
     }
@@ -79,6 +80,7 @@ impl Vfs {
         let mut state = file.state.lock().await;
         self.flush_locked(file.inode, &mut state).await?;
         let ticket = self.attrs.ticket();
+        state.committed_in(self.meta.epoch());
         let attr = self
             .meta
             .zero_range(file.inode, offset, length, keep_size)
@@ -138,6 +140,7 @@ impl Vfs {
             self.flush_locked(src.inode, state).await?;
         }
         self.flush_locked(dst.inode, &mut dst_state).await?;
+        dst_state.committed_in(self.meta.epoch());
         let copied = self
             .meta
             .copy_range(src.inode, offset_in, dst.inode, offset_out, length)
