@@ -1,7 +1,24 @@
 //! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
+use std::sync::LazyLock;
+
+use super::durability::{Incarnation, INCARNATION_SQL};
 use super::journal::Redo;
 use super::namespace::given_time;
 use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result, SetAttr};
+
+/// `jfs.write_slices` (see [`Meta::write_slices`]).
+const WRITE_SLICES_SQL: &str = "SELECT w.committed, w.attr_errno, (w.a).* \
+       FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
+                             $8, $9, $10, $11, $12, $13, $14, $15) w";
+
+/// [`WRITE_SLICES_SQL`] with the incarnation of the server it ran on, for
+/// a durable commit (which vouches only for that server's commits).
+static DURABLE_WRITE_SLICES_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT w.*, i.* FROM ({WRITE_SLICES_SQL}) w, \
+                ({INCARNATION_SQL}) i(incarnation, timeline, clean_start)"
+    )
+});
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +63,9 @@ pub struct CommittedSlices {
     pub attrs_errno: Option<i32>,
     /// The epoch the call was sent in.
     pub sent_in: Epoch,
+    /// Its commit was durable, in the current epoch: every commit this
+    /// client made before it is too (see [`Meta::committed_durably`]).
+    pub durable: bool,
 }
 
 impl Meta {
@@ -107,22 +127,30 @@ impl Meta {
     /// the last of them (and the change), or the errno of the slice that
     /// was refused (the ones before it are committed); the change's errno
     /// (0: made; None: not tried, a slice was refused); and the epoch the
-    /// call was sent in.
+    /// call was sent in. With `durable` (in 'fsync' durability mode) the
+    /// commit waits for the WAL flush, as a sync does, and so covers every
+    /// earlier commit of this client on that server.
     pub async fn write_slices(
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
         attrs: Option<&DeferredAttrs>,
+        durable: bool,
     ) -> Result<CommittedSlices> {
+        let durable = durable && self.incarnations.async_commits();
         let column = |f: fn(&(u32, SliceRow)) -> i32| slices.iter().map(f).collect::<Vec<i32>>();
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
         let change = attrs.map(|d| d.change).unwrap_or_default();
         let base_mode = attrs.and_then(|d| d.base_mode).map(|m| m as i32);
+        // (a sync's mark: the commits before it that this one covers)
+        let mark = self.incarnations.mark();
+        let sql = match durable {
+            true => DURABLE_WRITE_SLICES_SQL.as_str(),
+            false => WRITE_SLICES_SQL,
+        };
         let (mut rows, sent_in) = self
             .call_journaled_by_caller(
-                "SELECT w.committed, w.attr_errno, (w.a).* \
-                   FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
-                                         $8, $9, $10, $11, $12, $13, $14) w",
+                sql,
                 &[
                     &(inode as i64),
                     &column(|(c, _)| *c as i32),
@@ -138,11 +166,22 @@ impl Meta {
                     &given_time(change.atime),
                     &given_time(change.mtime),
                     &base_mode,
+                    &durable,
                 ],
             )
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         let committed = row.try_get::<_, i32>("committed")? as usize;
+        // (a transaction that wrote nothing does not wait for the flush)
+        let durable = durable && committed > 0 && {
+            self.incarnations.observe(Incarnation {
+                id: row.try_get("incarnation")?,
+                timeline: row.try_get("timeline")?,
+                clean_start: row.try_get::<_, String>("clean_start")? == "true",
+            });
+            self.incarnations.synced(mark, sent_in);
+            sent_in == self.epoch()
+        };
         let attrs_errno = row.try_get::<_, Option<i32>>("attr_errno")?;
         let journaled_attrs = attrs.filter(|_| attrs_errno == Some(0));
         let done = &slices[..committed.min(slices.len())];
@@ -157,6 +196,7 @@ impl Meta {
             attr,
             attrs_errno,
             sent_in,
+            durable,
         })
     }
 

@@ -282,7 +282,9 @@ impl Meta {
                 if found == slices.len() {
                     return Ok((asked_in, false));
                 }
-                let done = self.write_slices(*inode, &slices[found..], attrs).await?;
+                let done = self
+                    .write_slices(*inode, &slices[found..], attrs, false)
+                    .await?;
                 done.attr.map_err(MetaError::Errno)?;
                 match found + done.committed == slices.len() {
                     true => Ok((done.sent_in, true)),

@@ -251,6 +251,20 @@ impl Meta {
         }
     }
 
+    /// fsync of a file whose last commit, sent in `sent_in`, was durable
+    /// ([`Meta::write_slices`] with `durable`): as [`Meta::sync_file`] for
+    /// its commits since `since`, without a sync of its own. None when the
+    /// server changed since that commit (a sync is needed).
+    pub fn committed_durably(&self, sent_in: Epoch, since: Option<Epoch>) -> Option<Result<()>> {
+        if sent_in != self.epoch() {
+            return None;
+        }
+        Some(match self.incarnations.covers(since) {
+            true => Ok(()),
+            false => Err(MetaError::NotDurable),
+        })
+    }
+
     /// fsync of a directory: waits until every commit of this client is
     /// durable. Fails with [`MetaError::NotDurable`], once for each
     /// directory handle (`losses_seen`, from [`Meta::losses`] at its open),

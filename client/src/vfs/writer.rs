@@ -90,6 +90,8 @@ pub struct Writer {
     dirty_since: Option<std::time::Instant>,
     /// The epoch the oldest commit not yet taken by the file was sent in.
     committed_in: Option<Epoch>,
+    /// The epoch of the last flush's durable commit (see [`Writer::flush`]).
+    durable_in: Option<Epoch>,
     /// Attribute changes (mode, owner, times; never the length) answered
     /// while writes were pending, merged in order: made in the transaction
     /// of the last slices' commit (cp -a's utimens and chmod cost no round
@@ -240,6 +242,12 @@ impl Writer {
         self.committed_in.take()
     }
 
+    /// The epoch the last flush's commit was durable in, if it was (asked
+    /// for with `durable`, and the server did not change since).
+    pub fn take_durable_in(&mut self) -> Option<Epoch> {
+        self.durable_in.take()
+    }
+
     /// How many slices are pending in each chunk.
     pub fn slices_per_chunk(&self) -> Vec<(u32, usize)> {
         let mut out: Vec<(u32, usize)> = Vec::new();
@@ -288,7 +296,7 @@ impl Writer {
                     }) {
                         // (an attribute change waits for the close: its
                         // caller shows it, and this commit tells nobody)
-                        self.flush_slices(t, inode, false).await?;
+                        self.flush_slices(t, inode, false, false).await?;
                     }
                     let id = next_slice_id().await?;
                     self.slices.push(PendingSlice {
@@ -373,18 +381,27 @@ impl Writer {
     /// the database, stops there and keeps that slice and the later ones
     /// pending, to be tried again; an answer that they cannot be committed
     /// (the file is gone, no space) drops them all. The errno is returned
-    /// ([`store_errno`] for the store's errors).
-    pub async fn flush(&mut self, t: &WriteTarget<'_>, inode: u64) -> Result<Option<Attr>, i32> {
-        self.flush_slices(t, inode, true).await
+    /// ([`store_errno`] for the store's errors). With `durable` the last
+    /// commit waits for the WAL flush (a close or fsync in 'fsync' mode:
+    /// no sync of its own follows; see [`Writer::take_durable_in`]).
+    pub async fn flush(
+        &mut self,
+        t: &WriteTarget<'_>,
+        inode: u64,
+        durable: bool,
+    ) -> Result<Option<Attr>, i32> {
+        self.durable_in = None;
+        self.flush_slices(t, inode, true, durable).await
     }
 
     /// [`Writer::flush`]; the attribute change goes along only when
-    /// `with_attrs`.
+    /// `with_attrs`, the last commit is durable only when `durable`.
     async fn flush_slices(
         &mut self,
         t: &WriteTarget<'_>,
         inode: u64,
         with_attrs: bool,
+        durable: bool,
     ) -> Result<Option<Attr>, i32> {
         let mut attr = None;
         let mut answers_lost = 0;
@@ -418,26 +435,32 @@ impl Writer {
                 .map(|s| (s.chunk, s.row()))
                 .collect();
             // the attribute change goes with the last slices
-            let attrs = self
-                .deferred()
-                .filter(|_| with_attrs && ready == self.slices.len());
-            let result = match (ready, attrs) {
-                (1, None) => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
-                    Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in))),
-                    Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None, None)),
+            let last = ready == self.slices.len();
+            let attrs = self.deferred().filter(|_| with_attrs && last);
+            let durable = durable && last;
+            let result = match (ready, attrs, durable) {
+                (1, None, false) => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
+                    Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in), false)),
+                    Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None, None, false)),
                     Err(e) => Err(e),
                 },
                 _ => t
                     .meta
-                    .write_slices(inode, &batch, attrs.as_ref())
+                    .write_slices(inode, &batch, attrs.as_ref(), durable)
                     .await
-                    .map(|w| (w.committed, w.attr, w.attrs_errno, Some(w.sent_in))),
+                    .map(|w| {
+                        let sent_in = Some(w.sent_in);
+                        (w.committed, w.attr, w.attrs_errno, sent_in, w.durable)
+                    }),
             };
             match result {
-                Ok((committed, outcome, attrs_errno, sent_in)) => {
+                Ok((committed, outcome, attrs_errno, sent_in, made_durable)) => {
                     if committed > 0 {
                         if let Some(sent_in) = sent_in {
                             self.committed_in.get_or_insert(sent_in);
+                            if made_durable {
+                                self.durable_in = Some(sent_in);
+                            }
                         }
                         self.slices.drain(..committed);
                     }
@@ -516,7 +539,10 @@ impl Writer {
             return Ok(attr);
         }
         match self.commit_attrs_alone(t, inode).await? {
-            Some(a) => Ok(Some(a)),
+            Some(a) => {
+                self.durable_in = None; // (a commit after the durable one)
+                Ok(Some(a))
+            }
             None => Ok(attr),
         }
     }

@@ -144,7 +144,7 @@ fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
     let b = v.mount("b", &[]);
 
     let data = pattern(11, (3 << 20) + 1234);
-    proxy.arm("jfs.write_slice(");
+    proxy.arm("jfs.write_slice"); // (the fsync's commit is write_slices)
     let mut f = fs::File::create(a.p("f")).unwrap();
     f.write_all(&data).unwrap();
     let synced = f.sync_all();

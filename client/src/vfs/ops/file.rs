@@ -39,12 +39,24 @@ impl Vfs {
         inode: u64,
         state: &mut FileState,
     ) -> VfsResult<()> {
+        self.commit_pending(inode, state, false).await
+    }
+
+    /// [`Vfs::flush_locked`]; with `durable` the last commit waits for the
+    /// WAL flush (`Writer::take_durable_in` then says so).
+    async fn commit_pending(
+        &self,
+        inode: u64,
+        state: &mut FileState,
+        durable: bool,
+    ) -> VfsResult<()> {
         if state.writer.is_empty() {
             return Ok(());
         }
         let pending = state.writer.slices_per_chunk();
         let before = self.attrs.ticket();
-        let result = state.writer.flush(&self.target(state.tier), inode).await;
+        let target = self.target(state.tier);
+        let result = state.writer.flush(&target, inode, durable).await;
         // (a change of the file read from the log meanwhile: the commit's
         // answer may be older than it)
         let raced = self.attrs.forgot_since(inode, before);
@@ -96,7 +108,10 @@ impl Vfs {
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
         let mut state = file.state.lock().await;
         state.usable()?;
-        let flushed = self.flush_locked(file.inode, &mut state).await;
+        let durable = sync || self.volume.meta_durability == "fsync";
+        // (the commit is durable itself: no sync of its own follows)
+        let flushed = self.commit_pending(file.inode, &mut state, durable).await;
+        let durable_in = state.writer.take_durable_in();
         // (one error for the call: a refused change after refused writes
         // is not told again)
         let refused = state.writer.take_attrs_refused();
@@ -108,9 +123,12 @@ impl Vfs {
         }
         // (an fsync syncs even when no commit of the file is known: it
         // also promises the file's creation, its extended attributes...)
-        let durable = sync || self.volume.meta_durability == "fsync";
         if durable && (sync || state.unsynced.is_some()) {
-            let result = self.meta.sync_file(state.unsynced).await;
+            let by_commit = durable_in.and_then(|e| self.meta.committed_durably(e, state.unsynced));
+            let result = match by_commit {
+                Some(result) => result,
+                None => self.meta.sync_file(state.unsynced).await,
+            };
             if let Err(MetaError::NotDurable) = &result {
                 tracing::error!(
                     "inode {}: its changes since its last fsync may be lost",
