@@ -38,6 +38,27 @@ pub fn env(name: &str) -> String {
     })
 }
 
+/// Held by tests that must not run beside the others of their file: a
+/// process another test thread starts closes its copies of this test's
+/// open files, and on a mount each close flushes (commits) the file.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Creates a file (it must not exist) of mode `mode` less the umask, in
+/// the create itself (no chmod after it), open for writing: 0600 is 0600
+/// under any usual umask.
+pub fn create_with_mode(path: &std::path::Path, mode: u32) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()))
+}
+
 /// The jfs binary under test.
 pub fn jfs() -> Command {
     Command::new(env("JFS_BIN"))

@@ -31,3 +31,14 @@ pub fn metric_sum(addr: &str, name: &str, label: &str) -> Option<f64> {
         .sum();
     Some(sum)
 }
+
+/// Calls of procedure `name` the mount whose metrics are at `addr` made so
+/// far (0 before the first).
+pub fn procedure_calls(addr: &str, name: &str) -> f64 {
+    metric_sum(
+        addr,
+        "jfs_meta_call_duration_seconds_count",
+        &format!("procedure=\"{name}\""),
+    )
+    .unwrap_or(0.0)
+}

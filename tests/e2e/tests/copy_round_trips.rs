@@ -8,47 +8,19 @@
 //! answered by the mount that made it.
 use std::fs::{self, File, FileTimes, Permissions};
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use jfs_e2e::{assert_same_tree, eventually, free_metrics_addr, metric_sum, ok, Volume};
-
-/// One test at a time: a process another test's thread spawns (psql, cp,
-/// a mount) starts with copies of this test's open descriptors and closes
-/// them at exec, and each close is a FUSE flush, which commits what a test
-/// checks is still waiting.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Calls of procedure `name` the mount at `addr` made so far.
-fn calls(addr: &str, name: &str) -> f64 {
-    metric_sum(
-        addr,
-        "jfs_meta_call_duration_seconds_count",
-        &format!("procedure=\"{name}\""),
-    )
-    .unwrap_or(0.0)
-}
+use jfs_e2e::{
+    assert_same_tree, create_with_mode, eventually, free_metrics_addr, ok, procedure_calls, Volume,
+};
 
 const FILES: usize = 60;
 
 /// 2001-01-01 plus `i` seconds and some nanoseconds.
 fn old_time(i: u64) -> std::time::SystemTime {
     UNIX_EPOCH + Duration::from_nanos(978_307_200_000_000_000 + i * 1_000_000_007)
-}
-
-/// A new file of mode 0600 (whatever the umask), open for writing.
-fn create_0600(path: &Path) -> File {
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .unwrap()
 }
 
 fn mtime_ns(path: &Path) -> i64 {
@@ -58,7 +30,7 @@ fn mtime_ns(path: &Path) -> i64 {
 
 #[test]
 fn cp_a_commits_each_file_once_with_its_attributes() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-round-trips");
     let addr = free_metrics_addr();
     // (as mounts are by default: kernel and mount caches on)
@@ -95,7 +67,10 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
         "write_slices",
         "sync",
     ];
-    let before: Vec<f64> = procedures.iter().map(|p| calls(&addr, p)).collect();
+    let before: Vec<f64> = procedures
+        .iter()
+        .map(|p| procedure_calls(&addr, p))
+        .collect();
     ok(std::process::Command::new("cp")
         .arg("-a")
         .arg(src.path())
@@ -103,7 +78,7 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
     let delta: Vec<f64> = procedures
         .iter()
         .zip(&before)
-        .map(|(p, b)| calls(&addr, p) - b)
+        .map(|(p, b)| procedure_calls(&addr, p) - b)
         .collect();
     eprintln!("calls during cp -a of {FILES} files: {procedures:?} {delta:?}");
     // each file: one commit of its data with its times and mode; the
@@ -134,7 +109,7 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
 
 #[test]
 fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-attrs-seen");
     // (the tests' mounts: no kernel or mount attribute cache, so a change
     // is shown over what the mount last read or committed of the file)
@@ -142,12 +117,12 @@ fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
     let a = v.mount("a", &["--metrics", &addr]);
     let b = v.mount("b", &[]);
     let mode_of = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
-    let setattrs = || calls(&addr, "setattr");
+    let setattrs = || procedure_calls(&addr, "setattr");
     let before = setattrs();
 
     // the writing mount sees a chmod and futimens at once (a mode that
     // gives, not takes)
-    let mut f = create_0600(&a.p("g"));
+    let mut f = create_with_mode(&a.p("g"), 0o600);
     f.write_all(&[7u8; 1000]).unwrap();
     f.set_permissions(Permissions::from_mode(0o755)).unwrap();
     f.set_times(FileTimes::new().set_modified(old_time(1)))
@@ -173,7 +148,7 @@ fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
     assert_eq!(fs::read(b.p("g")).unwrap().len(), 2000);
 
     // fsync makes the change with the data, before close
-    let mut h = create_0600(&a.p("h"));
+    let mut h = create_with_mode(&a.p("h"), 0o600);
     h.write_all(b"synced").unwrap();
     h.set_times(FileTimes::new().set_modified(old_time(2)))
         .unwrap();
@@ -217,14 +192,14 @@ fn a_change_shows_at_once_here_and_after_close_or_fsync_everywhere() {
 
 #[test]
 fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-attrs-edges");
     // (caches on, as by default: a cached copy must not hide the change)
     let a = v.mount("a", &["--attr-cache", "1", "--entry-cache", "1"]);
     let b = v.mount("b", &[]);
 
     // unlinked while open: the change shows over what the unlink left
-    let mut f = create_0600(&a.p("gone"));
+    let mut f = create_with_mode(&a.p("gone"), 0o600);
     f.write_all(b"data").unwrap();
     fs::remove_file(a.p("gone")).unwrap();
     f.set_permissions(Permissions::from_mode(0o700)).unwrap();
@@ -234,7 +209,7 @@ fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
 
     // a sequential writer commits at each 64 MiB; a chmod made before that
     // still shows after it, and reaches the database at close
-    let mut g = create_0600(&a.p("big"));
+    let mut g = create_with_mode(&a.p("big"), 0o600);
     g.write_all(&[1u8; 1 << 20]).unwrap();
     g.set_permissions(Permissions::from_mode(0o750)).unwrap();
     let chunk = vec![2u8; 1 << 20];
@@ -266,7 +241,7 @@ fn a_deferred_change_survives_an_unlink_and_a_commit_at_a_chunk_boundary() {
 
 #[test]
 fn capabilities_another_mount_gives_a_new_file_are_seen() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-caps");
     let a = v.mount("a", &[]);
     let b = v.mount("b", &[]);
@@ -295,7 +270,7 @@ fn capabilities_another_mount_gives_a_new_file_are_seen() {
 
 #[test]
 fn a_later_change_by_another_mount_is_not_undone_by_the_commit() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-attrs-later");
     let a = v.mount("a", &[]);
     let b = v.mount("b", &[]);
@@ -304,7 +279,7 @@ fn a_later_change_by_another_mount_is_not_undone_by_the_commit() {
             "SELECT {what} FROM jfs.node WHERE inode = jfs.resolve('/f')"
         ))
     };
-    let mut f = create_0600(&a.p("f"));
+    let mut f = create_with_mode(&a.p("f"), 0o600);
     f.write_all(b"pending").unwrap();
     // a's chmod and its no-op chown wait for the commit ...
     f.set_permissions(Permissions::from_mode(0o644)).unwrap();

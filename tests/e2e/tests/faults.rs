@@ -1,7 +1,6 @@
 //! Bad input and faults: clear errors, nothing lost.
 use std::fs;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use jfs_e2e::{env, jfs, meta_url, Volume};
@@ -23,14 +22,6 @@ fn fails_with(cmd: &mut Command, needle: &str) {
 /// The tests of this file run one at a time: one of them stops and starts the
 /// shared test cluster, which any other test running then would see as a
 /// connection refused or "the database system is shutting down".
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn alone() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Stops or starts the test cluster (its output to its log, not to ours:
 /// a server holding our stdout would keep the test runner's pipe open).
 fn pg_ctl(action: &str) {
@@ -62,7 +53,7 @@ fn pg_ctl_status(action: &str) -> bool {
 
 #[test]
 fn bad_input_gets_clear_errors_and_postgres_outages_are_survived() {
-    let _alone = alone();
+    let _alone = jfs_e2e::one_at_a_time();
     let v = Volume::new("faults");
     // format over an existing volume without --force
     fails_with(
@@ -224,7 +215,7 @@ impl Drop for SmallFs {
 
 #[test]
 fn a_full_bucket_file_system_is_enospc_and_failed_mounts_leave_no_session() {
-    let _alone = alone();
+    let _alone = jfs_e2e::one_at_a_time();
     let v = Volume::new("enospc");
     let _small = SmallFs::mount(&v.bucket(), "1m");
     {
@@ -301,7 +292,7 @@ os.close(fd)
 #[test]
 fn writes_pending_through_an_outage_are_kept_until_stored() {
     use std::io::{BufRead, Write};
-    let _alone = alone();
+    let _alone = jfs_e2e::one_at_a_time();
     let v = Volume::new("keep-pending");
     let m = v.mount("a", &["--meta-retry", "2", "--commit-after", "0"]);
     let mut writer = Command::new("python3")
@@ -338,7 +329,7 @@ fn writes_pending_through_an_outage_are_kept_until_stored() {
 
 #[test]
 fn a_log_path_planted_as_a_symbolic_link_is_not_followed() {
-    let _one = alone();
+    let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("log-symlink");
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");

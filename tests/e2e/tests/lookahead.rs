@@ -6,19 +6,9 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
-use jfs_e2e::{eventually, free_metrics_addr, metric_sum, Volume};
+use jfs_e2e::{eventually, free_metrics_addr, procedure_calls, Volume};
 
 const FILES: usize = 3000;
-
-/// Calls of procedure `name` the mount at `addr` made so far.
-fn calls(addr: &str, name: &str) -> f64 {
-    metric_sum(
-        addr,
-        "jfs_meta_call_duration_seconds_count",
-        &format!("procedure=\"{name}\""),
-    )
-    .unwrap()
-}
 
 #[test]
 fn statting_a_big_directory_reads_ahead_and_stays_exact() {
@@ -43,14 +33,14 @@ fn statting_a_big_directory_reads_ahead_and_stays_exact() {
         ],
     );
     let other = v.mount("b", &[]);
-    let lookups = calls(&addr, "lookup");
+    let lookups = procedure_calls(&addr, "lookup");
     // by name, in order (the kernel knows none of them)
     for i in 1..=FILES {
         let meta = fs::metadata(m.p(&format!("big/f{i}"))).unwrap();
         assert_eq!(meta.len(), i as u64, "f{i}");
     }
-    let single = calls(&addr, "lookup") - lookups;
-    let ahead = calls(&addr, "lookup_ahead");
+    let single = procedure_calls(&addr, "lookup") - lookups;
+    let ahead = procedure_calls(&addr, "lookup_ahead");
     assert!(
         single < 50.0 && ahead >= 2.0,
         "{FILES} stats cost {single} lookups and {ahead} read-aheads"
@@ -59,11 +49,11 @@ fn statting_a_big_directory_reads_ahead_and_stays_exact() {
     let mut names: Vec<String> = (1..=FILES).map(|i| format!("f{i}")).collect();
     names.sort();
     std::thread::sleep(Duration::from_millis(1500)); // the kernel's copies expire
-    let before = calls(&addr, "lookup") + calls(&addr, "lookup_ahead");
+    let before = procedure_calls(&addr, "lookup") + procedure_calls(&addr, "lookup_ahead");
     for name in &names {
         assert!(fs::metadata(m.p(&format!("big/{name}"))).is_ok());
     }
-    let asked = calls(&addr, "lookup") + calls(&addr, "lookup_ahead") - before;
+    let asked = procedure_calls(&addr, "lookup") + procedure_calls(&addr, "lookup_ahead") - before;
     assert!(
         asked < 50.0,
         "{FILES} stats by name cost {asked} round trips"

@@ -31,12 +31,6 @@ struct CuttingProxy {
 /// mount, jfs compact) starts with copies of this test's open descriptors
 /// and closes them at exec, and each close is a FUSE flush, which would
 /// commit before the proxy is armed.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// ReadyForQuery in the idle state: the end of the server's answer, sent
 /// after the statement's transaction committed.
 const READY_IDLE: &[u8] = b"Z\0\0\0\x05I";
@@ -137,7 +131,7 @@ fn pipe(
 
 #[test]
 fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-write-answer");
     let a = v.mount_url("a", &proxy.url(&v.db), &[]);
@@ -181,7 +175,7 @@ fn a_write_whose_commit_answer_is_lost_keeps_its_bytes() {
 
 #[test]
 fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-attrs-answer");
     // (the background commit an hour away: the writes wait for the fsync)
@@ -197,12 +191,7 @@ fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
     // answer is cut
     let data = pattern(12, 300_000);
     // (made 0600: the chmod below gives rights, which may wait)
-    let mut f = std::os::unix::fs::OpenOptionsExt::mode(
-        fs::OpenOptions::new().write(true).create_new(true),
-        0o600,
-    )
-    .open(a.p("f"))
-    .unwrap();
+    let mut f = jfs_e2e::create_with_mode(&a.p("f"), 0o600);
     f.write_all(&data).unwrap();
     f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o741))
         .unwrap();
@@ -241,7 +230,7 @@ fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
 
 #[test]
 fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-compact-answer");
     // (no background commit: the slices are exactly the writes below)
@@ -304,7 +293,7 @@ fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
 /// reaches the application as an error.
 #[test]
 fn a_create_and_a_lock_whose_answers_are_lost_succeed() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-create-answer");
     let a = v.mount_url("a", &proxy.url(&v.db), &[]);
@@ -364,7 +353,7 @@ fn python(code: &str, path: &std::path::Path) -> Result<(), String> {
 
 #[test]
 fn namespace_changes_whose_answers_are_lost_succeed() {
-    let _one = one_at_a_time();
+    let _one = jfs_e2e::one_at_a_time();
     let proxy = CuttingProxy::start();
     let v = Volume::new("lost-namespace-answers");
     let a = v.mount_url("a", &proxy.url(&v.db), &[]);
