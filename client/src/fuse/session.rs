@@ -94,11 +94,19 @@ pub fn serve(
 /// What the mount asks of the kernel when it starts (`Filesystem::init`):
 /// readdirplus, big and parallel requests, locks, and, when the volume has
 /// ACLs on, POSIX ACLs checked by the kernel.
+///
+/// Every listing is a readdirplus (not READDIRPLUS_AUTO, where the kernel
+/// asks for attributes only on a listing's first page, or after a lookup
+/// in the directory since its last one): find, du and ls -l list a whole
+/// directory and then stat each name, and the names and attributes a
+/// listing gave then answer those stats in the kernel, for the entry and
+/// attribute cache times. A walk of 300,000 names with `find -size 0` ran
+/// at 94,000/s instead of 19,000/s; a listing alone (`ls -f`) at 116,000/s
+/// instead of 194,000/s (bench/walk).
 pub(super) fn offer(vfs: &Vfs, config: &mut fuser::KernelConfig) {
     use fuser::InitFlags;
     for flag in [
         InitFlags::FUSE_DO_READDIRPLUS,
-        InitFlags::FUSE_READDIRPLUS_AUTO,
         InitFlags::FUSE_BIG_WRITES,
         InitFlags::FUSE_ASYNC_READ,
         InitFlags::FUSE_PARALLEL_DIROPS,
