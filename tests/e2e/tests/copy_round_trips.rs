@@ -303,3 +303,56 @@ fn a_later_change_by_another_mount_is_not_undone_by_the_commit() {
     );
     assert_eq!(node("length"), "7");
 }
+
+#[test]
+fn a_chmod_left_alone_by_refused_writes_keeps_another_mounts_later_chmod() {
+    let _one = jfs_e2e::one_at_a_time();
+    let v = Volume::new("copy-attrs-refused");
+    // (the writes wait for the fsync)
+    let a = v.mount("a", &["--commit-after", "3600"]);
+    let b = v.mount("b", &[]);
+    let mode_of = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+    fs::create_dir(a.p("q")).unwrap();
+    v.sql("SELECT count(*) FROM jfs.set_quota('/q', 10485760)");
+    let mut f = create_with_mode(&a.p("q/f"), 0o600);
+    f.write_all(&[7u8; 1 << 20]).unwrap();
+    f.set_permissions(Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        mode_of(&b.p("q/f")),
+        0o600,
+        "a's chmod waits for the commit"
+    );
+    // b takes what is left of the quota, and then sets the mode
+    fs::write(b.p("q/g"), vec![1u8; (9 << 20) + (512 << 10)]).unwrap();
+    fs::set_permissions(b.p("q/f"), Permissions::from_mode(0o640)).unwrap();
+    // a's writes are refused at their commit; its chmod, made alone then,
+    // finds the mode it was answered over changed: b's later one stands
+    let synced = f.sync_all();
+    assert_eq!(
+        synced.as_ref().map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EDQUOT)),
+        "{synced:?}"
+    );
+    drop(f);
+    assert_eq!(mode_of(&b.p("q/f")), 0o640, "b's later chmod stands");
+}
+
+#[test]
+fn nothing_waits_while_the_change_log_is_unread() {
+    let _one = jfs_e2e::one_at_a_time();
+    let v = Volume::new("copy-attrs-stale-log");
+    // the change log read once a minute: what this mount shows of a file
+    // may be that old, too old to judge a chmod against
+    let a = v.mount("a", &["--changes-poll", "60"]);
+    let b = v.mount("b", &[]);
+    std::thread::sleep(Duration::from_secs(6));
+    let mut f = create_with_mode(&a.p("f"), 0o600);
+    f.write_all(b"pending").unwrap();
+    f.set_permissions(Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        fs::metadata(b.p("f")).unwrap().mode() & 0o7777,
+        0o644,
+        "the chmod was made when asked"
+    );
+    drop(f);
+}

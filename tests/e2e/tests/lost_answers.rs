@@ -427,3 +427,43 @@ fn namespace_changes_whose_answers_are_lost_succeed() {
     assert!(python("os.getxattr(p, 'user.k')", &b.p("x")).is_err());
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+#[test]
+fn a_setxattr_whose_answer_is_lost_is_not_taken_as_undone() {
+    let _one = jfs_e2e::one_at_a_time();
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-setxattr-answer");
+    // (the change log read twice a second: the setxattr it will show is
+    // not what makes the mount ask)
+    let a = v.mount_url("a", &proxy.url(&v.db), &["--changes-poll", "0.5"]);
+    let caps = |p: &std::path::Path| {
+        let mut value = vec![0u8; 64];
+        rustix::fs::getxattr(p, "security.capability", &mut value).map(|n| value[..n].to_vec())
+    };
+    // a file this mount made and has open: it answers the kernel's
+    // question for its capabilities itself, while it knows of no change
+    let mut f = fs::File::create(a.p("tool")).unwrap();
+    f.write_all(b"#!/bin/true\n").unwrap();
+    assert!(caps(&a.p("tool")).is_err(), "a new file has none");
+    // version 2 file capabilities: cap_net_bind_service permitted
+    let given: [u8; 20] = [0, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    proxy.arm("jfs.setxattr(");
+    let set = rustix::fs::setxattr(
+        a.p("tool"),
+        "security.capability",
+        &given,
+        rustix::fs::XattrFlags::empty(),
+    );
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        1,
+        "the setxattr's answer was cut ({set:?})"
+    );
+    // it happened: the mount must ask, not answer "none"
+    assert_eq!(
+        caps(&a.p("tool")).ok().as_deref(),
+        Some(&given[..]),
+        "the capabilities the cut setxattr set"
+    );
+    drop(f);
+}
