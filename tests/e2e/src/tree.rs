@@ -1,4 +1,4 @@
-//! Trees of files: a varied one to copy, a snapshot of what a tree holds, and the check that two are the same.
+//! Trees of files: a varied one to copy, a snapshot of what a tree holds, the check that two are the same, and that one mount sees what another changed in a tree.
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -189,4 +189,31 @@ pub fn make_varied_tree(src: &Path) {
             ])
             .arg(path));
     }
+}
+
+/// Changes two files of `dir` (made by `Volume::files_in_sql`) through
+/// mount `other`, f2500's length and f2600 gone, and asserts that mount
+/// `seer` shows both soon, whatever it or its kernel held of them.
+pub fn changes_elsewhere_are_seen(seer: &crate::Mount, other: &crate::Mount, dir: &str) {
+    use std::fs;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(other.p(&format!("{dir}/f2500")))
+        .unwrap()
+        .set_len(123_456)
+        .unwrap();
+    fs::remove_file(other.p(&format!("{dir}/f2600"))).unwrap();
+    assert!(
+        crate::eventually(5, || fs::metadata(seer.p(&format!("{dir}/f2500")))
+            .is_ok_and(|meta| meta.len() == 123_456)),
+        "another mount's truncate"
+    );
+    assert!(
+        crate::eventually(5, || fs::metadata(seer.p(&format!("{dir}/f2600"))).is_err()),
+        "another mount's unlink"
+    );
+    assert_eq!(
+        fs::metadata(seer.p(&format!("{dir}/f2700"))).unwrap().len(),
+        2700
+    );
 }

@@ -186,6 +186,17 @@ impl Volume {
         psql(&self.db, sql)
     }
 
+    /// Makes directory /`dir` with `count` files f1, f2, ... (fI is I bytes
+    /// long, of holes) in SQL, behind the mounts' backs: none has seen them.
+    pub fn files_in_sql(&self, dir: &str, count: usize) {
+        self.sql(&format!(
+            "SELECT count(*) FROM jfs.mknod(1, '{dir}', 2, 493, 0, 0); \
+             SELECT count(*) FROM generate_series(1, {count}) i, \
+                    LATERAL jfs.mknod(jfs.resolve('/{dir}'), convert_to('f' || i, 'UTF8'), 1, 420, 0, 0) f, \
+                    LATERAL jfs.setattr(f.inode, 8, p_length => i)"
+        ));
+    }
+
     /// Runs SQL in this volume's database as [`READER_ROLE`]: the people's
     /// queries (usage, quotas, tiers) with the reader's grant only.
     pub fn reader_sql(&self, sql: &str) -> String {

@@ -3,9 +3,8 @@
 //! listing is a readdirplus, whose names and attributes the kernel keeps
 //! for the cache times, and they stay exact when another mount changes one.
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 
-use jfs_e2e::{eventually, free_metrics_addr, metric_sum, Volume};
+use jfs_e2e::{changes_elsewhere_are_seen, free_metrics_addr, metric_sum, Volume};
 
 const FILES: usize = 3000;
 
@@ -23,12 +22,7 @@ fn requests(addr: &str, op: &str) -> f64 {
 fn the_stats_of_a_walk_are_answered_from_its_listing() {
     let v = Volume::new("walk");
     // the files, made behind the mount's back: its kernel knows none
-    v.sql(&format!(
-        "SELECT count(*) FROM jfs.mknod(1, 'big', 2, 493, 0, 0); \
-         SELECT count(*) FROM generate_series(1, {FILES}) i, \
-                LATERAL jfs.mknod(jfs.resolve('/big'), convert_to('f' || i, 'UTF8'), 1, 420, 0, 0) f, \
-                LATERAL jfs.setattr(f.inode, 8, p_length => i)"
-    ));
+    v.files_in_sql("big", FILES);
     let addr = free_metrics_addr();
     // (the cache times real mounts have; the tests' default is none)
     let m = v.mount(
@@ -66,21 +60,5 @@ fn the_stats_of_a_walk_are_answered_from_its_listing() {
     );
 
     // what the kernel keeps from the listing follows other mounts' changes
-    fs::OpenOptions::new()
-        .write(true)
-        .open(other.p("big/f2500"))
-        .unwrap()
-        .set_len(123_456)
-        .unwrap();
-    fs::remove_file(other.p("big/f2600")).unwrap();
-    assert!(
-        eventually(5, || fs::metadata(m.p("big/f2500"))
-            .is_ok_and(|meta| meta.len() == 123_456)),
-        "another mount's truncate"
-    );
-    assert!(
-        eventually(5, || fs::metadata(m.p("big/f2600")).is_err()),
-        "another mount's unlink"
-    );
-    assert_eq!(fs::metadata(m.p("big/f2700")).unwrap().size(), 2700);
+    changes_elsewhere_are_seen(&m, &other, "big");
 }
