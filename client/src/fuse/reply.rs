@@ -123,7 +123,10 @@ impl Listing for ReplyDirectoryPlus {
             INodeNo(vfs.kernel_ino(e.attr.inode)),
             e.offset,
             OsStr::from_bytes(&e.name),
-            &vfs.config.entry_ttl_of(e.attr.kind),
+            // (one time for the name and the attributes: the shorter)
+            &vfs.config
+                .entry_ttl_of(e.attr.kind)
+                .min(vfs.config.attr_ttl),
             &file_attr(vfs, &e.attr),
             Generation(0),
         )

@@ -39,7 +39,7 @@ const MAX_FORGOTTEN: usize = 65_536;
 const FOLLOWED_FOR: Duration = Duration::from_secs(300);
 
 /// Where a read from the database started (see [`AttrCache::ticket`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket(u64);
 
 #[derive(Default)]
@@ -161,6 +161,12 @@ impl AttrCache {
     /// made or learnt of since).
     pub fn forgot_since(&self, inode: u64, t: Ticket) -> bool {
         self.inner.lock().unwrap().attr_forgot_since(inode, t)
+    }
+
+    /// Whether entry `name` of `dir` was forgotten since `t` (made, removed
+    /// or renamed since).
+    pub fn entry_forgot_since(&self, dir: u64, name: &[u8], t: Ticket) -> bool {
+        self.inner.lock().unwrap().name_forgot_since(dir, name, t)
     }
 
     /// The inode's attributes, if known.

@@ -196,6 +196,10 @@ pub(super) enum Handle {
 pub(super) struct DirPage {
     pub(super) after: u64,
     pub(super) entries: Vec<DirEntry>,
+    /// The attribute cache's ticket when `entries` were fetched: one
+    /// changed since (here, or by another mount as the change log says) is
+    /// not given to the kernel, which would keep its name and attributes.
+    pub(super) fetched: Option<crate::vfs::attrs::Ticket>,
     pub(super) listing: Option<ListingRead>,
 }
 

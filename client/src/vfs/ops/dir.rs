@@ -80,6 +80,17 @@ impl Vfs {
                 page.entries.clear();
             }
             page.entries.retain(|e| e.cookie > cookie);
+            if let Some(fetched) = page.fetched.filter(|t| *t != self.attrs.ticket()) {
+                // entries kept from an earlier call, of which one changed
+                // since: read again (the kernel keeps what it is given)
+                let changed = |e: &crate::meta::DirEntry| {
+                    self.attrs.forgot_since(e.attr.inode, fetched)
+                        || self.attrs.entry_forgot_since(inode, &e.name, fetched)
+                };
+                if page.entries.iter().any(changed) {
+                    page.entries.clear();
+                }
+            }
             if page.entries.is_empty() {
                 let ticket = self.attrs.ticket();
                 let entries = self
@@ -105,6 +116,7 @@ impl Vfs {
                 });
                 page.after = cookie;
                 page.entries = entries;
+                page.fetched = Some(ticket);
             }
             let entries = std::mem::take(&mut page.entries);
             for (i, e) in entries.iter().enumerate() {
