@@ -4,6 +4,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{check_errno, Epoch, Meta, MetaError, Result};
 
+/// How many times a sync is made again while each finds the server changed
+/// (then what it was to vouch for counts as not durable).
+const MAX_SYNC_TRIES: usize = 5;
+
 /// The volume's format (`jfs.volume()`).
 #[derive(Debug, Clone)]
 pub struct VolumeInfo {
@@ -239,12 +243,27 @@ impl Meta {
         Ok(sent_in)
     }
 
+    /// A sync that ran in the epoch current after it. Through a pooler
+    /// (PgBouncer keeps the mount's connections across a crash of the
+    /// server behind it) a sync can be the first statement to reach a new
+    /// server: it notes the new epoch, and is made again once what the old
+    /// server may have lost was told again or found lost, which the
+    /// journal's replay before the next statement does.
+    async fn sync_in_current_epoch(&self) -> Result<()> {
+        for _ in 0..MAX_SYNC_TRIES {
+            if self.sync_here().await? == self.epoch() {
+                return Ok(());
+            }
+        }
+        Err(MetaError::NotDurable)
+    }
+
     /// fsync of a file: waits until the file's commits since `since` (the
     /// epoch its oldest unsynced commit was sent in) are durable. Fails with
     /// [`MetaError::NotDurable`] when the server changed after such a commit
     /// and it could not be told again (see `journal`).
     pub async fn sync_file(&self, since: Option<Epoch>) -> Result<()> {
-        self.sync_here().await?;
+        self.sync_in_current_epoch().await?;
         match self.incarnations.covers(since) {
             true => Ok(()),
             false => Err(MetaError::NotDurable),
@@ -271,7 +290,7 @@ impl Meta {
     /// after commits not yet synced were lost with a server that is gone,
     /// as Linux reports a writeback error once to each descriptor.
     pub async fn sync_dir(&self, losses_seen: &AtomicU64) -> Result<()> {
-        self.sync_here().await?;
+        self.sync_in_current_epoch().await?;
         let losses = self.losses();
         match losses_seen.swap(losses, Ordering::SeqCst) < losses {
             true => Err(MetaError::NotDurable),

@@ -576,6 +576,8 @@ impl Writer {
             self.clear_attrs();
             return Ok(None);
         }
+        // (a commit of the file, which the next sync of it must cover)
+        self.committed_in.get_or_insert(t.meta.epoch());
         match t.meta.setattr(inode, &change).await {
             Ok(a) => {
                 self.clear_attrs();

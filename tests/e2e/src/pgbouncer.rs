@@ -15,6 +15,13 @@ pub struct PgBouncer {
 impl PgBouncer {
     /// Starts one in `pool_mode` (session, transaction, statement).
     pub fn start(pool_mode: &str) -> PgBouncer {
+        let server = (env("PGHOST"), env("PGPORT"));
+        PgBouncer::start_for(pool_mode, server, &[CLIENT_ROLE, ADMIN_ROLE, READER_ROLE])
+    }
+
+    /// Starts one in `pool_mode` in front of the server at `server` (host
+    /// or socket directory, port), trusting `roles`.
+    pub fn start_for(pool_mode: &str, server: (String, String), roles: &[&str]) -> PgBouncer {
         let dir = tempfile::Builder::new()
             .prefix("jfs-e2e-pgbouncer-")
             .tempdir()
@@ -27,7 +34,7 @@ impl PgBouncer {
                 .local_addr()
                 .unwrap()
                 .port();
-            let mut child = spawn(&dir, pool_mode, port);
+            let mut child = spawn(&dir, pool_mode, port, &server, roles);
             let log = dir.path().join("pgbouncer.log");
             let listening = format!("listening on 127.0.0.1:{port}");
             let settled = eventually(10, || {
@@ -66,12 +73,16 @@ impl Drop for PgBouncer {
     }
 }
 
-/// Writes DIR/pgbouncer.ini for `port` and starts pgbouncer on it.
-fn spawn(dir: &tempfile::TempDir, pool_mode: &str, port: u16) -> std::process::Child {
-    let users: String = [CLIENT_ROLE, ADMIN_ROLE, READER_ROLE]
-        .iter()
-        .map(|r| format!("\"{r}\" \"\"\n"))
-        .collect();
+/// Writes DIR/pgbouncer.ini for `port` (in front of `server`, trusting
+/// `roles`) and starts pgbouncer on it.
+fn spawn(
+    dir: &tempfile::TempDir,
+    pool_mode: &str,
+    port: u16,
+    server: &(String, String),
+    roles: &[&str],
+) -> std::process::Child {
+    let users: String = roles.iter().map(|r| format!("\"{r}\" \"\"\n")).collect();
     std::fs::write(dir.path().join("users.txt"), users).unwrap();
     let d = dir.path().display();
     let ini = format!(
@@ -79,8 +90,7 @@ fn spawn(dir: &tempfile::TempDir, pool_mode: &str, port: u16) -> std::process::C
          listen_port = {port}\nunix_socket_dir =\nauth_type = trust\n\
          auth_file = {d}/users.txt\npool_mode = {pool_mode}\ndefault_pool_size = 3\n\
          max_client_conn = 500\nlogfile = {d}/pgbouncer.log\n",
-        env("PGHOST"),
-        env("PGPORT")
+        server.0, server.1
     );
     std::fs::write(dir.path().join("pgbouncer.ini"), ini).unwrap();
     // it will not run as root: as postgres, which must read its files

@@ -321,3 +321,41 @@ fn fsync_makes_the_files_other_changes_durable_or_fails() {
         Err(e) => panic!("fsync: {e:?}"),
     }
 }
+
+#[test]
+fn an_fsync_through_pgbouncer_reports_what_a_crash_erased() {
+    // PgBouncer keeps the mount's connections across a crash of the
+    // server behind it: the fsync's sync can be the first statement to
+    // reach the restarted server, and must not vouch for what the crash
+    // erased before that is told again (or found lost)
+    let s = Setup::new("pgbouncer-crash", &["wal_writer_delay = '10s'"]);
+    let server = (s.pg.dir.display().to_string(), s.pg.port.to_string());
+    let bouncer = jfs_e2e::PgBouncer::start_for("transaction", server, &[CLIENT]);
+    let m = jfs_e2e::mount_at(
+        &bouncer.meta_url_as("vol", CLIENT),
+        &s.base.join("mnt-a"),
+        &s.base.join("mount-a.log"),
+        &["--meta-retry", "30"],
+    );
+    let path = m.p("f");
+    fs::write(&path, b"0123456789").unwrap();
+    let cue = s.pg.crash_on_cue();
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(2).unwrap();
+    cue.crash();
+    let synced = f.sync_all();
+    drop(f);
+    let fresh = s.mount("fresh", &[]);
+    let length = fs::metadata(fresh.p("f")).unwrap().len();
+    eprintln!("fsync after the crash: {synced:?}; length {length}");
+    match synced.as_ref().map_err(|e| e.raw_os_error()) {
+        Err(Some(libc::EIO)) => {}
+        Ok(()) => assert_eq!(
+            length,
+            2,
+            "fsync acknowledged an ftruncate the crash erased\n{}",
+            m.log_tail(20)
+        ),
+        Err(e) => panic!("fsync: {e:?}"),
+    }
+}

@@ -51,6 +51,10 @@ impl Vfs {
         durable: bool,
     ) -> VfsResult<()> {
         if state.writer.is_empty() {
+            // (a commit at a chunk boundary may have emptied it)
+            if let Some(sent_in) = state.writer.take_committed_in() {
+                state.committed_in(sent_in);
+            }
             return Ok(());
         }
         let pending = state.writer.slices_per_chunk();
