@@ -95,18 +95,12 @@ $$;
 -- chmod: a chmod made meanwhile by someone else came later and stands.
 -- Its errno comes back in attr_errno (0: set, and `a` shows it; NULL: not
 -- tried); a refused change leaves the slices committed.
---
--- With p_durable, the commit waits for the WAL flush (and the synchronous
--- standbys), as jfs.sync() does, even in the 'fsync' durability mode: it
--- then makes every earlier commit on this server durable too. A close or
--- fsync of a written file in that mode costs one round trip, not a commit
--- and a sync.
 CREATE FUNCTION write_slices(
     p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
     p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
     p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
     p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL,
-    p_base_mode integer DEFAULT NULL, p_durable boolean DEFAULT false)
+    p_base_mode integer DEFAULT NULL)
 RETURNS TABLE (committed integer, a attr, attr_errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -117,7 +111,6 @@ DECLARE
     v_deferred bigint := 0;
     v_done integer := v_n;
     v_change integer := coalesce(p_set, 0);
-    v_attr_errno integer;
 BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
@@ -143,19 +136,14 @@ BEGIN
         v_change := v_change & ~1;
     END IF;
     IF v_done < v_n OR v_change = 0 THEN
-        v_attr_errno := CASE WHEN v_done = v_n AND coalesce(p_set, 0) <> 0 THEN 0 END;
-    ELSE
-        v_set := setattr(p_inode, v_change, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
-        IF v_set.errno = 0 THEN
-            v_attr := v_set;
-        END IF;
-        v_attr_errno := v_set.errno;
+        RETURN QUERY SELECT v_done, v_attr, CASE WHEN v_done = v_n AND coalesce(p_set, 0) <> 0 THEN 0 END;
+        RETURN;
     END IF;
-    -- (last: _durability turned it off for 'fsync' mode)
-    IF p_durable AND current_setting('synchronous_commit') = 'off' THEN
-        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    v_set := setattr(p_inode, v_change, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
+    IF v_set.errno = 0 THEN
+        v_attr := v_set;
     END IF;
-    RETURN QUERY SELECT v_done, v_attr, v_attr_errno;
+    RETURN QUERY SELECT v_done, v_attr, v_set.errno;
 END
 $$;
 

@@ -9,13 +9,22 @@ use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result, Se
 /// `jfs.write_slices` (see [`Meta::write_slices`]).
 const WRITE_SLICES_SQL: &str = "SELECT w.committed, w.attr_errno, (w.a).* \
        FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
-                             $8, $9, $10, $11, $12, $13, $14, $15) w";
+                             $8, $9, $10, $11, $12, $13, $14) w";
 
-/// [`WRITE_SLICES_SQL`] with the incarnation of the server it ran on, for
-/// a durable commit (which vouches only for that server's commits).
+/// [`WRITE_SLICES_SQL`] committed durably, with the incarnation of the
+/// server it ran on (a durable commit vouches only for that server's
+/// commits). The procedure turned `synchronous_commit` off for its
+/// transaction in 'fsync' mode; the select list, evaluated once the
+/// procedure has run, turns it on again, so the statement's commit waits
+/// for the WAL flush (and the synchronous standbys), which covers every
+/// earlier commit on that server, as `jfs.sync()` does.
 static DURABLE_WRITE_SLICES_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT w.*, i.* FROM ({WRITE_SLICES_SQL}) w, \
+        "SELECT w.*, i.*, \
+                CASE WHEN pg_catalog.current_setting('synchronous_commit') = 'off' \
+                     THEN pg_catalog.set_config('synchronous_commit', 'on', true) END \
+                  AS made_durable \
+           FROM ({WRITE_SLICES_SQL}) w, \
                 ({INCARNATION_SQL}) i(incarnation, timeline, clean_start)"
     )
 });
@@ -166,7 +175,6 @@ impl Meta {
                     &given_time(change.atime),
                     &given_time(change.mtime),
                     &base_mode,
-                    &durable,
                 ],
             )
             .await?;

@@ -35,9 +35,11 @@ SELECT pg_current_wal_flush_lsn() < :'before_sync'::pg_lsn AS pending_before_syn
 SELECT jfs.sync();
 SELECT pg_current_wal_flush_lsn() >= :'before_sync'::pg_lsn AS flushed_by_sync;
 SELECT errno FROM jfs.unlink(1, 'async');
--- write_slices with p_durable commits as jfs.sync() does (a close or fsync
--- in one round trip): its commit flushes every asynchronous commit before
--- it; without, it is asynchronous like the others
+-- a close or fsync in one round trip: the client's statement turns
+-- synchronous_commit on again in its select list, evaluated once
+-- write_slices has run (which turned it off), so the commit flushes every
+-- asynchronous commit before it, as jfs.sync() does; without, the commit
+-- is asynchronous like the others
 SELECT inode AS w FROM jfs.mknod(1, 'written', 1, 420, 0, 0) \gset
 SELECT jfs.alloc_ids('slice', 2) AS s \gset
 BEGIN;
@@ -47,8 +49,10 @@ COMMIT;
 SELECT pg_current_wal_insert_lsn() AS before_durable \gset
 SELECT pg_current_wal_flush_lsn() < :'before_durable'::pg_lsn AS pending_before_durable;
 BEGIN;
-SELECT committed FROM jfs.write_slices(:w, '{0}', '{10}', ARRAY[:s + 1], '{10}', '{0}', '{10}',
-                                       p_durable => true);
+SELECT w.committed,
+       CASE WHEN pg_catalog.current_setting('synchronous_commit') = 'off'
+            THEN pg_catalog.set_config('synchronous_commit', 'on', true) END AS made_durable
+  FROM jfs.write_slices(:w, '{0}', '{10}', ARRAY[:s + 1], '{10}', '{0}', '{10}') w;
 SHOW synchronous_commit;
 COMMIT;
 SELECT pg_current_wal_flush_lsn() >= :'before_durable'::pg_lsn AS flushed_by_durable_commit;
