@@ -139,9 +139,13 @@ impl Vfs {
                     file.inode
                 );
             }
-            if !matches!(&result, Err(e) if !matches!(e, MetaError::NotDurable)) {
-                // synced, or its loss reported
-                state.unsynced = None;
+            match &result {
+                Ok(()) => state.unsynced = None,
+                // a loss is told to every close until an fsync was told
+                // it: a close may be another process's copy of the
+                // descriptor (a fork's, at its exec), which nobody checks
+                Err(MetaError::NotDurable) if sync => state.unsynced = None,
+                Err(_) => {}
             }
             result.map_err(errno)?;
         }
