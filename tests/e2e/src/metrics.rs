@@ -42,3 +42,14 @@ pub fn procedure_calls(addr: &str, name: &str) -> f64 {
     )
     .unwrap_or(0.0)
 }
+
+/// FUSE requests of kind `op` (lookup, getattr, readdirplus...) the mount
+/// whose metrics are at `addr` was sent so far (0 before the first).
+pub fn fuse_requests(addr: &str, op: &str) -> f64 {
+    metric_sum(
+        addr,
+        "jfs_fuse_op_duration_seconds_count",
+        &format!("op=\"{op}\""),
+    )
+    .unwrap_or(0.0)
+}

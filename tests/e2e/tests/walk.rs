@@ -4,19 +4,9 @@
 //! for the cache times, and they stay exact when another mount changes one.
 use std::fs;
 
-use jfs_e2e::{changes_elsewhere_are_seen, free_metrics_addr, metric_sum, Volume};
+use jfs_e2e::{changes_elsewhere_are_seen, free_metrics_addr, fuse_requests, Volume};
 
 const FILES: usize = 3000;
-
-/// FUSE requests of kind `op` the mount at `addr` was sent so far.
-fn requests(addr: &str, op: &str) -> f64 {
-    metric_sum(
-        addr,
-        "jfs_fuse_op_duration_seconds_count",
-        &format!("op=\"{op}\""),
-    )
-    .unwrap_or(0.0)
-}
 
 #[test]
 fn the_stats_of_a_walk_are_answered_from_its_listing() {
@@ -43,7 +33,7 @@ fn the_stats_of_a_walk_are_answered_from_its_listing() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), FILES);
-    let asked = || requests(&addr, "lookup") + requests(&addr, "getattr");
+    let asked = || fuse_requests(&addr, "lookup") + fuse_requests(&addr, "getattr");
     let before = asked();
     for name in &names {
         let meta = fs::symlink_metadata(m.p("big").join(name)).unwrap();
@@ -55,8 +45,8 @@ fn the_stats_of_a_walk_are_answered_from_its_listing() {
         sent < (FILES / 100) as f64,
         "{FILES} stats after the listing sent {sent} lookups and getattrs to the mount \
          (the listing: {} readdirplus, {} readdir requests)",
-        requests(&addr, "readdirplus"),
-        requests(&addr, "readdir")
+        fuse_requests(&addr, "readdirplus"),
+        fuse_requests(&addr, "readdir")
     );
 
     // what the kernel keeps from the listing follows other mounts' changes
