@@ -2,7 +2,8 @@
 # Upgrade equals install: for every frozen release in migrations/ (jfs--X.sql),
 # CREATE EXTENSION jfs VERSION 'X' then ALTER EXTENSION jfs UPDATE must give
 # exactly the schema of a fresh CREATE EXTENSION jfs of the current version:
-# the same members, config-dump registrations, DDL, privileges and seed rows.
+# the same members, config-dump registrations, DDL, privileges (initial ones
+# too: pg_dump leaves those out) and seed rows.
 # Also checks that frozen scripts are unchanged (migrations/SHA256SUMS).
 #
 # Roles granted with jfs.grant_client / grant_reader before the upgrade and
@@ -69,6 +70,18 @@ FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'jfs'
 ORDER BY 1;
 SQL
+  # initial privileges: pg_dump leaves out what they hold, so a grant
+  # recorded there by an upgrade script (inside ALTER EXTENSION UPDATE) is
+  # lost by a dump and restore
+  q -d "$db" >"$prefix.init_privs" <<'SQL'
+SELECT pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' ' || i.privtype::text || ' ' || i.initprivs::text
+FROM pg_init_privs i
+WHERE EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+               WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'jfs'
+                 AND d.classid = i.classoid AND d.objid = i.objoid)
+   OR (i.classoid = 'pg_namespace'::regclass AND i.objoid = 'jfs'::regnamespace)
+ORDER BY 1;
+SQL
   q -d "$db" <<'SQL'
 DO $$
 DECLARE member text;
@@ -112,7 +125,7 @@ for script in migrations/jfs--*.sql; do
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$name'" -c "$grants" >/dev/null
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE" -c "$grants" >/dev/null
   snapshot jfs_upgrade_from "$out/from-$name"
-  for part in extension config members schema.sql data.sql; do
+  for part in extension config members init_privs schema.sql data.sql; do
     if ! diff -u "$out/fresh.$part" "$out/from-$name.$part" >"$out/from-$name.$part.diff"; then
       echo "FAILED: jfs $name upgraded to $current differs from a fresh install ($part; - fresh, + upgraded):"
       head -100 "$out/from-$name.$part.diff"

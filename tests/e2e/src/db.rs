@@ -80,7 +80,7 @@ pub(crate) fn database_name(name: &str) -> String {
 }
 
 /// Drops and makes again the (empty) database of volume `name`.
-pub(crate) fn fresh_database(name: &str) -> String {
+pub fn fresh_database(name: &str) -> String {
     let db = database_name(name);
     psql(
         "postgres",

@@ -4,8 +4,11 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::process::Command;
 
-use jfs_e2e::{env, jfs, ok, pattern, psql, Volume};
+use jfs_e2e::{
+    env, fresh_database, jfs, login_role, meta_url_as, ok, pattern, psql, Volume, CLIENT_ROLE,
+};
 
 /// The version this build installs (the workspace version).
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
@@ -30,10 +33,7 @@ fn releases() -> Vec<String> {
 /// Runs python3 with `code` (sys.argv[1:] = args): the tests use it for
 /// xattrs, which std has no calls for.
 fn python(code: &str, args: &[&str]) -> String {
-    let out = ok(std::process::Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .args(args));
+    let out = ok(Command::new("python3").arg("-c").arg(code).args(args));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -394,4 +394,64 @@ fn a_role_granted_before_the_update_keeps_what_it_could_call() {
         "0",
         "write_slices is not anybody's after the update"
     );
+}
+
+/// Every procedure (by signature) `role` may call in the volume's database.
+fn callable_by(v: &Volume, role: &str) -> String {
+    v.sql(&format!(
+        "SELECT string_agg(p.oid::regprocedure::text, ' ' ORDER BY p.oid::regprocedure::text) \
+         FROM pg_proc p WHERE p.pronamespace = 'jfs'::regnamespace \
+         AND has_function_privilege('{role}', p.oid, 'EXECUTE')"
+    ))
+}
+
+#[test]
+fn a_dump_of_an_updated_volume_restores_what_its_roles_may_call() {
+    login_role(CLIENT_ROLE);
+    for release in releases() {
+        let name = format!("dump-grants-{}", release.replace('.', "-"));
+        let v = Volume::on_release(&name, &release);
+        v.sql(&format!("SELECT jfs.grant_client('{CLIENT_ROLE}')"));
+        v.sql("SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE");
+        // README's "Upgrading": the grants are run again after the update
+        v.sql(&format!("SELECT jfs.grant_client('{CLIENT_ROLE}')"));
+        let callable = callable_by(&v, CLIENT_ROLE);
+        assert!(callable.contains("write_slices"), "{release}: {callable}");
+
+        // pg_dump and pg_restore into another database, as a backup is restored
+        let dump = v.dir.path().join("volume.dump");
+        ok(Command::new("pg_dump")
+            .args(["-Fc", "-d", &v.db, "-f"])
+            .arg(&dump));
+        let restored = Volume {
+            db: fresh_database(&format!("{name}-restored")),
+            url: String::new(),
+            admin_url: String::new(),
+            dir: tempfile::Builder::new()
+                .prefix("jfs-e2e-")
+                .tempdir()
+                .unwrap(),
+        };
+        ok(Command::new("pg_restore")
+            .args(["--exit-on-error", "-d", &restored.db])
+            .arg(&dump));
+        let after = callable_by(&restored, CLIENT_ROLE);
+        let lost: Vec<&str> = callable
+            .split(' ')
+            .filter(|p| !after.split(' ').any(|a| a == *p))
+            .collect();
+        assert!(
+            lost.is_empty() && after.len() == callable.len(),
+            "{CLIENT_ROLE} lost {lost:?} in a dump of a volume updated from {release}, restored"
+        );
+        // and a mount as that role works on the restored volume
+        let restored = Volume {
+            url: meta_url_as(&restored.db, CLIENT_ROLE),
+            ..restored
+        };
+        let m = restored.mount("restored", &[]);
+        fs::write(m.p("after-restore"), pattern(43, 70_000)).unwrap();
+        assert!(fs::read(m.p("after-restore")).unwrap() == pattern(43, 70_000));
+        m.unmount();
+    }
 }
