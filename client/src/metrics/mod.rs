@@ -300,6 +300,8 @@ pub const MEMORY_CACHE: &str = "memory";
 pub const DISK_CACHE: &str = "disk";
 pub const ATTR_CACHE: &str = "attr";
 pub const ENTRY_CACHE: &str = "entry";
+/// Nodes known to have no xattrs (getxattr answered without asking).
+pub const XATTR_CACHE: &str = "xattr";
 
 /// The `op` of reads and writes of the control file (`jfs stats`, `jfs
 /// info`...): apart, and their bytes not counted, so that watching a mount

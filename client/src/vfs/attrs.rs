@@ -30,6 +30,11 @@ use crate::metrics;
 /// Attributes kept at most, and names; past it, all are dropped.
 const MAX_ENTRIES: usize = 131_072;
 
+/// Nodes kept as known to have no xattrs; past it, all are dropped. More
+/// than attributes: `ls -l` of a directory of a million entries lists them
+/// all before it asks each one.
+const MAX_XATTR_FREE: usize = 16 * MAX_ENTRIES;
+
 /// Forgets remembered (for reads in flight); past it, the memory is dropped
 /// and reads started before are not kept.
 const MAX_FORGOTTEN: usize = 65_536;
@@ -47,6 +52,8 @@ struct Inner {
     attrs: HashMap<u64, (Attr, Instant)>,
     /// Names seen, to their inodes (only while the change log is followed).
     names: HashMap<(u64, Vec<u8>), u64>,
+    /// Nodes a listing showed to have no xattrs, and when.
+    xattr_free: HashMap<u64, Instant>,
     /// Bumped by every forget.
     seq: u64,
     /// Inode -> `seq` of its last forget.
@@ -84,6 +91,7 @@ impl Inner {
         let seq = self.bump();
         self.attr_forgot.insert(inode, seq);
         self.attrs.remove(&inode);
+        self.xattr_free.remove(&inode);
     }
 
     fn insert(&mut self, attr: &Attr) {
@@ -180,6 +188,37 @@ impl AttrCache {
         };
         metrics::cache_read(metrics::ATTR_CACHE, found.is_some());
         found
+    }
+
+    /// Whether the node is known to have no xattrs (a listing read with
+    /// attributes that still answer showed none, and nothing forgot it
+    /// since: every change of a node's xattrs, here or elsewhere, forgets
+    /// it).
+    pub fn xattr_free(&self, inode: u64) -> bool {
+        let found = {
+            let inner = self.inner.lock().unwrap();
+            inner
+                .xattr_free
+                .get(&inode)
+                .is_some_and(|seen| self.answers(*seen))
+        };
+        metrics::cache_read(metrics::XATTR_CACHE, found);
+        found
+    }
+
+    /// Keeps that the node had no xattrs when read with ticket `t`.
+    pub fn put_xattr_free(&self, inode: u64, t: Ticket) {
+        if !self.keeps() {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        if inner.attr_forgot_since(inode, t) {
+            return;
+        }
+        if inner.xattr_free.len() >= MAX_XATTR_FREE {
+            inner.xattr_free.clear();
+        }
+        inner.xattr_free.insert(inode, Instant::now());
     }
 
     /// The attributes of entry `name` of `dir`, if known (only while the
@@ -301,6 +340,7 @@ impl AttrCache {
         let mut inner = self.inner.lock().unwrap();
         inner.attrs.clear();
         inner.names.clear();
+        inner.xattr_free.clear();
         inner.attr_forgot.clear();
         inner.name_forgot.clear();
         inner.seq += 1;

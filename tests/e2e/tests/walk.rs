@@ -4,7 +4,12 @@
 //! for the cache times, and they stay exact when another mount changes one.
 use std::fs;
 
-use jfs_e2e::{changes_elsewhere_are_seen, free_metrics_addr, fuse_requests, Volume};
+use std::process::Command;
+
+use jfs_e2e::{
+    changes_elsewhere_are_seen, eventually, free_metrics_addr, fuse_requests, ok, procedure_calls,
+    Volume,
+};
 
 const FILES: usize = 3000;
 
@@ -102,5 +107,74 @@ fn a_listing_gives_attributes_for_the_attribute_cache_time_only() {
         fs::metadata(m.p("d/f")).unwrap().len(),
         10,
         "--attr-cache 0: the length the listing gave was kept"
+    );
+}
+
+/// `ls -l` asks each file for its `security.selinux` xattr: a listing says
+/// which nodes have xattrs, and the mount answers the others without a
+/// round trip, while another mount's setxattr is still seen.
+#[test]
+fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
+    use rustix::io::Errno;
+    let v = Volume::new("walk-xattrs");
+    v.files_in_sql("big", FILES);
+    let tagged = (100..=FILES).step_by(100).count();
+    assert_eq!(
+        v.sql(&format!(
+            "SELECT count(*) FROM generate_series(100, {FILES}, 100) i, \
+             LATERAL jfs.setxattr(jfs.resolve('/big/f' || i), 'user.tag', convert_to('t' || i, 'UTF8')) r \
+             WHERE r = 0"
+        )),
+        tagged.to_string()
+    );
+    let addr = free_metrics_addr();
+    let m = v.mount(
+        "a",
+        &[
+            "--metrics",
+            &addr,
+            "--attr-cache",
+            "30",
+            "--entry-cache",
+            "30",
+        ],
+    );
+    let other = v.mount("b", &[]);
+    let out = ok(Command::new("ls").arg("-l").arg(m.p("big")));
+    let listed = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(listed, FILES + 1, "ls -l printed {listed} lines");
+    let asked = procedure_calls(&addr, "getxattr");
+    assert!(
+        asked <= (tagged + FILES / 100) as f64,
+        "ls -l of {FILES} files ({tagged} with xattrs) sent {asked} getxattr calls to the database"
+    );
+
+    let get = |path: &std::path::Path, name: &str| {
+        let mut value = vec![0u8; 64];
+        rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
+    };
+    assert_eq!(get(&m.p("big/f100"), "user.tag"), Ok(b"t100".to_vec()));
+    assert_eq!(get(&m.p("big/f150"), "user.tag"), Err(Errno::NODATA));
+    // set here: seen here at once
+    rustix::fs::lsetxattr(
+        m.p("big/f151"),
+        "user.here",
+        b"1",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    assert_eq!(get(&m.p("big/f151"), "user.here"), Ok(b"1".to_vec()));
+    // set by another mount: seen once its change is read
+    rustix::fs::lsetxattr(
+        other.p("big/f150"),
+        "user.tag",
+        b"late",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    assert!(
+        eventually(5, || get(&m.p("big/f150"), "user.tag")
+            == Ok(b"late".to_vec())),
+        "another mount's setxattr is not seen"
     );
 }

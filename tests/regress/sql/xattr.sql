@@ -22,6 +22,11 @@ SELECT convert_from(value, 'UTF8') FROM jfs.getxattr(:f, 'user.a');
 SELECT convert_from(value, 'UTF8') FROM jfs.getxattr(:f, 'user.c');
 SELECT errno, array_length(names, 1) AS n, (SELECT array_agg(convert_from(x, 'UTF8')) FROM unnest(names) x) AS names
   FROM jfs.listxattr(:f);
+-- which nodes hold xattrs: f does, the root and a missing inode do not
+SELECT inode AS g FROM jfs.mknod(1, 'g', 1, 420, 0, 0) \gset
+SELECT jfs.xattr_holders(ARRAY[1, :f, :g, 999, NULL]) = ARRAY[:f]::bigint[] AS only_f;
+SELECT jfs.xattr_holders('{}'), jfs.xattr_holders(NULL);
+SELECT errno FROM jfs.unlink(1, 'g');
 -- limits: name 1..255 bytes, value up to 64 KiB; both flags at once is EINVAL
 SELECT jfs.setxattr(:f, '', 'x');
 SELECT jfs.setxattr(:f, convert_to(repeat('n', 256), 'UTF8'), 'x');

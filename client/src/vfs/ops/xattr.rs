@@ -30,7 +30,7 @@ impl Vfs {
                 .map_err(errno)?;
             return Ok(acl::to_xattr(&entries));
         }
-        if name == CAPABILITY && self.xattr_free(inode).await {
+        if self.attrs.xattr_free(inode) || name == CAPABILITY && self.xattr_free(inode).await {
             return Err(libc::ENODATA);
         }
         self.meta.getxattr(inode, name).await.map_err(errno)
