@@ -28,3 +28,17 @@ UPDATE pg_catalog.pg_init_privs i
                 WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
                   AND e.extname = 'jfs' AND d.classid = i.classoid AND d.objid = i.objoid)
    AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(i.initprivs) AS a WHERE a.grantee <> a.grantor);
+
+-- PostgreSQL 17 and later also record each role named in an initial
+-- privilege in pg_shdepend (deptype 'i'), which keeps DROP ROLE from
+-- dropping it: those of the roles taken out above go too.
+DELETE FROM pg_catalog.pg_shdepend s
+ WHERE pg_catalog.current_setting('server_version_num')::integer >= 170000
+   AND s.deptype = 'i'
+   AND s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+   AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+                WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                  AND e.extname = 'jfs' AND d.classid = s.classid AND d.objid = s.objid)
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i, pg_catalog.aclexplode(i.initprivs) AS a
+                    WHERE i.classoid = s.classid AND i.objoid = s.objid AND i.objsubid = s.objsubid
+                      AND a.grantee = s.refobjid);
