@@ -30,10 +30,10 @@ use crate::metrics;
 /// Attributes kept at most, and names; past it, all are dropped.
 const MAX_ENTRIES: usize = 131_072;
 
-/// Nodes kept as known to have no xattrs; past it, all are dropped. More
-/// than attributes: `ls -l` of a directory of a million entries lists them
-/// all before it asks each one.
-const MAX_XATTR_FREE: usize = 16 * MAX_ENTRIES;
+/// Nodes kept as known to have no xattrs (about 32 bytes each); past it,
+/// all are dropped. More than attributes: `ls -l` of a directory of a
+/// million entries lists them all before it asks each one.
+const MAX_XATTR_FREE: usize = 1 << 20;
 
 /// Forgets remembered (for reads in flight); past it, the memory is dropped
 /// and reads started before are not kept.
@@ -206,17 +206,19 @@ impl AttrCache {
         found
     }
 
-    /// Keeps that the node had no xattrs when read with ticket `t`.
-    pub fn put_xattr_free(&self, inode: u64, t: Ticket) {
-        if !self.keeps() {
+    /// Keeps whether the node had xattrs when read with ticket `t` (known
+    /// only when it had none).
+    pub fn put_xattrs(&self, inode: u64, has: bool, t: Ticket) {
+        let mut inner = self.inner.lock().unwrap();
+        if has || !self.keeps() {
+            inner.xattr_free.remove(&inode);
             return;
         }
-        let mut inner = self.inner.lock().unwrap();
         if inner.attr_forgot_since(inode, t) {
             return;
         }
         if inner.xattr_free.len() >= MAX_XATTR_FREE {
-            inner.xattr_free.clear();
+            inner.xattr_free = HashMap::new();
         }
         inner.xattr_free.insert(inode, Instant::now());
     }
@@ -340,7 +342,7 @@ impl AttrCache {
         let mut inner = self.inner.lock().unwrap();
         inner.attrs.clear();
         inner.names.clear();
-        inner.xattr_free.clear();
+        inner.xattr_free = HashMap::new();
         inner.attr_forgot.clear();
         inner.name_forgot.clear();
         inner.seq += 1;

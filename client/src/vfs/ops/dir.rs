@@ -100,9 +100,7 @@ impl Vfs {
                     .map_err(errno)?;
                 for e in &entries {
                     self.attrs.put_entry(inode, &e.name, &e.attr, ticket);
-                    if !e.xattrs {
-                        self.attrs.put_xattr_free(e.attr.inode, ticket);
-                    }
+                    self.attrs.put_xattrs(e.attr.inode, e.xattrs, ticket);
                 }
                 let read = page.listing.take();
                 if entries.is_empty() {

@@ -30,20 +30,33 @@ impl Vfs {
                 .map_err(errno)?;
             return Ok(acl::to_xattr(&entries));
         }
-        if self.attrs.xattr_free(inode) || name == CAPABILITY && self.xattr_free(inode).await {
+        if self.known_xattr_free(inode, name).await {
             return Err(libc::ENODATA);
         }
         self.meta.getxattr(inode, name).await.map_err(errno)
     }
 
-    /// Whether a file open here is known to have no xattr: this mount made
-    /// it and, while the change log is followed and was read within
-    /// [`CAPABILITY_VIEW_AGE`], nothing of it changed since (a setxattr here, tried or
-    /// made, or by another mount makes the cache forget the file).
-    async fn xattr_free(&self, inode: u64) -> bool {
+    /// Whether the node is known to have no xattr, so that getxattr of
+    /// `name` is answered without asking: a listing showed none and its
+    /// attributes still answer (see attrs.rs). The kernel asks for file
+    /// capabilities before a write, to strip them: for those the view of
+    /// other mounts must be fresh (the change log followed and read within
+    /// [`CAPABILITY_VIEW_AGE`]), so that a write never keeps another mount's
+    /// setcap; a file open here that this mount made is known too.
+    async fn known_xattr_free(&self, inode: u64, name: &[u8]) -> bool {
+        if name != CAPABILITY {
+            return self.attrs.xattr_free(inode);
+        }
         if !self.config.follow_changes || !self.attrs.log_read_within(CAPABILITY_VIEW_AGE) {
             return false;
         }
+        self.attrs.xattr_free(inode) || self.made_xattr_free(inode).await
+    }
+
+    /// Whether a file open here was made by this mount and nothing of it
+    /// changed since (a setxattr here, tried or made, or by another mount
+    /// makes the cache forget the file).
+    async fn made_xattr_free(&self, inode: u64) -> bool {
         let Some(file) = self.open_file(inode) else {
             return false;
         };
@@ -64,13 +77,10 @@ impl Vfs {
         }
         // (before the call too: its answer may be lost after it committed)
         self.attrs.forget(inode);
-        self.meta
-            .setxattr(inode, name, value, flags)
-            .await
-            .map_err(errno)?;
-        // its ctime moved
+        let set = self.meta.setxattr(inode, name, value, flags).await;
+        // its ctime moved, or may have (an answer lost after the commit)
         self.attrs.forget(inode);
-        Ok(())
+        set.map_err(errno)
     }
 
     /// An ACL written as an xattr (the kernel checked that the caller owns
