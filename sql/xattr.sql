@@ -97,14 +97,3 @@ BEGIN
     RETURN 0;
 END
 $$;
-
--- Which of p_inodes have extended attributes (any name getxattr could
--- find; POSIX ACLs are kept apart, sql/acl.sql): a mount that listed a
--- directory answers getxattr of the others without asking. `ls -l` asks
--- each file for security.selinux, and backup tools ask for more.
-CREATE FUNCTION xattr_holders(p_inodes bigint[]) RETURNS bigint[]
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT coalesce(array_agg(DISTINCT x.inode ORDER BY x.inode), '{}')
-      FROM xattr x
-     WHERE x.inode = ANY (p_inodes)
-$$;

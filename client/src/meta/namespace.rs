@@ -99,17 +99,9 @@ pub struct DirEntry {
     pub cookie: u64,
     pub name: Vec<u8>,
     pub attr: Attr,
-    /// Whether the node has extended attributes (`jfs.xattr_holders`).
+    /// Whether the node has extended attributes.
     pub xattrs: bool,
 }
-
-/// A page of `jfs.readdirplus` with, for each entry, whether its node has
-/// xattrs (`jfs.xattr_holders` of the page's inodes).
-const READDIRPLUS_SQL: &str = "\
-    WITH page AS MATERIALIZED (SELECT * FROM jfs.readdirplus($1, $2, $3)) \
-    SELECT p.*, p.inode = ANY (h.holders) AS xattrs \
-      FROM page p, jfs.xattr_holders(ARRAY(SELECT inode FROM page)) AS h(holders) \
-     ORDER BY p.cookie";
 
 /// What a rename moved and replaced.
 #[derive(Debug, Clone)]
@@ -424,12 +416,15 @@ impl Meta {
         })
     }
 
-    /// One page of a directory with attributes, after `cookie` (0 = start),
-    /// and which of its nodes have xattrs, in one statement (from the
-    /// standby that serves reads when it has caught up).
+    /// One page of a directory with attributes and whether each node has
+    /// xattrs, after `cookie` (0 = start) (from the standby that serves
+    /// reads when it has caught up).
     pub async fn readdirplus(&self, dir: u64, cookie: u64, limit: i32) -> Result<Vec<DirEntry>> {
         let rows = self
-            .call_replicable(READDIRPLUS_SQL, &[&(dir as i64), &(cookie as i64), &limit])
+            .call_replicable(
+                "SELECT * FROM jfs.readdirplus_xattrs($1, $2, $3)",
+                &[&(dir as i64), &(cookie as i64), &limit],
+            )
             .await?;
         let mut entries = Vec::with_capacity(rows.len());
         for row in rows {
