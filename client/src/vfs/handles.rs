@@ -189,9 +189,9 @@ pub(super) enum Handle {
     },
 }
 
-/// Entries of a directory handle fetched (after cookie `after`) but not yet
-/// given to the kernel; the names read so far while the directory is read
-/// from its start.
+/// Entries of a directory handle fetched but not yet given to the kernel
+/// (every entry after cookie `after` up to the last one held); the names
+/// read so far while the directory is read from its start.
 #[derive(Default)]
 pub(super) struct DirPage {
     pub(super) after: u64,

@@ -224,3 +224,44 @@ fn capabilities_are_asked_for_when_the_change_log_is_not_followed() {
         "a mount that does not read the change log answered from its listing"
     );
 }
+
+/// rewinddir after the first entries of a listing (more than one kernel
+/// request, fewer than one page of the mount's) lists every entry again.
+#[test]
+fn a_rewound_listing_gives_every_entry_again() {
+    let v = Volume::new("walk-rewind");
+    v.files_in_sql("big", 300);
+    let m = v.mount("a", &[]);
+    let fd = rustix::fs::open(
+        m.p("big"),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let mut dir = rustix::fs::Dir::new(fd).unwrap();
+    let read_names = |dir: &mut rustix::fs::Dir, count: usize| -> Vec<String> {
+        let mut names = Vec::new();
+        while names.len() < count {
+            match dir.read() {
+                Some(entry) => {
+                    names.push(entry.unwrap().file_name().to_string_lossy().into_owned())
+                }
+                None => break,
+            }
+        }
+        names
+    };
+    // more than one getdents (a kernel request of a page holds fewer)
+    let first = read_names(&mut dir, 120);
+    assert_eq!(first.len(), 120);
+    dir.rewind();
+    let mut again = read_names(&mut dir, usize::MAX);
+    again.sort();
+    again.dedup();
+    assert_eq!(
+        again.len(),
+        302,
+        "after rewinddir the listing gave {} distinct entries of 302",
+        again.len()
+    );
+}

@@ -80,6 +80,8 @@ impl Vfs {
                 page.entries.clear();
             }
             page.entries.retain(|e| e.cookie > cookie);
+            // (what was served is dropped: a later rewind must fetch again)
+            page.after = page.after.max(cookie);
             if let Some(fetched) = page.fetched.filter(|t| *t != self.attrs.ticket()) {
                 // entries kept from an earlier call, of which one changed
                 // since: read again (the kernel keeps what it is given)
