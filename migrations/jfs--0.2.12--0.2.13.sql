@@ -53,3 +53,12 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
 $$;
 
 REVOKE EXECUTE ON FUNCTION readdirplus_xattrs(bigint, bigint, integer) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- A lookup reads the name's inode and type from edge's primary key alone
+-- (an index-only scan): on a volume too big for memory, a cold lookup
+-- makes three reads, not four (bench/scale: cold stats of a 3M-entry
+-- volume about 12% faster). The index is built again: about 2 s per
+-- 3 million entries, with the table locked.
+ALTER TABLE edge DROP CONSTRAINT edge_pkey,
+    ADD CONSTRAINT edge_pkey PRIMARY KEY (parent, name) INCLUDE (inode, type);
