@@ -13,13 +13,10 @@ use jfs_e2e::{
 
 const FILES: usize = 3000;
 
-#[test]
-fn the_stats_of_a_walk_are_answered_from_its_listing() {
-    let v = Volume::new("walk");
-    // the files, made behind the mount's back: its kernel knows none
-    v.files_in_sql("big", FILES);
+/// A mount with the cache times real mounts have (the tests' default is
+/// none), and the address of its metrics.
+fn mount_with_caches(v: &Volume) -> (jfs_e2e::Mount, String) {
     let addr = free_metrics_addr();
-    // (the cache times real mounts have; the tests' default is none)
     let m = v.mount(
         "a",
         &[
@@ -31,6 +28,21 @@ fn the_stats_of_a_walk_are_answered_from_its_listing() {
             "30",
         ],
     );
+    (m, addr)
+}
+
+/// The value of xattr `name` of `path` (not followed if a symlink).
+fn xattr_of(path: &std::path::Path, name: &str) -> Result<Vec<u8>, rustix::io::Errno> {
+    let mut value = vec![0u8; 64];
+    rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
+}
+
+#[test]
+fn the_stats_of_a_walk_are_answered_from_its_listing() {
+    let v = Volume::new("walk");
+    // the files, made behind the mount's back: its kernel knows none
+    v.files_in_sql("big", FILES);
+    let (m, addr) = mount_with_caches(&v);
     let other = v.mount("b", &[]);
     // find's order: the whole listing first, then a stat of each name
     let names: Vec<_> = fs::read_dir(m.p("big"))
@@ -127,18 +139,7 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
         )),
         tagged.to_string()
     );
-    let addr = free_metrics_addr();
-    let m = v.mount(
-        "a",
-        &[
-            "--metrics",
-            &addr,
-            "--attr-cache",
-            "30",
-            "--entry-cache",
-            "30",
-        ],
-    );
+    let (m, addr) = mount_with_caches(&v);
     let other = v.mount("b", &[]);
     let out = ok(Command::new("ls").arg("-l").arg(m.p("big")));
     let listed = String::from_utf8_lossy(&out.stdout).lines().count();
@@ -149,12 +150,8 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
         "ls -l of {FILES} files ({tagged} with xattrs) sent {asked} getxattr calls to the database"
     );
 
-    let get = |path: &std::path::Path, name: &str| {
-        let mut value = vec![0u8; 64];
-        rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
-    };
-    assert_eq!(get(&m.p("big/f100"), "user.tag"), Ok(b"t100".to_vec()));
-    assert_eq!(get(&m.p("big/f150"), "user.tag"), Err(Errno::NODATA));
+    assert_eq!(xattr_of(&m.p("big/f100"), "user.tag"), Ok(b"t100".to_vec()));
+    assert_eq!(xattr_of(&m.p("big/f150"), "user.tag"), Err(Errno::NODATA));
     // set here: seen here at once
     rustix::fs::lsetxattr(
         m.p("big/f151"),
@@ -163,7 +160,7 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
         rustix::fs::XattrFlags::empty(),
     )
     .unwrap();
-    assert_eq!(get(&m.p("big/f151"), "user.here"), Ok(b"1".to_vec()));
+    assert_eq!(xattr_of(&m.p("big/f151"), "user.here"), Ok(b"1".to_vec()));
     // set by another mount: seen once its change is read
     rustix::fs::lsetxattr(
         other.p("big/f150"),
@@ -173,7 +170,7 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
     )
     .unwrap();
     assert!(
-        eventually(5, || get(&m.p("big/f150"), "user.tag")
+        eventually(5, || xattr_of(&m.p("big/f150"), "user.tag")
             == Ok(b"late".to_vec())),
         "another mount's setxattr is not seen"
     );
@@ -201,12 +198,8 @@ fn capabilities_are_asked_for_when_the_change_log_is_not_followed() {
     let b = v.mount("b", &[]);
     let listed = fs::read_dir(a.p("big")).unwrap().count();
     assert_eq!(listed, 10);
-    let get = |path: &std::path::Path, name: &str| {
-        let mut value = vec![0u8; 64];
-        rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
-    };
     assert_eq!(
-        get(&a.p("big/f1"), "security.capability"),
+        xattr_of(&a.p("big/f1"), "security.capability"),
         Err(rustix::io::Errno::NODATA)
     );
     // version 2 file capabilities: cap_net_bind_service permitted
@@ -219,7 +212,7 @@ fn capabilities_are_asked_for_when_the_change_log_is_not_followed() {
     )
     .unwrap();
     assert_eq!(
-        get(&a.p("big/f1"), "security.capability"),
+        xattr_of(&a.p("big/f1"), "security.capability"),
         Ok(given.to_vec()),
         "a mount that does not read the change log answered from its listing"
     );
