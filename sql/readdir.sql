@@ -69,15 +69,19 @@ END
 $$;
 
 -- A page of a directory with attributes (readdirplus_xattrs without the
--- xattrs: what clients before 0.2.13 call).
+-- xattrs: what clients before 0.2.14 call), in its order.
 CREATE FUNCTION readdirplus(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
 RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
                uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
                length bigint, rdev bigint, parent bigint, tier smallint, used bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT r.errno, r.cookie, r.name, r.inode, r.type, r.mode, r.uid, r.gid, r.atime, r.mtime, r.ctime,
-           r.nlink, r.length, r.rdev, r.parent, r.tier, r.used
-      FROM readdirplus_xattrs(p_dir, p_cookie, p_limit) r
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+        SELECT r.errno, r.cookie, r.name, r.inode, r.type, r.mode, r.uid, r.gid, r.atime, r.mtime, r.ctime,
+               r.nlink, r.length, r.rdev, r.parent, r.tier, r.used
+          FROM readdirplus_xattrs(p_dir, p_cookie, p_limit) WITH ORDINALITY AS r
+         ORDER BY r.ordinality;
+END
 $$;
 
 -- A lookup that reads ahead, for a mount whose callers stat a directory's

@@ -258,3 +258,57 @@ fn a_rewound_listing_gives_every_entry_again() {
         again.len()
     );
 }
+
+/// seekdir back to a position telldir gave, inside what the last kernel
+/// request brought or right after "." and "..", lists every entry after it
+/// once.
+#[test]
+fn a_listing_sought_back_to_a_told_position_misses_nothing() {
+    let v = Volume::new("walk-seek");
+    v.files_in_sql("big", 300);
+    let m = v.mount("a", &[]);
+    let open = || {
+        let fd = rustix::fs::open(
+            m.p("big"),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        rustix::fs::Dir::new(fd).unwrap()
+    };
+    // (name, the position after it) of the next `count` entries
+    let read = |dir: &mut rustix::fs::Dir, count: usize| -> Vec<(String, i64)> {
+        let mut entries = Vec::new();
+        while entries.len() < count {
+            match dir.read() {
+                Some(entry) => {
+                    let entry = entry.unwrap();
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    entries.push((name, entry.offset()));
+                }
+                None => break,
+            }
+        }
+        entries
+    };
+    for told in [2, 28, 100, 120, 125, 129] {
+        let mut dir = open();
+        let first = read(&mut dir, 130);
+        assert_eq!(first.len(), 130);
+        dir.seek(first[told - 1].1).unwrap();
+        let rest = read(&mut dir, usize::MAX);
+        let mut names: Vec<&str> = first[..told]
+            .iter()
+            .chain(rest.iter())
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let listed = names.len();
+        names.sort();
+        names.dedup();
+        assert!(
+            listed == 302 && names.len() == 302,
+            "seeking back to after entry {told}: {listed} entries listed, {} distinct, of 302",
+            names.len()
+        );
+    }
+}

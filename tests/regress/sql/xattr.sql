@@ -28,6 +28,10 @@ SELECT inode AS g FROM jfs.mknod(1, 'g', 1, 420, 0, 0) \gset
 SELECT errno, convert_from(name, 'UTF8') AS name, inode = :f AS is_f, xattrs FROM jfs.readdirplus_xattrs(1) ORDER BY cookie;
 SELECT count(*) AS same FROM jfs.readdirplus(1) r JOIN jfs.readdirplus_xattrs(1) x USING (cookie, name, inode, mode, ctime);
 SELECT errno, name, xattrs FROM jfs.readdirplus_xattrs(:g);
+-- readdirplus keeps the page's order, its limit and its error row
+SELECT (SELECT array_agg(cookie) FROM jfs.readdirplus(1)) = (SELECT array_agg(cookie ORDER BY cookie) FROM jfs.readdirplus(1)) AS in_order;
+SELECT count(*) AS one FROM jfs.readdirplus(1, 0, 1);
+SELECT errno, name FROM jfs.readdirplus(:g);
 SELECT errno FROM jfs.unlink(1, 'g');
 -- limits: name 1..255 bytes, value up to 64 KiB; both flags at once is EINVAL
 SELECT jfs.setxattr(:f, '', 'x');

@@ -80,7 +80,6 @@ impl Vfs {
                 page.entries.clear();
             }
             page.entries.retain(|e| e.cookie > cookie);
-            // (what was served is dropped: a later rewind must fetch again)
             page.after = page.after.max(cookie);
             if let Some(fetched) = page.fetched.filter(|t| *t != self.attrs.ticket()) {
                 // entries kept from an earlier call, of which one changed
@@ -129,8 +128,12 @@ impl Vfs {
                     attr: self.overlay(e.attr.clone()).await,
                 };
                 if !fill(&listed) {
-                    // the kernel's buffer is full; keep the rest for the next call
+                    // the kernel's buffer is full; keep the rest for the next
+                    // call, which asks from `cookie` unless it seeks back
+                    // (rewinddir, seekdir, a caller's buffer that took less
+                    // than the kernel was given): then it fetches again
                     page.entries = entries[i..].to_vec();
+                    page.after = cookie;
                     return Ok(());
                 }
                 cookie = e.cookie;
