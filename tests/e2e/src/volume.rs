@@ -216,8 +216,9 @@ impl Volume {
 }
 
 /// `jfs mount -d` of `url` on `path` (made if missing), logging to `log`,
-/// with gc every second (objects of freed data deleted at once) and no
-/// kernel caching, unless `extra` says otherwise.
+/// with gc every second (objects of freed data deleted at once), no
+/// kernel caching and a disk cache (if any) without a free-space floor,
+/// unless `extra` says otherwise.
 pub fn mount_at(url: &str, path: &Path, log: &Path, extra: &[&str]) -> Mount {
     mount_at_with_env(url, path, log, extra, &[])
 }
@@ -238,12 +239,20 @@ pub fn mount_at_with_env(
         .args(["-d", "--log"])
         .arg(log)
         .args(extra);
+    // a disk cache caches whatever room the machine's disk has left: a
+    // test's cache must not depend on how full the build left the disk
+    let free_space = extra
+        .contains(&"--cache-dir")
+        .then_some(("--free-space-ratio", "0"));
     for (flag, value) in [
         ("--attr-cache", "0"),
         ("--entry-cache", "0"),
         ("--gc-delay", "0"),
         ("--gc-interval", "1"),
-    ] {
+    ]
+    .into_iter()
+    .chain(free_space)
+    {
         if !extra.contains(&flag) {
             cmd.args([flag, value]);
         }

@@ -240,14 +240,7 @@ fn a_sealed_disk_cache_holds_no_plain_text_and_serves_blocks() {
     let v = Volume::with_options("rest-cache", &format_args("lz4", "aes256gcm-rsa", &pem));
     let cache = v.dir.path().join("cache");
     let cache_arg = cache.to_str().unwrap();
-    // (whatever room the machine's disk has left)
-    let cache_args = [
-        "--cache-dir",
-        cache_arg,
-        "--cache-sealed",
-        "--free-space-ratio",
-        "0",
-    ];
+    let cache_args = ["--cache-dir", cache_arg, "--cache-sealed"];
     let m = v.mount("a", &[]);
     let marker = b"a marker line that must stay off every disk\n".repeat(3000);
     fs::write(m.p("f"), &marker).unwrap();
