@@ -134,6 +134,45 @@ for script in migrations/jfs--*.sql; do
   done
   checked=$((checked + 1))
 done
+
+# withdrawn releases: a version name once used for another schema (never
+# landed, but on main for a while, so a development cluster may hold it).
+# tests/upgrade/withdrawn/jfs--A--B.sql is the update script of that B as
+# it was: a volume of A takes it (as version B-withdrawn, from the
+# extension directory), reports B as such a volume did, and every update
+# from there must give a fresh install's schema too
+sharedir=$(q -d postgres -c "SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")
+for script in tests/upgrade/withdrawn/jfs--*--*.sql; do
+  [ -e "$script" ] || continue
+  step=${script#tests/upgrade/withdrawn/jfs--}; step=${step%.sql}
+  from=${step%%--*}; to=${step#*--}
+  installed="$sharedir/extension/jfs--$from--$to-withdrawn.sql"
+  echo "-- $to (withdrawn) -> $current"
+  cp "$script" "$installed"
+  fresh_db jfs_upgrade_from
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$from'" -c "$grants" >/dev/null
+  update_ok=0
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE TO '$to-withdrawn'" \
+    -c "UPDATE pg_extension SET extversion = '$to' WHERE extname = 'jfs'" -c "$grants" >/dev/null && update_ok=1
+  rm -f "$installed"
+  [ "$update_ok" = 1 ] || { echo "FAILED: the withdrawn $script does not apply to $from" >&2; exit 1; }
+  q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE" >/dev/null
+  # what the role could call it still may, before it is granted again
+  lost=$(q -d jfs_upgrade_from -c "SELECT p.oid::regprocedure FROM pg_proc p
+      WHERE p.pronamespace = 'jfs'::regnamespace AND p.proname = 'write_slices'
+        AND NOT has_function_privilege('jfs_upgrade_client', p.oid, 'EXECUTE')")
+  [ -z "$lost" ] || { echo "FAILED: the withdrawn jfs $to updated to $current took $lost from its client role" >&2; failed=$((failed + 1)); }
+  q -d jfs_upgrade_from -c "$grants" >/dev/null
+  snapshot jfs_upgrade_from "$out/withdrawn-$to"
+  for part in extension config members init_privs schema.sql data.sql; do
+    if ! diff -u "$out/fresh.$part" "$out/withdrawn-$to.$part" >"$out/withdrawn-$to.$part.diff"; then
+      echo "FAILED: the withdrawn jfs $to upgraded to $current differs from a fresh install ($part; - fresh, + upgraded):"
+      head -100 "$out/withdrawn-$to.$part.diff"
+      failed=$((failed + 1))
+    fi
+  done
+  checked=$((checked + 1))
+done
 q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_fresh WITH (FORCE)"
 q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_from WITH (FORCE)"
 [ "$checked" -gt 0 ] || { echo "FAILED: no frozen release older than $current in migrations/" >&2; exit 1; }
