@@ -79,6 +79,13 @@ pub fn ok(cmd: &mut Command) -> Output {
     out
 }
 
+/// The value of extended attribute `name` of `path` (not followed if a
+/// symbolic link), or the errno getxattr gave.
+pub fn xattr_of(path: &std::path::Path, name: &str) -> Result<Vec<u8>, rustix::io::Errno> {
+    let mut value = vec![0u8; 256];
+    rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
+}
+
 /// Polls `f` until it returns true or `secs` pass.
 pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);

@@ -245,10 +245,7 @@ fn capabilities_another_mount_gives_a_new_file_are_seen() {
     let v = Volume::new("copy-caps");
     let a = v.mount("a", &[]);
     let b = v.mount("b", &[]);
-    let caps = |p: &Path| {
-        let mut value = vec![0u8; 64];
-        rustix::fs::getxattr(p, "security.capability", &mut value).map(|n| value[..n].to_vec())
-    };
+    let caps = |p: &Path| jfs_e2e::xattr_of(p, "security.capability");
     let mut f = File::create(a.p("tool")).unwrap();
     f.write_all(b"#!/bin/true\n").unwrap();
     assert!(caps(&a.p("tool")).is_err(), "a new file has none");

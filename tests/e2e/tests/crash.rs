@@ -10,9 +10,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use jfs_e2e::{
-    assert_no_errors, content, jfs, missing_or_wrong, ok, PrivateVolume as Setup, Rng, Workload,
-    PRIVATE_CLIENT as CLIENT,
+    assert_no_errors, content, jfs, missing_or_wrong, ok, xattr_of, PrivateVolume as Setup, Rng,
+    Workload, PRIVATE_CLIENT as CLIENT,
 };
+use rustix::fs::{fremovexattr, fsetxattr, XattrFlags};
+use rustix::io::Errno;
 
 #[test]
 fn fsync_acknowledged_files_survive_postgres_crashes() {
@@ -301,6 +303,57 @@ fn fsync_makes_the_files_other_changes_durable_or_fails() {
     drop(fresh);
     // a change the crash erased before the fsync: the fsync says so
     an_ftruncate_erased_before_its_fsync_is_reported(&s, &m, &path, "fresh2");
+}
+
+#[test]
+fn an_xattr_change_a_crash_erased_is_reported_by_the_files_fsync() {
+    // fsync of a file promises its extended attributes too: a setxattr or
+    // removexattr on the open file that a crash erased before the fsync
+    // cannot be made again, so the fsync fails with EIO, or else the
+    // change survived
+    let s = Setup::new("fsync-xattr", &["wal_writer_delay = '10s'"]);
+    let m = s.mount("a", &["--meta-retry", "30"]);
+    let path = m.p("f");
+    fs::write(&path, b"0123456789").unwrap();
+    let change_then_crash =
+        |change: &dyn Fn(&fs::File), want: Result<Vec<u8>, Errno>, fresh: &str| {
+            let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+            // nothing of the file's left to sync
+            f.sync_all().unwrap();
+            let cue = s.pg.crash_on_cue();
+            change(&f);
+            cue.crash();
+            let synced = f.sync_all();
+            drop(f);
+            let fresh = s.mount(fresh, &[]);
+            let found = xattr_of(&fresh.p("f"), "user.k");
+            eprintln!("fsync after the crash: {synced:?}; user.k {found:?}");
+            match synced.as_ref().map_err(|e| e.raw_os_error()) {
+                Err(Some(libc::EIO)) => {}
+                Ok(()) => assert_eq!(
+                    found,
+                    want,
+                    "fsync acknowledged an xattr change the crash erased\n{}",
+                    m.log_tail(20)
+                ),
+                Err(e) => panic!("fsync: {e:?}"),
+            }
+        };
+    change_then_crash(
+        &|f| fsetxattr(f, "user.k", b"v", XattrFlags::empty()).unwrap(),
+        Ok(b"v".to_vec()),
+        "fresh",
+    );
+    // (set for good first)
+    let f = fs::File::open(&path).unwrap();
+    fsetxattr(&f, "user.k", b"v", XattrFlags::empty()).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    change_then_crash(
+        &|f| fremovexattr(f, "user.k").unwrap(),
+        Err(Errno::NODATA),
+        "fresh2",
+    );
 }
 
 /// Truncates file `path` of mount `m` to 2 bytes, crashes the cluster,

@@ -436,10 +436,7 @@ fn a_setxattr_whose_answer_is_lost_is_not_taken_as_undone() {
     // (the change log read twice a second: the setxattr it will show is
     // not what makes the mount ask)
     let a = v.mount_url("a", &proxy.url(&v.db), &["--changes-poll", "0.5"]);
-    let caps = |p: &std::path::Path| {
-        let mut value = vec![0u8; 64];
-        rustix::fs::getxattr(p, "security.capability", &mut value).map(|n| value[..n].to_vec())
-    };
+    let caps = |p: &std::path::Path| jfs_e2e::xattr_of(p, "security.capability");
     // a file this mount made and has open: it answers the kernel's
     // question for its capabilities itself, while it knows of no change
     let mut f = fs::File::create(a.p("tool")).unwrap();

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use jfs_e2e::{
     changes_elsewhere_are_seen, eventually, free_metrics_addr, fuse_requests, ok, procedure_calls,
-    Volume,
+    xattr_of, Volume,
 };
 
 const FILES: usize = 3000;
@@ -32,11 +32,6 @@ fn mount_with_caches(v: &Volume) -> (jfs_e2e::Mount, String) {
 }
 
 /// The value of xattr `name` of `path` (not followed if a symlink).
-fn xattr_of(path: &std::path::Path, name: &str) -> Result<Vec<u8>, rustix::io::Errno> {
-    let mut value = vec![0u8; 64];
-    rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
-}
-
 #[test]
 fn the_stats_of_a_walk_are_answered_from_its_listing() {
     let v = Volume::new("walk");

@@ -77,6 +77,7 @@ impl Vfs {
         }
         // (before the call too: its answer may be lost after it committed)
         self.attrs.forget(inode);
+        self.committing_to(inode).await;
         let set = self.meta.setxattr(inode, name, value, flags).await;
         // its ctime moved, or may have (an answer lost after the commit)
         self.attrs.forget(inode);
@@ -92,6 +93,7 @@ impl Vfs {
             let entries = acl::parse(value).ok_or(libc::EINVAL)?;
             // (a mode waiting for a commit is made first, then the ACL's)
             self.commit_deferred_attrs(inode).await?;
+            self.committing_to(inode).await;
             self.meta
                 .set_acl(inode, acl::kind_of(name), Some(&entries))
                 .await
@@ -116,6 +118,16 @@ impl Vfs {
         // xattr changed it
         self.forget_attributes(inode);
         Ok(())
+    }
+
+    /// Notes that a change of `inode` is about to be committed: if the file
+    /// is open here, its next fsync (and in 'fsync' durability mode its
+    /// next close) makes the change durable or reports it lost. (Before the
+    /// call: a lost answer may hide a commit.)
+    async fn committing_to(&self, inode: u64) {
+        if let Some(file) = self.open_file(inode) {
+            file.state.lock().await.committed_in(self.meta.epoch());
+        }
     }
 
     /// Commits the pending writes of a file open here whose attribute
@@ -143,6 +155,7 @@ impl Vfs {
                 return Ok(());
             }
             self.commit_deferred_attrs(inode).await?;
+            self.committing_to(inode).await;
             self.meta
                 .set_acl(inode, acl::kind_of(name), None)
                 .await
@@ -150,6 +163,7 @@ impl Vfs {
         } else {
             // (before the call too: its answer may be lost after it committed)
             self.attrs.forget(inode);
+            self.committing_to(inode).await;
             self.meta.removexattr(inode, name).await.map_err(errno)?;
         }
         // its ctime moved
