@@ -287,20 +287,7 @@ impl AttrCache {
     /// directory (its parent's nlink grew: forget the parent).
     pub fn child_made(&self, dir: u64, name: &[u8], attr: &Attr, t: Ticket) {
         let mut inner = self.inner.lock().unwrap();
-        let dir_raced = inner.attr_forgot_since(dir, t);
-        let seq = inner.bump();
-        inner.attr_forgot.insert(dir, seq);
-        match inner.attrs.get_mut(&dir) {
-            Some((d, _)) if !dir_raced => {
-                if times_stale(d.mtime, d.ctime, attr.ctime, self.skip_ns) {
-                    d.mtime = attr.ctime;
-                    d.ctime = attr.ctime;
-                }
-            }
-            _ => {
-                inner.attrs.remove(&dir);
-            }
-        }
+        self.dir_times_moved(&mut inner, dir, attr.ctime, t);
         let node_raced = inner.attr_forgot_since(attr.inode, t);
         inner.forget(attr.inode);
         if node_raced || !self.keeps() {
@@ -309,6 +296,42 @@ impl AttrCache {
         inner.insert(attr);
         if self.names && !inner.name_forgot_since(dir, name, t) {
             inner.insert_name(dir, name, attr.inode);
+        }
+    }
+
+    /// This mount removed entry `name` of `dir`, a node that is not a
+    /// directory, which the procedure answered with the node's attributes
+    /// as it left them (ticket `t` taken before the call): the name and the
+    /// node's attributes go, and the directory's times move as the
+    /// procedure moved them, to the node's new ctime.
+    pub fn child_removed(&self, dir: u64, name: &[u8], attr: &Attr, t: Ticket) {
+        let mut inner = self.inner.lock().unwrap();
+        let seq = inner.bump();
+        inner.name_forgot.insert((dir, name.to_vec()), seq);
+        inner.names.remove(&(dir, name.to_vec()));
+        inner.forget(attr.inode);
+        self.dir_times_moved(&mut inner, dir, attr.ctime, t);
+    }
+
+    /// An entry of `dir` was made or removed at `now` by a procedure that
+    /// moved the directory's mtime and ctime to it unless they were fresh
+    /// (`_dir_times_stale`): the copy kept follows, or goes when something
+    /// forgot the directory since ticket `t` (another change it does not
+    /// know came between).
+    fn dir_times_moved(&self, inner: &mut Inner, dir: u64, now: i64, t: Ticket) {
+        let dir_raced = inner.attr_forgot_since(dir, t);
+        let seq = inner.bump();
+        inner.attr_forgot.insert(dir, seq);
+        match inner.attrs.get_mut(&dir) {
+            Some((d, _)) if !dir_raced => {
+                if times_stale(d.mtime, d.ctime, now, self.skip_ns) {
+                    d.mtime = now;
+                    d.ctime = now;
+                }
+            }
+            _ => {
+                inner.attrs.remove(&dir);
+            }
         }
     }
 
@@ -519,6 +542,29 @@ mod tests {
         cache.child_made(5, b"d", &file(13, 9_000), t);
         assert!(cache.get(5).is_none());
         assert!(cache.lookup(5, b"d").is_some());
+    }
+
+    #[test]
+    fn a_removed_child_moves_stale_times_and_goes() {
+        let cache = followed(Duration::from_secs(60));
+        cache.put(&dir(5, 1_000), cache.ticket());
+        cache.put_entry(5, b"a", &file(10, 900), cache.ticket());
+        cache.put_entry(5, b"b", &file(11, 900), cache.ticket());
+        // within the skip window: the times stay, the name and node go
+        cache.child_removed(5, b"a", &file(10, 1_050), cache.ticket());
+        assert_eq!(cache.get(5).unwrap().mtime, 1_000);
+        assert!(cache.lookup(5, b"a").is_none() && cache.get(10).is_none());
+        // past it: both times move to the node's new ctime
+        cache.child_removed(5, b"b", &file(11, 1_200), cache.ticket());
+        let a = cache.get(5).unwrap();
+        assert_eq!((a.mtime, a.ctime), (1_200, 1_200));
+        assert!(cache.lookup(5, b"b").is_none() && cache.get(11).is_none());
+        // a directory forgotten while the child was removed is dropped
+        let t = cache.ticket();
+        cache.forget(5);
+        cache.put(&dir(5, 1_200), cache.ticket());
+        cache.child_removed(5, b"c", &file(12, 9_000), t);
+        assert!(cache.get(5).is_none());
     }
 
     #[test]

@@ -121,21 +121,31 @@ impl Vfs {
 
     pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        let ticket = self.attrs.ticket();
         let attr = self
             .meta
             .unlink(parent, name, self.sid(), &self.open_inodes())
             .await
             .map_err(errno)?;
         self.listings.removed(parent, name);
-        self.attrs.forget_entry(parent, name);
-        // its nlink and ctime moved (None: the answer was lost, the name
-        // found gone, the inode not known: a file open here that lost its
-        // last name is then released when this mount's session ends)
-        if let Some(attr) = attr {
-            self.attrs.forget(attr.inode);
-            if attr.nlink == 0 {
-                self.mark_unlinked(attr.inode).await;
+        match &attr {
+            // its last name went: the directory's times moved to its new
+            // ctime, and the kernel's question for them after the unlink
+            // is answered here
+            Some(attr) if attr.nlink == 0 => self.attrs.child_removed(parent, name, attr, ticket),
+            // its nlink and ctime moved, or it went to the trash (None:
+            // the answer was lost, the name found gone, the inode not
+            // known: a file open here that lost its last name is then
+            // released when this mount's session ends)
+            _ => {
+                self.attrs.forget_entry(parent, name);
+                if let Some(attr) = &attr {
+                    self.attrs.forget(attr.inode);
+                }
             }
+        }
+        if let Some(attr) = attr.filter(|a| a.nlink == 0) {
+            self.mark_unlinked(attr.inode).await;
         }
         Ok(())
     }
