@@ -29,8 +29,11 @@ $$;
 
 -- The bytes a multirange covers.
 CREATE FUNCTION _range_size(p_ranges int4multirange) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
-$$ SELECT coalesce(sum(upper(r) - lower(r)), 0)::bigint FROM unnest(p_ranges) r $$;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN (SELECT coalesce(sum(upper(r) - lower(r)), 0)::bigint FROM unnest(p_ranges) r);
+END
+$$;
 
 -- The bytes of [p_from, p_to) of file p_inode that show data: what its
 -- node's "used" counts over the whole file (st_blocks).

@@ -8,10 +8,13 @@
 -- p_qroot: that root, then the roots above it, nearest first (the root's
 -- chain, kept by _quota_chains).
 CREATE FUNCTION _quota_roots(p_qroot bigint) RETURNS bigint[]
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_qroot > 0
-                THEN coalesce((SELECT q.chain FROM quota q WHERE q.kind = 'dir' AND q.key = p_qroot), '{}')
-                ELSE '{}'::bigint[] END
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_qroot > 0 THEN
+        RETURN coalesce((SELECT q.chain FROM quota q WHERE q.kind = 'dir' AND q.key = p_qroot), '{}');
+    END IF;
+    RETURN '{}'::bigint[];
+END
 $$;
 
 -- Sets the chain of every directory quota (itself, then the roots above it,

@@ -332,11 +332,13 @@ CREATE SEQUENCE change_id;
 -- applies the change). Another role cannot make its changes pass for a
 -- mount's own, which that mount would skip.
 CREATE FUNCTION _change_session() RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT s.sid FROM session s
-     WHERE s.sid = substring(pg_catalog.current_setting('application_name')
-                             FROM '^jfs:([0-9]{1,18})$')::bigint
-       AND (s.role IS NULL OR s.role = session_user)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT s.sid FROM session s
+             WHERE s.sid = substring(pg_catalog.current_setting('application_name')
+                                     FROM '^jfs:([0-9]{1,18})$')::bigint
+               AND (s.role IS NULL OR s.role = session_user));
+END
 $$;
 
 CREATE TABLE change (
