@@ -141,20 +141,27 @@ done
 # it was: a volume of A takes it (as version B-withdrawn, from the
 # extension directory), reports B as such a volume did, and every update
 # from there must give a fresh install's schema too
-sharedir=$(q -d postgres -c "SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")
+extdir="$(q -d postgres -c "SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")/extension"
+[ -d "$extdir" ] || {
+  echo "FAILED: the server's extension directory $extdir is not on this machine: run the upgrade suite against a local cluster" >&2
+  exit 1
+}
+SUDO=""; [ -w "$extdir" ] || SUDO=sudo
+installed=""
+trap '[ -z "$installed" ] || $SUDO rm -f "$installed"' EXIT
 for script in tests/upgrade/withdrawn/jfs--*--*.sql; do
   [ -e "$script" ] || continue
   step=${script#tests/upgrade/withdrawn/jfs--}; step=${step%.sql}
   from=${step%%--*}; to=${step#*--}
-  installed="$sharedir/extension/jfs--$from--$to-withdrawn.sql"
+  installed="$extdir/jfs--$from--$to-withdrawn.sql"
   echo "-- $to (withdrawn) -> $current"
-  cp "$script" "$installed"
+  $SUDO cp "$script" "$installed"
   fresh_db jfs_upgrade_from
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$from'" -c "$grants" >/dev/null
   update_ok=0
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE TO '$to-withdrawn'" \
     -c "UPDATE pg_extension SET extversion = '$to' WHERE extname = 'jfs'" -c "$grants" >/dev/null && update_ok=1
-  rm -f "$installed"
+  $SUDO rm -f "$installed"; installed=""
   [ "$update_ok" = 1 ] || { echo "FAILED: the withdrawn $script does not apply to $from" >&2; exit 1; }
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE" >/dev/null
   # what the role could call it still may, before it is granted again

@@ -77,8 +77,9 @@ impl Vfs {
         }
         // (before the call too: its answer may be lost after it committed)
         self.attrs.forget(inode);
-        self.committing_to(inode).await;
-        let set = self.meta.setxattr(inode, name, value, flags).await;
+        let set = self
+            .committing(inode, self.meta.setxattr(inode, name, value, flags))
+            .await;
         // its ctime moved, or may have (an answer lost after the commit)
         self.attrs.forget(inode);
         set.map_err(errno)
@@ -93,11 +94,8 @@ impl Vfs {
             let entries = acl::parse(value).ok_or(libc::EINVAL)?;
             // (a mode waiting for a commit is made first, then the ACL's)
             self.commit_deferred_attrs(inode).await?;
-            self.committing_to(inode).await;
-            self.meta
-                .set_acl(inode, acl::kind_of(name), Some(&entries))
-                .await
-                .map_err(errno)?;
+            let set = self.meta.set_acl(inode, acl::kind_of(name), Some(&entries));
+            self.committing(inode, set).await.map_err(errno)?;
             // its mode and ctime moved
             self.attrs.forget(inode);
             self.forget_attributes(inode);
@@ -120,14 +118,22 @@ impl Vfs {
         Ok(())
     }
 
-    /// Notes that a change of `inode` is about to be committed: if the file
+    /// Runs `commit`, a call that commits a change of `inode`: if the file
     /// is open here, its next fsync (and in 'fsync' durability mode its
-    /// next close) makes the change durable or reports it lost. (Before the
-    /// call: a lost answer may hide a commit.)
-    async fn committing_to(&self, inode: u64) {
-        if let Some(file) = self.open_file(inode) {
-            file.state.lock().await.committed_in(self.meta.epoch());
+    /// next close) makes the change durable or reports it lost. The file
+    /// is marked before the call (a lost answer may hide a commit) and
+    /// stays locked until it returns, so that no fsync in between clears
+    /// the mark before the change is committed.
+    async fn committing<T>(&self, inode: u64, commit: impl std::future::Future<Output = T>) -> T {
+        let file = self.open_file(inode);
+        let mut state = match &file {
+            Some(f) => Some(f.state.lock().await),
+            None => None,
+        };
+        if let Some(state) = state.as_mut() {
+            state.committed_in(self.meta.epoch());
         }
+        commit.await
     }
 
     /// Commits the pending writes of a file open here whose attribute
@@ -155,16 +161,13 @@ impl Vfs {
                 return Ok(());
             }
             self.commit_deferred_attrs(inode).await?;
-            self.committing_to(inode).await;
-            self.meta
-                .set_acl(inode, acl::kind_of(name), None)
-                .await
-                .map_err(errno)?;
+            let removed = self.meta.set_acl(inode, acl::kind_of(name), None);
+            self.committing(inode, removed).await.map_err(errno)?;
         } else {
             // (before the call too: its answer may be lost after it committed)
             self.attrs.forget(inode);
-            self.committing_to(inode).await;
-            self.meta.removexattr(inode, name).await.map_err(errno)?;
+            let removed = self.meta.removexattr(inode, name);
+            self.committing(inode, removed).await.map_err(errno)?;
         }
         // its ctime moved
         self.attrs.forget(inode);
