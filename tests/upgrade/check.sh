@@ -116,6 +116,20 @@ q -d jfs_upgrade_fresh -c "SET client_min_messages = warning; CREATE EXTENSION j
 snapshot jfs_upgrade_fresh "$out/fresh"
 
 failed=0; checked=0
+# compare_with_fresh PREFIX WHAT: a snapshot of jfs_upgrade_from, updated
+# from WHAT, against the fresh install's
+compare_with_fresh() {
+  local prefix=$1 what=$2 part
+  snapshot jfs_upgrade_from "$out/$prefix"
+  for part in extension config members init_privs schema.sql data.sql; do
+    if ! diff -u "$out/fresh.$part" "$out/$prefix.$part" >"$out/$prefix.$part.diff"; then
+      echo "FAILED: $what upgraded to $current differs from a fresh install ($part; - fresh, + upgraded):"
+      head -100 "$out/$prefix.$part.diff"
+      failed=$((failed + 1))
+    fi
+  done
+  checked=$((checked + 1))
+}
 for script in migrations/jfs--*.sql; do
   name=${script#migrations/jfs--}; name=${name%.sql}
   case "$name" in *--*) continue ;; esac   # upgrade scripts
@@ -124,15 +138,7 @@ for script in migrations/jfs--*.sql; do
   fresh_db jfs_upgrade_from
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; CREATE EXTENSION jfs VERSION '$name'" -c "$grants" >/dev/null
   q -d jfs_upgrade_from -c "SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE" -c "$grants" >/dev/null
-  snapshot jfs_upgrade_from "$out/from-$name"
-  for part in extension config members init_privs schema.sql data.sql; do
-    if ! diff -u "$out/fresh.$part" "$out/from-$name.$part" >"$out/from-$name.$part.diff"; then
-      echo "FAILED: jfs $name upgraded to $current differs from a fresh install ($part; - fresh, + upgraded):"
-      head -100 "$out/from-$name.$part.diff"
-      failed=$((failed + 1))
-    fi
-  done
-  checked=$((checked + 1))
+  compare_with_fresh "from-$name" "jfs $name"
 done
 
 # withdrawn releases: a version name once used for another schema (never
@@ -170,15 +176,7 @@ for script in tests/upgrade/withdrawn/jfs--*--*.sql; do
         AND NOT has_function_privilege('jfs_upgrade_client', p.oid, 'EXECUTE')")
   [ -z "$lost" ] || { echo "FAILED: the withdrawn jfs $to updated to $current took $lost from its client role" >&2; failed=$((failed + 1)); }
   q -d jfs_upgrade_from -c "$grants" >/dev/null
-  snapshot jfs_upgrade_from "$out/withdrawn-$to"
-  for part in extension config members init_privs schema.sql data.sql; do
-    if ! diff -u "$out/fresh.$part" "$out/withdrawn-$to.$part" >"$out/withdrawn-$to.$part.diff"; then
-      echo "FAILED: the withdrawn jfs $to upgraded to $current differs from a fresh install ($part; - fresh, + upgraded):"
-      head -100 "$out/withdrawn-$to.$part.diff"
-      failed=$((failed + 1))
-    fi
-  done
-  checked=$((checked + 1))
+  compare_with_fresh "withdrawn-$to" "the withdrawn jfs $to"
 done
 q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_fresh WITH (FORCE)"
 q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_from WITH (FORCE)"

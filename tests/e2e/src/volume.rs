@@ -167,6 +167,22 @@ impl Volume {
     }
 
     /// Mounts the volume with variables set in the mount's environment.
+    /// A mount in DIR/mnt-LABEL with kernel and mount cache times of
+    /// `secs` seconds, as real mounts have (the tests' default is none),
+    /// and the address of its metrics.
+    pub fn mount_with_caches(&self, label: &str, secs: &str) -> (Mount, String) {
+        let addr = crate::free_metrics_addr();
+        let caches = [
+            "--metrics",
+            &addr,
+            "--attr-cache",
+            secs,
+            "--entry-cache",
+            secs,
+        ];
+        (self.mount(label, &caches), addr)
+    }
+
     pub fn mount_with_env(&self, label: &str, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let path = self.dir.path().join(format!("mnt-{label}"));
         let log = self.dir.path().join(format!("mount-{label}.log"));

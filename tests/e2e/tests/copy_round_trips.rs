@@ -32,19 +32,8 @@ fn mtime_ns(path: &Path) -> i64 {
 fn cp_a_commits_each_file_once_with_its_attributes() {
     let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-round-trips");
-    let addr = free_metrics_addr();
     // (as mounts are by default: kernel and mount caches on)
-    let a = v.mount(
-        "a",
-        &[
-            "--metrics",
-            &addr,
-            "--attr-cache",
-            "1",
-            "--entry-cache",
-            "1",
-        ],
-    );
+    let (a, addr) = v.mount_with_caches("a", "1");
     let b = v.mount("b", &[]);
 
     let src = tempfile::tempdir().unwrap();

@@ -5,24 +5,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
-use jfs_e2e::{eventually, free_metrics_addr, jfs, ok, pattern, procedure_calls, Volume};
+use jfs_e2e::{eventually, jfs, ok, pattern, procedure_calls, Volume};
 
 #[test]
 fn rm_rf_costs_one_call_per_entry_and_the_directory_shows_its_times() {
     let v = Volume::new("rmrf");
-    let addr = free_metrics_addr();
     // (as mounts are by default: kernel and mount caches on)
-    let m = v.mount(
-        "a",
-        &[
-            "--metrics",
-            &addr,
-            "--attr-cache",
-            "1",
-            "--entry-cache",
-            "1",
-        ],
-    );
+    let (m, addr) = v.mount_with_caches("a", "1");
     for d in ["keep", "tree/sub"] {
         fs::create_dir_all(m.p(d)).unwrap();
         for i in 0..60 {

@@ -7,29 +7,10 @@ use std::fs;
 use std::process::Command;
 
 use jfs_e2e::{
-    changes_elsewhere_are_seen, eventually, free_metrics_addr, fuse_requests, ok, procedure_calls,
-    xattr_of, Volume,
+    changes_elsewhere_are_seen, eventually, fuse_requests, ok, procedure_calls, xattr_of, Volume,
 };
 
 const FILES: usize = 3000;
-
-/// A mount with the cache times real mounts have (the tests' default is
-/// none), and the address of its metrics.
-fn mount_with_caches(v: &Volume) -> (jfs_e2e::Mount, String) {
-    let addr = free_metrics_addr();
-    let m = v.mount(
-        "a",
-        &[
-            "--metrics",
-            &addr,
-            "--attr-cache",
-            "30",
-            "--entry-cache",
-            "30",
-        ],
-    );
-    (m, addr)
-}
 
 /// The value of xattr `name` of `path` (not followed if a symlink).
 #[test]
@@ -37,7 +18,7 @@ fn the_stats_of_a_walk_are_answered_from_its_listing() {
     let v = Volume::new("walk");
     // the files, made behind the mount's back: its kernel knows none
     v.files_in_sql("big", FILES);
-    let (m, addr) = mount_with_caches(&v);
+    let (m, addr) = v.mount_with_caches("a", "30");
     let other = v.mount("b", &[]);
     // find's order: the whole listing first, then a stat of each name
     let names: Vec<_> = fs::read_dir(m.p("big"))
@@ -134,7 +115,7 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
         )),
         tagged.to_string()
     );
-    let (m, addr) = mount_with_caches(&v);
+    let (m, addr) = v.mount_with_caches("a", "30");
     let other = v.mount("b", &[]);
     let out = ok(Command::new("ls").arg("-l").arg(m.p("big")));
     let listed = String::from_utf8_lossy(&out.stdout).lines().count();
