@@ -137,6 +137,12 @@ pub struct MountArgs {
     /// (0: none)
     #[arg(long, default_value_t = crate::vfs::LOOKUP_AHEAD, value_name = "N")]
     lookup_ahead: u32,
+    /// Serve no extended attributes: every xattr call fails with "operation
+    /// not supported", answered by the kernel, which then sends none of
+    /// them (`ls -l` asks two per file, and every write one); not for a
+    /// volume with ACLs on, which are xattrs
+    #[arg(long)]
+    no_xattrs: bool,
     /// How often a metadata backup (a compressed dump) goes into the object
     /// store under NAME/meta/, written by one of the volume's mounts
     /// (3600, 90s, 30m, 1h, 1d; 0: never)
@@ -308,6 +314,9 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
     if a.allow_other {
         args.push("--allow-other".into());
     }
+    if a.no_xattrs {
+        args.push("--no-xattrs".into());
+    }
     if let Some(addr) = &a.metrics {
         args.push("--metrics".into());
         args.push(addr.clone());
@@ -379,6 +388,12 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         object::set_retries(
             Duration::from_secs(a.object_retry),
             Duration::from_secs(a.object_timeout),
+        );
+        anyhow::ensure!(
+            !a.no_xattrs || !volume.enable_acl,
+            "--no-xattrs: volume {} has POSIX ACLs on, and the kernel reads them as xattrs \
+             (without them it would grant what they deny); mount without --no-xattrs",
+            volume.name
         );
         meta.require_client_grants().await?;
         let (read_only, squash) =
@@ -507,6 +522,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         &session::ServeOptions {
             read_only,
             allow_other: a.allow_other,
+            xattrs: !a.no_xattrs,
         },
     )
     .with_context(|| format!("mounting on {}", mountpoint.display()));

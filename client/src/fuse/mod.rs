@@ -405,6 +405,9 @@ impl Filesystem for JfsFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let Some(reply) = self.xattrs_served("setxattr", reply, ReplyEmpty::error) else {
+            return;
+        };
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
         self.run_here("setxattr", move |vfs| async move {
             let set = vfs.setxattr(inode, name, value, flags);
@@ -414,6 +417,9 @@ impl Filesystem for JfsFuse {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let Some(reply) = self.xattrs_served("getxattr", reply, ReplyXattr::error) else {
+            return;
+        };
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
         self.run_here("getxattr", move |vfs| async move {
             let need = Need::xattr(inode, name, false);
@@ -423,6 +429,9 @@ impl Filesystem for JfsFuse {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let Some(reply) = self.xattrs_served("listxattr", reply, ReplyXattr::error) else {
+            return;
+        };
         let ino = self.ino(ino);
         self.run_here("listxattr", move |vfs| async move {
             reply_xattr(reply, size, vfs.listxattr(ino).await.map(nul_terminated))
@@ -430,6 +439,9 @@ impl Filesystem for JfsFuse {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let Some(reply) = self.xattrs_served("removexattr", reply, ReplyEmpty::error) else {
+            return;
+        };
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
         self.run_here("removexattr", move |vfs| async move {
             let remove = vfs.removexattr(inode, name);

@@ -11,11 +11,34 @@ use crate::vfs::{LockRange, Need, NewNode, Vfs, Who};
 pub struct JfsFuse {
     pub(super) vfs: Arc<Vfs>,
     pub(super) rt: tokio::runtime::Handle,
+    /// Extended attributes are served (`--no-xattrs` turns them off).
+    pub(super) xattrs: bool,
 }
 
 impl JfsFuse {
-    pub fn new(vfs: Arc<Vfs>, rt: tokio::runtime::Handle) -> JfsFuse {
-        JfsFuse { vfs, rt }
+    pub fn new(vfs: Arc<Vfs>, rt: tokio::runtime::Handle, xattrs: bool) -> JfsFuse {
+        JfsFuse { vfs, rt, xattrs }
+    }
+
+    /// Gives back the reply of xattr request `op` to be served; with
+    /// `--no-xattrs` answers it ENOSYS through `refuse` instead (counted in
+    /// the metrics like any request): the kernel then answers EOPNOTSUPP
+    /// itself and sends no more of that kind, not even the check of
+    /// security.capability before each write.
+    pub(super) fn xattrs_served<R>(
+        &self,
+        op: &'static str,
+        reply: R,
+        refuse: fn(R, fuser::Errno),
+    ) -> Option<R> {
+        if self.xattrs {
+            return Some(reply);
+        }
+        self.run_here(
+            op,
+            move |_| async move { refuse(reply, fuser::Errno::ENOSYS) },
+        );
+        None
     }
 
     /// The identity a request acts as (`--root-squash`, `--all-squash`).

@@ -20,6 +20,8 @@ pub struct ServeOptions {
     pub read_only: bool,
     /// Other users may use the mount (root, or user_allow_other).
     pub allow_other: bool,
+    /// Extended attributes are served (not `--no-xattrs`).
+    pub xattrs: bool,
 }
 
 /// Mounts `vfs` on `mountpoint` and serves it until it is unmounted.
@@ -47,7 +49,7 @@ pub fn serve(
     };
     config.n_threads = Some(FUSE_THREADS);
     config.clone_fd = true;
-    let fs = JfsFuse::new(vfs.clone(), rt);
+    let fs = JfsFuse::new(vfs.clone(), rt, options.xattrs);
     fuser::Session::new(fs, mountpoint, &config)
         .and_then(|session| {
             let notifier = session.notifier();

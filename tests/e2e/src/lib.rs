@@ -86,6 +86,21 @@ pub fn xattr_of(path: &std::path::Path, name: &str) -> Result<Vec<u8>, rustix::i
     rustix::fs::lgetxattr(path, name, &mut value).map(|n| value[..n].to_vec())
 }
 
+/// Runs `cmd`, which must fail with `needle` in what it printed.
+pub fn fails_with(cmd: &mut Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{cmd:?} should fail:\n{text}");
+    assert!(
+        text.contains(needle),
+        "{cmd:?}: expected {needle:?} in:\n{text}"
+    );
+}
+
 /// Polls `f` until it returns true or `secs` pass.
 pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);

@@ -166,13 +166,12 @@ impl Volume {
         self.mount_url(label, &self.url, extra)
     }
 
-    /// Mounts the volume with variables set in the mount's environment.
     /// A mount in DIR/mnt-LABEL with kernel and mount cache times of
     /// `secs` seconds, as real mounts have (the tests' default is none),
-    /// and the address of its metrics.
-    pub fn mount_with_caches(&self, label: &str, secs: &str) -> (Mount, String) {
+    /// and `extra` options; and the address of its metrics.
+    pub fn mount_with_caches(&self, label: &str, secs: &str, extra: &[&str]) -> (Mount, String) {
         let addr = crate::free_metrics_addr();
-        let caches = [
+        let mut options = vec![
             "--metrics",
             &addr,
             "--attr-cache",
@@ -180,9 +179,11 @@ impl Volume {
             "--entry-cache",
             secs,
         ];
-        (self.mount(label, &caches), addr)
+        options.extend_from_slice(extra);
+        (self.mount(label, &options), addr)
     }
 
+    /// Mounts the volume with variables set in the mount's environment.
     pub fn mount_with_env(&self, label: &str, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let path = self.dir.path().join(format!("mnt-{label}"));
         let log = self.dir.path().join(format!("mount-{label}.log"));

@@ -1,16 +1,8 @@
 //! A bucket belongs to one volume: format, mount and gc refuse a place in a
 //! bucket that another volume's marker (`{name}/juicefs_uuid`) claims.
 use std::fs;
-use std::process::Command;
 
-use jfs_e2e::{jfs, meta_url, ok, pattern, psql, Volume};
-
-fn fails_with(cmd: &mut Command, needle: &str) {
-    let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{cmd:?} should fail");
-    assert!(text.contains(needle), "{cmd:?}: {text}");
-}
+use jfs_e2e::{fails_with, jfs, meta_url, ok, pattern, psql, Volume};
 
 #[test]
 fn a_bucket_holds_one_volume() {

@@ -33,7 +33,7 @@ fn cp_a_commits_each_file_once_with_its_attributes() {
     let _one = jfs_e2e::one_at_a_time();
     let v = Volume::new("copy-round-trips");
     // (as mounts are by default: kernel and mount caches on)
-    let (a, addr) = v.mount_with_caches("a", "1");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
     let b = v.mount("b", &[]);
 
     let src = tempfile::tempdir().unwrap();

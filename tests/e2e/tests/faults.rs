@@ -3,21 +3,7 @@ use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use jfs_e2e::{env, jfs, meta_url, Volume};
-
-fn fails_with(cmd: &mut Command, needle: &str) {
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!out.status.success(), "{cmd:?} should fail:\n{text}");
-    assert!(
-        text.contains(needle),
-        "{cmd:?}: expected {needle:?} in:\n{text}"
-    );
-}
+use jfs_e2e::{env, fails_with, jfs, meta_url, Volume};
 
 /// The tests of this file run one at a time: one of them stops and starts the
 /// shared test cluster, which any other test running then would see as a

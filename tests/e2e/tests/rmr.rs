@@ -11,7 +11,7 @@ use jfs_e2e::{eventually, jfs, ok, pattern, procedure_calls, Volume};
 fn rm_rf_costs_one_call_per_entry_and_the_directory_shows_its_times() {
     let v = Volume::new("rmrf");
     // (as mounts are by default: kernel and mount caches on)
-    let (m, addr) = v.mount_with_caches("a", "1");
+    let (m, addr) = v.mount_with_caches("a", "1", &[]);
     for d in ["keep", "tree/sub"] {
         fs::create_dir_all(m.p(d)).unwrap();
         for i in 0..60 {

@@ -7,7 +7,8 @@ use std::fs;
 use std::process::Command;
 
 use jfs_e2e::{
-    changes_elsewhere_are_seen, eventually, fuse_requests, ok, procedure_calls, xattr_of, Volume,
+    changes_elsewhere_are_seen, eventually, fails_with, fuse_requests, jfs, ok, procedure_calls,
+    xattr_of, Volume,
 };
 
 const FILES: usize = 3000;
@@ -18,7 +19,7 @@ fn the_stats_of_a_walk_are_answered_from_its_listing() {
     let v = Volume::new("walk");
     // the files, made behind the mount's back: its kernel knows none
     v.files_in_sql("big", FILES);
-    let (m, addr) = v.mount_with_caches("a", "30");
+    let (m, addr) = v.mount_with_caches("a", "30", &[]);
     let other = v.mount("b", &[]);
     // find's order: the whole listing first, then a stat of each name
     let names: Vec<_> = fs::read_dir(m.p("big"))
@@ -115,7 +116,7 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
         )),
         tagged.to_string()
     );
-    let (m, addr) = v.mount_with_caches("a", "30");
+    let (m, addr) = v.mount_with_caches("a", "30", &[]);
     let other = v.mount("b", &[]);
     let out = ok(Command::new("ls").arg("-l").arg(m.p("big")));
     let listed = String::from_utf8_lossy(&out.stdout).lines().count();
@@ -149,6 +150,72 @@ fn ls_l_asks_the_database_only_of_the_files_with_xattrs() {
         eventually(5, || xattr_of(&m.p("big/f150"), "user.tag")
             == Ok(b"late".to_vec())),
         "another mount's setxattr is not seen"
+    );
+}
+
+/// `--no-xattrs`: every xattr call fails with EOPNOTSUPP, which the kernel
+/// answers itself after the first of each kind, so `ls -l` and writes send
+/// none to the mount; a volume with ACLs on refuses it.
+#[test]
+fn with_no_xattrs_the_kernel_sends_no_xattr_requests() {
+    use rustix::fs::{lremovexattr, lsetxattr, XattrFlags};
+    use rustix::io::Errno;
+    let v = Volume::new("walk-no-xattrs");
+    v.files_in_sql("big", FILES);
+    let (m, addr) = v.mount_with_caches("a", "30", &["--no-xattrs"]);
+    let out = ok(Command::new("ls").arg("-l").arg(m.p("big")));
+    let listed = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(listed, FILES + 1, "ls -l printed {listed} lines");
+    let getxattrs = || fuse_requests(&addr, "getxattr");
+    assert!(
+        getxattrs() <= 1.0,
+        "ls -l of {FILES} files sent {} getxattr requests to the mount",
+        getxattrs()
+    );
+    // the kernel's check of security.capability before each write
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(m.p("big/f1"))
+        .unwrap();
+    for _ in 0..20 {
+        std::io::Write::write_all(&mut file, b"x").unwrap();
+    }
+    drop(file);
+    assert!(getxattrs() <= 1.0, "20 writes sent getxattr requests");
+    assert_eq!(fs::read(m.p("big/f1")).unwrap().len(), 1 + 20);
+
+    let file = m.p("big/f2");
+    assert_eq!(xattr_of(&file, "user.a"), Err(Errno::NOTSUP));
+    assert_eq!(
+        lsetxattr(&file, "user.a", b"1", XattrFlags::empty()),
+        Err(Errno::NOTSUP)
+    );
+    assert_eq!(lremovexattr(&file, "user.a"), Err(Errno::NOTSUP));
+    assert_eq!(
+        rustix::fs::llistxattr(&file, &mut [0u8; 64]),
+        Err(Errno::NOTSUP)
+    );
+    // again: the kernel answers, the mount was asked once of each kind
+    assert_eq!(
+        lsetxattr(&file, "user.b", b"1", XattrFlags::empty()),
+        Err(Errno::NOTSUP)
+    );
+    for op in ["getxattr", "setxattr", "listxattr", "removexattr"] {
+        let sent = fuse_requests(&addr, op);
+        assert!(sent <= 1.0, "{sent} {op} requests reached the mount");
+    }
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.xattr"), "0");
+
+    // ACLs are xattrs the kernel reads to check permissions
+    let acl = Volume::with_options("walk-no-xattrs-acl", &["--enable-acl"]);
+    let mnt = acl.dir.path().join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    fails_with(
+        jfs()
+            .args(["mount", &acl.url])
+            .arg(&mnt)
+            .args(["-d", "--no-xattrs"]),
+        "has POSIX ACLs on",
     );
 }
 
