@@ -48,16 +48,12 @@ BEGIN
 END
 $$;
 
--- Removes the non-directory entries p_names of p_parent: entries deleted,
--- nlink decremented, nodes at zero links freed (or kept for session p_sid if
--- listed in p_open_inodes), their slices released and freed slices queued in
--- delslice, usage updated: a handful of set-based statements whatever the
--- number of names. One row per given name: errno 0 (removed, with the inode),
--- 2 ENOENT, 21 EISDIR (a directory, or . / ..), 22/36 for a bad name.
-CREATE FUNCTION batch_unlink(p_parent bigint, p_names bytea[], p_sid bigint DEFAULT 0,
-                             p_open_inodes bigint[] DEFAULT '{}')
+-- batch_unlink's work; with p_inodes (one per name, NULL: any), a name is
+-- removed only while it names that node (jfs.lease_unlink).
+CREATE FUNCTION _unlink_names(p_parent bigint, p_names bytea[], p_inodes bigint[], p_sid bigint,
+                              p_open_inodes bigint[])
 RETURNS TABLE (name bytea, errno integer, inode bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_now bigint := _now();
     par record;
@@ -78,28 +74,37 @@ BEGIN
         RETURN;
     END IF;
     IF par.trash_days > 0 AND NOT _in_trash(p_parent) THEN
-        -- with a trash: one unlink per name (each last link moves there), same transaction
-        RETURN QUERY
-            SELECT u.n, CASE WHEN _is_dot(u.n) THEN 21 ELSE x.errno END,
-                   CASE WHEN x.errno = 0 THEN x.inode END
-              FROM unnest(p_names) WITH ORDINALITY u(n, i)
-              LEFT JOIN LATERAL (SELECT * FROM unlink(p_parent, u.n, p_sid, p_open_inodes)
-                                  WHERE NOT _is_dot(u.n)) x ON true
-             ORDER BY u.i;
+        -- with a trash: one unlink per name (each last link moves there), same
+        -- transaction; with p_inodes, only a name that names its node
+        FOR k IN 1..coalesce(cardinality(p_names), 0) LOOP
+            name := p_names[k];
+            IF _is_dot(name) THEN
+                errno := 21; inode := NULL;
+            ELSIF p_inodes IS NOT NULL AND NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent
+                                                          AND e.name = p_names[k] AND e.inode = p_inodes[k]) THEN
+                errno := 2; inode := NULL;
+            ELSE
+                SELECT x.errno, CASE WHEN x.errno = 0 THEN x.inode END INTO errno, inode
+                  FROM unlink(p_parent, p_names[k], p_sid, p_open_inodes) x;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
         RETURN;
     END IF;
     PERFORM _durability(par.meta_durability);
 
     -- lock the nodes named and the parent in ascending inode order
     SELECT array_agg(DISTINCT e.inode) INTO v_targets
-      FROM edge e WHERE e.parent = p_parent AND e.name = ANY (p_names) AND e.type <> 2;
+      FROM edge e JOIN unnest(p_names, p_inodes) u(n, ino) ON e.name = u.n AND (u.ino IS NULL OR e.inode = u.ino)
+     WHERE e.parent = p_parent AND e.type <> 2;
     PERFORM 1 FROM node n WHERE n.inode = ANY (v_targets) AND n.inode < p_parent ORDER BY n.inode FOR UPDATE;
     PERFORM 1 FROM node n WHERE n.inode = p_parent FOR KEY SHARE;
     PERFORM 1 FROM node n WHERE n.inode = ANY (v_targets) AND n.inode > p_parent ORDER BY n.inode FOR UPDATE;
 
     -- under the locks: drop the entries and the links they held
     WITH gone AS (
-        DELETE FROM edge e WHERE e.parent = p_parent AND e.name = ANY (p_names) AND e.type <> 2
+        DELETE FROM edge e USING unnest(p_names, p_inodes) u(n, ino)
+         WHERE e.parent = p_parent AND e.name = u.n AND (u.ino IS NULL OR e.inode = u.ino) AND e.type <> 2
         RETURNING e.name, e.inode
     )
     SELECT array_agg(g.name), array_agg(g.inode), array_agg(_node_space(n.type, n.length)), array_agg(n.length)
@@ -125,6 +130,21 @@ BEGIN
                (SELECT d.i FROM unnest(v_done_names, v_done_inodes) d(nm, i) WHERE d.nm = u.n LIMIT 1)
           FROM unnest(p_names) WITH ORDINALITY u(n, i)
          ORDER BY u.i;
+END
+$$;
+
+-- Removes the non-directory entries p_names of p_parent: entries deleted,
+-- nlink decremented, nodes at zero links freed (or kept for session p_sid if
+-- listed in p_open_inodes), their slices released and freed slices queued in
+-- delslice, usage updated: a handful of set-based statements whatever the
+-- number of names. One row per given name: errno 0 (removed, with the inode),
+-- 2 ENOENT, 21 EISDIR (a directory, or . / ..), 22/36 for a bad name.
+CREATE FUNCTION batch_unlink(p_parent bigint, p_names bytea[], p_sid bigint DEFAULT 0,
+                             p_open_inodes bigint[] DEFAULT '{}')
+RETURNS TABLE (name bytea, errno integer, inode bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM _unlink_names(p_parent, p_names, NULL, p_sid, p_open_inodes);
 END
 $$;
 

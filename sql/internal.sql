@@ -354,6 +354,40 @@ BEGIN
 END
 $$;
 
+-- Directory leases (sql/lease.sql): what every procedure that reads a
+-- directory's entries checks first.
+
+-- Refuses: directory p_dir's lease is held by session p_holder.
+CREATE FUNCTION _leased(p_dir bigint, p_holder bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'jfs: directory % is leased by session %', p_dir, p_holder
+        USING ERRCODE = 'JL000', DETAIL = p_dir::text,
+              HINT = 'Ask for the lease with jfs.want_lease(dir) and call again: its holder gives it up within 50 ms.';
+END
+$$;
+
+-- Refuses when a session other than the caller's holds the lease of any
+-- of directories p_dirs (the caller's session is worked out only then).
+CREATE FUNCTION _unleased(p_dirs bigint[]) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    l record;
+    v_me bigint;
+    v_known boolean := false;
+BEGIN
+    FOR l IN SELECT d.dir, d.sid FROM dir_lease d WHERE d.dir = ANY (p_dirs) LOOP
+        IF NOT v_known THEN
+            v_me := _change_session();
+            v_known := true;
+        END IF;
+        IF l.sid IS DISTINCT FROM v_me THEN
+            PERFORM _leased(l.dir, l.sid);
+        END IF;
+    END LOOP;
+END
+$$;
+
 -- Whether a session other than p_sid is live: one may have a file open
 -- that p_sid's call removes the last name of.
 CREATE FUNCTION _others_live(p_sid bigint) RETURNS boolean

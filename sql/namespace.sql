@@ -86,6 +86,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_t
 DECLARE
     r attr;
 BEGIN
+    PERFORM _unleased(ARRAY[p_parent]);
     SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
            n.parent, n.tier, n.used
       INTO r
@@ -141,6 +142,7 @@ DECLARE
     v_acl_perms smallint[];
     v_squash record;
 BEGIN
+    PERFORM _unleased(ARRAY[p_parent]);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     ELSIF _is_dot(p_name) THEN
@@ -296,6 +298,7 @@ DECLARE
     v_limits boolean;
     n node;
 BEGIN
+    PERFORM _unleased(ARRAY[p_parent]);
     IF v_errno <> 0 THEN
         RETURN _err(v_errno);
     ELSIF _is_dot(p_name) OR _reserved_name(p_parent, p_name) THEN

@@ -21,6 +21,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_t
 DECLARE
     v_errno integer;
 BEGIN
+    PERFORM _unleased(ARRAY[p_dir]);
     RETURN QUERY
         SELECT 0, e.cookie, e.name, e.inode, e.type
           FROM edge e
@@ -49,6 +50,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_t
 DECLARE
     v_errno integer;
 BEGIN
+    PERFORM _unleased(ARRAY[p_dir]);
     RETURN QUERY
         SELECT 0, e.cookie, e.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
                n.nlink, n.length, n.rdev, n.parent, n.tier, n.used,
@@ -95,7 +97,10 @@ CREATE FUNCTION lookup_ahead(p_dir bigint, p_name bytea, p_limit integer DEFAULT
 RETURNS TABLE (name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint, atime bigint,
                mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint, parent bigint,
                tier smallint, used bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _unleased(ARRAY[p_dir]);
+    RETURN QUERY
     WITH here AS (
         SELECT e.cookie FROM edge e WHERE e.parent = p_dir AND e.name = p_name
     ), ahead AS (
@@ -109,5 +114,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     )
     SELECT a.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
            n.parent, n.tier, n.used
-      FROM ahead a JOIN node n ON n.inode = a.inode
+      FROM ahead a JOIN node n ON n.inode = a.inode;
+END
 $$;

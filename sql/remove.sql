@@ -15,6 +15,7 @@ DECLARE
     c node;
     v_trashed integer;
 BEGIN
+    PERFORM _unleased(ARRAY[p_parent]);
     IF _is_dot(p_name) THEN
         RETURN _err(21);
     END IF;
@@ -98,6 +99,8 @@ BEGIN
         ELSIF v_type <> 2 THEN
             RETURN _err(20);
         END IF;
+        -- (the directory removed is read: it must not be leased elsewhere either)
+        PERFORM _unleased(ARRAY[p_parent, v_child]);
         PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
         IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
             IF NOT _dir_is_empty(v_child) THEN

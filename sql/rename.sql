@@ -53,6 +53,7 @@ DECLARE
     v_gone node;
 BEGIN
     replaced := 0;
+    PERFORM _unleased(ARRAY[p_parent, p_new_parent]);
     IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
         errno := 22; RETURN;
     END IF;
@@ -130,6 +131,7 @@ BEGIN
             errno := 22; RETURN;
         END IF;
         IF NOT v_exchange AND v_dst_type = 2 THEN
+            PERFORM _unleased(ARRAY[v_dst]);
             IF NOT _dir_is_empty(v_dst) THEN
                 errno := 39; RETURN;
             END IF;

@@ -217,6 +217,16 @@ CREATE TABLE session (
     session_timeout interval
 );
 
+-- Directory leases (sql/lease.sql): the session that alone reads and
+-- changes a directory's entries for now, and since when another asks for it.
+CREATE TABLE dir_lease (
+    dir    bigint      PRIMARY KEY,
+    sid    bigint      NOT NULL,
+    taken  timestamptz NOT NULL DEFAULT now(),
+    wanted timestamptz
+);
+CREATE INDEX dir_lease_sid ON dir_lease (sid);
+
 CREATE TABLE sustained (
     sid   bigint NOT NULL,
     inode bigint NOT NULL,

@@ -84,6 +84,7 @@ BEGIN
     END LOOP;
     DELETE FROM lock_wait WHERE sid = p_sid;
     DELETE FROM plock WHERE sid = p_sid;
+    DELETE FROM dir_lease WHERE sid = p_sid;
     DELETE FROM session WHERE sid = p_sid;
     RETURN v_released;
 END

@@ -58,7 +58,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/readdir.sql",
     name = "readdir",
-    requires = ["schema"]
+    requires = ["schema", "internal"]
 );
 pgrx::extension_sql_file!(
     "../../sql/setattr.sql",
@@ -154,5 +154,10 @@ pgrx::extension_sql_file!(
     "../../sql/metrics.sql",
     name = "metrics",
     requires = ["quota", "tier", "trash"]
+);
+pgrx::extension_sql_file!(
+    "../../sql/lease.sql",
+    name = "lease",
+    requires = ["internal", "batch", "session"]
 );
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

@@ -13,8 +13,10 @@ use super::{Failure, Meta, MetaError, Result};
 /// loses nothing a file system promised (a sync itself, heartbeats, the
 /// bookkeeping of background jobs, which redo what a crash erased; a lost
 /// compaction leaves the slices it replaced; ids are synced before use).
-const NOT_VOUCHED: [&str; 13] = [
+const NOT_VOUCHED: [&str; 15] = [
     "sync",
+    "take_lease",
+    "want_lease",
     "session_heartbeat",
     "session_register",
     "session_close",
@@ -76,12 +78,17 @@ const NOT_RETRIED: [&str; 1] = ["session_cleanup"];
 
 /// Procedures that change something but give the same result when run
 /// twice (attributes or an ACL set again to the values given, a lock set
-/// again to what it is, a heartbeat, a range of ids that is then not used):
+/// again to what it is, a heartbeat, a range of ids that is then not used,
+/// a lease taken or asked for again, unlinks committed under a lease again:
+/// each removes its name only while it names its node):
 /// retried like reads when their answer was lost. (A truncate sent again
 /// after another mount wrote past the new length would cut that write too:
 /// a race of two writers that the first truncate alone could lose as well.)
-const IDEMPOTENT: [&str; 11] = [
+const IDEMPOTENT: [&str; 14] = [
     "setattr",
+    "take_lease",
+    "lease_unlink",
+    "want_lease",
     "set_acl",
     "setlk",
     "unlock_owner",
@@ -133,6 +140,11 @@ fn param_type(value: &(dyn ToSql + Sync)) -> Result<Type> {
 const RETRY_PAUSE_MIN: Duration = Duration::from_millis(50);
 
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// Pauses between calls refused for a directory another mount holds the
+/// lease of, doubling: its holder gives it up within its batch window.
+const LEASE_PAUSE_MIN: Duration = Duration::from_millis(2);
+const LEASE_PAUSE_MAX: Duration = Duration::from_millis(20);
 
 impl Meta {
     /// Learns which jfs procedures only read (declared STABLE or IMMUTABLE).
@@ -268,6 +280,8 @@ impl Meta {
         let mut conflicts = 0;
         let mut outage: Option<Instant> = None;
         let mut pause = RETRY_PAUSE_MIN;
+        let mut lease_pause = LEASE_PAUSE_MIN;
+        let mut leased_since: Option<Instant> = None;
         loop {
             if !self.in_replay && self.incarnations.replay_due() {
                 // (boxed: the replay calls this function)
@@ -308,6 +322,29 @@ impl Meta {
                     e
                 }
             };
+            if let Failure::Leased(dir) = e.kind() {
+                // asked for, the lease is given up at its holder's next
+                // commit, or at once when the holder is gone or stuck
+                let since = *leased_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.retry_for {
+                    tracing::error!(
+                        "{procedure}: directory {dir} stayed leased to another mount for {:.0} s \
+                         (--meta-retry): giving up: {e}",
+                        since.elapsed().as_secs_f64()
+                    );
+                    return Err(e);
+                }
+                // (boxed: asking is a call too)
+                if !Box::pin(self.want_lease(dir)).await.unwrap_or(false) {
+                    tokio::time::sleep(lease_pause).await;
+                    lease_pause = (lease_pause * 2).min(LEASE_PAUSE_MAX);
+                }
+                crate::metrics::METRICS
+                    .meta_retries
+                    .with_label_values(&[procedure])
+                    .inc();
+                continue;
+            }
             let wait = match e.kind() {
                 Failure::Conflict if conflicts < 4 => {
                     conflicts += 1;

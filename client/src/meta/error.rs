@@ -57,6 +57,14 @@ impl MetaError {
         matches!(self, MetaError::Db(e) if e.code().is_none())
     }
 
+    /// Whether the procedure called does not exist (an older extension) or
+    /// may not be called by this role.
+    pub fn is_undefined_or_denied(&self) -> bool {
+        use tokio_postgres::error::SqlState;
+        matches!(self, MetaError::Db(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION)
+            || e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE))
+    }
+
     /// What a failed call means for retrying it.
     pub(super) fn kind(&self) -> Failure {
         match self {
@@ -72,6 +80,10 @@ impl MetaError {
             MetaError::Pool(_) => Failure::Unavailable,
             MetaError::Db(e) => match e.code().map(|c| c.code()) {
                 Some("40001" | "40P01") => Failure::Conflict,
+                Some(LEASED) => match e.as_db_error().and_then(|d| d.detail()?.parse().ok()) {
+                    Some(dir) => Failure::Leased(dir),
+                    None => Failure::Final,
+                },
                 // the server went away or is not a primary (yet): the
                 // transaction did not commit
                 Some(c)
@@ -98,9 +110,16 @@ pub(super) enum Failure {
     /// The connection broke after the statement was sent: it may have
     /// committed, so only read-only procedures are retried.
     AnswerLost,
+    /// Another session holds the lease of directory `.0` (sql/lease.sql):
+    /// rolled back; asked for and retried once it is given up.
+    Leased(u64),
     /// An answer: no retry.
     Final,
 }
+
+/// The SQLSTATE of a call refused for a directory another session holds
+/// the lease of (its inode in the error's DETAIL).
+const LEASED: &str = "JL000";
 
 pub type Result<T> = std::result::Result<T, MetaError>;
 

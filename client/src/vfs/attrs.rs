@@ -305,12 +305,17 @@ impl AttrCache {
     /// node's attributes go, and the directory's times move as the
     /// procedure moved them, to the node's new ctime.
     pub fn child_removed(&self, dir: u64, name: &[u8], attr: &Attr, t: Ticket) {
+        self.child_removed_at(dir, name, attr.inode, attr.ctime, t);
+    }
+
+    /// [`AttrCache::child_removed`] of node `inode` at `now` (ns).
+    pub fn child_removed_at(&self, dir: u64, name: &[u8], inode: u64, now: i64, t: Ticket) {
         let mut inner = self.inner.lock().unwrap();
         let seq = inner.bump();
         inner.name_forgot.insert((dir, name.to_vec()), seq);
         inner.names.remove(&(dir, name.to_vec()));
-        inner.forget(attr.inode);
-        self.dir_times_moved(&mut inner, dir, attr.ctime, t);
+        inner.forget(inode);
+        self.dir_times_moved(&mut inner, dir, now, t);
     }
 
     /// An entry of `dir` was made or removed at `now` by a procedure that

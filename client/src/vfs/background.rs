@@ -65,6 +65,16 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             }
         });
     }
+    // the unlinks answered under directory leases, every window
+    let v = vfs.clone();
+    vfs.enable_leases();
+    tokio::spawn(async move {
+        loop {
+            v.lease_held().await;
+            tokio::time::sleep(crate::vfs::LEASE_WINDOW).await;
+            v.commit_leases().await;
+        }
+    });
     let v = vfs.clone();
     let c = cfg.clone();
     tokio::spawn(async move {

@@ -66,6 +66,10 @@ impl Vfs {
             w if w.squashed => Requester::acting_as(w.uid, w.gid),
             _ => Requester::of(caller),
         };
+        // what a command reads or changes includes the unlinks answered here
+        if let Err(e) = self.settle_all().await {
+            return format!("error: {}\n", std::io::Error::from_raw_os_error(e));
+        }
         let mut words = request.split_whitespace();
         let answer = match (words.next(), words.next()) {
             (Some("info"), Some(node)) => match self.node(node, &who).await {

@@ -15,6 +15,8 @@ mod control;
 mod control_auth;
 mod debug;
 mod handles;
+mod leases;
+pub use leases::LEASE_WINDOW;
 
 mod listings;
 mod lookahead;
@@ -117,6 +119,8 @@ pub struct Vfs {
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
     attrs: attrs::AttrCache,
     listings: listings::Listings,
+    /// Directories whose unlinks this mount answers and commits in batches.
+    leases: leases::Leases,
     /// Which directories callers are walking name by name (see `lookahead`).
     walks: lookahead::Walks,
     /// When the change log was last read: what both caches answer by.
@@ -194,6 +198,7 @@ impl Vfs {
             ),
             log_polls: changes::LogPolls::default(),
             walks: lookahead::Walks::default(),
+            leases: leases::Leases::default(),
             commit_now: tokio::sync::Notify::new(),
             space_limited: Mutex::new(None),
             listings: listings::Listings::new(

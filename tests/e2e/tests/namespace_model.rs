@@ -1,6 +1,7 @@
 //! Long random runs of namespace operations (create, mkdir, unlink, rmdir,
 //! rename, link, symlink, rewrite, chmod, truncate, stat, lookups of
-//! missing names, readdir) against an in-memory model, on two mounts of
+//! missing names, readdir, every file of a directory removed in a row, a
+//! listing by the other mount at once) against an in-memory model, on two mounts of
 //! one volume with the kernel's caches at 30 s and the mounts' own caches
 //! (attributes and names, complete listings answering missing names) on;
 //! now and then the kernel drops its caches, so that the mounts' own
@@ -170,7 +171,8 @@ fn errno_of(r: std::io::Result<()>) -> Result<(), i32> {
 }
 
 /// Runs one random operation on `m` and checks its result; returns what it did.
-fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
+/// One random operation on mount `m` (`other`: the volume's other mount).
+fn step(rng: &mut Rng, model: &mut Model, m: &Mount, other: &Mount) -> String {
     let dirs = model.dirs();
     let dir = dirs[rng.index(dirs.len())].clone();
     let path = join(&dir, NAMES[rng.index(NAMES.len())]);
@@ -331,9 +333,52 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount) -> String {
             }
             return format!("stat {path}");
         }
-        90..=97 => {
+        90..=93 => {
             check_dir(model, m, &dir);
             return format!("readdir {dir:?}");
+        }
+        94..=95 => {
+            // every file and symlink of a directory removed in a row (rm
+            // -rf's way): after two, the mount answers them under the
+            // directory's lease and commits them in batches
+            let gone: Vec<String> = model
+                .children(&dir)
+                .into_iter()
+                .map(|name| join(&dir, &name))
+                .filter(|p| !matches!(model.nodes[p], Node::Dir))
+                .collect();
+            for path in &gone {
+                let got = errno_of(fs::remove_file(m.p(path)));
+                assert_eq!(got, Ok(()), "unlink {path} of a directory cleared");
+                model.remove(path);
+                let left = fs::symlink_metadata(m.p(path)).map(|_| ());
+                assert_eq!(errno_of(left), Err(libc::ENOENT), "{path} after its unlink");
+            }
+            return format!("clear {dir:?} ({} removed)", gone.len());
+        }
+        96..=97 => {
+            // the other mount lists the directory now: a lease this mount
+            // holds on it is asked for and given up first, so the listing
+            // shows every unlink answered here (names only: the other
+            // mount's kernel may keep attributes until it reads the log)
+            let same_dir = match (fs::metadata(m.p(&dir)), fs::metadata(other.p(&dir))) {
+                (Ok(here), Ok(there)) => here.ino() == there.ino(),
+                _ => false,
+            };
+            if !same_dir {
+                return format!("peek {dir:?} (the other mount's kernel resolves it elsewhere)");
+            }
+            let there: BTreeSet<String> = fs::read_dir(other.p(&dir))
+                .unwrap_or_else(|e| panic!("readdir {dir:?} on the other mount: {e}"))
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| !(n.starts_with(".jfs") || dir.is_empty() && n == ".trash"))
+                .collect();
+            assert_eq!(
+                there,
+                model.children(&dir),
+                "names of {dir:?} on the other mount"
+            );
+            return format!("peek {dir:?}");
         }
         _ => {
             // the kernel forgets names and inodes not in use: what it asks
@@ -453,7 +498,8 @@ fn run(seed: u64, ops: usize, mounts: &[&Mount]) {
                 on = rng.index(mounts.len());
                 last.push_back(format!("-- now on mount {on}"));
             }
-            let did = step(&mut rng, &mut model, mounts[on]);
+            let other = mounts[(on + 1) % mounts.len()];
+            let did = step(&mut rng, &mut model, mounts[on], other);
             last.push_back(format!("{i}: {did}"));
             if last.len() > 30 {
                 last.pop_front();

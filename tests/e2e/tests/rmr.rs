@@ -1,5 +1,6 @@
 //! `jfs rmr` removes a whole tree inside PostgreSQL, and the mount shows it
-//! at once; `rm -rf` through a mount costs one call per entry.
+//! at once; `rm -rf` through a mount answers a directory's unlinks under
+//! its lease and commits them in batches.
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -7,8 +8,11 @@ use std::process::Command;
 
 use jfs_e2e::{eventually, jfs, ok, pattern, procedure_calls, Volume};
 
+/// Unlinks in a row in one directory: after two, the mount takes the
+/// directory's lease and answers the rest itself, committing them in
+/// batches; a file with another link goes through PostgreSQL.
 #[test]
-fn rm_rf_costs_one_call_per_entry_and_the_directory_shows_its_times() {
+fn rm_rf_commits_unlinks_in_batches_and_the_directory_shows_its_times() {
     let v = Volume::new("rmrf");
     // (as mounts are by default: kernel and mount caches on)
     let (m, addr) = v.mount_with_caches("a", "1", &[]);
@@ -21,19 +25,34 @@ fn rm_rf_costs_one_call_per_entry_and_the_directory_shows_its_times() {
     fs::write(m.p("outside"), b"o").unwrap();
     fs::hard_link(m.p("outside"), m.p("keep/link")).unwrap();
     let calls = |name: &str| procedure_calls(&addr, name);
-    let (unlinks, getattrs) = (calls("unlink"), calls("getattr"));
+    let counts = || (calls("unlink"), calls("lease_unlink"), calls("getattr"));
+    let (unlinks, batches, getattrs) = counts();
     // a directory emptied: after each unlink the kernel asks for the
     // directory's attributes again, which the mount knows
     ok(Command::new("sh")
         .arg("-c")
         .arg("rm -f keep/*")
         .current_dir(m.p("")));
-    let (unlinks, getattrs) = (calls("unlink") - unlinks, calls("getattr") - getattrs);
-    assert_eq!(unlinks, 61.0);
+    // (fsyncdir: what was answered is committed)
+    fs::File::open(m.p("keep")).unwrap().sync_all().unwrap();
+    let (unlinks, batches, getattrs) = {
+        let now = counts();
+        (now.0 - unlinks, now.1 - batches, now.2 - getattrs)
+    };
+    assert_eq!(
+        unlinks, 3.0,
+        "61 unlinks: two before the lease, and the hard link's"
+    );
     assert!(
-        getattrs <= 2.0,
+        (1.0..=4.0).contains(&batches),
+        "58 unlinks under the lease in {batches} batches"
+    );
+    // (each commit makes the directory's times the database's: read again)
+    assert!(
+        getattrs <= 4.0,
         "the directory's attributes after an unlink cost no call: {getattrs} getattr"
     );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.dir_lease"), "0");
     // ...and they are what the database holds (times in ns)
     let shown = fs::metadata(m.p("keep")).unwrap();
     let held = v.sql(&format!(
@@ -53,10 +72,15 @@ fn rm_rf_costs_one_call_per_entry_and_the_directory_shows_its_times() {
     // the hard-linked node lost a name, not its data
     assert_eq!(fs::read(m.p("outside")).unwrap(), b"o");
     assert_eq!(fs::metadata(m.p("outside")).unwrap().nlink(), 1);
-    let (unlinks, getattrs) = (calls("unlink"), calls("getattr"));
+    let (unlinks, batches, getattrs) = counts();
     ok(Command::new("rm").arg("-rf").arg(m.p("tree")));
-    let (unlinks, getattrs) = (calls("unlink") - unlinks, calls("getattr") - getattrs);
-    assert_eq!(unlinks, 60.0);
+    let (unlinks, batches, getattrs) = {
+        let now = counts();
+        (now.0 - unlinks, now.1 - batches, now.2 - getattrs)
+    };
+    assert_eq!(unlinks, 2.0, "rm -rf: 60 unlinks, two before the lease");
+    // (the rmdir of sub commits the rest first)
+    assert!(batches >= 1.0, "rm -rf: {batches} batches");
     assert!(getattrs <= 4.0, "rm -rf: {getattrs} getattr for 62 entries");
     assert!(!m.p("tree").exists());
     assert!(!Path::new(&v.mount("b", &[]).p("tree")).exists());
@@ -108,4 +132,98 @@ fn rmr_removes_a_tree_server_side_and_the_kernel_forgets_it() {
     fs::write(m.p("again/x/f"), b"f").unwrap();
     ok(Command::new("rm").arg("-rf").arg(m.p("again")));
     assert!(!m.p("again").exists());
+}
+
+/// The names of directory `rel` on mount `m`.
+fn names_in(m: &jfs_e2e::Mount, rel: &str) -> std::collections::BTreeSet<String> {
+    fs::read_dir(m.p(rel))
+        .unwrap_or_else(|e| panic!("readdir {rel}: {e}"))
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+/// Another mount that lists or changes a directory this mount holds the
+/// lease of waits for it: the holder commits the unlinks it answered and
+/// gives the lease up, so the listing shows every one of them.
+#[test]
+fn a_leased_directory_is_handed_over_to_another_mount() {
+    let v = Volume::new("lease-handover");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for i in 0..20 {
+        fs::write(a.p(&format!("d/f{i}")), b"x").unwrap();
+    }
+    for round in 0..3 {
+        // after two unlinks, a answers the others under d's lease
+        for i in 0..5 {
+            fs::remove_file(a.p(&format!("d/f{}", round * 5 + i))).unwrap();
+        }
+        let asked = std::time::Instant::now();
+        let listed = names_in(&b, "d");
+        let took = asked.elapsed();
+        let want: std::collections::BTreeSet<String> = ((round + 1) * 5..20)
+            .map(|i| format!("f{i}"))
+            .chain((0..round).map(|r| format!("b{r}")))
+            .collect();
+        assert_eq!(listed, want, "round {round}: d listed on the other mount");
+        eprintln!("round {round}: the other mount listed d after {took:?}");
+        // and changes it: a's lease, if taken again, is asked for
+        fs::write(b.p(&format!("d/b{round}")), b"b").unwrap();
+    }
+    assert!(
+        eventually(5, || names_in(&a, "d").len() == 5 + 3),
+        "the other mount's creates are seen: {:?}",
+        names_in(&a, "d")
+    );
+    assert!(
+        batches_committed(&v) > 0.0,
+        "no unlink was committed under a lease"
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// Batches of unlinks committed on this volume, from the change log:
+/// each lease_unlink logs its removals as one transaction's.
+fn batches_committed(v: &Volume) -> f64 {
+    v.sql(
+        "SELECT count(*) FROM (SELECT xid FROM jfs.change WHERE op = 'unlink' \
+         GROUP BY xid HAVING count(*) > 1) batches",
+    )
+    .parse()
+    .unwrap()
+}
+
+/// A crash of the holder loses only the unlinks it had not committed,
+/// never half of a batch; the other mount gets the directory once the dead
+/// holder's lease ends (5 s after its last commit).
+#[test]
+fn a_crash_of_the_lease_holder_loses_only_what_it_had_not_committed() {
+    let v = Volume::new("lease-crash");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for i in 0..50 {
+        fs::write(a.p(&format!("d/f{i}")), format!("data {i}")).unwrap();
+    }
+    for i in 0..50 {
+        fs::remove_file(a.p(&format!("d/f{i}"))).unwrap();
+    }
+    a.crash();
+    let asked = std::time::Instant::now();
+    let left = names_in(&b, "d");
+    eprintln!(
+        "{} of 50 unlinks lost with the holder; the other mount listed d after {:?}",
+        left.len(),
+        asked.elapsed()
+    );
+    for name in &left {
+        let i: usize = name[1..].parse().unwrap();
+        assert_eq!(
+            fs::read_to_string(b.p(&format!("d/{name}"))).unwrap(),
+            format!("data {i}")
+        );
+    }
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.dir_lease"), "0");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

@@ -17,6 +17,8 @@ pub struct ListedEntry {
 
 impl Vfs {
     pub async fn opendir(&self, inode: u64) -> VfsResult<u64> {
+        // a listing shows what PostgreSQL holds: unlinks answered here first
+        drop(self.settle_dir(inode).await?);
         let attr = self.meta.getattr_replicable(inode).await;
         let attr = attr.map_err(errno)?;
         if attr.kind != NodeType::Dir {
@@ -93,6 +95,8 @@ impl Vfs {
                 }
             }
             if page.entries.is_empty() {
+                // (unlinks answered here since the listing began go first)
+                let _listing = self.settle_dir(inode).await?;
                 let ticket = self.attrs.ticket();
                 let entries = self
                     .meta

@@ -379,7 +379,12 @@ impl Vfs {
         let handle = self.file_handle(fh)?;
         match &*handle {
             Handle::File { file, .. } => self.flush_file(file, true).await,
-            Handle::Dir { losses_seen, .. } => self.meta.sync_dir(losses_seen).await.map_err(errno),
+            Handle::Dir {
+                inode, losses_seen, ..
+            } => {
+                drop(self.settle_dir(*inode).await?);
+                self.meta.sync_dir(losses_seen).await.map_err(errno)
+            }
             Handle::Control { .. } => Ok(()),
         }
     }
@@ -454,8 +459,12 @@ impl Vfs {
         }
     }
 
-    /// Commits every open file's pending writes (unmount, shutdown).
+    /// Commits every open file's pending writes and the unlinks answered
+    /// under leases (unmount, shutdown).
     pub async fn flush_all(&self) {
+        if let Err(e) = self.settle_all().await {
+            tracing::error!("unlinks answered here lost at unmount: errno {e}");
+        }
         let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
         for file in files {
             if let Err(e) = self.flush_file(&file, true).await {

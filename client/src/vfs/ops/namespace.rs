@@ -19,14 +19,19 @@ impl Vfs {
         if name.len() > NAME_MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        if self.listings.absent(parent, name) {
+        if self.listings.absent(parent, name) || self.unlink_pending(parent, name) {
             return Err(libc::ENOENT);
         }
         let attr = match self.attrs.lookup(parent, name) {
             Some(attr) => attr,
             None => {
                 let ticket = self.attrs.ticket();
-                match self.lookup_ahead(parent, name, ticket).await {
+                // (not where unlinks are pending: it would bring them back)
+                let ahead = match self.holds_lease(parent) {
+                    true => None,
+                    false => self.lookup_ahead(parent, name, ticket).await,
+                };
+                match ahead {
                     Some(attr) => attr,
                     None => {
                         let attr = self.meta.lookup_replicable(parent, name).await;
@@ -61,6 +66,7 @@ impl Vfs {
     pub async fn mknod(&self, parent: u64, name: &[u8], node: &NewNode<'_>) -> VfsResult<Attr> {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
+        let _in_parent = self.settle_dir(parent).await?;
         let inode = self.inode_ids.next(&self.meta).await?;
         let started = self.listings.start();
         let ticket = self.attrs.ticket();
@@ -89,6 +95,7 @@ impl Vfs {
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
+        let _in_parent = self.settle_dir(parent).await?;
         let ticket = self.attrs.ticket();
         let attr = self
             .meta
@@ -122,6 +129,15 @@ impl Vfs {
     pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         let ticket = self.attrs.ticket();
+        if let Some(gone) = self.unlink_leased(parent, name) {
+            // answered here, committed with the next batch (see `leases`)
+            self.listings.removed(parent, name);
+            let now = crate::meta::time_to_ns(std::time::SystemTime::now());
+            self.attrs
+                .child_removed_at(parent, name, gone.inode, now, ticket);
+            return Ok(());
+        }
+        let in_parent = self.unlink_begins(parent);
         let attr = self
             .meta
             .unlink(parent, name, self.sid(), &self.open_inodes())
@@ -147,11 +163,16 @@ impl Vfs {
         if let Some(attr) = attr.filter(|a| a.nlink == 0) {
             self.mark_unlinked(attr.inode).await;
         }
+        drop(in_parent);
+        self.unlinked_directly(parent, name).await;
         Ok(())
     }
 
     pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        // (the directory removed may be leased here: its unlinks go first)
+        let _in_parent = self.settle_dir(parent).await?;
+        self.settle_all().await?;
         let attr = self.meta.rmdir(parent, name).await.map_err(errno)?;
         self.listings.removed(parent, name);
         // the parent's nlink and times, and the directory itself is gone
@@ -173,6 +194,8 @@ impl Vfs {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
         reserved_name(self.config.root, new_parent, new_name)?;
+        let _in_parent = self.settle_dir(parent).await?;
+        let _in_new_parent = self.settle_dir(new_parent).await?;
         let r = self
             .meta
             .rename(
