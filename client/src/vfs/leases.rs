@@ -3,8 +3,8 @@
 //! the directory (`jfs.take_lease`, `jfs.lease_unlink`: sql/lease.sql).
 //!
 //! After [`UNLINKS_BEFORE_LEASE`] unlinks in a row in one directory, each
-//! through PostgreSQL, the mount takes the directory's lease, which gives it
-//! every entry. An unlink of a name the lease found, not a directory, with
+//! through PostgreSQL and with no other operation on its entries between,
+//! the mount takes the directory's lease, which gives it every entry. An unlink of a name the lease found, not a directory, with
 //! one link and not open here, is then answered at once and kept pending;
 //! the committer ([`Vfs::commit_leases`]) sends the pending ones every
 //! [`LEASE_WINDOW`], and gives the lease up after a window without unlinks
@@ -99,6 +99,16 @@ impl Leases {
                 v.insert(false);
                 true
             }
+        }
+    }
+
+    /// An operation other than an unlink on `dir`'s entries: a run of
+    /// unlinks there starts again (creates and unlinks taking turns, as a
+    /// database's journal does, earn no lease: each create would give it up).
+    fn run_broken(&self, dir: u64) {
+        let mut run = self.run.lock().unwrap();
+        if run.0 == dir {
+            *run = (0, 0);
         }
     }
 
@@ -298,6 +308,7 @@ impl Vfs {
     /// up, and none is taken until the returned [`DirOp`] is dropped.
     pub(super) async fn settle_dir(&self, dir: u64) -> VfsResult<DirOp<'_>> {
         let op = self.leases.begin(dir);
+        self.leases.run_broken(dir);
         if self.leases.holds(dir) {
             self.commit_lease(dir, false).await?;
         }

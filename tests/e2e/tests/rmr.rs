@@ -227,3 +227,29 @@ fn a_crash_of_the_lease_holder_loses_only_what_it_had_not_committed() {
     assert_eq!(v.sql("SELECT count(*) FROM jfs.dir_lease"), "0");
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+/// Creates and unlinks taking turns in one directory (a database's
+/// rollback journal, made and removed at every transaction) take no lease:
+/// each create would give it up again, and another mount using the
+/// directory would wait for every one.
+#[test]
+fn creates_and_unlinks_taking_turns_take_no_lease() {
+    let v = Volume::new("lease-turns");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
+    let b = v.mount("b", &[]);
+    for i in 0..20 {
+        fs::write(a.p("app.db-journal"), format!("txn {i}")).unwrap();
+        fs::remove_file(a.p("app.db-journal")).unwrap();
+        fs::write(b.p(&format!("b{i}")), b"b").unwrap();
+    }
+    assert_eq!(
+        procedure_calls(&addr, "take_lease"),
+        0.0,
+        "20 create-unlink turns took leases"
+    );
+    // while unlinks in a row do
+    for i in 0..3 {
+        fs::remove_file(a.p(&format!("b{i}"))).unwrap();
+    }
+    assert_eq!(procedure_calls(&addr, "take_lease"), 1.0);
+}
