@@ -196,6 +196,9 @@ impl Vfs {
         reserved_name(self.config.root, new_parent, new_name)?;
         let _in_parent = self.settle_dir(parent).await?;
         let _in_new_parent = self.settle_dir(new_parent).await?;
+        // (a directory it replaces may be leased here: its unlinks go first,
+        // or it is not empty in PostgreSQL)
+        self.settle_all().await?;
         let r = self
             .meta
             .rename(
