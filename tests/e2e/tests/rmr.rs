@@ -253,3 +253,75 @@ fn creates_and_unlinks_taking_turns_take_no_lease() {
     }
     assert_eq!(procedure_calls(&addr, "take_lease"), 1.0);
 }
+
+/// rm -rf under directory leases while PostgreSQL crashes (`-m immediate`)
+/// and restarts (`-m fast`), one after the other, again and again. With
+/// the volume's durability 'always' no commit is erased, so nothing may
+/// show: rm -rf sees no error, the batches a fault cut are committed once
+/// it is back, and another mount finds the tree gone, fsck nothing wrong,
+/// and no lease left.
+#[test]
+fn rm_rf_under_leases_sees_no_error_across_postgres_crashes_and_restarts() {
+    use std::time::Duration;
+    let s = jfs_e2e::PrivateVolume::new("lease-pg-faults", &[]);
+    s.pg.sql("vol", "UPDATE jfs.setting SET meta_durability = 'always'");
+    let addr = jfs_e2e::free_metrics_addr();
+    let m = s.mount("a", &["--meta-retry", "30", "--metrics", &addr]);
+    const DIRS: usize = 6;
+    const FILES: usize = 800;
+    for d in 0..DIRS {
+        fs::create_dir_all(m.p(&format!("tree/d{d}"))).unwrap();
+        for i in 0..FILES {
+            fs::write(m.p(&format!("tree/d{d}/f{i}")), b"").unwrap();
+        }
+    }
+    let said = s.base.join("rm.err");
+    let mut rm = Command::new("rm")
+        .arg("-rf")
+        .arg(m.p("tree"))
+        .stderr(fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
+    let mut rng = jfs_e2e::Rng::new(36);
+    let (mut faults, mut mid_rm) = (0, 0);
+    while faults < 12 && rm.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(30 + rng.below(170)));
+        let how = if faults % 2 == 0 { "immediate" } else { "fast" };
+        s.pg.pg_ctl(&format!("-m {how} stop"));
+        // (rm still running with the server down: the fault cut it)
+        mid_rm += usize::from(rm.try_wait().unwrap().is_none());
+        s.pg.pg_ctl("start");
+        faults += 1;
+    }
+    let status = rm.wait().unwrap();
+    let said = fs::read_to_string(&said).unwrap();
+    eprintln!(
+        "{faults} faults, {mid_rm} of them while rm -rf ran; {} unlink and {} lease_unlink calls",
+        procedure_calls(&addr, "unlink"),
+        procedure_calls(&addr, "lease_unlink")
+    );
+    eprintln!("{}", m.log_warnings(20));
+    assert!(
+        status.success() && said.is_empty(),
+        "rm -rf across the faults: {status}: {said}\n{}",
+        m.log_tail(30)
+    );
+    assert!(mid_rm >= 1, "no fault came while rm -rf ran");
+    assert!(
+        procedure_calls(&addr, "lease_unlink") >= 1.0,
+        "rm -rf took no lease"
+    );
+    let other = s.mount("b", &[]);
+    assert!(!other.p("tree").exists(), "the other mount sees the tree");
+    let sql = |q: &str| s.pg.sql("vol", q);
+    assert_eq!(
+        sql("SELECT count(*) FROM jfs.node"),
+        "1",
+        "only the root is left"
+    );
+    assert_eq!(sql("SELECT count(*) FROM jfs.fsck()"), "0");
+    assert!(
+        jfs_e2e::eventually(10, || sql("SELECT count(*) FROM jfs.dir_lease") == "0"),
+        "a lease outlived rm -rf"
+    );
+}
