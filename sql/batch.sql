@@ -120,15 +120,20 @@ BEGIN
     INSERT INTO change (op, inode, parent, name)
     SELECT 'unlink', d.i, p_parent, d.nm FROM unnest(v_done_names, v_done_inodes) d(nm, i);
 
+    -- (joins: looking each name up in the arrays, or asking whether a name
+    -- not removed is there in a subquery, made a batch of 4,000 names take
+    -- 0.8 s, not 0.08)
     RETURN QUERY
         SELECT u.n,
-               CASE WHEN u.n = ANY (v_done_names) THEN 0
+               CASE WHEN d.nm IS NOT NULL THEN 0
                     WHEN _check_name(u.n) <> 0 THEN _check_name(u.n)
                     WHEN _is_dot(u.n) THEN 21
-                    WHEN EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent AND e.name = u.n) THEN 21
+                    WHEN l.name IS NOT NULL THEN 21
                     ELSE 2 END,
-               (SELECT d.i FROM unnest(v_done_names, v_done_inodes) d(nm, i) WHERE d.nm = u.n LIMIT 1)
+               d.i
           FROM unnest(p_names) WITH ORDINALITY u(n, i)
+          LEFT JOIN unnest(v_done_names, v_done_inodes) d(nm, i) ON d.nm = u.n
+          LEFT JOIN edge l ON d.nm IS NULL AND l.parent = p_parent AND l.name = u.n
          ORDER BY u.i;
 END
 $$;
