@@ -369,21 +369,22 @@ $$;
 
 -- Refuses when a session other than the caller's holds the lease of any
 -- of directories p_dirs (the caller's session is worked out only then).
+-- (Almost every call finds no lease: one probe answers it. A loop over the
+-- leases found, with the caller's session in it, made every create 0.02
+-- ms slower.)
 CREATE FUNCTION _unleased(p_dirs bigint[]) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     l record;
     v_me bigint;
-    v_known boolean := false;
 BEGIN
-    FOR l IN SELECT d.dir, d.sid FROM dir_lease d WHERE d.dir = ANY (p_dirs) LOOP
-        IF NOT v_known THEN
-            v_me := _change_session();
-            v_known := true;
-        END IF;
-        IF l.sid IS DISTINCT FROM v_me THEN
-            PERFORM _leased(l.dir, l.sid);
-        END IF;
+    SELECT d.dir, d.sid INTO l FROM dir_lease d WHERE d.dir = ANY (p_dirs) LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    v_me := _change_session();
+    FOR l IN SELECT d.dir, d.sid FROM dir_lease d WHERE d.dir = ANY (p_dirs) AND d.sid IS DISTINCT FROM v_me LOOP
+        PERFORM _leased(l.dir, l.sid);
     END LOOP;
 END
 $$;

@@ -25,12 +25,23 @@
 CREATE FUNCTION _edge_unleased() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
+    -- (a probe first: almost no statement touches a leased directory, and
+    -- the distinct directories and _unleased's call cost a create 0.03 ms)
     IF TG_OP = 'INSERT' THEN
-        PERFORM _unleased(ARRAY(SELECT DISTINCT a.parent FROM added a));
+        PERFORM FROM dir_lease d WHERE d.dir IN (SELECT a.parent FROM added a);
+        IF FOUND THEN
+            PERFORM _unleased(ARRAY(SELECT DISTINCT a.parent FROM added a));
+        END IF;
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM _unleased(ARRAY(SELECT DISTINCT g.parent FROM gone g));
+        PERFORM FROM dir_lease d WHERE d.dir IN (SELECT g.parent FROM gone g);
+        IF FOUND THEN
+            PERFORM _unleased(ARRAY(SELECT DISTINCT g.parent FROM gone g));
+        END IF;
     ELSE
-        PERFORM _unleased(ARRAY(SELECT a.parent FROM added a UNION SELECT g.parent FROM gone g));
+        PERFORM FROM dir_lease d WHERE d.dir IN (SELECT a.parent FROM added a UNION ALL SELECT g.parent FROM gone g);
+        IF FOUND THEN
+            PERFORM _unleased(ARRAY(SELECT a.parent FROM added a UNION SELECT g.parent FROM gone g));
+        END IF;
     END IF;
     RETURN NULL;
 END

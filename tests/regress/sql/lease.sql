@@ -45,6 +45,14 @@ SELECT errno FROM jfs.unlink(:d, 'f1');
 SELECT errno FROM jfs.rmdir(1, 'd');
 SELECT errno FROM jfs.rename(:d, 'f1', 1, 'moved');
 SELECT name FROM jfs.batch_unlink(:d, ARRAY['f1']::bytea[]);
+-- ...and so is every other statement that changes them (the triggers on
+-- edge, a statement's removed and added rows): the removal of a tree that
+-- holds it, a clone into it, an administrator's UPDATE moving an entry out
+-- of it and one moving an entry in
+SELECT * FROM jfs.rmr(1, 'd');
+SELECT inode > 0 AS cloned FROM jfs.clone('/f', '/d/copy');
+UPDATE jfs.edge SET parent = 1, name = 'out' WHERE parent = :d AND name = 'f1';
+UPDATE jfs.edge SET parent = :d, name = 'in' WHERE parent = 1 AND name = 'f';
 -- ...but not the holder's
 SELECT set_config('application_name', 'jfs:' || :s1, false) IS NOT NULL AS as_s1;
 SELECT errno FROM jfs.lookup(:d, 'f1');
