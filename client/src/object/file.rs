@@ -7,9 +7,11 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{is_archive_class, ObjectInfo, ObjectState, ObjectStore};
+use crate::volume::layout::is_block_key;
 
 /// What marks an object file being written (`KEY.tmp.PID.N`, renamed to
-/// KEY when complete). A killed mount leaves such files behind; `jfs gc`
+/// KEY when complete; a new block is written without a name instead, see
+/// `write_new_block`). A killed mount leaves such files behind; `jfs gc`
 /// removes them once they are old.
 const TEMPORARY_MARK: &str = ".tmp.";
 
@@ -62,6 +64,15 @@ fn class_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Whether `data` may go with direct I/O: a whole number of 4 KiB units
+/// in a buffer aligned to them (the writer's blocks).
+fn direct_io_fits(data: &[u8]) -> bool {
+    const ALIGN: usize = 4096;
+    !data.is_empty()
+        && (data.as_ptr() as usize).is_multiple_of(ALIGN)
+        && data.len().is_multiple_of(ALIGN)
+}
+
 /// Writes an object's file and makes its bytes durable (fdatasync) before
 /// it returns. A whole block in an aligned buffer (the writer's) goes with
 /// direct I/O: the kernel takes it from our memory, no copy into the page
@@ -70,7 +81,6 @@ fn class_path(path: &Path) -> PathBuf {
 fn write_object(path: &Path, data: &[u8]) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    const ALIGN: usize = 4096;
     let open = |direct: bool| {
         std::fs::OpenOptions::new()
             .write(true)
@@ -79,10 +89,7 @@ fn write_object(path: &Path, data: &[u8]) -> io::Result<()> {
             .custom_flags(if direct { libc::O_DIRECT } else { 0 })
             .open(path)
     };
-    if !data.is_empty()
-        && (data.as_ptr() as usize).is_multiple_of(ALIGN)
-        && data.len().is_multiple_of(ALIGN)
-    {
+    if direct_io_fits(data) {
         let direct = open(true).and_then(|mut f| {
             f.write_all(data)?;
             f.sync_data()
@@ -95,6 +102,61 @@ fn write_object(path: &Path, data: &[u8]) -> io::Result<()> {
     let mut f = open(false)?;
     f.write_all(data)?;
     f.sync_data()
+}
+
+/// Writes a new block as a file without a name in `dir` (O_TMPFILE), then
+/// names it `path` and makes it durable (true). False when it cannot (a
+/// file system without O_TMPFILE, no /proc, `path` exists): nothing was
+/// made, the caller writes it beside `path` and renames it instead. A write
+/// that fails leaves nothing behind, and a stale attempt of the same put
+/// can never touch a file another attempt named: the file has a name only
+/// once it is whole. One file system commit (the fsync after the link)
+/// makes the bytes, the file and its name durable, where the rename of a
+/// written file needed a second.
+fn write_new_block(dir: &Path, path: &Path, data: &[u8]) -> io::Result<bool> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |direct: bool| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TMPFILE | if direct { libc::O_DIRECT } else { 0 })
+            .open(dir)
+    };
+    let errno_is =
+        |e: &io::Error, errnos: &[i32]| e.raw_os_error().is_some_and(|n| errnos.contains(&n));
+    let written = |direct: bool| {
+        open(direct).and_then(|mut f| {
+            f.write_all(data)?;
+            Ok(f)
+        })
+    };
+    let file = match written(direct_io_fits(data)) {
+        // (direct I/O refused: by the file system, or for this buffer)
+        Err(e) if direct_io_fits(data) && errno_is(&e, &[libc::EINVAL]) => written(false),
+        file => file,
+    };
+    let file = match file {
+        Err(e) if errno_is(&e, &[libc::EOPNOTSUPP, libc::EISDIR, libc::EINVAL]) => {
+            return Ok(false)
+        }
+        file => file?,
+    };
+    let linked = nix::unistd::linkat(
+        nix::fcntl::AT_FDCWD,
+        Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())),
+        nix::fcntl::AT_FDCWD,
+        path,
+        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+    );
+    match linked {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EEXIST | nix::errno::Errno::ENOENT) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    // (fsync, not fdatasync: the link count changed after the bytes)
+    file.sync_all()?;
+    Ok(true)
 }
 
 /// Makes the entries of directory `dir` durable (a file renamed into it).
@@ -161,6 +223,7 @@ impl ObjectStore for FileStore {
             self.tmp_counter.fetch_add(1, Ordering::Relaxed)
         ));
         let root = self.root.clone();
+        let key = key.to_string();
         tokio::task::spawn_blocking(move || {
             let parent = path.parent().unwrap_or(&root).to_path_buf();
             create_dirs(&root, &parent)?;
@@ -169,6 +232,11 @@ impl ObjectStore for FileStore {
             // slice is committed only after its blocks are stored (fsync of
             // a file promises its bytes survive an OS crash)
             write_class(&meta, &class, false)?;
+            // a new block, named once whole (its key is used once: nothing
+            // else writes or reads it before its slice is committed)
+            if is_block_key(&key) && write_new_block(&parent, &path, &data)? {
+                return sync_dir(&parent);
+            }
             write_object(&tmp, &data)
                 .and_then(|()| std::fs::rename(&tmp, &path))
                 .inspect_err(|_| {
@@ -327,6 +395,64 @@ mod tests {
         store.delete("v/chunks/0/0/1_0_5").await.unwrap();
         store.delete("v/chunks/0/0/1_0_5").await.unwrap();
         assert!(store.get("v/chunks/0/0/1_0_5", 0, 1).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_new_block_is_named_once_whole_and_an_existing_object_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::new(dir.path().to_str().unwrap()).unwrap();
+        let key = "v/chunks/0/0/7_0_8192";
+        // an aligned whole block (direct I/O where the file system has it)
+        let aligned = |fill: u8| {
+            let mut buf = bytes::BytesMut::with_capacity(8192 + 4096);
+            let pad = (4096 - buf.as_ptr() as usize % 4096) % 4096;
+            buf.resize(pad + 8192, fill);
+            buf.freeze().slice(pad..)
+        };
+        let files = |sub: &str| {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path().join(sub))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                .collect();
+            names.sort();
+            names
+        };
+        store.put(key, aligned(1), "").await.unwrap();
+        assert_eq!(
+            &store.get(key, 0, 8192).await.unwrap()[..],
+            &[1u8; 8192][..]
+        );
+        // the same key again (a put tried again): replaced whole
+        store.put(key, aligned(2), "").await.unwrap();
+        assert_eq!(
+            &store.get(key, 0, 8192).await.unwrap()[..],
+            &[2u8; 8192][..]
+        );
+        // a new block's tail (unaligned)
+        store
+            .put("v/chunks/0/0/8_0_3", Bytes::from_static(b"abc"), "")
+            .await
+            .unwrap();
+        assert_eq!(
+            &store.get("v/chunks/0/0/8_0_3", 0, 3).await.unwrap()[..],
+            b"abc"
+        );
+        // an object that is no block (the volume's marker), made and replaced
+        store
+            .put("v/juicefs_uuid", Bytes::from_static(b"one"), "")
+            .await
+            .unwrap();
+        store
+            .put("v/juicefs_uuid", Bytes::from_static(b"two"), "")
+            .await
+            .unwrap();
+        assert_eq!(
+            &store.get("v/juicefs_uuid", 0, 10).await.unwrap()[..],
+            b"two"
+        );
+        // ...with nothing left beside them
+        assert_eq!(files("v/chunks/0/0"), vec!["7_0_8192", "8_0_3"]);
+        assert_eq!(files("v"), vec!["chunks", "juicefs_uuid"]);
     }
 
     #[tokio::test]

@@ -217,6 +217,22 @@ fn a_full_bucket_file_system_is_enospc_and_failed_mounts_leave_no_session() {
         assert_eq!(fs::read(m.p("small")).unwrap(), b"fits");
         m.unmount();
     }
+    // a block that could not be stored leaves no file: every object left
+    // is a committed slice's (a new block has a name only once whole)
+    let committed =
+        v.sql("SELECT coalesce(string_agg(slice_id::text, ' '), '') FROM jfs.slice_ref");
+    let committed: Vec<&str> = committed.split_whitespace().collect();
+    let objects = v.objects();
+    assert!(!objects.is_empty(), "the small file's block is stored");
+    for o in &objects {
+        let name = o.file_name().unwrap().to_string_lossy().to_string();
+        let id = name.split('_').next().unwrap();
+        assert!(
+            committed.contains(&id),
+            "{} is left in the bucket, no committed slice names it (committed: {committed:?})",
+            o.display()
+        );
+    }
     // a mount that fails once its session is registered takes it away again
     let not_a_dir = v.dir.path().join("cache-file");
     fs::write(&not_a_dir, b"x").unwrap();
