@@ -105,14 +105,15 @@ fn write_object(path: &Path, data: &[u8]) -> io::Result<()> {
 }
 
 /// Writes a new block as a file without a name in `dir` (O_TMPFILE), then
-/// names it `path` and makes it durable (true). False when it cannot (a
-/// file system without O_TMPFILE, no /proc, `path` exists): nothing was
-/// made, the caller writes it beside `path` and renames it instead. A write
-/// that fails leaves nothing behind, and a stale attempt of the same put
-/// can never touch a file another attempt named: the file has a name only
-/// once it is whole. One file system commit (the fsync after the link)
-/// makes the bytes, the file and its name durable, where the rename of a
-/// written file needed a second.
+/// names it `path` and makes it durable (true). False when the file cannot
+/// be made or named (a file system without O_TMPFILE or that will not link
+/// such a file, no /proc, `path` exists): nothing was made, the caller
+/// writes it beside `path` and renames it instead, and that says what is
+/// wrong if anything is. A write that fails leaves nothing behind, and a
+/// stale attempt of the same put can never touch a file another attempt
+/// named: the file has a name only once it is whole. One file system
+/// commit (the fsync after the link) makes the bytes, the file and its
+/// name durable, where the rename of a written file needed a second.
 fn write_new_block(dir: &Path, path: &Path, data: &[u8]) -> io::Result<bool> {
     use std::io::Write;
     use std::os::fd::AsRawFd;
@@ -123,25 +124,19 @@ fn write_new_block(dir: &Path, path: &Path, data: &[u8]) -> io::Result<bool> {
             .custom_flags(libc::O_TMPFILE | if direct { libc::O_DIRECT } else { 0 })
             .open(dir)
     };
-    let errno_is =
-        |e: &io::Error, errnos: &[i32]| e.raw_os_error().is_some_and(|n| errnos.contains(&n));
-    let written = |direct: bool| {
-        open(direct).and_then(|mut f| {
-            f.write_all(data)?;
-            Ok(f)
-        })
+    let direct = direct_io_fits(data);
+    let mut file = match open(direct).or_else(|_| open(false)) {
+        Ok(file) => file,
+        Err(_) => return Ok(false),
     };
-    let file = match written(direct_io_fits(data)) {
-        // (direct I/O refused: by the file system, or for this buffer)
-        Err(e) if direct_io_fits(data) && errno_is(&e, &[libc::EINVAL]) => written(false),
-        file => file,
-    };
-    let file = match file {
-        Err(e) if errno_is(&e, &[libc::EOPNOTSUPP, libc::EISDIR, libc::EINVAL]) => {
-            return Ok(false)
+    if let Err(e) = file.write_all(data) {
+        // (direct I/O refused for this buffer: once more through the cache)
+        if !(direct && e.raw_os_error() == Some(libc::EINVAL)) {
+            return Err(e);
         }
-        file => file?,
-    };
+        file = open(false)?;
+        file.write_all(data)?;
+    }
     let linked = nix::unistd::linkat(
         nix::fcntl::AT_FDCWD,
         Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())),
@@ -149,10 +144,8 @@ fn write_new_block(dir: &Path, path: &Path, data: &[u8]) -> io::Result<bool> {
         path,
         nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
     );
-    match linked {
-        Ok(()) => {}
-        Err(nix::errno::Errno::EEXIST | nix::errno::Errno::ENOENT) => return Ok(false),
-        Err(e) => return Err(e.into()),
+    if linked.is_err() {
+        return Ok(false);
     }
     // (fsync, not fdatasync: the link count changed after the bytes)
     file.sync_all()?;
