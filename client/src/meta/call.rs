@@ -80,14 +80,16 @@ const NOT_RETRIED: [&str; 1] = ["session_cleanup"];
 /// twice (attributes or an ACL set again to the values given, a lock set
 /// again to what it is, a heartbeat, a range of ids that is then not used,
 /// a lease taken or asked for again, unlinks committed under a lease again:
-/// each removes its name only while it names its node):
+/// each removes its name only while it names its node; creates committed
+/// under a lease again: each is found made):
 /// retried like reads when their answer was lost. (A truncate sent again
 /// after another mount wrote past the new length would cut that write too:
 /// a race of two writers that the first truncate alone could lose as well.)
-const IDEMPOTENT: [&str; 14] = [
+const IDEMPOTENT: [&str; 15] = [
     "setattr",
     "take_lease",
     "lease_unlink",
+    "lease_commit",
     "want_lease",
     "set_acl",
     "setlk",

@@ -1,5 +1,6 @@
-//! Directory leases (sql/lease.sql): take_lease, lease_unlink, want_lease.
-use super::{check_errno, Meta, NodeType, Result};
+//! Directory leases (sql/lease.sql): take_lease, lease_commit, lease_unlink, want_lease.
+use super::journal::{Entry, Redo};
+use super::{check_errno, Meta, NewNode, NodeType, Result};
 
 /// An entry of a leased directory, as the lease found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -7,6 +8,36 @@ pub struct LeasedEntry {
     pub inode: u64,
     pub kind: NodeType,
     pub nlink: u32,
+}
+
+/// A create answered under a directory's lease, to commit (a regular file).
+#[derive(Debug, Clone)]
+pub struct LeasedCreate {
+    pub name: Vec<u8>,
+    pub inode: u64,
+    /// Permission bits asked for, and the umask to take from them.
+    pub mode: u32,
+    pub umask: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// When it was answered (ns since the epoch): its times.
+    pub time: i64,
+}
+
+/// What `jfs.lease_commit` answered.
+#[derive(Debug)]
+pub struct LeaseCommitted {
+    /// Per unlink: 0, or ENOENT (it named another node, or none, by then).
+    pub unlink_errnos: Vec<i32>,
+    /// Per create: 0, or why not (EEXIST: the lease was lost meanwhile).
+    pub create_errnos: Vec<i32>,
+    /// Whether the session holds the lease now.
+    pub kept: bool,
+    /// Whether it may go on answering creates in the directory.
+    pub creates: bool,
+    /// The directory's mtime and ctime after the commit (None: gone, or
+    /// not told).
+    pub dir_times: Option<(i64, i64)>,
 }
 
 impl Meta {
@@ -66,6 +97,80 @@ impl Meta {
             )
             .await?;
         Ok((row.try_get("errnos")?, row.try_get("kept")?))
+    }
+
+    /// Commits, in one transaction, the unlinks (`names`, `inodes`; `open`:
+    /// the inodes this session has open) and then the creates answered
+    /// under directory `dir`'s lease; the lease is kept if `keep` and
+    /// nobody asked for it. Each create is journaled as the mknod it is
+    /// (sent again to a server that lost it).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn lease_commit(
+        &self,
+        sid: i64,
+        dir: u64,
+        names: &[Vec<u8>],
+        inodes: &[i64],
+        open: &[i64],
+        creates: &[LeasedCreate],
+        keep: bool,
+    ) -> Result<LeaseCommitted> {
+        let column = |f: fn(&LeasedCreate) -> i64| creates.iter().map(f).collect::<Vec<i64>>();
+        let column32 = |f: fn(&LeasedCreate) -> i32| creates.iter().map(f).collect::<Vec<i32>>();
+        let create_names: Vec<&[u8]> = creates.iter().map(|c| c.name.as_slice()).collect();
+        let (mut rows, sent_in) = self
+            .call_journaled_by_caller(
+                "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                &[
+                    &sid,
+                    &(dir as i64),
+                    &names,
+                    &inodes,
+                    &open,
+                    &create_names,
+                    &column(|c| c.inode as i64),
+                    &column32(|c| c.mode as i32),
+                    &column32(|c| (c.umask & 0o7777) as i32),
+                    &column(|c| c.uid as i64),
+                    &column(|c| c.gid as i64),
+                    &column(|c| c.time),
+                    &keep,
+                ],
+            )
+            .await?;
+        let row = rows.pop().ok_or(super::MetaError::Errno(libc::EIO))?;
+        let committed = LeaseCommitted {
+            unlink_errnos: row.try_get("unlink_errnos")?,
+            create_errnos: row.try_get("errnos")?,
+            kept: row.try_get("kept")?,
+            creates: row.try_get("creates")?,
+            dir_times: row
+                .try_get::<_, Option<i64>>("dir_mtime")?
+                .zip(row.try_get::<_, Option<i64>>("dir_ctime")?),
+        };
+        if !self.in_replay {
+            if !names.is_empty() {
+                self.incarnations.record(sent_in, Entry::Opaque);
+            }
+            for (create, _) in creates
+                .iter()
+                .zip(&committed.create_errnos)
+                .filter(|(_, e)| **e == 0)
+            {
+                let node = NewNode {
+                    kind: NodeType::File,
+                    mode: create.mode,
+                    umask: create.umask,
+                    uid: create.uid,
+                    gid: create.gid,
+                    rdev: 0,
+                    target: None,
+                };
+                let redo = Redo::mknod(dir, &create.name, &node, create.inode);
+                self.incarnations.record(sent_in, Entry::Redo(redo));
+            }
+        }
+        Ok(committed)
     }
 
     /// Asks for directory `dir`'s lease after a call was refused for it;

@@ -299,6 +299,41 @@ impl AttrCache {
         }
     }
 
+    /// Files this mount answered as made in `dir` (name, node) were
+    /// committed (ticket `t` taken before the call), which left the
+    /// directory's times at `dir_times`: the names and nodes are kept, and
+    /// the directory's copy takes those times (or goes when something else
+    /// forgot it meanwhile).
+    pub fn children_committed(
+        &self,
+        dir: u64,
+        made: &[(&[u8], &Attr)],
+        dir_times: (i64, i64),
+        t: Ticket,
+    ) {
+        let mut inner = self.inner.lock().unwrap();
+        let dir_raced = inner.attr_forgot_since(dir, t);
+        let seq = inner.bump();
+        inner.attr_forgot.insert(dir, seq);
+        match inner.attrs.get_mut(&dir) {
+            Some((d, _)) if !dir_raced => (d.mtime, d.ctime) = dir_times,
+            _ => {
+                inner.attrs.remove(&dir);
+            }
+        }
+        for (name, attr) in made {
+            let raced = inner.attr_forgot_since(attr.inode, t);
+            inner.forget(attr.inode);
+            if raced || !self.keeps() {
+                continue;
+            }
+            inner.insert(attr);
+            if self.names && !inner.name_forgot_since(dir, name, t) {
+                inner.insert_name(dir, name, attr.inode);
+            }
+        }
+    }
+
     /// This mount removed entry `name` of `dir`, a node that is not a
     /// directory, which the procedure answered with the node's attributes
     /// as it left them (ticket `t` taken before the call): the name and the

@@ -1,32 +1,42 @@
-//! Directory leases: a run of unlinks in one directory is answered by this
-//! mount and committed in batches, while no other mount may read or change
-//! the directory (`jfs.take_lease`, `jfs.lease_unlink`: sql/lease.sql).
+//! Directory leases: a run of unlinks or creates in one directory is
+//! answered by this mount and committed in batches, while no other mount
+//! may read or change the directory (`jfs.take_lease`, `jfs.lease_commit`:
+//! sql/lease.sql).
 //!
-//! After [`UNLINKS_BEFORE_LEASE`] unlinks in a row in one directory, each
-//! through PostgreSQL and with no other operation on its entries between,
-//! the mount takes the directory's lease, which gives it every entry. An unlink of a name the lease found, not a directory, with
-//! one link and not open here, is then answered at once and kept pending;
-//! the committer ([`Vfs::commit_leases`]) sends the pending ones every
-//! [`LEASE_WINDOW`], and gives the lease up after a window without unlinks
-//! or when another mount asked for it. Any other operation on the
-//! directory's entries here (a create, a rename, an rmdir, a listing, an
-//! fsyncdir) first commits them and gives the lease up ([`Vfs::settle_dir`]);
-//! a lookup of a pending name is answered "missing". A crash of this mount
-//! loses what was pending (at most one window), never half of a batch.
-use std::collections::{HashMap, HashSet};
+//! After [`OPS_BEFORE_LEASE`] unlinks, or creates of regular files, in a row
+//! in one directory, each through PostgreSQL and with no other operation on
+//! its entries between, the mount takes the directory's lease, which gives
+//! it every entry. An unlink of a name the lease found, not a directory,
+//! with one link and not open here, is then answered at once and kept
+//! pending. So is the create of a regular file under a name the lease does
+//! not know, while PostgreSQL says no quota limit, squash or default ACL
+//! applies there (the node is then made here as mknod would make it, with
+//! an inode of this mount's range); lookups of the directory are answered
+//! from the lease's entries, and the new file's attributes from the lease.
+//! The committer ([`Vfs::commit_leases`]) sends the pending ones every
+//! [`LEASE_WINDOW`], and gives the lease up after a window without any or
+//! when another mount asked for it. Any other operation on the directory's
+//! entries here (a mkdir, a rename, an rmdir, a listing, an fsyncdir)
+//! first commits them and gives the lease up ([`Vfs::settle_dir`]); any
+//! operation that PostgreSQL must answer about a file made here and not yet
+//! committed (its data's commit, an fsync, a setattr, a link, a lock...)
+//! first commits the directory's batch ([`Vfs::settle_created`]). A crash
+//! of this mount loses what was pending (at most one window), never half
+//! of a batch.
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::meta::{LeasedEntry, NodeType};
+use crate::meta::{Attr, LeaseCommitted, LeasedCreate, LeasedEntry, NewNode, NodeType};
 use crate::vfs::{errno, Vfs, VfsResult};
 
 /// How long unlinks answered under a lease wait, at most, for their commit.
 pub const LEASE_WINDOW: Duration = Duration::from_millis(50);
 
-/// Unlinks in a row in one directory, each a round trip, after which the
-/// mount takes the directory's lease.
-const UNLINKS_BEFORE_LEASE: u32 = 2;
+/// Unlinks or creates in a row in one directory, each a round trip, after
+/// which the mount takes the directory's lease.
+const OPS_BEFORE_LEASE: u32 = 2;
 
 /// Directories with more entries are not leased (the lease sends them all).
 const LEASE_MAX_ENTRIES: i32 = 10_000;
@@ -40,12 +50,17 @@ struct Held {
     entries: HashMap<Vec<u8>, LeasedEntry>,
     /// Unlinks answered and not yet committed (name, inode), in order.
     pending: Vec<(Vec<u8>, i64)>,
-    /// Their names, for lookups (answered "missing").
-    pending_names: HashSet<Vec<u8>>,
+    /// Whether creates may be answered here (PostgreSQL's word at the last
+    /// commit: no quota limit, squash or default ACL applies).
+    creates: bool,
+    /// Creates answered and not yet committed, in order.
+    pending_creates: Vec<LeasedCreate>,
+    /// Their nodes, by inode, as this mount answered them.
+    created: HashMap<u64, Attr>,
     /// A commit is in flight: unlinks go to PostgreSQL meanwhile (the lease
     /// may end with it).
     committing: bool,
-    /// Unlinks were answered since the last commit.
+    /// Unlinks or creates were answered since the last commit.
     busy: bool,
     /// The last commit failed: unlinks go to PostgreSQL until one succeeds.
     failing: bool,
@@ -58,9 +73,16 @@ struct Held {
 pub struct Leases {
     /// Whether leases are taken (a committer runs: `Vfs::commit_leases`).
     enabled: AtomicBool,
+    /// Whether `jfs.lease_commit` may be called (an extension before 0.2.20,
+    /// or a role not granted it again since, has `jfs.lease_unlink` only:
+    /// no create is then answered here).
+    no_lease_commit: AtomicBool,
     held: Mutex<HashMap<u64, Held>>,
-    /// The directory of the last unlinks, and how many in a row.
-    run: Mutex<(u64, u32)>,
+    /// The directory of the last unlinks or creates, how many in a row, and
+    /// whether they were creates (creates and unlinks taking turns, as a
+    /// database's rollback journal does, earn no lease: another mount using
+    /// the directory would wait for a hand-over at every turn).
+    run: Mutex<(u64, u32, bool)>,
     /// Directories whose lease could not be had, or was asked for, and when.
     refused: Mutex<HashMap<u64, Instant>>,
     /// Leases being taken, and whether an operation on the directory began
@@ -102,13 +124,12 @@ impl Leases {
         }
     }
 
-    /// An operation other than an unlink on `dir`'s entries: a run of
-    /// unlinks there starts again (creates and unlinks taking turns, as a
-    /// database's journal does, earn no lease: each create would give it up).
+    /// An operation other than an unlink or a create of a regular file on
+    /// `dir`'s entries: a run of them there starts again.
     fn run_broken(&self, dir: u64) {
         let mut run = self.run.lock().unwrap();
         if run.0 == dir {
-            *run = (0, 0);
+            *run = (0, 0, false);
         }
     }
 
@@ -118,19 +139,19 @@ impl Leases {
         let mut refused = self.refused.lock().unwrap();
         refused.retain(|_, at| at.elapsed() < LEASE_REFUSED_FOR);
         refused.insert(dir, Instant::now());
-        *self.run.lock().unwrap() = (0, 0);
+        *self.run.lock().unwrap() = (0, 0, false);
     }
 
-    /// Counts an unlink in `dir` sent to PostgreSQL; true when the run
-    /// earns the directory's lease.
-    fn counted(&self, dir: u64) -> bool {
+    /// Counts an unlink (or a create: `create`) in `dir` sent to
+    /// PostgreSQL; true when the run earns the directory's lease.
+    fn counted(&self, dir: u64, create: bool) -> bool {
         let mut run = self.run.lock().unwrap();
-        if run.0 == dir {
+        if run.0 == dir && run.2 == create {
             run.1 += 1;
         } else {
-            *run = (dir, 1);
+            *run = (dir, 1, create);
         }
-        run.1 >= UNLINKS_BEFORE_LEASE
+        run.1 >= OPS_BEFORE_LEASE
             && self
                 .refused
                 .lock()
@@ -138,6 +159,19 @@ impl Leases {
                 .get(&dir)
                 .is_none_or(|at| at.elapsed() >= LEASE_REFUSED_FOR)
     }
+}
+
+/// A commit's answer, and the files it made (name, node as answered here).
+type Committed = (LeaseCommitted, Vec<(Vec<u8>, Attr)>);
+
+/// Whether a commit keeps the lease (unless another mount asked for it).
+#[derive(Clone, Copy)]
+enum Keep {
+    No,
+    Yes,
+    /// If unlinks or creates were answered since the last such commit (the
+    /// committer's, every window).
+    IfBusy,
 }
 
 /// What an unlink under a lease removed.
@@ -187,36 +221,173 @@ impl Vfs {
 
     /// Answers an unlink of `name` in `dir` under the directory's lease, if
     /// this mount holds it and the name may be: in the lease's entries, not
-    /// a directory, one link, not open here. None: send it to PostgreSQL.
-    pub(super) fn unlink_leased(&self, dir: u64, name: &[u8]) -> Option<LeasedUnlink> {
-        let mut held = self.leases.held.lock().unwrap();
-        let lease = held.get_mut(&dir).filter(|l| !l.committing && !l.failing)?;
-        let entry = lease.entries.get(name)?;
-        if entry.kind == NodeType::Dir || entry.nlink != 1 || self.is_open(entry.inode) {
-            return None;
+    /// a directory, one link, not open here. A file made here and not yet
+    /// committed is forgotten (nothing to commit). A commit in flight is
+    /// waited for (the lease may end with it). None: send it to PostgreSQL.
+    pub(super) async fn unlink_leased(&self, dir: u64, name: &[u8]) -> Option<LeasedUnlink> {
+        loop {
+            let gate = {
+                let mut held = self.leases.held.lock().unwrap();
+                let lease = held.get_mut(&dir).filter(|l| !l.failing)?;
+                if !lease.committing {
+                    let entry = lease.entries.get(name)?;
+                    if entry.kind == NodeType::Dir || entry.nlink != 1 || self.is_open(entry.inode)
+                    {
+                        return None;
+                    }
+                    let inode = entry.inode;
+                    lease.entries.remove(name);
+                    lease.busy = true;
+                    if lease.created.remove(&inode).is_some() {
+                        lease.pending_creates.retain(|c| c.inode != inode);
+                    } else {
+                        lease.pending.push((name.to_vec(), inode as i64));
+                    }
+                    return Some(LeasedUnlink { inode });
+                }
+                lease.gate.clone()
+            };
+            drop(gate.lock().await);
         }
-        let inode = entry.inode;
-        lease.entries.remove(name);
-        lease.pending.push((name.to_vec(), inode as i64));
-        lease.pending_names.insert(name.to_vec());
-        lease.busy = true;
-        Some(LeasedUnlink { inode })
+    }
+
+    /// Answers the create of regular file `node` as `name` in `dir` under
+    /// the directory's lease, if this mount holds it and may answer creates
+    /// there: the node made as mknod would make it (EEXIST for a name the
+    /// lease knows). None: send it to PostgreSQL.
+    pub(super) async fn create_leased(
+        &self,
+        dir: u64,
+        name: &[u8],
+        node: &NewNode<'_>,
+    ) -> VfsResult<Option<Attr>> {
+        let may = |l: &Held| l.creates && !l.failing;
+        if node.kind != NodeType::File
+            || !self.leases.held.lock().unwrap().get(&dir).is_some_and(may)
+        {
+            return Ok(None);
+        }
+        let Ok(parent) = self.getattr(dir).await else {
+            return Ok(None);
+        };
+        let inode = self.inode_ids.next(&self.meta).await?;
+        let time = crate::meta::time_to_ns(std::time::SystemTime::now());
+        loop {
+            let gate = {
+                let mut held = self.leases.held.lock().unwrap();
+                let Some(lease) = held.get_mut(&dir).filter(|l| may(l)) else {
+                    return Ok(None);
+                };
+                if !lease.committing {
+                    if lease.entries.contains_key(name) {
+                        return Err(libc::EEXIST);
+                    }
+                    let attr = Attr {
+                        inode,
+                        kind: NodeType::File,
+                        mode: node.mode & 0o7777 & !node.umask,
+                        uid: node.uid,
+                        gid: match parent.mode & libc::S_ISGID {
+                            0 => node.gid,
+                            _ => parent.gid,
+                        },
+                        atime: time,
+                        mtime: time,
+                        ctime: time,
+                        nlink: 1,
+                        length: 0,
+                        rdev: 0,
+                        parent: 0,
+                        tier: parent.tier,
+                        used: 0,
+                    };
+                    let entry = LeasedEntry {
+                        inode,
+                        kind: NodeType::File,
+                        nlink: 1,
+                    };
+                    lease.entries.insert(name.to_vec(), entry);
+                    lease.created.insert(inode, attr.clone());
+                    lease.pending_creates.push(LeasedCreate {
+                        name: name.to_vec(),
+                        inode,
+                        mode: node.mode,
+                        umask: node.umask,
+                        uid: node.uid,
+                        gid: node.gid,
+                        time,
+                    });
+                    lease.busy = true;
+                    return Ok(Some(attr));
+                }
+                lease.gate.clone()
+            };
+            // a commit is in flight (the lease may end with it): after it
+            drop(gate.lock().await);
+        }
+    }
+
+    /// The node of `inode`, if this mount made it under a lease and has not
+    /// committed it yet.
+    pub(super) fn created_attr(&self, inode: u64) -> Option<Attr> {
+        let held = self.leases.held.lock().unwrap();
+        held.values().find_map(|l| l.created.get(&inode).cloned())
+    }
+
+    /// A lookup of `name` in `dir` answered by the lease this mount holds of
+    /// it: a file made here and not yet committed, or "missing" for a name
+    /// the lease does not know. None: ask as usual.
+    pub(super) fn lookup_leased(&self, dir: u64, name: &[u8]) -> Option<VfsResult<Attr>> {
+        let held = self.leases.held.lock().unwrap();
+        let lease = held.get(&dir)?;
+        match lease.entries.get(name) {
+            None => Some(Err(libc::ENOENT)),
+            Some(entry) => lease.created.get(&entry.inode).cloned().map(Ok),
+        }
+    }
+
+    /// The inode `name` of `dir` names, if this mount made it under the
+    /// directory's lease and has not committed it yet.
+    pub(super) fn created_as(&self, dir: u64, name: &[u8]) -> Option<u64> {
+        let held = self.leases.held.lock().unwrap();
+        let lease = held.get(&dir)?;
+        let inode = lease.entries.get(name)?.inode;
+        lease.created.contains_key(&inode).then_some(inode)
+    }
+
+    /// Before PostgreSQL is asked anything about `inode`: if this mount made
+    /// it under a lease and has not committed it yet, the directory's batch
+    /// is committed now (the lease kept).
+    pub(super) async fn settle_created(&self, inode: u64) -> VfsResult<()> {
+        loop {
+            let found = {
+                let held = self.leases.held.lock().unwrap();
+                held.iter()
+                    .find(|(_, l)| l.created.contains_key(&inode))
+                    .map(|(dir, l)| (*dir, l.gate.clone()))
+            };
+            let Some((dir, gate)) = found else {
+                return Ok(());
+            };
+            let one_at_a_time = gate.lock().await;
+            let still = self
+                .leases
+                .held
+                .lock()
+                .unwrap()
+                .get(&dir)
+                .is_some_and(|l| Arc::ptr_eq(&l.gate, &gate) && l.created.contains_key(&inode));
+            if still {
+                return self
+                    .commit_gated(dir, &gate, Keep::Yes, one_at_a_time)
+                    .await;
+            }
+        }
     }
 
     /// Whether this mount holds `dir`'s lease.
     pub(super) fn holds_lease(&self, dir: u64) -> bool {
         self.leases.holds(dir)
-    }
-
-    /// Whether `name` of `dir` was unlinked here and the unlink is not
-    /// committed yet (a lookup then answers "missing").
-    pub(super) fn unlink_pending(&self, dir: u64, name: &[u8]) -> bool {
-        self.leases
-            .held
-            .lock()
-            .unwrap()
-            .get(&dir)
-            .is_some_and(|l| l.pending_names.contains(name))
     }
 
     /// An unlink in `dir` that goes through PostgreSQL begins.
@@ -236,15 +407,55 @@ impl Vfs {
             }
         }
         if self.leases.enabled.load(Ordering::Relaxed)
-            && self.leases.counted(dir)
+            && self.leases.counted(dir, false)
             && self.leases.may_take(dir)
         {
-            self.take_lease(dir).await;
+            self.take_lease(dir, false).await;
         }
     }
 
-    /// Takes `dir`'s lease (marked as being taken by `Leases::may_take`).
-    async fn take_lease(&self, dir: u64) {
+    /// A create of a regular file in `dir` begins that goes through
+    /// PostgreSQL: a lease held of the directory (one whose creates this
+    /// mount may not answer) is given up first, and not taken again for a
+    /// while; the run of unlinks and creates goes on.
+    pub(super) async fn create_begins(&self, dir: u64) -> VfsResult<DirOp<'_>> {
+        let op = self.leases.begin(dir);
+        if self.leases.holds(dir) {
+            self.commit_lease(dir, Keep::No).await?;
+            self.leases.refuse(dir);
+        }
+        Ok(op)
+    }
+
+    /// A create of regular file `inode` as `name` in `dir` went through
+    /// PostgreSQL (its [`DirOp`] dropped): the lease's entries, if held,
+    /// gain it; the directory's lease is taken when the run earns it.
+    pub(super) async fn created_directly(&self, dir: u64, name: &[u8], inode: u64) {
+        {
+            let mut held = self.leases.held.lock().unwrap();
+            if let Some(lease) = held.get_mut(&dir) {
+                let entry = LeasedEntry {
+                    inode,
+                    kind: NodeType::File,
+                    nlink: 1,
+                };
+                lease.entries.insert(name.to_vec(), entry);
+                return;
+            }
+        }
+        if self.leases.enabled.load(Ordering::Relaxed)
+            && !self.leases.no_lease_commit.load(Ordering::Relaxed)
+            && self.leases.counted(dir, true)
+            && self.leases.may_take(dir)
+        {
+            self.take_lease(dir, true).await;
+        }
+    }
+
+    /// Takes `dir`'s lease (marked as being taken by `Leases::may_take`);
+    /// `for_creates`: and asks at once whether creates may be answered
+    /// there (if not, the lease is given up).
+    async fn take_lease(&self, dir: u64, for_creates: bool) {
         let taken = self
             .meta
             .take_lease(self.sid(), dir, LEASE_MAX_ENTRIES)
@@ -265,7 +476,9 @@ impl Vfs {
                 let lease = Held {
                     entries: entries.into_iter().collect(),
                     pending: Vec::new(),
-                    pending_names: HashSet::new(),
+                    creates: false,
+                    pending_creates: Vec::new(),
+                    created: HashMap::new(),
                     committing: false,
                     busy: true,
                     failing: false,
@@ -273,6 +486,9 @@ impl Vfs {
                 };
                 self.leases.held.lock().unwrap().entry(dir).or_insert(lease);
                 self.leases.taken.notify_one();
+                if for_creates {
+                    self.ask_creates(dir).await;
+                }
             }
             Err(e) if e.is_undefined_or_denied() => {
                 // an extension before 0.2.17, or a role not granted it again
@@ -295,7 +511,7 @@ impl Vfs {
     pub async fn commit_leases(&self) {
         let dirs: Vec<u64> = self.leases.held.lock().unwrap().keys().copied().collect();
         for dir in dirs {
-            if let Err(e) = self.commit_lease(dir, true).await {
+            if let Err(e) = self.commit_lease(dir, Keep::IfBusy).await {
                 tracing::warn!(
                     "directory {dir}: committing unlinks: errno {e} (kept to try again)"
                 );
@@ -310,7 +526,7 @@ impl Vfs {
         let op = self.leases.begin(dir);
         self.leases.run_broken(dir);
         if self.leases.holds(dir) {
-            self.commit_lease(dir, false).await?;
+            self.commit_lease(dir, Keep::No).await?;
         }
         Ok(op)
     }
@@ -320,15 +536,35 @@ impl Vfs {
     pub async fn settle_all(&self) -> VfsResult<()> {
         let dirs: Vec<u64> = self.leases.held.lock().unwrap().keys().copied().collect();
         for dir in dirs {
-            self.commit_lease(dir, false).await?;
+            self.commit_lease(dir, Keep::No).await?;
         }
         Ok(())
     }
 
-    /// Sends `dir`'s pending unlinks; the lease is kept only if `keep`,
-    /// unlinks came since the last commit, and nobody asked for it. On an
-    /// error the unlinks stay pending and the lease held.
-    async fn commit_lease(&self, dir: u64, keep: bool) -> VfsResult<()> {
+    /// Asks PostgreSQL whether creates may be answered under `dir`'s lease
+    /// (an empty commit); if not, the lease is given up and not taken again
+    /// for a while.
+    async fn ask_creates(&self, dir: u64) {
+        let asked = self.commit_lease(dir, Keep::Yes).await;
+        let creates = self
+            .leases
+            .held
+            .lock()
+            .unwrap()
+            .get(&dir)
+            .is_some_and(|l| l.creates);
+        if asked.is_ok() && !creates {
+            if let Err(e) = self.commit_lease(dir, Keep::No).await {
+                tracing::debug!("directory {dir}: giving a lease up: errno {e}");
+            }
+            self.leases.refuse(dir);
+        }
+    }
+
+    /// Sends `dir`'s pending unlinks and creates; the lease is kept as
+    /// `keep` says, if nobody asked for it. On an error they stay pending
+    /// and the lease held.
+    async fn commit_lease(&self, dir: u64, keep: Keep) -> VfsResult<()> {
         let Some(gate) = self
             .leases
             .held
@@ -339,42 +575,71 @@ impl Vfs {
         else {
             return Ok(());
         };
-        let _one_at_a_time = gate.lock().await;
+        let one_at_a_time = gate.lock().await;
+        self.commit_gated(dir, &gate, keep, one_at_a_time).await
+    }
+
+    /// [`Vfs::commit_lease`] with the lease's gate taken (`_one_at_a_time`).
+    async fn commit_gated(
+        &self,
+        dir: u64,
+        gate: &Arc<tokio::sync::Mutex<()>>,
+        keep: Keep,
+        _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
+    ) -> VfsResult<()> {
         // (the lease committed and given up by another caller meanwhile, and
         // maybe taken again: that one's own)
-        let same = |lease: &Held| Arc::ptr_eq(&lease.gate, &gate);
-        let (names, inodes, keep) = {
+        let (names, inodes, creates, keep) = {
             let mut held = self.leases.held.lock().unwrap();
-            let Some(lease) = held.get_mut(&dir).filter(|l| same(l)) else {
+            let Some(lease) = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, gate)) else {
                 return Ok(());
             };
             lease.committing = true;
-            let keep = keep && lease.busy;
-            lease.busy = false;
+            let keep = match keep {
+                Keep::No => false,
+                Keep::Yes => true,
+                Keep::IfBusy => std::mem::take(&mut lease.busy),
+            };
             let (names, inodes): (Vec<_>, Vec<_>) = lease.pending.iter().cloned().unzip();
-            (names, inodes, keep)
+            (names, inodes, lease.pending_creates.clone(), keep)
         };
+        let ticket = self.attrs.ticket();
         let sent = self
-            .meta
-            .lease_unlink(self.sid(), dir, &names, &inodes, &self.open_inodes(), keep)
+            .send_lease_commit(dir, &names, &inodes, &creates, keep)
             .await;
-        let errnos = match self.committed(dir, &gate, names.len(), sent, keep) {
-            Some(Ok(errnos)) => errnos,
+        let (answer, made) = match self.committed(dir, gate, names.len(), &creates, sent, keep) {
+            Some(Ok(answer)) => answer,
             Some(Err(e)) => return Err(e),
             None => return Ok(()),
         };
-        // the directory's times are the commit's now, not those answered;
-        // nothing read meanwhile keeps a removed name
-        self.attrs.forget(dir);
-        self.forget_attributes(dir);
-        for name in &names {
-            self.attrs.forget_entry(dir, name);
+        match answer.dir_times {
+            // files made, none removed: the nodes are as answered (while
+            // nothing that would change them applies: `creates`), the
+            // directory's times as the commit tells them
+            Some(times) if names.is_empty() && answer.creates => {
+                let made: Vec<(&[u8], &Attr)> =
+                    made.iter().map(|(n, a)| (n.as_slice(), a)).collect();
+                self.attrs.children_committed(dir, &made, times, ticket);
+            }
+            _ => {
+                // the directory's times are the commit's now, not those
+                // answered; nothing read meanwhile keeps a removed name
+                self.attrs.forget(dir);
+                self.forget_attributes(dir);
+                for name in &names {
+                    self.attrs.forget_entry(dir, name);
+                }
+                for (name, attr) in &made {
+                    self.attrs.forget(attr.inode);
+                    self.attrs.forget_entry(dir, name);
+                }
+            }
         }
         for &inode in &inodes {
             // (opened meanwhile through a name elsewhere: kept until closed)
             self.mark_unlinked(inode as u64).await;
         }
-        for (name, e) in names.iter().zip(&errnos) {
+        for (name, e) in names.iter().zip(&answer.unlink_errnos) {
             if *e != 0 {
                 // the lease was lost meanwhile (this mount silent for
                 // seconds) and the name went or was made again elsewhere
@@ -385,23 +650,74 @@ impl Vfs {
                 );
             }
         }
+        for (create, e) in creates.iter().zip(&answer.create_errnos) {
+            if *e != 0 {
+                tracing::warn!(
+                    "directory {dir}: the create of {:?} (inode {}) answered here was refused \
+                     at its commit (errno {e}): the lease was lost meanwhile",
+                    String::from_utf8_lossy(&create.name),
+                    create.inode
+                );
+            }
+        }
         Ok(())
     }
 
-    /// Takes the answer of a commit of `dir`'s first `sent` pending
-    /// unlinks into the lease (None: not the lease that sent them).
+    /// One commit of `dir`'s batch: `jfs.lease_commit`, or `jfs.lease_unlink`
+    /// where the former may not be called (then no create is pending).
+    async fn send_lease_commit(
+        &self,
+        dir: u64,
+        names: &[Vec<u8>],
+        inodes: &[i64],
+        creates: &[LeasedCreate],
+        keep: bool,
+    ) -> crate::meta::Result<LeaseCommitted> {
+        let open = self.open_inodes();
+        if !self.leases.no_lease_commit.load(Ordering::Relaxed) {
+            let sent = self
+                .meta
+                .lease_commit(self.sid(), dir, names, inodes, &open, creates, keep)
+                .await;
+            match sent {
+                Err(e) if e.is_undefined_or_denied() && creates.is_empty() => {
+                    // an extension before 0.2.20, or a role not granted it
+                    // again since (jfs.grant_client)
+                    tracing::info!("no write-back creates: {e}");
+                    self.leases.no_lease_commit.store(true, Ordering::Relaxed);
+                }
+                sent => return sent,
+            }
+        }
+        let (unlink_errnos, kept) = self
+            .meta
+            .lease_unlink(self.sid(), dir, names, inodes, &open, keep)
+            .await?;
+        Ok(LeaseCommitted {
+            unlink_errnos,
+            create_errnos: Vec::new(),
+            kept,
+            creates: false,
+            dir_times: None,
+        })
+    }
+
+    /// Takes the answer of a commit of `dir`'s first `sent` pending unlinks
+    /// and `sent_creates` pending creates into the lease (None: not the
+    /// lease that sent them).
     fn committed(
         &self,
         dir: u64,
         gate: &Arc<tokio::sync::Mutex<()>>,
         sent: usize,
-        answer: crate::meta::Result<(Vec<i32>, bool)>,
+        sent_creates: &[LeasedCreate],
+        answer: crate::meta::Result<LeaseCommitted>,
         keep: bool,
-    ) -> Option<VfsResult<Vec<i32>>> {
+    ) -> Option<VfsResult<Committed>> {
         let mut held = self.leases.held.lock().unwrap();
         let lease = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, gate))?;
         lease.committing = false;
-        let (errnos, kept) = match answer {
+        let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
                 lease.busy = true;
@@ -410,17 +726,39 @@ impl Vfs {
             }
         };
         lease.failing = false;
-        for (name, _) in lease.pending.drain(..sent) {
-            lease.pending_names.remove(&name);
+        lease.creates = answer.creates;
+        lease.pending.drain(..sent);
+        let mut made = Vec::new();
+        let errnos = answer
+            .create_errnos
+            .iter()
+            .chain(std::iter::repeat(&libc::EIO));
+        for (create, e) in lease
+            .pending_creates
+            .drain(..sent_creates.len())
+            .zip(errnos)
+        {
+            let attr = lease.created.remove(&create.inode);
+            if *e != 0 {
+                if lease
+                    .entries
+                    .get(&create.name)
+                    .is_some_and(|x| x.inode == create.inode)
+                {
+                    lease.entries.remove(&create.name);
+                }
+            } else if let Some(attr) = attr {
+                made.push((create.name, attr));
+            }
         }
-        if !kept {
+        if !answer.kept {
             held.remove(&dir);
             if keep {
                 // asked for by another mount (or lost): not taken again at once
                 self.leases.refuse(dir);
             }
         }
-        Some(Ok(errnos))
+        Some(Ok((answer, made)))
     }
 
     fn is_open(&self, inode: u64) -> bool {

@@ -316,6 +316,14 @@ impl Mount {
         self.path.join(rel)
     }
 
+    /// The names directory `rel` lists on this mount.
+    pub fn names(&self, rel: &str) -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(self.p(rel))
+            .unwrap_or_else(|e| panic!("readdir {rel} on {}: {e}", self.path.display()))
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    }
+
     /// Kills the mount process as a crash would (no unmount, no session close).
     pub fn crash(&self) {
         assert!(self.pid > 0, "unknown mount pid");

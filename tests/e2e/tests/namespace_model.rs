@@ -1,7 +1,8 @@
 //! Long random runs of namespace operations (create, mkdir, unlink, rmdir,
 //! rename, link, symlink, rewrite, chmod, truncate, stat, lookups of
-//! missing names, readdir, every file of a directory removed in a row, a
-//! listing by the other mount at once) against an in-memory model, on two mounts of
+//! missing names, readdir, every free name of a directory made a file in a
+//! row, every file of a directory removed in a row, a listing by the other
+//! mount at once) against an in-memory model, on two mounts of
 //! one volume with the kernel's caches at 30 s and the mounts' own caches
 //! (attributes and names, complete listings answering missing names) on;
 //! now and then the kernel drops its caches, so that the mounts' own
@@ -337,7 +338,51 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount, other: &Mount) -> String {
             check_dir(model, m, &dir);
             return format!("readdir {dir:?}");
         }
-        94..=95 => {
+        94 => {
+            // every free name of a directory made a file in a row (untar's,
+            // cp -a's way): after two, the mount answers the creates under
+            // the directory's lease and commits them in batches; some are
+            // written (their data's commit commits the batch first), some
+            // made read-only, some left empty, and some looked at at once
+            let free: Vec<String> = NAMES
+                .iter()
+                .map(|name| join(&dir, name))
+                .filter(|p| !model.nodes.contains_key(p))
+                .collect();
+            for path in &free {
+                let body = match rng.index(3) {
+                    0 => Vec::new(),
+                    _ => format!("filled {path}:{}", rng.next()).into_bytes(),
+                };
+                let got = errno_of(
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(m.p(path))
+                        .and_then(|mut f| f.write_all(&body)),
+                );
+                assert_eq!(got, Ok(()), "create {path} of a directory filled");
+                model.next_ino += 1;
+                model.nodes.insert(path.clone(), Node::File(model.next_ino));
+                model.data.insert(model.next_ino, body);
+                model.modes.insert(model.next_ino, 0o644);
+                if rng.index(4) == 0 {
+                    let got = errno_of(fs::set_permissions(
+                        m.p(path),
+                        fs::Permissions::from_mode(0o600),
+                    ));
+                    assert_eq!(got, Ok(()), "chmod 600 {path} of a directory filled");
+                    model.modes.insert(model.next_ino, 0o600);
+                }
+                if rng.index(2) == 0 {
+                    // (its bytes read too: an open commits the batch)
+                    let st = fs::symlink_metadata(m.p(path)).ok();
+                    check_node(model, m, path, &model.nodes.get(path).cloned(), st.as_ref());
+                }
+            }
+            return format!("fill {dir:?} ({} made)", free.len());
+        }
+        95 => {
             // every file and symlink of a directory removed in a row (rm
             // -rf's way): after two, the mount answers them under the
             // directory's lease and commits them in batches
@@ -547,6 +592,12 @@ fn random_namespace_ops_on_two_mounts_match_the_model() {
     eprintln!("seed {seed}");
     run(seed, ops(), &[&a, &b]);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+    // (creates committed together: answered under a lease)
+    let batched = v.sql(
+        "SELECT count(*) FROM (SELECT xid FROM jfs.change WHERE op = 'create' \
+         GROUP BY xid HAVING count(*) > 1) batches",
+    );
+    assert_ne!(batched, "0", "no creates were answered under a lease");
 }
 
 /// With a trash, removals make /.trash and its hours on the mount's behalf

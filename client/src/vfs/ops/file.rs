@@ -57,6 +57,8 @@ impl Vfs {
             }
             return Ok(());
         }
+        // (a file made here under a lease: PostgreSQL must know it first)
+        self.settle_created(inode).await?;
         let pending = state.writer.slices_per_chunk();
         let before = self.attrs.ticket();
         let target = self.target(state.tier);
@@ -110,6 +112,10 @@ impl Vfs {
     /// Commits a file's pending writes and, in 'fsync' durability mode, waits
     /// until the metadata is durable: what close() and fsync() promise.
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
+        if sync {
+            // (its creation, if made here under a lease, is promised too)
+            self.settle_created(file.inode).await?;
+        }
         let mut state = file.state.lock().await;
         state.usable()?;
         let durable = sync || self.volume.meta_durability == "fsync";
@@ -164,6 +170,7 @@ impl Vfs {
         if write {
             self.writable()?;
         }
+        self.settle_created(inode).await?;
         let seen = self.file_generation(inode).await;
         let ticket = self.attrs.ticket();
         let attr = self.meta.getattr(inode).await.map_err(errno)?;
@@ -273,6 +280,7 @@ impl Vfs {
         else {
             return Err(libc::EISDIR);
         };
+        self.settle_created(file.inode).await?;
         let sequential = last_read_end.load(Ordering::Relaxed) == offset;
         let data = match self.read_file(file, offset, size, sequential).await {
             Err(libc::EIO) => {
@@ -463,7 +471,7 @@ impl Vfs {
     /// under leases (unmount, shutdown).
     pub async fn flush_all(&self) {
         if let Err(e) = self.settle_all().await {
-            tracing::error!("unlinks answered here lost at unmount: errno {e}");
+            tracing::error!("unlinks and creates answered here lost at unmount: errno {e}");
         }
         let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();
         for file in files {

@@ -28,6 +28,7 @@ impl Vfs {
     /// fcntl(F_GETLK): the first conflicting lock of another owner (on any
     /// mount), or `F_UNLCK`.
     pub async fn getlk(&self, inode: u64, owner: u64, range: &LockRange) -> VfsResult<LockRange> {
+        self.settle_created(inode).await?;
         self.meta
             .getlk(inode, self.locker(owner), range)
             .await
@@ -48,6 +49,7 @@ impl Vfs {
         tid: u32,
     ) -> VfsResult<()> {
         let file = self.open_file(inode).ok_or(libc::EBADF)?;
+        self.settle_created(inode).await?;
         {
             // what was written under the lock reaches the next holder
             let mut state = file.state.lock().await;

@@ -19,7 +19,12 @@ impl Vfs {
         if name.len() > NAME_MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        if self.listings.absent(parent, name) || self.unlink_pending(parent, name) {
+        // (a lease's entries are the directory's: the unlinks answered here
+        // gone, the creates answered here there)
+        if let Some(answer) = self.lookup_leased(parent, name) {
+            return Ok(self.overlay(answer?).await);
+        }
+        if self.listings.absent(parent, name) {
             return Err(libc::ENOENT);
         }
         let attr = match self.attrs.lookup(parent, name) {
@@ -49,6 +54,9 @@ impl Vfs {
         if inode == control::CONTROL_INODE {
             return Ok(control::control_attr());
         }
+        if let Some(attr) = self.created_attr(inode) {
+            return Ok(self.overlay(attr).await);
+        }
         let attr = match self.attrs.get(inode) {
             Some(attr) => attr,
             None => {
@@ -66,7 +74,15 @@ impl Vfs {
     pub async fn mknod(&self, parent: u64, name: &[u8], node: &NewNode<'_>) -> VfsResult<Attr> {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
-        let _in_parent = self.settle_dir(parent).await?;
+        if let Some(attr) = self.create_leased(parent, name, node).await? {
+            // answered here, committed with the next batch (see `leases`)
+            self.listings.added(parent, name);
+            return Ok(attr);
+        }
+        let in_parent = match node.kind {
+            NodeType::File => self.create_begins(parent).await?,
+            _ => self.settle_dir(parent).await?,
+        };
         let inode = self.inode_ids.next(&self.meta).await?;
         let started = self.listings.start();
         let ticket = self.attrs.ticket();
@@ -85,6 +101,10 @@ impl Vfs {
         } else {
             self.attrs.child_made(parent, name, &attr, ticket);
         }
+        drop(in_parent);
+        if node.kind == NodeType::File {
+            self.created_directly(parent, name, attr.inode).await;
+        }
         Ok(attr)
     }
 
@@ -95,6 +115,7 @@ impl Vfs {
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
         reserved_name(self.config.root, parent, name)?;
+        self.settle_created(inode).await?;
         let _in_parent = self.settle_dir(parent).await?;
         let ticket = self.attrs.ticket();
         let attr = self
@@ -129,13 +150,17 @@ impl Vfs {
     pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         let ticket = self.attrs.ticket();
-        if let Some(gone) = self.unlink_leased(parent, name) {
+        if let Some(gone) = self.unlink_leased(parent, name).await {
             // answered here, committed with the next batch (see `leases`)
             self.listings.removed(parent, name);
             let now = crate::meta::time_to_ns(std::time::SystemTime::now());
             self.attrs
                 .child_removed_at(parent, name, gone.inode, now, ticket);
             return Ok(());
+        }
+        if let Some(inode) = self.created_as(parent, name) {
+            // made here, open, not committed yet: PostgreSQL must know it
+            self.settle_created(inode).await?;
         }
         let in_parent = self.unlink_begins(parent);
         let attr = self
@@ -249,6 +274,7 @@ impl Vfs {
             }
             self.flush_locked(inode, state).await?;
         }
+        self.settle_created(inode).await?;
         let ticket = self.attrs.ticket();
         if let Some(state) = state.as_mut() {
             // (marked before the call: a lost answer may hide a commit)

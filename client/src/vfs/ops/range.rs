@@ -21,6 +21,7 @@ impl Vfs {
     pub async fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> VfsResult<()> {
         self.writable()?;
         let file = self.open_file_of(fh)?;
+        self.settle_created(file.inode).await?;
         let keep_size = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         match mode & !libc::FALLOC_FL_KEEP_SIZE {
             0 if keep_size => Ok(()),
@@ -93,6 +94,7 @@ impl Vfs {
     /// committed.
     pub async fn seek_data(&self, fh: u64, offset: i64, whence: i32) -> VfsResult<i64> {
         let file = self.open_file_of(fh)?;
+        self.settle_created(file.inode).await?;
         let hole = match whence {
             libc::SEEK_DATA => false,
             libc::SEEK_HOLE => true,
@@ -125,6 +127,8 @@ impl Vfs {
         self.writable()?;
         let src = self.open_file_of(fh_in)?;
         let dst = self.open_file_of(fh_out)?;
+        self.settle_created(src.inode).await?;
+        self.settle_created(dst.inode).await?;
         let length = length.min(MAX_COPY);
         // both files' locks, in inode order (one lock when they are one file)
         let (mut src_state, mut dst_state) = if src.inode == dst.inode {

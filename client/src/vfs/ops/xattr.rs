@@ -21,6 +21,7 @@ impl Vfs {
                 // no ACL beyond the mode is kept (see acl.rs)
                 return Err(libc::ENODATA);
             }
+            self.settle_created(inode).await?;
             // (an access ACL shows the mode, which may wait for a commit)
             self.commit_deferred_attrs(inode).await?;
             let entries = self
@@ -33,6 +34,7 @@ impl Vfs {
         if self.known_xattr_free(inode, name).await {
             return Err(libc::ENODATA);
         }
+        self.settle_created(inode).await?;
         self.meta.getxattr(inode, name).await.map_err(errno)
     }
 
@@ -72,6 +74,7 @@ impl Vfs {
         flags: i32,
     ) -> VfsResult<()> {
         self.writable()?;
+        self.settle_created(inode).await?;
         if acl::is_acl(name) {
             return self.set_acl(inode, name, value).await;
         }
@@ -149,12 +152,14 @@ impl Vfs {
     }
 
     pub async fn listxattr(&self, inode: u64) -> VfsResult<Vec<Vec<u8>>> {
+        self.settle_created(inode).await?;
         // with ACLs on, the procedure lists the ACLs a node has
         self.meta.listxattr(inode).await.map_err(errno)
     }
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        self.settle_created(inode).await?;
         if acl::is_acl(name) {
             if !self.volume.enable_acl {
                 // there is none beyond the mode to remove

@@ -1,0 +1,272 @@
+//! Write-back creates: after two creates in a row in one directory a mount
+//! takes the directory's lease and answers the creates of regular files
+//! itself, committing them in batches (`jfs.lease_commit`); what it
+//! answers is what PostgreSQL then holds, other mounts see every create
+//! once they ask, fsync promises a file's creation, a crash loses only
+//! what was not committed, and a quota limit keeps creates going through
+//! PostgreSQL, refused exactly where they cross it.
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use jfs_e2e::{eventually, procedure_calls, Volume};
+
+/// Creates in a row: two through PostgreSQL, then the lease, and the rest
+/// answered here (no mknod) and committed in a few batches; each node as
+/// the mount showed it is the node PostgreSQL holds, and another mount
+/// listing the directory gets every one.
+#[test]
+fn creates_in_a_row_are_answered_under_the_lease_and_committed_in_batches() {
+    let v = Volume::new("create-lease");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    // a setgid directory of another group: its files take its group
+    std::os::unix::fs::chown(a.p("d"), None, Some(4242)).unwrap();
+    fs::set_permissions(a.p("d"), fs::Permissions::from_mode(0o2775)).unwrap();
+    let mknods = procedure_calls(&addr, "mknod");
+    let mut shown = Vec::new();
+    for i in 0..300 {
+        let path = a.p(&format!("d/f{i}"));
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        if i % 10 == 0 {
+            f.write_all(format!("data {i}").as_bytes()).unwrap();
+        }
+        drop(f);
+        shown.push(fs::metadata(&path).unwrap());
+    }
+    // (fsyncdir: what was answered is committed) the directory's times as
+    // this mount shows them are the database's
+    fs::File::open(a.p("d")).unwrap().sync_all().unwrap();
+    let d = fs::metadata(a.p("d")).unwrap();
+    assert_eq!(
+        v.sql(&format!(
+            "SELECT mtime || ' ' || ctime FROM jfs.node WHERE inode = {}",
+            d.ino()
+        )),
+        format!(
+            "{} {}",
+            d.mtime() * 1_000_000_000 + d.mtime_nsec(),
+            d.ctime() * 1_000_000_000 + d.ctime_nsec()
+        ),
+        "d's times"
+    );
+    let mknods = procedure_calls(&addr, "mknod") - mknods;
+    let commits = procedure_calls(&addr, "lease_commit");
+    eprintln!("300 creates: {mknods} mknod and {commits} lease_commit calls");
+    assert_eq!(
+        mknods, 2.0,
+        "creates after the first two went through PostgreSQL"
+    );
+    assert_eq!(procedure_calls(&addr, "take_lease"), 1.0);
+    // (each written file's close commits the batch before it: 30 of them)
+    assert!(
+        commits < 100.0,
+        "270 empty creates answered here took {commits} commits"
+    );
+    // another mount asks for the lease and sees them all
+    let want: BTreeSet<String> = (0..300).map(|i| format!("f{i}")).collect();
+    assert_eq!(b.names("d"), want, "d listed on the other mount");
+    assert_eq!(
+        fs::read_to_string(b.p("d/f120")).unwrap(),
+        "data 120",
+        "a written file on the other mount"
+    );
+    for (i, st) in shown.iter().enumerate() {
+        let held = v.sql(&format!(
+            "SELECT n.inode || ' ' || n.mode || ' ' || n.uid || ' ' || n.gid || ' ' || n.mtime \
+             || ' ' || n.ctime || ' ' || n.length FROM jfs.edge e JOIN jfs.node n ON n.inode = e.inode \
+             WHERE e.parent = (SELECT inode FROM jfs.edge WHERE parent = 1 AND name = 'd') \
+               AND e.name = convert_to('f{i}', 'UTF8')"
+        ));
+        let mtime = st.mtime() * 1_000_000_000 + st.mtime_nsec();
+        let ctime = st.ctime() * 1_000_000_000 + st.ctime_nsec();
+        let answered = format!(
+            "{} {} {} {} {} {} {}",
+            st.ino(),
+            st.mode() & 0o7777,
+            st.uid(),
+            st.gid(),
+            mtime,
+            ctime,
+            st.len()
+        );
+        if i % 10 == 0 {
+            // (written: the commit of its data moved its times)
+            let inode_and_owner = |s: &str| s.split(' ').take(4).collect::<Vec<_>>().join(" ");
+            assert_eq!(inode_and_owner(&held), inode_and_owner(&answered), "f{i}");
+        } else {
+            assert_eq!(
+                held, answered,
+                "f{i}: PostgreSQL's node against the mount's answer"
+            );
+        }
+        assert_eq!(st.gid(), 4242, "f{i}: the setgid directory's group");
+    }
+    assert!(
+        eventually(5, || v.sql("SELECT count(*) FROM jfs.dir_lease") == "0"),
+        "the lease outlived its use"
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// Names the mount answered are known to it at once: a second create of
+/// one fails with EEXIST, a lookup of a name never made is answered
+/// missing, and an unlink of a file made and not yet committed leaves
+/// nothing behind.
+#[test]
+fn a_leased_directory_answers_its_names_exactly() {
+    let v = Volume::new("create-lease-names");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for i in 0..10 {
+        fs::write(a.p(&format!("d/f{i}")), b"").unwrap();
+    }
+    assert_eq!(procedure_calls(&addr, "take_lease"), 1.0);
+    let again = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(a.p("d/f7"));
+    assert_eq!(
+        again.err().and_then(|e| e.raw_os_error()),
+        Some(libc::EEXIST),
+        "a second create of a name answered here"
+    );
+    assert!(!a.p("d/never").exists());
+    fs::remove_file(a.p("d/f8")).unwrap();
+    assert!(!a.p("d/f8").exists());
+    fs::File::open(a.p("d")).unwrap().sync_all().unwrap();
+    let names = v.sql(
+        "SELECT string_agg(convert_from(name, 'UTF8'), ',' ORDER BY name) FROM jfs.edge \
+         WHERE parent = (SELECT inode FROM jfs.edge WHERE parent = 1 AND name = 'd')",
+    );
+    assert_eq!(names, "f0,f1,f2,f3,f4,f5,f6,f7,f9", "after fsyncdir");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// fsync of a file made under the lease commits its creation before it
+/// returns (the batch window is 50 ms: the node is in PostgreSQL at once).
+#[test]
+fn fsync_of_a_file_made_under_the_lease_commits_it() {
+    let v = Volume::new("create-lease-fsync");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for i in 0..3 {
+        fs::write(a.p(&format!("d/f{i}")), b"").unwrap();
+    }
+    assert_eq!(procedure_calls(&addr, "take_lease"), 1.0);
+    let count = || {
+        v.sql(
+            "SELECT count(*) FROM jfs.edge WHERE convert_from(name, 'UTF8') LIKE 's%' \
+             AND parent = (SELECT inode FROM jfs.edge WHERE parent = 1 AND name = 'd')",
+        )
+    };
+    for i in 0..20 {
+        let f = fs::File::create(a.p(&format!("d/s{i}"))).unwrap();
+        f.sync_all().unwrap();
+        assert_eq!(count(), (i + 1).to_string(), "s{i} after its fsync");
+    }
+}
+
+/// A crash of the holder loses only creates it had not committed: every
+/// file whose data a close committed is there, whole; nothing is half
+/// made; the other mount gets the directory once the dead holder's lease
+/// ends.
+#[test]
+fn a_crash_of_the_holder_loses_only_creates_it_had_not_committed() {
+    let v = Volume::new("create-lease-crash");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for i in 0..100 {
+        let path = a.p(&format!("d/f{i}"));
+        match i % 4 {
+            0 => fs::write(&path, format!("data {i}")).unwrap(),
+            _ => drop(fs::File::create(&path).unwrap()),
+        }
+    }
+    a.crash();
+    let left = b.names("d");
+    eprintln!("{} of 100 creates survived the holder's crash", left.len());
+    for i in (0..100).step_by(4) {
+        assert_eq!(
+            fs::read_to_string(b.p(&format!("d/f{i}"))).unwrap(),
+            format!("data {i}"),
+            "f{i}: written and closed before the crash"
+        );
+    }
+    for name in &left {
+        let st = fs::metadata(b.p(&format!("d/{name}"))).unwrap();
+        assert!(st.is_file() && st.nlink() == 1, "{name}: {st:?}");
+    }
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.dir_lease"), "0");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// Under a quota limit no create is answered here: each goes through
+/// PostgreSQL, and the one that crosses the limit fails with EDQUOT.
+#[test]
+fn a_quota_limit_keeps_creates_exact() {
+    let v = Volume::new("create-lease-quota");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    v.sql("SELECT count(*) FROM jfs.set_quota('/d', 0, 12)");
+    let mut made = 0;
+    let failed = loop {
+        match fs::write(a.p(&format!("d/f{made}")), b"") {
+            Ok(()) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made <= 12, "creates went past the limit");
+    };
+    assert_eq!(failed.raw_os_error(), Some(libc::EDQUOT), "{failed}");
+    assert_eq!(made, 12, "creates within the limit");
+    assert!(
+        procedure_calls(&addr, "mknod") >= 12.0,
+        "creates under a limit were answered here"
+    );
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// Creates answered under a lease while PostgreSQL crashes (its WAL
+/// flushed only every 10 s, so a crash erases the batches no sync covered)
+/// and restarts: the mount tells the restarted server every create it
+/// lost again, so once an fsync of the directory has succeeded every file
+/// is there; the creates themselves see no error.
+#[test]
+fn creates_under_a_lease_survive_postgres_crashes_once_synced() {
+    use std::time::Duration;
+    let s = jfs_e2e::PrivateVolume::new("create-lease-pg-crash", &["wal_writer_delay = '10s'"]);
+    let addr = jfs_e2e::free_metrics_addr();
+    let m = s.mount("a", &["--meta-retry", "30", "--metrics", &addr]);
+    fs::create_dir(m.p("d")).unwrap();
+    fs::File::open(m.p("d")).unwrap().sync_all().unwrap();
+    let mut rng = jfs_e2e::Rng::new(3620);
+    let mut made = 0;
+    for crash in 0..6 {
+        let until = std::time::Instant::now() + Duration::from_millis(200 + rng.below(300));
+        while std::time::Instant::now() < until {
+            fs::File::create(m.p(&format!("d/f{made}")))
+                .unwrap_or_else(|e| panic!("create f{made} before crash {crash}: {e}"));
+            made += 1;
+        }
+        s.pg.pg_ctl("-m immediate stop");
+        s.pg.pg_ctl("start");
+    }
+    fs::File::open(m.p("d")).unwrap().sync_all().unwrap();
+    eprintln!(
+        "{made} creates, {} lease_commit calls; {}",
+        procedure_calls(&addr, "lease_commit"),
+        m.log_warnings(5)
+    );
+    assert!(procedure_calls(&addr, "lease_commit") >= 1.0, "no lease");
+    let other = s.mount("b", &[]);
+    let want: BTreeSet<String> = (0..made).map(|i| format!("f{i}")).collect();
+    assert_eq!(other.names("d"), want, "after the fsync of d");
+    assert_eq!(s.pg.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
+}
