@@ -80,7 +80,8 @@ impl Meta {
     /// removed while it names its inode (`open`: the inodes this session
     /// has open). The lease is kept if `keep` and nobody asked for it.
     /// Returns an errno per name (0, or ENOENT: it named another node or
-    /// none by then) and whether the lease is still held.
+    /// none by then) and whether the lease is still held. Unlinks committed
+    /// are journaled as changes that cannot be told again.
     pub async fn lease_unlink(
         &self,
         sid: i64,
@@ -90,12 +91,17 @@ impl Meta {
         open: &[i64],
         keep: bool,
     ) -> Result<(Vec<i32>, bool)> {
-        let row = self
-            .call_one(
+        let (mut rows, sent_in) = self
+            .call_journaled_by_caller(
                 "SELECT * FROM jfs.lease_unlink($1, $2, $3, $4, $5, $6)",
                 &[&sid, &(dir as i64), &names, &inodes, &open, &keep],
             )
             .await?;
+        let row = rows.pop().ok_or(super::MetaError::Errno(libc::EIO))?;
+        // (a lease renewed or given up, nothing removed: nothing to lose)
+        if !names.is_empty() && !self.in_replay {
+            self.incarnations.record(sent_in, Entry::Opaque);
+        }
         Ok((row.try_get("errnos")?, row.try_get("kept")?))
     }
 

@@ -169,6 +169,8 @@ type Committed = (LeaseCommitted, Vec<(Vec<u8>, Attr)>);
 enum Keep {
     No,
     Yes,
+    /// Yes, and learn whether creates may be answered (jfs.lease_commit).
+    Ask,
     /// If unlinks or creates were answered since the last such commit (the
     /// committer's, every window).
     IfBusy,
@@ -545,7 +547,7 @@ impl Vfs {
     /// (an empty commit); if not, the lease is given up and not taken again
     /// for a while.
     async fn ask_creates(&self, dir: u64) {
-        let asked = self.commit_lease(dir, Keep::Yes).await;
+        let asked = self.commit_lease(dir, Keep::Ask).await;
         let creates = self
             .leases
             .held
@@ -589,7 +591,12 @@ impl Vfs {
     ) -> VfsResult<()> {
         // (the lease committed and given up by another caller meanwhile, and
         // maybe taken again: that one's own)
-        let (names, inodes, creates, keep) = {
+        let ask = matches!(keep, Keep::Ask);
+        // (a file's creation alone, settled for a call about it: its data's
+        // commit, mostly, as in cp -a and tar; mknod costs the server a
+        // third of a lease commit, and leaves the lease as it is)
+        let one_create = matches!(keep, Keep::Yes);
+        let (names, inodes, creates, keep, creates_now) = {
             let mut held = self.leases.held.lock().unwrap();
             let Some(lease) = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, gate)) else {
                 return Ok(());
@@ -597,22 +604,41 @@ impl Vfs {
             lease.committing = true;
             let keep = match keep {
                 Keep::No => false,
-                Keep::Yes => true,
+                Keep::Yes | Keep::Ask => true,
                 Keep::IfBusy => std::mem::take(&mut lease.busy),
             };
             let (names, inodes): (Vec<_>, Vec<_>) = lease.pending.iter().cloned().unzip();
-            (names, inodes, lease.pending_creates.clone(), keep)
+            (
+                names,
+                inodes,
+                lease.pending_creates.clone(),
+                keep,
+                lease.creates,
+            )
         };
         let ticket = self.attrs.ticket();
-        let sent = self
-            .send_lease_commit(dir, &names, &inodes, &creates, keep)
-            .await;
+        let (sent, made_by_mknod) = if one_create && names.is_empty() && creates.len() == 1 {
+            self.mknod_one(dir, &creates[0], creates_now).await
+        } else {
+            let sent = self
+                .send_lease_commit(dir, &names, &inodes, &creates, keep, ask, creates_now)
+                .await;
+            (sent, None)
+        };
         let (answer, made) = match self.committed(dir, gate, names.len(), &creates, sent, keep) {
             Some(Ok(answer)) => answer,
             Some(Err(e)) => return Err(e),
             None => return Ok(()),
         };
+        if let Some(attr) = made_by_mknod {
+            // as a create through PostgreSQL: the node and the directory's
+            // times as the procedure left them
+            self.attrs.child_made(dir, &creates[0].name, &attr, ticket);
+            return Ok(());
+        }
         match answer.dir_times {
+            // nothing sent (the lease renewed, or given up): nothing moved
+            _ if names.is_empty() && creates.is_empty() => {}
             // files made, none removed: the nodes are as answered (while
             // nothing that would change them applies: `creates`), the
             // directory's times as the commit tells them
@@ -663,8 +689,47 @@ impl Vfs {
         Ok(())
     }
 
-    /// One commit of `dir`'s batch: `jfs.lease_commit`, or `jfs.lease_unlink`
-    /// where the former may not be called (then no create is pending).
+    /// The commit of one pending create alone, through `jfs.mknod` (the
+    /// lease stays as it is, and `creates_now` with it); the node as made.
+    async fn mknod_one(
+        &self,
+        dir: u64,
+        create: &LeasedCreate,
+        creates_now: bool,
+    ) -> (crate::meta::Result<LeaseCommitted>, Option<Attr>) {
+        let node = NewNode {
+            kind: NodeType::File,
+            mode: create.mode,
+            umask: create.umask,
+            uid: create.uid,
+            gid: create.gid,
+            rdev: 0,
+            target: None,
+        };
+        let made = self
+            .meta
+            .mknod(dir, &create.name, &node, create.inode)
+            .await;
+        let (errno, attr) = match made {
+            Ok(attr) => (0, Some(attr)),
+            Err(crate::meta::MetaError::Errno(e)) => (e, None),
+            Err(e) => return (Err(e), None),
+        };
+        let answer = LeaseCommitted {
+            unlink_errnos: Vec::new(),
+            create_errnos: vec![errno],
+            kept: true,
+            creates: creates_now,
+            dir_times: None,
+        };
+        (Ok(answer), attr)
+    }
+
+    /// One commit of `dir`'s batch: `jfs.lease_commit` when creates are
+    /// pending or `ask`ed about; else `jfs.lease_unlink`, which costs the
+    /// server less (`creates_now` then stands), as it does where the former
+    /// may not be called (then no create is pending).
+    #[allow(clippy::too_many_arguments)]
     async fn send_lease_commit(
         &self,
         dir: u64,
@@ -672,9 +737,11 @@ impl Vfs {
         inodes: &[i64],
         creates: &[LeasedCreate],
         keep: bool,
+        ask: bool,
+        creates_now: bool,
     ) -> crate::meta::Result<LeaseCommitted> {
         let open = self.open_inodes();
-        if !self.leases.no_lease_commit.load(Ordering::Relaxed) {
+        if (ask || !creates.is_empty()) && !self.leases.no_lease_commit.load(Ordering::Relaxed) {
             let sent = self
                 .meta
                 .lease_commit(self.sid(), dir, names, inodes, &open, creates, keep)
@@ -697,7 +764,7 @@ impl Vfs {
             unlink_errnos,
             create_errnos: Vec::new(),
             kept,
-            creates: false,
+            creates: creates_now && kept && !self.leases.no_lease_commit.load(Ordering::Relaxed),
             dir_times: None,
         })
     }

@@ -24,8 +24,12 @@ fn rm_rf_commits_unlinks_in_batches_and_the_directory_shows_its_times() {
     }
     fs::write(m.p("outside"), b"o").unwrap();
     fs::hard_link(m.p("outside"), m.p("keep/link")).unwrap();
+    // (the leases the creates took end after a quiet window)
+    assert!(eventually(5, || v
+        .sql("SELECT count(*) FROM jfs.dir_lease")
+        == "0"));
     let calls = |name: &str| procedure_calls(&addr, name);
-    let counts = || (calls("unlink"), calls("lease_commit"), calls("getattr"));
+    let counts = || (calls("unlink"), calls("lease_unlink"), calls("getattr"));
     let (unlinks, batches, getattrs) = counts();
     // a directory emptied: after each unlink the kernel asks for the
     // directory's attributes again, which the mount knows
@@ -185,7 +189,7 @@ fn a_leased_directory_is_handed_over_to_another_mount() {
 }
 
 /// Batches of unlinks committed on this volume, from the change log:
-/// each lease_commit logs its removals as one transaction's.
+/// each lease_unlink logs its removals as one transaction's.
 fn batches_committed(v: &Volume) -> f64 {
     v.sql(
         "SELECT count(*) FROM (SELECT xid FROM jfs.change WHERE op = 'unlink' \
@@ -297,9 +301,9 @@ fn rm_rf_under_leases_sees_no_error_across_postgres_crashes_and_restarts() {
     let status = rm.wait().unwrap();
     let said = fs::read_to_string(&said).unwrap();
     eprintln!(
-        "{faults} faults, {mid_rm} of them while rm -rf ran; {} unlink and {} lease_commit calls",
+        "{faults} faults, {mid_rm} of them while rm -rf ran; {} unlink and {} lease_unlink calls",
         procedure_calls(&addr, "unlink"),
-        procedure_calls(&addr, "lease_commit")
+        procedure_calls(&addr, "lease_unlink")
     );
     eprintln!("{}", m.log_warnings(20));
     assert!(
@@ -309,7 +313,7 @@ fn rm_rf_under_leases_sees_no_error_across_postgres_crashes_and_restarts() {
     );
     assert!(mid_rm >= 1, "no fault came while rm -rf ran");
     assert!(
-        procedure_calls(&addr, "lease_commit") >= 1.0,
+        procedure_calls(&addr, "lease_unlink") >= 1.0,
         "rm -rf took no lease"
     );
     let other = s.mount("b", &[]);

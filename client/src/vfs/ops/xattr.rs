@@ -74,10 +74,10 @@ impl Vfs {
         flags: i32,
     ) -> VfsResult<()> {
         self.writable()?;
-        self.settle_created(inode).await?;
         if acl::is_acl(name) {
             return self.set_acl(inode, name, value).await;
         }
+        self.settle_created(inode).await?;
         // (before the call too: its answer may be lost after it committed)
         self.attrs.forget(inode);
         let set = self
@@ -95,6 +95,7 @@ impl Vfs {
     async fn set_acl(&self, inode: u64, name: &[u8], value: &[u8]) -> VfsResult<()> {
         if self.volume.enable_acl {
             let entries = acl::parse(value).ok_or(libc::EINVAL)?;
+            self.settle_created(inode).await?;
             // (a mode waiting for a commit is made first, then the ACL's)
             self.commit_deferred_attrs(inode).await?;
             let set = self.meta.set_acl(inode, acl::kind_of(name), Some(&entries));
@@ -111,7 +112,10 @@ impl Vfs {
         // the commit of its writes, and this change then goes with it)
         let attr = match self.open_file(inode) {
             Some(_) => self.getattr(inode).await?,
-            None => self.meta.getattr(inode).await.map_err(errno)?,
+            None => {
+                self.settle_created(inode).await?;
+                self.meta.getattr(inode).await.map_err(errno)?
+            }
         };
         let mode = (attr.mode & !0o777) | perm;
         self.setattr(inode, &SetAttr::mode(mode)).await?;
@@ -159,12 +163,12 @@ impl Vfs {
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        if acl::is_acl(name) && !self.volume.enable_acl {
+            // there is none beyond the mode to remove
+            return Ok(());
+        }
         self.settle_created(inode).await?;
         if acl::is_acl(name) {
-            if !self.volume.enable_acl {
-                // there is none beyond the mode to remove
-                return Ok(());
-            }
             self.commit_deferred_attrs(inode).await?;
             let removed = self.meta.set_acl(inode, acl::kind_of(name), None);
             self.committing(inode, removed).await.map_err(errno)?;
