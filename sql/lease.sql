@@ -355,3 +355,36 @@ BEGIN
     SELECT n.mtime, n.ctime INTO dir_mtime, dir_ctime FROM node n WHERE n.inode = p_dir;
 END
 $$;
+
+-- write_slices for a regular file the caller's session made as inode
+-- p_inode under its lease of directory p_parent and has not committed yet:
+-- the file is first made as mknod makes it (p_name, mode p_node_mode less
+-- p_umask, owner p_node_uid:p_node_gid), in the same transaction and round
+-- trip (a copy's or an unpack's file: its creation goes with its data's
+-- commit at close). A name that names p_inode already (the same call sent
+-- again after its answer was lost) is taken as made. create_errno is
+-- mknod's (0: made); when it is not 0 nothing is committed and `a` holds
+-- it too.
+CREATE FUNCTION mknod_with_slices(
+    p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
+    p_offs integer[], p_lens integer[], p_mtime bigint,
+    p_set integer, p_mode integer, p_uid bigint, p_gid bigint, p_atime bigint, p_set_mtime bigint,
+    p_base_mode integer, p_parent bigint, p_name bytea, p_node_mode integer, p_umask integer,
+    p_node_uid bigint, p_node_gid bigint)
+RETURNS TABLE (create_errno integer, committed integer, a attr, attr_errno integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_made attr;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_parent AND e.name = p_name AND e.inode = p_inode) THEN
+        v_made := mknod(p_parent, p_name, 1, p_node_mode, p_node_uid, p_node_gid, 0, NULL, p_inode, p_umask);
+        IF v_made.errno <> 0 THEN
+            RETURN QUERY SELECT v_made.errno, 0, v_made, NULL::integer;
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY SELECT 0, w.committed, w.a, w.attr_errno
+      FROM write_slices(p_inode, p_chunks, p_pos, p_ids, p_sizes, p_offs, p_lens, p_mtime, p_set, p_mode,
+                        p_uid, p_gid, p_atime, p_set_mtime, p_base_mode) w;
+END
+$$;

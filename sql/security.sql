@@ -36,7 +36,8 @@ RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr',
              'setxattr', 'removexattr', 'write_slice', 'write_slices', 'zero_range', 'copy_range',
              'batch_unlink', 'rmr', 'clone_node', 'clone', 'compact_chunk', 'restore', 'trash_purge',
              'changelog_prune', 'free_unlinked', 'forget_delslices', 'alloc_ids', 'backup_claim',
-             'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit']::name[];
+             'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit',
+             'mknod_with_slices']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin; when p_read_only, those that write

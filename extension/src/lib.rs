@@ -158,6 +158,6 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/lease.sql",
     name = "lease",
-    requires = ["internal", "batch", "session"]
+    requires = ["internal", "batch", "session", "data"]
 );
 pgrx::extension_sql_file!("../../sql/security.sql", name = "security", finalize);

@@ -1,33 +1,50 @@
 //! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
+use std::sync::atomic::Ordering;
 use std::sync::LazyLock;
 
 use super::durability::{Incarnation, INCARNATION_SQL};
 use super::journal::Redo;
 use super::namespace::given_time;
-use super::{attr_from_row, check_errno, Attr, Epoch, Meta, MetaError, Result, SetAttr};
+use super::{
+    attr_from_row, check_errno, Attr, CreateWithData, Epoch, Meta, MetaError, Result, SetAttr,
+};
 
 /// `jfs.write_slices` (see [`Meta::write_slices`]).
-const WRITE_SLICES_SQL: &str = "SELECT w.committed, w.attr_errno, (w.a).* \
+const WRITE_SLICES_SQL: &str = "SELECT 0 AS create_errno, w.committed, w.attr_errno, (w.a).* \
        FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
                              $8, $9, $10, $11, $12, $13, $14) w";
 
-/// [`WRITE_SLICES_SQL`] committed durably, with the incarnation of the
-/// server it ran on (a durable commit vouches only for that server's
-/// commits). The procedure turned `synchronous_commit` off for its
-/// transaction in 'fsync' mode; the select list, evaluated once the
-/// procedure has run, turns it on again, so the statement's commit waits
-/// for the WAL flush (and the synchronous standbys), which covers every
-/// earlier commit on that server, as `jfs.sync()` does.
-static DURABLE_WRITE_SLICES_SQL: LazyLock<String> = LazyLock::new(|| {
+/// `jfs.mknod_with_slices` (see [`Meta::mknod_with_slices`]): the
+/// parameters of [`WRITE_SLICES_SQL`], then the create's.
+const MKNOD_WITH_SLICES_SQL: &str = "SELECT w.create_errno, w.committed, w.attr_errno, (w.a).* \
+       FROM jfs.mknod_with_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
+                                  $8, $9, $10, $11, $12, $13, $14, \
+                                  $15, $16, $17, $18, $19, $20) w";
+
+/// `commit` committed durably, with the incarnation of the server it ran
+/// on (a durable commit vouches only for that server's commits). The
+/// procedure turned `synchronous_commit` off for its transaction in
+/// 'fsync' mode; the select list, evaluated once the procedure has run,
+/// turns it on again, so the statement's commit waits for the WAL flush
+/// (and the synchronous standbys), which covers every earlier commit on
+/// that server, as `jfs.sync()` does.
+fn durably(commit: &str) -> String {
     format!(
         "SELECT w.*, i.*, \
                 CASE WHEN pg_catalog.current_setting('synchronous_commit') = 'off' \
                      THEN pg_catalog.set_config('synchronous_commit', 'on', true) END \
                   AS made_durable \
-           FROM ({WRITE_SLICES_SQL}) w, \
+           FROM ({commit}) w, \
                 ({INCARNATION_SQL}) i(incarnation, timeline, clean_start)"
     )
-});
+}
+
+/// [`WRITE_SLICES_SQL`] committed durably ([`durably`]).
+static DURABLE_WRITE_SLICES_SQL: LazyLock<String> = LazyLock::new(|| durably(WRITE_SLICES_SQL));
+
+/// [`MKNOD_WITH_SLICES_SQL`] committed durably ([`durably`]).
+static DURABLE_MKNOD_WITH_SLICES_SQL: LazyLock<String> =
+    LazyLock::new(|| durably(MKNOD_WITH_SLICES_SQL));
 
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +163,60 @@ impl Meta {
         attrs: Option<&DeferredAttrs>,
         durable: bool,
     ) -> Result<CommittedSlices> {
+        self.commit_slices(inode, None, slices, attrs, durable)
+            .await
+    }
+
+    /// [`Meta::write_slices`] for a file made under a directory's lease and
+    /// not yet committed (`jfs.mknod_with_slices`): it is made first, in
+    /// the same transaction (or found made by an earlier send of the same
+    /// call). A refused create is its errno, with nothing committed. The
+    /// create is journaled as the mknod it is.
+    pub async fn mknod_with_slices(
+        &self,
+        made: &CreateWithData,
+        slices: &[(u32, SliceRow)],
+        attrs: Option<&DeferredAttrs>,
+        durable: bool,
+    ) -> Result<CommittedSlices> {
+        let inode = made.create.inode;
+        if !self.no_mknod_with_slices.load(Ordering::Relaxed) {
+            match self
+                .commit_slices(inode, Some(made), slices, attrs, durable)
+                .await
+            {
+                Err(e) if e.is_undefined_or_denied() => {
+                    tracing::info!("files made under a lease are made before their data: {e}");
+                    self.no_mknod_with_slices.store(true, Ordering::Relaxed);
+                }
+                committed => return committed,
+            }
+        }
+        // (an extension before 0.2.21, or a role not granted it again
+        // since: made first; found made, when sent again after a lost answer)
+        let c = &made.create;
+        match self.mknod(made.dir, &c.name, &c.node(), inode).await {
+            Ok(_) => {}
+            Err(MetaError::Errno(_))
+                if self
+                    .lookup(made.dir, &c.name)
+                    .await
+                    .is_ok_and(|a| a.inode == inode) => {}
+            Err(e) => return Err(e),
+        }
+        self.commit_slices(inode, None, slices, attrs, durable)
+            .await
+    }
+
+    /// [`Meta::write_slices`], or [`Meta::mknod_with_slices`] with `made`.
+    async fn commit_slices(
+        &self,
+        inode: u64,
+        made: Option<&CreateWithData>,
+        slices: &[(u32, SliceRow)],
+        attrs: Option<&DeferredAttrs>,
+        durable: bool,
+    ) -> Result<CommittedSlices> {
         let durable = durable && self.incarnations.async_commits();
         let column = |f: fn(&(u32, SliceRow)) -> i32| slices.iter().map(f).collect::<Vec<i32>>();
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
@@ -153,32 +224,69 @@ impl Meta {
         let base_mode = attrs.and_then(|d| d.base_mode).map(|m| m as i32);
         // (a sync's mark: the commits before it that this one covers)
         let mark = self.incarnations.mark();
-        let sql = match durable {
-            true => DURABLE_WRITE_SLICES_SQL.as_str(),
-            false => WRITE_SLICES_SQL,
+        let sql = match (made.is_some(), durable) {
+            (false, true) => DURABLE_WRITE_SLICES_SQL.as_str(),
+            (false, false) => WRITE_SLICES_SQL,
+            (true, true) => DURABLE_MKNOD_WITH_SLICES_SQL.as_str(),
+            (true, false) => MKNOD_WITH_SLICES_SQL,
         };
-        let (mut rows, sent_in) = self
-            .call_journaled_by_caller(
-                sql,
-                &[
-                    &(inode as i64),
-                    &column(|(c, _)| *c as i32),
-                    &column(|(_, s)| s.pos as i32),
-                    &ids,
-                    &column(|(_, s)| s.size as i32),
-                    &column(|(_, s)| s.off as i32),
-                    &column(|(_, s)| s.len as i32),
-                    &change.mask(),
-                    &change.mode.map(|m| m as i32),
-                    &change.uid.map(|u| u as i64),
-                    &change.gid.map(|g| g as i64),
-                    &given_time(change.atime),
-                    &given_time(change.mtime),
-                    &base_mode,
-                ],
-            )
-            .await?;
+        let (chunks, pos, sizes) = (
+            column(|(c, _)| *c as i32),
+            column(|(_, s)| s.pos as i32),
+            column(|(_, s)| s.size as i32),
+        );
+        let (offs, lens) = (column(|(_, s)| s.off as i32), column(|(_, s)| s.len as i32));
+        let (mode, uid, gid) = (
+            change.mode.map(|m| m as i32),
+            change.uid.map(|u| u as i64),
+            change.gid.map(|g| g as i64),
+        );
+        let (atime, mtime) = (given_time(change.atime), given_time(change.mtime));
+        let inode_param = inode as i64;
+        let mask = change.mask();
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &inode_param,
+            &chunks,
+            &pos,
+            &ids,
+            &sizes,
+            &offs,
+            &lens,
+            &mask,
+            &mode,
+            &uid,
+            &gid,
+            &atime,
+            &mtime,
+            &base_mode,
+        ];
+        // (the create's parameters, sent only with one)
+        let (dir, node_mode, umask, node_uid, node_gid) = made
+            .map(|m| {
+                let c = &m.create;
+                let umask = (c.umask & 0o7777) as i32;
+                (
+                    m.dir as i64,
+                    c.mode as i32,
+                    umask,
+                    c.uid as i64,
+                    c.gid as i64,
+                )
+            })
+            .unwrap_or_default();
+        let name: &[u8] = made.map_or(&[], |m| &m.create.name);
+        if made.is_some() {
+            params.extend_from_slice(&[&dir, &name, &node_mode, &umask, &node_uid, &node_gid]);
+        }
+        let (mut rows, sent_in) = self.call_journaled_by_caller(sql, &params).await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
+        let create_errno = row.try_get::<_, i32>("create_errno")?;
+        if create_errno != 0 {
+            return Err(MetaError::Errno(create_errno));
+        }
+        if let Some(m) = made {
+            self.journal_created(m, sent_in);
+        }
         let committed = row.try_get::<_, i32>("committed")? as usize;
         // (a transaction that wrote nothing does not wait for the flush)
         let durable = durable && committed > 0 && {
@@ -206,6 +314,13 @@ impl Meta {
             sent_in,
             durable,
         })
+    }
+
+    /// Keeps the creation of a file made with its data's commit in
+    /// `sent_in` in the journal (before its slices).
+    fn journal_created(&self, made: &CreateWithData, sent_in: Epoch) {
+        let c = &made.create;
+        self.journal_redo(sent_in, Redo::mknod(made.dir, &c.name, &c.node(), c.inode));
     }
 
     /// The slices of one chunk, oldest first.
@@ -346,12 +461,14 @@ impl Meta {
     /// (referenced, or committed and freed since: a slice id is committed
     /// once, so one it has never seen was not), and the epoch of the server
     /// that said so (a sync there covers them: they are in its WAL). The
-    /// others were not committed and can be sent again.
+    /// others were not committed and can be sent again. `made`: the file's
+    /// creation, sent with them (`Meta::mknod_with_slices`).
     pub async fn settle_slices(
         &self,
         inode: u64,
         slices: &[(u32, SliceRow)],
         attrs: Option<&DeferredAttrs>,
+        made: Option<&CreateWithData>,
     ) -> Result<(usize, Epoch)> {
         let ids: Vec<i64> = slices.iter().map(|(_, s)| s.id as i64).collect();
         let (rows, seen_in) = self
@@ -366,6 +483,10 @@ impl Meta {
         let committed = ids.iter().take_while(|id| known.contains(id)).count();
         // (the change was made with the last slice, in its transaction)
         let attrs = attrs.filter(|_| committed == slices.len());
+        if let Some(made) = made.filter(|_| committed > 0) {
+            // (made in the transaction of the first slice)
+            self.journal_created(made, seen_in);
+        }
         self.journal_slices(inode, &slices[..committed], attrs, seen_in);
         Ok((committed, seen_in))
     }

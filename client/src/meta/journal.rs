@@ -278,7 +278,7 @@ impl Meta {
                 attrs,
             } => {
                 let attrs = attrs.as_ref();
-                let (found, asked_in) = self.settle_slices(*inode, slices, attrs).await?;
+                let (found, asked_in) = self.settle_slices(*inode, slices, attrs, None).await?;
                 if found == slices.len() {
                     return Ok((asked_in, false));
                 }

@@ -24,6 +24,29 @@ pub struct LeasedCreate {
     pub time: i64,
 }
 
+impl LeasedCreate {
+    /// The node it makes, as `jfs.mknod` is asked for it.
+    pub fn node(&self) -> NewNode<'static> {
+        NewNode {
+            kind: NodeType::File,
+            mode: self.mode,
+            umask: self.umask,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            target: None,
+        }
+    }
+}
+
+/// A file made under directory `dir`'s lease and not yet committed, whose
+/// creation goes with its data's first commit (`jfs.mknod_with_slices`).
+#[derive(Debug, Clone)]
+pub struct CreateWithData {
+    pub dir: u64,
+    pub create: LeasedCreate,
+}
+
 /// What `jfs.lease_commit` answered.
 #[derive(Debug)]
 pub struct LeaseCommitted {
@@ -163,16 +186,7 @@ impl Meta {
                 .zip(&committed.create_errnos)
                 .filter(|(_, e)| **e == 0)
             {
-                let node = NewNode {
-                    kind: NodeType::File,
-                    mode: create.mode,
-                    umask: create.umask,
-                    uid: create.uid,
-                    gid: create.gid,
-                    rdev: 0,
-                    target: None,
-                };
-                let redo = Redo::mknod(dir, &create.name, &node, create.inode);
+                let redo = Redo::mknod(dir, &create.name, &create.node(), create.inode);
                 self.incarnations.record(sent_in, Entry::Redo(redo));
             }
         }

@@ -40,7 +40,7 @@ mod volume;
 mod xattr;
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ pub use durability::Epoch;
 use durability::Incarnations;
 use error::Failure;
 pub use error::{MetaError, Result};
-pub use lease::{LeaseCommitted, LeasedCreate, LeasedEntry};
+pub use lease::{CreateWithData, LeaseCommitted, LeasedCreate, LeasedEntry};
 pub use limits::Squash;
 pub use load::{LoadRequest, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};
@@ -104,6 +104,10 @@ pub struct Meta {
     replica: Option<Arc<replica::Replica>>,
     /// Which of a thread's own connections this client's calls take.
     thread_slot: pool::ThreadSlot,
+    /// `jfs.mknod_with_slices` may not be called (an extension before
+    /// 0.2.21, or a role not granted it again since): a file's creation is
+    /// committed before its data, in a call of its own.
+    no_mknod_with_slices: Arc<AtomicBool>,
 }
 
 /// How many times in a row the answer to a change may be lost (the server

@@ -235,6 +235,7 @@ impl Meta {
             in_replay: false,
             replica: None,
             thread_slot: ThreadSlot::Primary,
+            no_mknod_with_slices: Arc::default(),
         })
     }
 

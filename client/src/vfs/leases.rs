@@ -28,7 +28,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::meta::{Attr, LeaseCommitted, LeasedCreate, LeasedEntry, NewNode, NodeType};
+use crate::meta::{
+    Attr, CreateWithData, LeaseCommitted, LeasedCreate, LeasedEntry, NewNode, NodeType,
+};
+use crate::vfs::attrs::Ticket;
+use crate::vfs::handles::FileState;
+use crate::vfs::writer::WriteTarget;
 use crate::vfs::{errno, Vfs, VfsResult};
 
 /// How long unlinks answered under a lease wait, at most, for their commit.
@@ -174,6 +179,69 @@ enum Keep {
     /// If unlinks or creates were answered since the last such commit (the
     /// committer's, every window).
     IfBusy,
+}
+
+/// A file made under a lease whose creation goes with its data's commit
+/// ([`Vfs::create_with_data`]): the lease's gate is held (its commits, and
+/// creates and unlinks answered in the directory, wait) until it is handed
+/// back to [`Vfs::created_with_data`].
+pub struct CreateInFlight {
+    /// The creation, for the commit to take (None once made).
+    pub made: Option<CreateWithData>,
+    inode: u64,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    /// Taken before the commit.
+    ticket: Ticket,
+    _one_at_a_time: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// An operation making an entry through PostgreSQL in a directory
+/// ([`Vfs::make_begins`]): under the directory's lease, held with its gate
+/// (the entry joins the lease's: [`MakeInDir::made`]), or with none.
+pub struct MakeInDir<'a> {
+    leases: &'a Leases,
+    dir: u64,
+    lease: Option<(
+        Arc<tokio::sync::Mutex<()>>,
+        tokio::sync::OwnedMutexGuard<()>,
+    )>,
+    _op: Option<DirOp<'a>>,
+}
+
+impl MakeInDir<'_> {
+    /// `name` was made for node `attr`: the lease's entries gain it.
+    pub fn made(&self, name: &[u8], attr: &Attr) {
+        let Some((gate, _)) = &self.lease else {
+            return;
+        };
+        let mut held = self.leases.held.lock().unwrap();
+        if let Some(lease) = held
+            .get_mut(&self.dir)
+            .filter(|l| Arc::ptr_eq(&l.gate, gate))
+        {
+            let entry = LeasedEntry {
+                inode: attr.inode,
+                kind: attr.kind,
+                nlink: attr.nlink,
+            };
+            lease.entries.insert(name.to_vec(), entry);
+        }
+    }
+}
+
+impl Drop for MakeInDir<'_> {
+    fn drop(&mut self) {
+        let Some((gate, _)) = &self.lease else {
+            return;
+        };
+        let mut held = self.leases.held.lock().unwrap();
+        if let Some(lease) = held
+            .get_mut(&self.dir)
+            .filter(|l| Arc::ptr_eq(&l.gate, gate))
+        {
+            lease.committing = false;
+        }
+    }
 }
 
 /// What an unlink under a lease removed.
@@ -385,6 +453,138 @@ impl Vfs {
                     .await;
             }
         }
+    }
+
+    /// Before the first commit of the data of `inode`, written through
+    /// `state`: if this mount made the file under a lease and has not
+    /// committed it yet, either its creation goes with that commit
+    /// ([`CreateInFlight`]: when it is the only change pending in its
+    /// directory, and data is written: what is written is stored first, so
+    /// the lease waits only for the commit) or the directory's batch is
+    /// committed now.
+    pub(in crate::vfs) async fn create_with_data(
+        &self,
+        inode: u64,
+        state: &mut FileState,
+        target: &WriteTarget<'_>,
+    ) -> VfsResult<Option<CreateInFlight>> {
+        if self.created_attr(inode).is_none() {
+            return Ok(None);
+        }
+        if !state.writer.has_slices() {
+            // (an attribute change alone: setattr's, for a file it knows)
+            self.settle_created(inode).await?;
+            return Ok(None);
+        }
+        state.writer.store(target).await;
+        let found = {
+            let held = self.leases.held.lock().unwrap();
+            held.iter()
+                .find(|(_, l)| l.created.contains_key(&inode))
+                .map(|(dir, l)| (*dir, l.gate.clone()))
+        };
+        let Some((dir, gate)) = found else {
+            return Ok(None);
+        };
+        let one_at_a_time = gate.clone().lock_owned().await;
+        let ticket = self.attrs.ticket();
+        {
+            let mut held = self.leases.held.lock().unwrap();
+            let lease = held
+                .get_mut(&dir)
+                .filter(|l| Arc::ptr_eq(&l.gate, &gate) && l.created.contains_key(&inode));
+            if let Some(lease) = lease {
+                if lease.pending.is_empty()
+                    && lease.pending_creates.len() == 1
+                    && lease.pending_creates[0].inode == inode
+                {
+                    lease.committing = true;
+                    let create = lease.pending_creates[0].clone();
+                    return Ok(Some(CreateInFlight {
+                        made: Some(CreateWithData { dir, create }),
+                        inode,
+                        gate,
+                        ticket,
+                        _one_at_a_time: one_at_a_time,
+                    }));
+                }
+            }
+        }
+        drop(one_at_a_time);
+        self.settle_created(inode).await?;
+        Ok(None)
+    }
+
+    /// The commit a [`CreateInFlight`] went with is over: `flight.made` is
+    /// None if it made the file, whose node is then `attr` (the commit's
+    /// answer, when there is one). A file not made stays pending, for the
+    /// directory's next batch.
+    pub(in crate::vfs) fn created_with_data(&self, flight: CreateInFlight, attr: Option<&Attr>) {
+        let mut held = self.leases.held.lock().unwrap();
+        let found = held
+            .iter_mut()
+            .find(|(_, l)| Arc::ptr_eq(&l.gate, &flight.gate));
+        let Some((&dir, lease)) = found else {
+            return;
+        };
+        lease.committing = false;
+        let inode = flight.inode;
+        let at = lease.pending_creates.iter().position(|c| c.inode == inode);
+        let Some(at) = at.filter(|_| flight.made.is_none()) else {
+            return;
+        };
+        let create = lease.pending_creates.remove(at);
+        lease.created.remove(&inode);
+        drop(held);
+        if let Some(attr) = attr.filter(|a| a.inode == inode) {
+            // as a create through PostgreSQL: the node as the commit left
+            // it, the directory's times as the create moved them
+            self.attrs
+                .child_made(dir, &create.name, attr, flight.ticket);
+        } else {
+            self.attrs.forget(dir);
+            self.attrs.forget_entry(dir, &create.name);
+        }
+    }
+
+    /// An operation that makes `name` in `dir` through PostgreSQL begins (a
+    /// mkdir, a symlink, a device node). A lease this mount holds of `dir`
+    /// is kept, and its commits, creates and unlinks wait until the
+    /// returned [`MakeInDir`] is dropped (EEXIST at once for a name the
+    /// lease knows); with none, as [`Vfs::settle_dir`]. (A lease with the
+    /// unlink of `name` pending is committed and given up first.)
+    pub(super) async fn make_begins(&self, dir: u64, name: &[u8]) -> VfsResult<MakeInDir<'_>> {
+        let gate = self
+            .leases
+            .held
+            .lock()
+            .unwrap()
+            .get(&dir)
+            .map(|l| l.gate.clone());
+        if let Some(gate) = gate {
+            let one_at_a_time = gate.clone().lock_owned().await;
+            let mut held = self.leases.held.lock().unwrap();
+            if let Some(lease) = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, &gate)) {
+                if lease.entries.contains_key(name) {
+                    return Err(libc::EEXIST);
+                }
+                if !lease.pending.iter().any(|(n, _)| n == name) {
+                    lease.committing = true;
+                    return Ok(MakeInDir {
+                        leases: &self.leases,
+                        dir,
+                        lease: Some((gate, one_at_a_time)),
+                        _op: None,
+                    });
+                }
+            }
+        }
+        Ok(MakeInDir {
+            leases: &self.leases,
+            dir,
+            lease: None,
+            _op: Some(self.settle_dir(dir).await?),
+        })
     }
 
     /// Whether this mount holds `dir`'s lease.
@@ -697,18 +897,9 @@ impl Vfs {
         create: &LeasedCreate,
         creates_now: bool,
     ) -> (crate::meta::Result<LeaseCommitted>, Option<Attr>) {
-        let node = NewNode {
-            kind: NodeType::File,
-            mode: create.mode,
-            umask: create.umask,
-            uid: create.uid,
-            gid: create.gid,
-            rdev: 0,
-            target: None,
-        };
         let made = self
             .meta
-            .mknod(dir, &create.name, &node, create.inode)
+            .mknod(dir, &create.name, &create.node(), create.inode)
             .await;
         let (errno, attr) = match made {
             Ok(attr) => (0, Some(attr)),

@@ -17,8 +17,8 @@ use super::block_buf::BlockBuf;
 use tokio::task::JoinHandle;
 
 use crate::meta::{
-    time_to_ns, Attr, DeferredAttrs, Epoch, Meta, MetaError, SetAttr, SliceRow, TimeSet,
-    MAX_ANSWERS_LOST,
+    time_to_ns, Attr, CommittedSlices, CreateWithData, DeferredAttrs, Epoch, Meta, MetaError,
+    SetAttr, SliceRow, TimeSet, MAX_ANSWERS_LOST,
 };
 use crate::metrics::Charge;
 use crate::object::{with_retries, ObjectStore};
@@ -296,7 +296,7 @@ impl Writer {
                     }) {
                         // (an attribute change waits for the close: its
                         // caller shows it, and this commit tells nobody)
-                        self.flush_slices(t, inode, false, false).await?;
+                        self.flush_slices(t, inode, false, false, &mut None).await?;
                     }
                     let id = next_slice_id().await?;
                     self.slices.push(PendingSlice {
@@ -384,14 +384,52 @@ impl Writer {
     /// ([`store_errno`] for the store's errors). With `durable` the last
     /// commit waits for the WAL flush (a close or fsync in 'fsync' mode:
     /// no sync of its own follows; see [`Writer::take_durable_in`]).
+    ///
+    /// `create`: the file's creation, made here under its directory's lease
+    /// and not yet committed, which goes with the first commit; taken
+    /// (None) once made.
     pub async fn flush(
         &mut self,
         t: &WriteTarget<'_>,
         inode: u64,
         durable: bool,
+        create: &mut Option<CreateWithData>,
     ) -> Result<Option<Attr>, i32> {
         self.durable_in = None;
-        self.flush_slices(t, inode, true, durable).await
+        self.flush_slices(t, inode, true, durable, create).await
+    }
+
+    /// Uploads what is pending, as a flush does before its first commit,
+    /// and waits for it (a flush that follows commits at once).
+    pub async fn store(&mut self, t: &WriteTarget<'_>) {
+        self.stored_ahead(t).await;
+    }
+
+    /// Uploads the rest of the next slices (a window ahead of the commits)
+    /// and waits for the first ones' blocks: how many slices from the first
+    /// are stored whole (at most a commit's batch).
+    async fn stored_ahead(&mut self, t: &WriteTarget<'_>) -> usize {
+        // the rest of the next slices goes to the store together
+        for s in self.slices.iter_mut().take(FLUSH_WINDOW) {
+            if !s.sealed || !s.failed.is_empty() {
+                s.upload_rest(t);
+            }
+        }
+        let mut ready = 0;
+        while ready < self.slices.len().min(COMMIT_BATCH) {
+            let slice = &mut self.slices[ready];
+            if !slice.sealed {
+                break; // (past the upload window)
+            }
+            for handle in std::mem::take(&mut slice.uploads) {
+                slice.note(join(handle).await);
+            }
+            if !slice.failed.is_empty() || slice.broken {
+                break;
+            }
+            ready += 1;
+        }
+        ready
     }
 
     /// [`Writer::flush`]; the attribute change goes along only when
@@ -402,31 +440,12 @@ impl Writer {
         inode: u64,
         with_attrs: bool,
         durable: bool,
+        create: &mut Option<CreateWithData>,
     ) -> Result<Option<Attr>, i32> {
         let mut attr = None;
         let mut answers_lost = 0;
         while !self.slices.is_empty() {
-            // the rest of the next slices goes to the store together
-            for s in self.slices.iter_mut().take(FLUSH_WINDOW) {
-                if !s.sealed || !s.failed.is_empty() {
-                    s.upload_rest(t);
-                }
-            }
-            // the slices from the first on whose blocks are all stored
-            let mut ready = 0;
-            while ready < self.slices.len().min(COMMIT_BATCH) {
-                let slice = &mut self.slices[ready];
-                if !slice.sealed {
-                    break; // (past the upload window)
-                }
-                for handle in std::mem::take(&mut slice.uploads) {
-                    slice.note(join(handle).await);
-                }
-                if !slice.failed.is_empty() || slice.broken {
-                    break;
-                }
-                ready += 1;
-            }
+            let ready = self.stored_ahead(t).await;
             if ready == 0 {
                 return Err(self.unstored(t, inode).await);
             }
@@ -438,23 +457,33 @@ impl Writer {
             let last = ready == self.slices.len();
             let attrs = self.deferred().filter(|_| with_attrs && last);
             let durable = durable && last;
-            let result = match (ready, attrs, durable) {
-                (1, None, false) => match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
-                    Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in), false)),
-                    Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None, None, false)),
-                    Err(e) => Err(e),
-                },
-                _ => t
+            let committed_slices = |w: CommittedSlices| {
+                let sent_in = Some(w.sent_in);
+                (w.committed, w.attr, w.attrs_errno, sent_in, w.durable)
+            };
+            let result = match (ready, attrs, durable, create.as_ref()) {
+                (1, None, false, None) => {
+                    match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
+                        Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in), false)),
+                        Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None, None, false)),
+                        Err(e) => Err(e),
+                    }
+                }
+                (_, _, _, None) => t
                     .meta
                     .write_slices(inode, &batch, attrs.as_ref(), durable)
                     .await
-                    .map(|w| {
-                        let sent_in = Some(w.sent_in);
-                        (w.committed, w.attr, w.attrs_errno, sent_in, w.durable)
-                    }),
+                    .map(committed_slices),
+                (_, _, _, Some(made)) => t
+                    .meta
+                    .mknod_with_slices(made, &batch, attrs.as_ref(), durable)
+                    .await
+                    .map(committed_slices),
             };
             match result {
                 Ok((committed, outcome, attrs_errno, sent_in, made_durable)) => {
+                    // (the file was made, in the same transaction)
+                    *create = None;
                     if committed > 0 {
                         if let Some(sent_in) = sent_in {
                             self.committed_in.get_or_insert(sent_in);
@@ -494,7 +523,7 @@ impl Writer {
                     let settled = match answers_lost <= MAX_ANSWERS_LOST {
                         true => t
                             .meta
-                            .settle_slices(inode, &batch, attrs.as_ref())
+                            .settle_slices(inode, &batch, attrs.as_ref(), create.as_ref())
                             .await
                             .ok(),
                         false => None,
@@ -507,6 +536,7 @@ impl Writer {
                         if committed > 0 {
                             self.committed_in.get_or_insert(seen_in);
                             self.slices.drain(..committed);
+                            *create = None;
                         }
                         if committed == ready && attrs.is_some() {
                             // made with the last slice, in its transaction

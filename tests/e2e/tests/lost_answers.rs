@@ -229,6 +229,48 @@ fn a_commit_with_attributes_whose_answer_is_lost_makes_both() {
 }
 
 #[test]
+fn a_file_made_with_its_data_whose_answer_is_lost_is_made_once() {
+    let _one = jfs_e2e::one_at_a_time();
+    let proxy = CuttingProxy::start();
+    let v = Volume::new("lost-create-data-answer");
+    let addr = jfs_e2e::free_metrics_addr();
+    let a = v.mount_url("a", &proxy.url(&v.db), &["--metrics", &addr]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    // two creates in a row: the mount takes d's lease, and answers the
+    // third itself; its close makes it with its data, in one commit whose
+    // answer is cut
+    fs::write(a.p("d/one"), b"1").unwrap();
+    fs::write(a.p("d/two"), b"2").unwrap();
+    let data = pattern(13, 100_000);
+    let mut f = fs::File::create(a.p("d/three")).unwrap();
+    f.write_all(&data).unwrap();
+    proxy.arm("jfs.mknod_with_slices(");
+    drop(f);
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        1,
+        "the commit's answer was cut"
+    );
+    assert!(
+        a.log_text().contains("the database has 1 of them"),
+        "the lost answer was settled, not ignored"
+    );
+    assert_eq!(
+        jfs_e2e::procedure_calls(&addr, "mknod_with_slices"),
+        1.0,
+        "settled by asking: not sent again"
+    );
+    assert_eq!(fs::read(b.p("d/three")).unwrap(), data);
+    let names: Vec<String> = ["one", "three", "two"].map(String::from).to_vec();
+    assert_eq!(b.names("d").into_iter().collect::<Vec<_>>(), names);
+    // the mount goes on making files in d
+    fs::write(a.p("d/four"), b"after").unwrap();
+    assert_eq!(fs::read(b.p("d/four")).unwrap(), b"after");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+#[test]
 fn a_compaction_whose_commit_answer_is_lost_keeps_the_chunk() {
     let _one = jfs_e2e::one_at_a_time();
     let proxy = CuttingProxy::start();

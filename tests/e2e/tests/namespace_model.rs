@@ -342,14 +342,23 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount, other: &Mount) -> String {
             // every free name of a directory made a file in a row (untar's,
             // cp -a's way): after two, the mount answers the creates under
             // the directory's lease and commits them in batches; some are
-            // written (their data's commit commits the batch first), some
-            // made read-only, some left empty, and some looked at at once
+            // written (made with their data's commit, or the batch
+            // committed first), some made read-only, some left empty, some
+            // looked at at once, and a few names made directories
             let free: Vec<String> = NAMES
                 .iter()
                 .map(|name| join(&dir, name))
                 .filter(|p| !model.nodes.contains_key(p))
                 .collect();
             for path in &free {
+                if rng.index(8) == 0 && depth(path) <= MAX_DEPTH {
+                    // a directory among the files (tar's and git's way):
+                    // made through PostgreSQL, the lease kept
+                    let got = errno_of(fs::create_dir(m.p(path)));
+                    assert_eq!(got, Ok(()), "mkdir {path} of a directory filled");
+                    model.nodes.insert(path.clone(), Node::Dir);
+                    continue;
+                }
                 let body = match rng.index(3) {
                     0 => Vec::new(),
                     _ => format!("filled {path}:{}", rng.next()).into_bytes(),

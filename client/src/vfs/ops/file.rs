@@ -9,6 +9,7 @@ use crate::metrics::METRICS;
 use crate::vfs::attrs::Ticket;
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
+use crate::volume::layout::CHUNK_SIZE;
 
 /// How often a write held back by full write buffers looks again.
 const BUFFER_WAIT_STEP: std::time::Duration = std::time::Duration::from_millis(5);
@@ -57,15 +58,24 @@ impl Vfs {
             }
             return Ok(());
         }
-        // (a file made here under a lease: PostgreSQL must know it first)
-        self.settle_created(inode).await?;
+        let target = self.target(state.tier);
+        // (a file made here under a lease: PostgreSQL must know it first,
+        // or make it with the first commit)
+        let mut in_flight = self.create_with_data(inode, state, &target).await?;
+        let mut create = in_flight.as_mut().and_then(|f| f.made.take());
         let pending = state.writer.slices_per_chunk();
         let before = self.attrs.ticket();
-        let target = self.target(state.tier);
-        let result = state.writer.flush(&target, inode, durable).await;
+        let result = state
+            .writer
+            .flush(&target, inode, durable, &mut create)
+            .await;
         // (a change of the file read from the log meanwhile: the commit's
         // answer may be older than it)
         let raced = self.attrs.forgot_since(inode, before);
+        if let Some(mut flight) = in_flight {
+            flight.made = create;
+            self.created_with_data(flight, result.as_ref().ok().and_then(Option::as_ref));
+        }
         // its length and times moved (or may have, on an error)
         self.attrs.forget(inode);
         let ticket = self.attrs.ticket();
@@ -325,6 +335,12 @@ impl Vfs {
             .writable_len(file.inode, &mut state, offset, data.len())
             .await?;
         let data = &data[..allowed];
+        if offset + data.len() as u64 > CHUNK_SIZE {
+            // (a file made here under a lease, not yet committed: writing
+            // on into the next chunk commits its data, which PostgreSQL
+            // takes only for a file it knows)
+            self.settle_created(file.inode).await?;
+        }
         let target = self.target(state.tier);
         state
             .writer

@@ -79,9 +79,9 @@ impl Vfs {
             self.listings.added(parent, name);
             return Ok(attr);
         }
-        let in_parent = match node.kind {
-            NodeType::File => self.create_begins(parent).await?,
-            _ => self.settle_dir(parent).await?,
+        let (in_parent, making) = match node.kind {
+            NodeType::File => (Some(self.create_begins(parent).await?), None),
+            _ => (None, Some(self.make_begins(parent, name).await?)),
         };
         let inode = self.inode_ids.next(&self.meta).await?;
         let started = self.listings.start();
@@ -100,6 +100,9 @@ impl Vfs {
             self.listings.install(attr.inode, parent, started, []);
         } else {
             self.attrs.child_made(parent, name, &attr, ticket);
+        }
+        if let Some(making) = making {
+            making.made(name, &attr);
         }
         drop(in_parent);
         if node.kind == NodeType::File {
