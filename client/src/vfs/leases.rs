@@ -15,14 +15,17 @@
 //! from the lease's entries, and the new file's attributes from the lease.
 //! The committer ([`Vfs::commit_leases`]) sends the pending ones every
 //! [`LEASE_WINDOW`], and gives the lease up after a window without any or
-//! when another mount asked for it. Any other operation on the directory's
-//! entries here (a mkdir, a rename, an rmdir, a listing, an fsyncdir)
-//! first commits them and gives the lease up ([`Vfs::settle_dir`]); any
-//! operation that PostgreSQL must answer about a file made here and not yet
-//! committed (its data's commit, an fsync, a setattr, a link, a lock...)
-//! first commits the directory's batch ([`Vfs::settle_created`]). A crash
-//! of this mount loses what was pending (at most one window), never half
-//! of a batch.
+//! when another mount asked for it. A mkdir, symlink or device node there
+//! goes through PostgreSQL with the lease kept ([`Vfs::make_begins`]); any
+//! other operation on the directory's entries here (a rename, an rmdir, a
+//! listing, an fsyncdir) first commits them and gives the lease up
+//! ([`Vfs::settle_dir`]). The first commit of the data of a file made here
+//! and not yet committed makes it too, when it is the only change pending
+//! in its directory ([`Vfs::create_with_data`]); any other operation that
+//! PostgreSQL must answer about such a file (an fsync, a setattr, a link,
+//! a lock...) first commits the directory's batch
+//! ([`Vfs::settle_created`]). A crash of this mount loses what was pending
+//! (at most one window), never half of a batch.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
