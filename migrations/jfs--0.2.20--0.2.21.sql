@@ -4,7 +4,8 @@
 -- search_path set to the extension's schema (jfs). What it must leave is
 -- exactly what a fresh CREATE EXTENSION jfs of 0.2.21 makes from sql/:
 -- tests/upgrade/check.sh compares the two. Roles are granted the new
--- procedure (mknod_with_slices) by running jfs.grant_client again.
+-- procedure (mknod_with_slices) and take_lease, made again, by running
+-- jfs.grant_client again.
 \echo Use "ALTER EXTENSION jfs UPDATE" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
@@ -44,6 +45,87 @@ BEGIN
 END
 $$;
 
+-- ---------------------------------------------------------------------------
+-- take_lease says whether the session may answer creates in the directory
+-- (a lease taken for creates needs no commit of its own to learn it): a
+-- new OUT parameter, so the function is made again.
+
+DROP FUNCTION take_lease(bigint, bigint, integer);
+-- Session p_sid takes directory p_dir's lease. Changes in flight in the
+-- directory are waited for (their lock of it), then its entries are
+-- returned: errno 0 and their names, inodes, types and link counts, in
+-- name order. A lease the session holds already is taken again. Else no
+-- lease, and errno 11 (EAGAIN) when another live session holds it (asked
+-- for, as by want_lease), 27 (EFBIG) when the directory has more than
+-- p_limit entries, 2 or 20 when it is missing or not a directory, 22 for a
+-- session that is not registered, 95 (EOPNOTSUPP) while a session of an
+-- older client, or of a role that may not call want_lease, is registered
+-- (it would fail its calls in the directory instead of asking for the
+-- lease). Taken again, a lease stays asked for if it was. creates (with
+-- errno 0): whether the session may answer creates in p_dir itself, as
+-- lease_commit says it (no quota limit, squash of the caller or default
+-- ACL applies there).
+CREATE FUNCTION take_lease(p_sid bigint, p_dir bigint, p_limit integer DEFAULT 10000,
+                           OUT errno integer, OUT names bytea[], OUT inodes bigint[], OUT types smallint[],
+                           OUT nlinks integer[], OUT creates boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_type smallint;
+    v_holder bigint;
+    v_limit integer := least(greatest(coalesce(p_limit, 10000), 1), 100000);
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    IF NOT EXISTS (SELECT 1 FROM session s WHERE s.sid = p_sid) THEN
+        errno := 22;
+        RETURN;
+    ELSIF EXISTS (SELECT 1 FROM session s
+                   WHERE s.sid <> p_sid
+                     AND (NOT _knows_leases(s.info ->> 'version')
+                          OR EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = s.role
+                                        AND NOT has_function_privilege(r.oid, 'jfs.want_lease(bigint)', 'EXECUTE'))))
+    THEN
+        errno := 95;
+        RETURN;
+    END IF;
+    SELECT n.type INTO v_type FROM node n WHERE n.inode = p_dir FOR UPDATE;
+    IF NOT FOUND THEN
+        errno := 2;
+        RETURN;
+    ELSIF v_type <> 2 THEN
+        errno := 20;
+        RETURN;
+    END IF;
+    SELECT d.sid INTO v_holder FROM dir_lease d WHERE d.dir = p_dir;
+    IF FOUND AND v_holder <> p_sid AND NOT want_lease(p_dir) THEN
+        errno := 11;
+        RETURN;
+    END IF;
+    SELECT array_agg(x.name ORDER BY x.name), array_agg(x.inode ORDER BY x.name),
+           array_agg(x.type ORDER BY x.name), array_agg(n.nlink ORDER BY x.name)
+      INTO names, inodes, types, nlinks
+      FROM (SELECT e.name, e.inode, e.type FROM edge e WHERE e.parent = p_dir
+             ORDER BY e.parent, e.name LIMIT v_limit + 1) x
+      JOIN node n ON n.inode = x.inode;
+    IF cardinality(names) > v_limit THEN
+        errno := 27;
+        names := NULL; inodes := NULL; types := NULL; nlinks := NULL;
+        RETURN;
+    END IF;
+    INSERT INTO dir_lease AS d (dir, sid) VALUES (p_dir, p_sid)
+        ON CONFLICT (dir) DO UPDATE SET sid = p_sid, taken = now();
+    SELECT NOT s.quota_limits
+           AND CASE WHEN s.squash_roles THEN (_caller_squash()).kind = 'none' ELSE true END
+           AND NOT (s.enable_acl AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_dir AND a.kind = 'd'))
+      INTO creates FROM setting s;
+    errno := 0;
+    names := coalesce(names, '{}');
+    inodes := coalesce(inodes, '{}');
+    types := coalesce(types, '{}');
+    nlinks := coalesce(nlinks, '{}');
+END
+$$;
+
 -- mknod_with_slices writes.
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,
@@ -60,6 +142,7 @@ RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr',
              'mknod_with_slices']::name[];
 
 -- Nothing in schema jfs is usable by PUBLIC (sql/security.sql).
+REVOKE EXECUTE ON FUNCTION take_lease(bigint, bigint, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION mknod_with_slices(bigint, integer[], integer[], bigint[], integer[], integer[],
                                              integer[], bigint, integer, integer, bigint, bigint, bigint,
                                              bigint, integer, bigint, bytea, integer, integer, bigint,

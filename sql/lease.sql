@@ -103,10 +103,13 @@ RETURN coalesce(string_to_array(substring(p_version FROM '^[0-9]{1,9}\.[0-9]{1,9
 -- session that is not registered, 95 (EOPNOTSUPP) while a session of an
 -- older client, or of a role that may not call want_lease, is registered
 -- (it would fail its calls in the directory instead of asking for the
--- lease). Taken again, a lease stays asked for if it was.
+-- lease). Taken again, a lease stays asked for if it was. creates (with
+-- errno 0): whether the session may answer creates in p_dir itself, as
+-- lease_commit says it (no quota limit, squash of the caller or default
+-- ACL applies there).
 CREATE FUNCTION take_lease(p_sid bigint, p_dir bigint, p_limit integer DEFAULT 10000,
                            OUT errno integer, OUT names bytea[], OUT inodes bigint[], OUT types smallint[],
-                           OUT nlinks integer[])
+                           OUT nlinks integer[], OUT creates boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_type smallint;
@@ -153,6 +156,10 @@ BEGIN
     END IF;
     INSERT INTO dir_lease AS d (dir, sid) VALUES (p_dir, p_sid)
         ON CONFLICT (dir) DO UPDATE SET sid = p_sid, taken = now();
+    SELECT NOT s.quota_limits
+           AND CASE WHEN s.squash_roles THEN (_caller_squash()).kind = 'none' ELSE true END
+           AND NOT (s.enable_acl AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_dir AND a.kind = 'd'))
+      INTO creates FROM setting s;
     errno := 0;
     names := coalesce(names, '{}');
     inodes := coalesce(inodes, '{}');

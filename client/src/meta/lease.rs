@@ -65,14 +65,16 @@ pub struct LeaseCommitted {
 
 impl Meta {
     /// Takes directory `dir`'s lease for session `sid`: its entries (name
-    /// order), or the errno saying why not (EAGAIN: another session holds
-    /// it and was asked for it; EFBIG: more than `limit` entries).
+    /// order) and whether creates may be answered there (None: not told,
+    /// by an extension before 0.2.21), or the errno saying why not (EAGAIN:
+    /// another session holds it and was asked for it; EFBIG: more than
+    /// `limit` entries).
     pub async fn take_lease(
         &self,
         sid: i64,
         dir: u64,
         limit: i32,
-    ) -> Result<Vec<(Vec<u8>, LeasedEntry)>> {
+    ) -> Result<(Vec<(Vec<u8>, LeasedEntry)>, Option<bool>)> {
         let row = self
             .call_one(
                 "SELECT * FROM jfs.take_lease($1, $2, $3)",
@@ -84,7 +86,8 @@ impl Meta {
         let inodes: Vec<i64> = row.try_get("inodes")?;
         let types: Vec<i16> = row.try_get("types")?;
         let nlinks: Vec<i32> = row.try_get("nlinks")?;
-        Ok(names
+        let creates = row.try_get::<_, Option<bool>>("creates").ok().flatten();
+        let entries = names
             .into_iter()
             .zip(inodes)
             .zip(types.into_iter().zip(nlinks))
@@ -96,7 +99,8 @@ impl Meta {
                 };
                 (name, entry)
             })
-            .collect())
+            .collect();
+        Ok((entries, creates))
     }
 
     /// Commits unlinks answered under directory `dir`'s lease: each name is

@@ -677,11 +677,13 @@ impl Vfs {
                     tracing::debug!("directory {dir}: giving a lease up: {e}");
                 }
             }
-            Ok(entries) => {
+            Ok((entries, creates)) => {
+                // (told by take_lease from 0.2.21 on; else asked below)
+                let told = creates.filter(|_| !self.leases.no_lease_commit.load(Ordering::Relaxed));
                 let lease = Held {
                     entries: entries.into_iter().collect(),
                     pending: Vec::new(),
-                    creates: false,
+                    creates: told == Some(true),
                     pending_creates: Vec::new(),
                     created: HashMap::new(),
                     committing: false,
@@ -691,8 +693,11 @@ impl Vfs {
                 };
                 self.leases.held.lock().unwrap().entry(dir).or_insert(lease);
                 self.leases.taken.notify_one();
-                if for_creates {
-                    self.ask_creates(dir).await;
+                match told {
+                    _ if !for_creates => {}
+                    Some(true) => {}
+                    Some(false) => self.no_creates_here(dir).await,
+                    None => self.ask_creates(dir).await,
                 }
             }
             Err(e) if e.is_undefined_or_denied() => {
@@ -759,11 +764,17 @@ impl Vfs {
             .get(&dir)
             .is_some_and(|l| l.creates);
         if asked.is_ok() && !creates {
-            if let Err(e) = self.commit_lease(dir, Keep::No).await {
-                tracing::debug!("directory {dir}: giving a lease up: errno {e}");
-            }
-            self.leases.refuse(dir);
+            self.no_creates_here(dir).await;
         }
+    }
+
+    /// A lease taken for creates that may not be answered in `dir`: given
+    /// up, and not taken again for a while.
+    async fn no_creates_here(&self, dir: u64) {
+        if let Err(e) = self.commit_lease(dir, Keep::No).await {
+            tracing::debug!("directory {dir}: giving a lease up: errno {e}");
+        }
+        self.leases.refuse(dir);
     }
 
     /// Sends `dir`'s pending unlinks and creates; the lease is kept as

@@ -29,7 +29,7 @@ SELECT jfs._knows_leases(v) FROM unnest(ARRAY['0.2.17', '0.2.18-dev', '0.3.0', '
 SELECT set_config('application_name', 'jfs:' || :s1, false) IS NOT NULL AS as_s1;
 -- taken: every entry, in name order, with types and link counts
 SELECT errno, array_to_string(ARRAY(SELECT convert_from(n, 'UTF8') FROM unnest(names) n), ',') AS names,
-       types, nlinks
+       types, nlinks, creates
   FROM jfs.take_lease(:s1, :d);
 SELECT dir = :d AS dir, sid = :s1 AS holder, wanted FROM jfs.dir_lease;
 -- another session is refused it, and asks (marks it wanted)

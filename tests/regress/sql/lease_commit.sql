@@ -17,7 +17,8 @@ SELECT jfs.alloc_ids('inode', 20) AS i \gset
 SELECT jfs.session_open('h1', 1, '{"version": "0.2.20"}', '1 minute') AS s1 \gset
 SELECT jfs.session_open('h2', 2, '{"version": "0.2.20"}', '1 minute') AS s2 \gset
 SELECT set_config('application_name', 'jfs:' || :s1, false) IS NOT NULL AS as_s1;
-SELECT errno FROM jfs.take_lease(:s1, :d);
+-- taken: creates may be answered (take_lease says so, as lease_commit does)
+SELECT errno, creates FROM jfs.take_lease(:s1, :d);
 -- nothing to commit: the lease kept, creates may be answered
 SELECT unlink_errnos, errnos, kept, creates
   FROM jfs.lease_commit(:s1, :d, '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', true);
@@ -81,6 +82,8 @@ SELECT * FROM jfs.lease_commit(:s1, :d, '{}', '{}', '{}', ARRAY['x']::bytea[], '
 -- a limit set: answered creates are still made (not checked against it),
 -- but the holder may answer no more
 SELECT count(*) FROM jfs.set_quota('/d', 0, 5);
+-- (take_lease says so too)
+SELECT errno, creates FROM jfs.take_lease(:s1, :d);
 SELECT errnos, kept, creates
   FROM jfs.lease_commit(:s1, :d, '{}', '{}', '{}', ARRAY['q']::bytea[], ARRAY[:i + 9], ARRAY[420], ARRAY[0],
                         ARRAY[0]::bigint[], ARRAY[0]::bigint[], ARRAY[0]::bigint[], true);
@@ -90,6 +93,7 @@ SELECT creates FROM jfs.lease_commit(:s1, :d, '{}', '{}', '{}', '{}', '{}', '{}'
 -- the holder may answer no more
 SELECT jfs.enable_acl();
 SELECT jfs.set_acl(:d, 'd', '{1,2,4,16,32}', '{-1,1000,-1,-1,-1}', '{7,6,5,5,0}');
+SELECT errno, creates FROM jfs.take_lease(:s1, :d);
 SELECT errnos, kept, creates
   FROM jfs.lease_commit(:s1, :d, '{}', '{}', '{}', ARRAY['acl']::bytea[], ARRAY[:i + 10], ARRAY[438], ARRAY[18],
                         ARRAY[0]::bigint[], ARRAY[0]::bigint[], ARRAY[0]::bigint[], true);
@@ -105,7 +109,7 @@ SELECT inode AS sqd FROM jfs.mknod(1, 'sqd', 2, 511, 0, 0) \gset
 SET SESSION AUTHORIZATION jfs_lc_all;
 SELECT jfs.session_open('h3', 3, '{"version": "0.2.20"}', '1 minute') AS s3 \gset
 SELECT set_config('application_name', 'jfs:' || :s3, false) IS NOT NULL AS as_s3;
-SELECT errno FROM jfs.take_lease(:s3, :sqd);
+SELECT errno, creates FROM jfs.take_lease(:s3, :sqd);
 SELECT errnos, kept, creates
   FROM jfs.lease_commit(:s3, :sqd, '{}', '{}', '{}', ARRAY['sq']::bytea[], ARRAY[:i + 11], ARRAY[420], ARRAY[0],
                         ARRAY[0]::bigint[], ARRAY[0]::bigint[], ARRAY[0]::bigint[], true);
