@@ -4,8 +4,8 @@
 -- search_path set to the extension's schema (jfs). What it must leave is
 -- exactly what a fresh CREATE EXTENSION jfs of 0.2.21 makes from sql/:
 -- tests/upgrade/check.sh compares the two. Roles are granted the new
--- procedure (mknod_with_slices) and take_lease, made again, by running
--- jfs.grant_client again.
+-- procedure (mknod_with_slices) by running jfs.grant_client again; those
+-- that could call take_lease, made again here, still can.
 \echo Use "ALTER EXTENSION jfs UPDATE" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
@@ -49,6 +49,17 @@ $$;
 -- take_lease says whether the session may answer creates in the directory
 -- (a lease taken for creates needs no commit of its own to learn it): a
 -- new OUT parameter, so the function is made again.
+
+-- (the roles that may call it keep the right: kept across the drop)
+DO $upgrade$
+BEGIN
+    PERFORM pg_catalog.set_config('jfs.upgrade_take_lease_grantees', coalesce((
+        SELECT pg_catalog.string_agg(a.grantee::text, ',')
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.oid = 'take_lease(bigint, bigint, integer)'::pg_catalog.regprocedure
+           AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0), ''), true);
+END
+$upgrade$;
 
 DROP FUNCTION take_lease(bigint, bigint, integer);
 -- Session p_sid takes directory p_dir's lease. Changes in flight in the
@@ -147,3 +158,42 @@ REVOKE EXECUTE ON FUNCTION mknod_with_slices(bigint, integer[], integer[], bigin
                                              integer[], bigint, integer, integer, bigint, bigint, bigint,
                                              bigint, integer, bigint, bytea, integer, integer, bigint,
                                              bigint) FROM PUBLIC;
+
+-- take_lease, made again, to the roles that could call it before.
+DO $upgrade$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY pg_catalog.string_to_array(pg_catalog.current_setting('jfs.upgrade_take_lease_grantees'), ',')
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION take_lease(bigint, bigint, integer) TO %s',
+                                  r::oid::pg_catalog.regrole);
+    END LOOP;
+END
+$upgrade$;
+
+-- The initial privileges of jfs's objects are their owner's alone, as a
+-- fresh install makes them: the grants just made inside ALTER EXTENSION
+-- are not (pg_dump would leave them out of a dump). As 0.2.15 repairs
+-- them; it changes nothing where nothing needs it.
+UPDATE pg_catalog.pg_init_privs i
+   SET initprivs = ARRAY(SELECT item FROM pg_catalog.unnest(i.initprivs) AS item
+                          WHERE (SELECT a.grantee = a.grantor
+                                   FROM pg_catalog.aclexplode(ARRAY[item]) AS a LIMIT 1))
+ WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+                WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                  AND e.extname = 'jfs' AND d.classid = i.classoid AND d.objid = i.objoid)
+   AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(i.initprivs) AS a WHERE a.grantee <> a.grantor);
+
+-- PostgreSQL 17 and later also record each role named in an initial
+-- privilege in pg_shdepend (deptype 'i'): those taken out above go too.
+DELETE FROM pg_catalog.pg_shdepend s
+ WHERE pg_catalog.current_setting('server_version_num')::integer >= 170000
+   AND s.deptype = 'i'
+   AND s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+   AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+                WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                  AND e.extname = 'jfs' AND d.classid = s.classid AND d.objid = s.objid)
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i, pg_catalog.aclexplode(i.initprivs) AS a
+                    WHERE i.classoid = s.classid AND i.objoid = s.objid AND i.objsubid = s.objsubid
+                      AND a.grantee = s.refobjid);

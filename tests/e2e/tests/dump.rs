@@ -453,7 +453,10 @@ fn a_juicefs_dump_and_its_bucket_serve_every_file_byte_for_byte() {
 #[test]
 fn fsck_finds_a_missing_block_and_repairs_counts() {
     let v = Volume::new("fsck-cli");
-    let m = v.mount("a", &[]);
+    // (no background commit: one slice, two blocks, however slowly the
+    // 5 MiB arrive; a CI run once found three slices, cut at 1 and 2 MiB,
+    // which only commits between the writes make)
+    let m = v.mount("a", &["--commit-after", "0"]);
     fs::write(m.p("f"), pattern(1, 5 << 20)).unwrap();
     let out = ok(jfs().args(["fsck", &v.url, "--check-objects"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no problems"));
