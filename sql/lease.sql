@@ -106,7 +106,8 @@ RETURN coalesce(string_to_array(substring(p_version FROM '^[0-9]{1,9}\.[0-9]{1,9
 -- lease). Taken again, a lease stays asked for if it was. creates (with
 -- errno 0): whether the session may answer creates in p_dir itself, as
 -- lease_commit says it (no quota limit, squash of the caller or default
--- ACL applies there).
+-- ACL applies there). A lease taken commits durably in either durability
+-- mode (0.2.22).
 CREATE FUNCTION take_lease(p_sid bigint, p_dir bigint, p_limit integer DEFAULT 10000,
                            OUT errno integer, OUT names bytea[], OUT inodes bigint[], OUT types smallint[],
                            OUT nlinks integer[], OUT creates boolean)
@@ -156,6 +157,11 @@ BEGIN
     END IF;
     INSERT INTO dir_lease AS d (dir, sid) VALUES (p_dir, p_sid)
         ON CONFLICT (dir) DO UPDATE SET sid = p_sid, taken = now();
+    -- durable at once, whatever the volume's durability mode: a crash that
+    -- took the lease back would leave this session answering for a
+    -- directory other sessions then change (the flush also covers the
+    -- changes of the directory before it, and a former holder's release)
+    PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     SELECT NOT s.quota_limits
            AND CASE WHEN s.squash_roles THEN (_caller_squash()).kind = 'none' ELSE true END
            AND NOT (s.enable_acl AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_dir AND a.kind = 'd'))

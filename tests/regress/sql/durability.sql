@@ -57,6 +57,29 @@ SHOW synchronous_commit;
 COMMIT;
 SELECT pg_current_wal_flush_lsn() >= :'before_durable'::pg_lsn AS flushed_by_durable_commit;
 SELECT errno FROM jfs.unlink(1, 'written');
+-- a lease taken is durable at once (0.2.22): a crash that took it back
+-- would leave its holder answering for a directory others then change;
+-- a lease refused, or given up, keeps the volume's mode
+SELECT inode AS ld FROM jfs.mknod(1, 'leased', 2, 493, 0, 0) \gset
+SELECT jfs.session_open('h', 1, '{"version": "0.2.22"}', '1 minute') AS ls \gset
+SELECT set_config('application_name', 'jfs:' || :ls, false) IS NOT NULL AS as_holder;
+BEGIN;
+SELECT errno FROM jfs.take_lease(:ls, :ld);
+SHOW synchronous_commit;
+SELECT pg_current_wal_insert_lsn() AS before_lease \gset
+COMMIT;
+SELECT pg_current_wal_flush_lsn() >= :'before_lease'::pg_lsn AS lease_flushed;
+BEGIN;
+SELECT errno FROM jfs.take_lease(:ls, 1, 1);
+SHOW synchronous_commit;
+COMMIT;
+BEGIN;
+SELECT kept FROM jfs.lease_unlink(:ls, :ld, '{}', '{}', '{}', false);
+SHOW synchronous_commit;
+COMMIT;
+SELECT set_config('application_name', '', false) IS NOT NULL AS as_nobody;
+SELECT jfs.session_close(:ls);
+SELECT errno FROM jfs.rmdir(1, 'leased');
 ALTER SYSTEM RESET wal_writer_delay;
 SELECT pg_reload_conf();
 -- an aborted procedure transaction leaves nothing behind, in either mode
