@@ -393,3 +393,56 @@ fn a_lease_survives_a_postgres_crash_right_after_it_is_taken() {
         a.names("d")
     );
 }
+
+/// A file created under a lease and written on from the end of its first
+/// chunk (64 MiB) into the second at once (before the lease's batch
+/// commits it): the writer commits the first chunk's slice as the write
+/// moves on, and PostgreSQL takes slices only for a file it knows, so the
+/// file's creation is committed first. The file reads back whole on
+/// another mount, and nothing was refused.
+#[test]
+fn a_file_made_under_a_lease_and_written_past_its_first_chunk_is_made_first() {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: u64 = 64 << 20;
+    let v = Volume::new("create-lease-big");
+    let (a, addr) = v.mount_with_caches("a", "1", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for name in ["f1", "f2", "f3"] {
+        fs::File::create(a.p(&format!("d/{name}"))).unwrap();
+    }
+    let mknods = procedure_calls(&addr, "mknod");
+    let head = jfs_e2e::pattern(1, 4321);
+    let tail = jfs_e2e::pattern(2, 1 << 20);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(a.p("d/big"))
+        .unwrap();
+    let at = CHUNK - head.len() as u64;
+    f.write_all_at(&head, at).unwrap();
+    f.write_all_at(&tail, CHUNK).unwrap();
+    drop(f);
+    assert_eq!(
+        procedure_calls(&addr, "mknod"),
+        mknods,
+        "big: answered under the lease"
+    );
+    let read = fs::read(b.p("d/big")).unwrap();
+    assert_eq!(
+        read.len() as u64,
+        CHUNK + tail.len() as u64,
+        "big's length on b"
+    );
+    assert!(
+        read[..at as usize].iter().all(|&x| x == 0),
+        "big's hole on b"
+    );
+    assert!(
+        read[at as usize..CHUNK as usize] == head[..],
+        "big's first chunk's end on b"
+    );
+    assert!(read[CHUNK as usize..] == tail[..], "big's tail on b");
+    assert_eq!(a.log_warnings(5), "", "a's warnings");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
