@@ -24,6 +24,16 @@ pub struct LeasedCreate {
     pub time: i64,
 }
 
+/// What a mount answered under a directory's lease and has not committed:
+/// its unlinks (each name, and the inode it named) and its creates, in
+/// order.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseBatch {
+    pub unlink_names: Vec<Vec<u8>>,
+    pub unlink_inodes: Vec<i64>,
+    pub creates: Vec<LeasedCreate>,
+}
+
 impl LeasedCreate {
     /// The node it makes, as `jfs.mknod` is asked for it.
     pub fn node(&self) -> NewNode<'static> {
@@ -132,22 +142,20 @@ impl Meta {
         Ok((row.try_get("errnos")?, row.try_get("kept")?))
     }
 
-    /// Commits, in one transaction, the unlinks (`names`, `inodes`; `open`:
-    /// the inodes this session has open) and then the creates answered
-    /// under directory `dir`'s lease; the lease is kept if `keep` and
-    /// nobody asked for it. Each create is journaled as the mknod it is
-    /// (sent again to a server that lost it).
-    #[allow(clippy::too_many_arguments)]
+    /// Commits, in one transaction, `batch`'s unlinks (`open`: the inodes
+    /// this session has open) and then its creates, answered under
+    /// directory `dir`'s lease; the lease is kept if `keep` and nobody
+    /// asked for it. Each create is journaled as the mknod it is (sent
+    /// again to a server that lost it).
     pub async fn lease_commit(
         &self,
         sid: i64,
         dir: u64,
-        names: &[Vec<u8>],
-        inodes: &[i64],
+        batch: &LeaseBatch,
         open: &[i64],
-        creates: &[LeasedCreate],
         keep: bool,
     ) -> Result<LeaseCommitted> {
+        let creates = &batch.creates;
         let column = |f: fn(&LeasedCreate) -> i64| creates.iter().map(f).collect::<Vec<i64>>();
         let column32 = |f: fn(&LeasedCreate) -> i32| creates.iter().map(f).collect::<Vec<i32>>();
         let create_names: Vec<&[u8]> = creates.iter().map(|c| c.name.as_slice()).collect();
@@ -157,8 +165,8 @@ impl Meta {
                 &[
                     &sid,
                     &(dir as i64),
-                    &names,
-                    &inodes,
+                    &batch.unlink_names,
+                    &batch.unlink_inodes,
                     &open,
                     &create_names,
                     &column(|c| c.inode as i64),
@@ -182,7 +190,7 @@ impl Meta {
                 .zip(row.try_get::<_, Option<i64>>("dir_ctime")?),
         };
         if !self.in_replay {
-            if !names.is_empty() {
+            if !batch.unlink_names.is_empty() {
                 self.incarnations.record(sent_in, Entry::Opaque);
             }
             for (create, _) in creates

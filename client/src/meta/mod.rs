@@ -59,7 +59,7 @@ pub use durability::Epoch;
 use durability::Incarnations;
 use error::Failure;
 pub use error::{MetaError, Result};
-pub use lease::{CreateWithData, LeaseCommitted, LeasedCreate, LeasedEntry};
+pub use lease::{CreateWithData, LeaseBatch, LeaseCommitted, LeasedCreate, LeasedEntry};
 pub use limits::Squash;
 pub use load::{LoadRequest, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::meta::{
-    Attr, CreateWithData, LeaseCommitted, LeasedCreate, LeasedEntry, NewNode, NodeType,
+    Attr, CreateWithData, LeaseBatch, LeaseCommitted, LeasedCreate, LeasedEntry, NewNode, NodeType,
 };
 use crate::vfs::attrs::Ticket;
 use crate::vfs::handles::FileState;
@@ -51,6 +51,9 @@ const LEASE_MAX_ENTRIES: i32 = 10_000;
 
 /// How long a directory whose lease could not be had is not asked for again.
 const LEASE_REFUSED_FOR: Duration = Duration::from_secs(1);
+
+/// A lease's gate: taken by its commits, one at a time.
+type Gate = Arc<tokio::sync::Mutex<()>>;
 
 /// A directory this mount holds the lease of.
 struct Held {
@@ -73,7 +76,7 @@ struct Held {
     /// The last commit failed: unlinks go to PostgreSQL until one succeeds.
     failing: bool,
     /// Taken one at a time: a commit, or a settle waiting for one.
-    gate: Arc<tokio::sync::Mutex<()>>,
+    gate: Gate,
 }
 
 /// The leases this mount holds, and the runs of unlinks that may earn one.
@@ -106,6 +109,24 @@ pub struct Leases {
 impl Leases {
     fn holds(&self, dir: u64) -> bool {
         self.held.lock().unwrap().contains_key(&dir)
+    }
+
+    /// `f` applied to `dir`'s lease if it is still the one `gate` guards
+    /// (not given up meanwhile; taken again, it is another's).
+    fn with_own<R>(&self, dir: u64, gate: &Gate, f: impl FnOnce(&mut Held) -> R) -> Option<R> {
+        let mut held = self.held.lock().unwrap();
+        held.get_mut(&dir)
+            .filter(|l| Arc::ptr_eq(&l.gate, gate))
+            .map(f)
+    }
+
+    /// The directory whose lease made `inode` here and has not committed
+    /// it yet, and that lease's gate.
+    fn maker_of(&self, inode: u64) -> Option<(u64, Gate)> {
+        let held = self.held.lock().unwrap();
+        held.iter()
+            .find(|(_, l)| l.created.contains_key(&inode))
+            .map(|(dir, l)| (*dir, l.gate.clone()))
     }
 
     /// An operation on `dir`'s entries begins (see [`DirOp`]).
@@ -176,7 +197,10 @@ type Committed = (LeaseCommitted, Vec<(Vec<u8>, Attr)>);
 #[derive(Clone, Copy)]
 enum Keep {
     No,
-    Yes,
+    /// Yes, for a file PostgreSQL is about to be asked about
+    /// ([`Vfs::settle_created`]): a batch of its create alone goes through
+    /// `jfs.mknod`, which costs the server a third of a lease commit.
+    Settle,
     /// Yes, and learn whether creates may be answered (jfs.lease_commit).
     Ask,
     /// If unlinks or creates were answered since the last such commit (the
@@ -192,7 +216,7 @@ pub struct CreateInFlight {
     /// The creation, for the commit to take (None once made).
     pub made: Option<CreateWithData>,
     inode: u64,
-    gate: Arc<tokio::sync::Mutex<()>>,
+    gate: Gate,
     /// Taken before the commit.
     ticket: Ticket,
     _one_at_a_time: tokio::sync::OwnedMutexGuard<()>,
@@ -204,10 +228,7 @@ pub struct CreateInFlight {
 pub struct MakeInDir<'a> {
     leases: &'a Leases,
     dir: u64,
-    lease: Option<(
-        Arc<tokio::sync::Mutex<()>>,
-        tokio::sync::OwnedMutexGuard<()>,
-    )>,
+    lease: Option<(Gate, tokio::sync::OwnedMutexGuard<()>)>,
     _op: Option<DirOp<'a>>,
 }
 
@@ -217,18 +238,14 @@ impl MakeInDir<'_> {
         let Some((gate, _)) = &self.lease else {
             return;
         };
-        let mut held = self.leases.held.lock().unwrap();
-        if let Some(lease) = held
-            .get_mut(&self.dir)
-            .filter(|l| Arc::ptr_eq(&l.gate, gate))
-        {
-            let entry = LeasedEntry {
-                inode: attr.inode,
-                kind: attr.kind,
-                nlink: attr.nlink,
-            };
+        let entry = LeasedEntry {
+            inode: attr.inode,
+            kind: attr.kind,
+            nlink: attr.nlink,
+        };
+        self.leases.with_own(self.dir, gate, |lease| {
             lease.entries.insert(name.to_vec(), entry);
-        }
+        });
     }
 }
 
@@ -237,13 +254,8 @@ impl Drop for MakeInDir<'_> {
         let Some((gate, _)) = &self.lease else {
             return;
         };
-        let mut held = self.leases.held.lock().unwrap();
-        if let Some(lease) = held
-            .get_mut(&self.dir)
-            .filter(|l| Arc::ptr_eq(&l.gate, gate))
-        {
-            lease.committing = false;
-        }
+        self.leases
+            .with_own(self.dir, gate, |lease| lease.committing = false);
     }
 }
 
@@ -433,26 +445,16 @@ impl Vfs {
     /// is committed now (the lease kept).
     pub(super) async fn settle_created(&self, inode: u64) -> VfsResult<()> {
         loop {
-            let found = {
-                let held = self.leases.held.lock().unwrap();
-                held.iter()
-                    .find(|(_, l)| l.created.contains_key(&inode))
-                    .map(|(dir, l)| (*dir, l.gate.clone()))
-            };
-            let Some((dir, gate)) = found else {
+            let Some((dir, gate)) = self.leases.maker_of(inode) else {
                 return Ok(());
             };
             let one_at_a_time = gate.lock().await;
             let still = self
                 .leases
-                .held
-                .lock()
-                .unwrap()
-                .get(&dir)
-                .is_some_and(|l| Arc::ptr_eq(&l.gate, &gate) && l.created.contains_key(&inode));
-            if still {
+                .with_own(dir, &gate, |l| l.created.contains_key(&inode));
+            if still == Some(true) {
                 return self
-                    .commit_gated(dir, &gate, Keep::Yes, one_at_a_time)
+                    .commit_gated(dir, &gate, Keep::Settle, one_at_a_time)
                     .await;
             }
         }
@@ -471,47 +473,32 @@ impl Vfs {
         state: &mut FileState,
         target: &WriteTarget<'_>,
     ) -> VfsResult<Option<CreateInFlight>> {
-        if self.created_attr(inode).is_none() {
+        let Some((dir, gate)) = self.leases.maker_of(inode) else {
             return Ok(None);
-        }
+        };
         if !state.writer.has_slices() {
             // (an attribute change alone: setattr's, for a file it knows)
             self.settle_created(inode).await?;
             return Ok(None);
         }
         state.writer.store(target).await;
-        let found = {
-            let held = self.leases.held.lock().unwrap();
-            held.iter()
-                .find(|(_, l)| l.created.contains_key(&inode))
-                .map(|(dir, l)| (*dir, l.gate.clone()))
-        };
-        let Some((dir, gate)) = found else {
-            return Ok(None);
-        };
         let one_at_a_time = gate.clone().lock_owned().await;
         let ticket = self.attrs.ticket();
-        {
-            let mut held = self.leases.held.lock().unwrap();
-            let lease = held
-                .get_mut(&dir)
-                .filter(|l| Arc::ptr_eq(&l.gate, &gate) && l.created.contains_key(&inode));
-            if let Some(lease) = lease {
-                if lease.pending.is_empty()
-                    && lease.pending_creates.len() == 1
-                    && lease.pending_creates[0].inode == inode
-                {
-                    lease.committing = true;
-                    let create = lease.pending_creates[0].clone();
-                    return Ok(Some(CreateInFlight {
-                        made: Some(CreateWithData { dir, create }),
-                        inode,
-                        gate,
-                        ticket,
-                        _one_at_a_time: one_at_a_time,
-                    }));
-                }
-            }
+        let alone = self.leases.with_own(dir, &gate, |lease| {
+            let alone = lease.pending.is_empty()
+                && lease.pending_creates.len() == 1
+                && lease.pending_creates[0].inode == inode;
+            lease.committing |= alone;
+            alone.then(|| lease.pending_creates[0].clone())
+        });
+        if let Some(create) = alone.flatten() {
+            return Ok(Some(CreateInFlight {
+                made: Some(CreateWithData { dir, create }),
+                inode,
+                gate,
+                ticket,
+                _one_at_a_time: one_at_a_time,
+            }));
         }
         drop(one_at_a_time);
         self.settle_created(inode).await?;
@@ -566,20 +553,21 @@ impl Vfs {
             .map(|l| l.gate.clone());
         if let Some(gate) = gate {
             let one_at_a_time = gate.clone().lock_owned().await;
-            let mut held = self.leases.held.lock().unwrap();
-            if let Some(lease) = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, &gate)) {
+            let kept = self.leases.with_own(dir, &gate, |lease| {
                 if lease.entries.contains_key(name) {
                     return Err(libc::EEXIST);
                 }
-                if !lease.pending.iter().any(|(n, _)| n == name) {
-                    lease.committing = true;
-                    return Ok(MakeInDir {
-                        leases: &self.leases,
-                        dir,
-                        lease: Some((gate, one_at_a_time)),
-                        _op: None,
-                    });
-                }
+                let kept = !lease.pending.iter().any(|(n, _)| n == name);
+                lease.committing |= kept;
+                Ok(kept)
+            });
+            if kept.transpose()? == Some(true) {
+                return Ok(MakeInDir {
+                    leases: &self.leases,
+                    dir,
+                    lease: Some((gate, one_at_a_time)),
+                    _op: None,
+                });
             }
         }
         Ok(MakeInDir {
@@ -799,7 +787,7 @@ impl Vfs {
     async fn commit_gated(
         &self,
         dir: u64,
-        gate: &Arc<tokio::sync::Mutex<()>>,
+        gate: &Gate,
         keep: Keep,
         _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
     ) -> VfsResult<()> {
@@ -807,39 +795,39 @@ impl Vfs {
         // maybe taken again: that one's own)
         let ask = matches!(keep, Keep::Ask);
         // (a file's creation alone, settled for a call about it: its data's
-        // commit, mostly, as in cp -a and tar; mknod costs the server a
-        // third of a lease commit, and leaves the lease as it is)
-        let one_create = matches!(keep, Keep::Yes);
-        let (names, inodes, creates, keep, creates_now) = {
-            let mut held = self.leases.held.lock().unwrap();
-            let Some(lease) = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, gate)) else {
-                return Ok(());
-            };
+        // commit, mostly, as in cp -a and tar; mknod leaves the lease as
+        // it is)
+        let one_create = matches!(keep, Keep::Settle);
+        let taken = self.leases.with_own(dir, gate, |lease| {
             lease.committing = true;
             let keep = match keep {
                 Keep::No => false,
-                Keep::Yes | Keep::Ask => true,
+                Keep::Settle | Keep::Ask => true,
                 Keep::IfBusy => std::mem::take(&mut lease.busy),
             };
-            let (names, inodes): (Vec<_>, Vec<_>) = lease.pending.iter().cloned().unzip();
-            (
-                names,
-                inodes,
-                lease.pending_creates.clone(),
-                keep,
-                lease.creates,
-            )
+            let (unlink_names, unlink_inodes) = lease.pending.iter().cloned().unzip();
+            let creates = lease.pending_creates.clone();
+            let batch = LeaseBatch {
+                unlink_names,
+                unlink_inodes,
+                creates,
+            };
+            (batch, keep, lease.creates)
+        });
+        let Some((batch, keep, creates_now)) = taken else {
+            return Ok(());
         };
+        let (names, inodes, creates) = (&batch.unlink_names, &batch.unlink_inodes, &batch.creates);
         let ticket = self.attrs.ticket();
         let (sent, made_by_mknod) = if one_create && names.is_empty() && creates.len() == 1 {
             self.mknod_one(dir, &creates[0], creates_now).await
         } else {
             let sent = self
-                .send_lease_commit(dir, &names, &inodes, &creates, keep, ask, creates_now)
+                .send_lease_commit(dir, &batch, keep, ask, creates_now)
                 .await;
             (sent, None)
         };
-        let (answer, made) = match self.committed(dir, gate, names.len(), &creates, sent, keep) {
+        let (answer, made) = match self.committed(dir, gate, names.len(), creates, sent, keep) {
             Some(Ok(answer)) => answer,
             Some(Err(e)) => return Err(e),
             None => return Ok(()),
@@ -866,7 +854,7 @@ impl Vfs {
                 // answered; nothing read meanwhile keeps a removed name
                 self.attrs.forget(dir);
                 self.forget_attributes(dir);
-                for name in &names {
+                for name in names {
                     self.attrs.forget_entry(dir, name);
                 }
                 for (name, attr) in &made {
@@ -875,7 +863,7 @@ impl Vfs {
                 }
             }
         }
-        for &inode in &inodes {
+        for &inode in inodes {
             // (opened meanwhile through a name elsewhere: kept until closed)
             self.mark_unlinked(inode as u64).await;
         }
@@ -934,22 +922,20 @@ impl Vfs {
     /// pending or `ask`ed about; else `jfs.lease_unlink`, which costs the
     /// server less (`creates_now` then stands), as it does where the former
     /// may not be called (then no create is pending).
-    #[allow(clippy::too_many_arguments)]
     async fn send_lease_commit(
         &self,
         dir: u64,
-        names: &[Vec<u8>],
-        inodes: &[i64],
-        creates: &[LeasedCreate],
+        batch: &LeaseBatch,
         keep: bool,
         ask: bool,
         creates_now: bool,
     ) -> crate::meta::Result<LeaseCommitted> {
         let open = self.open_inodes();
+        let creates = &batch.creates;
         if (ask || !creates.is_empty()) && !self.leases.no_lease_commit.load(Ordering::Relaxed) {
             let sent = self
                 .meta
-                .lease_commit(self.sid(), dir, names, inodes, &open, creates, keep)
+                .lease_commit(self.sid(), dir, batch, &open, keep)
                 .await;
             match sent {
                 Err(e) if e.is_undefined_or_denied() && creates.is_empty() => {
@@ -963,7 +949,14 @@ impl Vfs {
         }
         let (unlink_errnos, kept) = self
             .meta
-            .lease_unlink(self.sid(), dir, names, inodes, &open, keep)
+            .lease_unlink(
+                self.sid(),
+                dir,
+                &batch.unlink_names,
+                &batch.unlink_inodes,
+                &open,
+                keep,
+            )
             .await?;
         Ok(LeaseCommitted {
             unlink_errnos,
@@ -980,7 +973,7 @@ impl Vfs {
     fn committed(
         &self,
         dir: u64,
-        gate: &Arc<tokio::sync::Mutex<()>>,
+        gate: &Gate,
         sent: usize,
         sent_creates: &[LeasedCreate],
         answer: crate::meta::Result<LeaseCommitted>,
