@@ -231,12 +231,18 @@ $$;
 -- gone. kept: whether the session holds the lease now; creates: whether
 -- it may go on answering creates in p_dir itself; dir_mtime, dir_ctime:
 -- the directory's times after the commit (NULL when it is gone).
+-- With p_hold (and p_keep) the lease is kept even when another session
+-- asked for it, if it asked less than a second ago (wanted then says so):
+-- the holder went on answering in the directory while this commit was in
+-- flight, and its next call commits that and gives the lease up (jfs
+-- 0.2.22; without p_hold, as clients before do, the lease ends here).
 CREATE FUNCTION lease_commit(p_sid bigint, p_dir bigint, p_unlink_names bytea[], p_unlink_inodes bigint[],
                              p_open_inodes bigint[], p_names bytea[], p_inodes bigint[], p_modes integer[],
                              p_umasks integer[], p_uids bigint[], p_gids bigint[], p_times bigint[],
-                             p_keep boolean,
+                             p_keep boolean, p_hold boolean DEFAULT false,
                              OUT unlink_errnos integer[], OUT errnos integer[], OUT kept boolean,
-                             OUT creates boolean, OUT dir_mtime bigint, OUT dir_ctime bigint)
+                             OUT creates boolean, OUT dir_mtime bigint, OUT dir_ctime bigint,
+                             OUT wanted boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_now bigint := _now();
@@ -284,6 +290,7 @@ BEGIN
         DELETE FROM dir_lease WHERE dir = p_dir AND sid = p_sid;
         kept := false;
         creates := false;
+        wanted := false;
         RETURN;
     END IF;
     IF par.enable_acl THEN
@@ -356,11 +363,15 @@ BEGIN
     END IF;
     errnos := coalesce(errnos, '{}');
     IF p_keep THEN
-        UPDATE dir_lease SET taken = now() WHERE dir = p_dir AND sid = p_sid AND wanted IS NULL;
+        UPDATE dir_lease d SET taken = now()
+         WHERE d.dir = p_dir AND d.sid = p_sid
+           AND (d.wanted IS NULL OR (p_hold AND d.wanted >= now() - interval '1 second'))
+        RETURNING d.wanted IS NOT NULL INTO wanted;
         kept := FOUND;
     ELSE
         kept := false;
     END IF;
+    wanted := coalesce(wanted, false);
     IF NOT kept THEN
         DELETE FROM dir_lease WHERE dir = p_dir AND sid = p_sid;
     END IF;

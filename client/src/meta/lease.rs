@@ -1,4 +1,6 @@
 //! Directory leases (sql/lease.sql): take_lease, lease_commit, lease_unlink, want_lease.
+use tokio_postgres::types::ToSql;
+
 use super::journal::{Entry, Redo};
 use super::{check_errno, Meta, NewNode, NodeType, Result};
 
@@ -71,6 +73,9 @@ pub struct LeaseCommitted {
     /// The directory's mtime and ctime after the commit (None: gone, or
     /// not told).
     pub dir_times: Option<(i64, i64)>,
+    /// Another session asked for the lease, which a held commit kept: the
+    /// next commit gives it up.
+    pub wanted: bool,
 }
 
 impl Meta {
@@ -145,8 +150,10 @@ impl Meta {
     /// Commits, in one transaction, `batch`'s unlinks (`open`: the inodes
     /// this session has open) and then its creates, answered under
     /// directory `dir`'s lease; the lease is kept if `keep` and nobody
-    /// asked for it. Each create is journaled as the mknod it is (sent
-    /// again to a server that lost it).
+    /// asked for it; with `hold` (Some(true)), even if asked for within
+    /// the last second (`wanted` then). None: the call of extensions before
+    /// 0.2.22, which know no `hold`. Each create is journaled as the mknod
+    /// it is (sent again to a server that lost it).
     pub async fn lease_commit(
         &self,
         sid: i64,
@@ -154,32 +161,49 @@ impl Meta {
         batch: &LeaseBatch,
         open: &[i64],
         keep: bool,
+        hold: Option<bool>,
     ) -> Result<LeaseCommitted> {
         let creates = &batch.creates;
         let column = |f: fn(&LeasedCreate) -> i64| creates.iter().map(f).collect::<Vec<i64>>();
         let column32 = |f: fn(&LeasedCreate) -> i32| creates.iter().map(f).collect::<Vec<i32>>();
         let create_names: Vec<&[u8]> = creates.iter().map(|c| c.name.as_slice()).collect();
-        let (mut rows, sent_in) = self
-            .call_journaled_by_caller(
-                "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                &[
-                    &sid,
-                    &(dir as i64),
-                    &batch.unlink_names,
-                    &batch.unlink_inodes,
-                    &open,
-                    &create_names,
-                    &column(|c| c.inode as i64),
-                    &column32(|c| c.mode as i32),
-                    &column32(|c| (c.umask & 0o7777) as i32),
-                    &column(|c| c.uid as i64),
-                    &column(|c| c.gid as i64),
-                    &column(|c| c.time),
-                    &keep,
-                ],
-            )
-            .await?;
+        let (inodes, uids, gids, times) = (
+            column(|c| c.inode as i64),
+            column(|c| c.uid as i64),
+            column(|c| c.gid as i64),
+            column(|c| c.time),
+        );
+        let (modes, umasks) = (
+            column32(|c| c.mode as i32),
+            column32(|c| (c.umask & 0o7777) as i32),
+        );
+        let dir_id = dir as i64;
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &sid,
+            &dir_id,
+            &batch.unlink_names,
+            &batch.unlink_inodes,
+            &open,
+            &create_names,
+            &inodes,
+            &modes,
+            &umasks,
+            &uids,
+            &gids,
+            &times,
+            &keep,
+        ];
+        let sql = match &hold {
+            Some(hold) => {
+                params.push(hold);
+                "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            }
+            None => "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        };
+        let (mut rows, sent_in) = self.call_journaled_by_caller(sql, &params).await?;
         let row = rows.pop().ok_or(super::MetaError::Errno(libc::EIO))?;
+        // (a column of 0.2.22 on; a hold needs it)
+        let told_wanted = row.columns().iter().any(|c| c.name() == "wanted");
         let committed = LeaseCommitted {
             unlink_errnos: row.try_get("unlink_errnos")?,
             create_errnos: row.try_get("errnos")?,
@@ -188,6 +212,7 @@ impl Meta {
             dir_times: row
                 .try_get::<_, Option<i64>>("dir_mtime")?
                 .zip(row.try_get::<_, Option<i64>>("dir_ctime")?),
+            wanted: told_wanted && row.try_get("wanted")?,
         };
         if !self.in_replay {
             if !batch.unlink_names.is_empty() {

@@ -49,6 +49,9 @@ pub struct Metrics {
     pub trash_purged: IntCounter,
     pub unlinked_freed: IntCounter,
     pub backups: IntCounter,
+    /// Creates answered under a directory's lease while the commit of its
+    /// batch was in flight (holding the lease).
+    pub lease_creates_in_flight: IntCounter,
     /// Seconds the hot standby a read-only mount reads is behind its
     /// primary (0: caught up; absent on a mount of a primary).
     pub replica_lag_seconds: Gauge,
@@ -173,6 +176,11 @@ impl Metrics {
                 "Removed files kept for other mounts, freed",
             ),
             backups: counter("backups_total", "Metadata backups this mount wrote"),
+            lease_creates_in_flight: counter(
+                "lease_creates_in_flight_total",
+                "Creates answered under a directory's lease while the commit of its batch was \
+                 in flight",
+            ),
             process_cpu_seconds: Counter::new(
                 name("process_cpu_seconds_total"),
                 "CPU time this process used (user and system)",
@@ -238,6 +246,7 @@ impl Metrics {
             Box::new(self.trash_purged.clone()),
             Box::new(self.unlinked_freed.clone()),
             Box::new(self.backups.clone()),
+            Box::new(self.lease_creates_in_flight.clone()),
             Box::new(self.process_cpu_seconds.clone()),
             Box::new(self.process_resident_bytes.clone()),
             Box::new(self.start_time_seconds.clone()),

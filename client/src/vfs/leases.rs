@@ -68,9 +68,15 @@ struct Held {
     pending_creates: Vec<LeasedCreate>,
     /// Their nodes, by inode, as this mount answered them.
     created: HashMap<u64, Attr>,
-    /// A commit is in flight: unlinks go to PostgreSQL meanwhile (the lease
-    /// may end with it).
+    /// A commit is in flight: unlinks and creates wait for it (the lease
+    /// may end with it), unless it holds the lease.
     committing: bool,
+    /// The commit in flight keeps the lease even if another mount asks for
+    /// it (`jfs.lease_commit`'s hold): unlinks and creates are answered
+    /// meanwhile, after the `in_flight_creates` creates it sent.
+    holding: bool,
+    /// How many of `pending_creates` the commit in flight sent.
+    in_flight_creates: usize,
     /// Unlinks or creates were answered since the last commit.
     busy: bool,
     /// The last commit failed: unlinks go to PostgreSQL until one succeeds.
@@ -88,6 +94,11 @@ pub struct Leases {
     /// or a role not granted it again since, has `jfs.lease_unlink` only:
     /// no create is then answered here).
     no_lease_commit: AtomicBool,
+    /// Whether `jfs.lease_commit` takes a hold: known from its first
+    /// answer (0.2.22 on); until then no commit holds a lease.
+    hold_known: AtomicBool,
+    /// Whether it does not (an extension before 0.2.22).
+    no_hold: AtomicBool,
     held: Mutex<HashMap<u64, Held>>,
     /// The directory of the last unlinks or creates, how many in a row, and
     /// whether they were creates (creates and unlinks taking turns, as a
@@ -190,8 +201,10 @@ impl Leases {
     }
 }
 
-/// A commit's answer, and the files it made (name, node as answered here).
-type Committed = (LeaseCommitted, Vec<(Vec<u8>, Attr)>);
+/// A commit's answer, the files it made (name, node as answered here), and
+/// whether the lease needs another commit now (asked for while held, or
+/// lost with more answered meanwhile).
+type Committed = (LeaseCommitted, Vec<(Vec<u8>, Attr)>, bool);
 
 /// Whether a commit keeps the lease (unless another mount asked for it).
 #[derive(Clone, Copy)]
@@ -314,7 +327,7 @@ impl Vfs {
             let gate = {
                 let mut held = self.leases.held.lock().unwrap();
                 let lease = held.get_mut(&dir).filter(|l| !l.failing)?;
-                if !lease.committing {
+                if !lease.committing || lease.holding {
                     let entry = lease.entries.get(name)?;
                     if entry.kind == NodeType::Dir || entry.nlink != 1 || self.is_open(entry.inode)
                     {
@@ -323,10 +336,15 @@ impl Vfs {
                     let inode = entry.inode;
                     lease.entries.remove(name);
                     lease.busy = true;
-                    if lease.created.remove(&inode).is_some() {
-                        lease.pending_creates.retain(|c| c.inode != inode);
-                    } else {
-                        lease.pending.push((name.to_vec(), inode as i64));
+                    // (a create not sent yet is forgotten; one the commit in
+                    // flight makes is then removed as any other name)
+                    let unsent = lease.pending_creates.iter().position(|c| c.inode == inode);
+                    match unsent.filter(|&at| at >= lease.in_flight_creates) {
+                        Some(at) => {
+                            lease.pending_creates.remove(at);
+                            lease.created.remove(&inode);
+                        }
+                        None => lease.pending.push((name.to_vec(), inode as i64)),
                     }
                     return Some(LeasedUnlink { inode });
                 }
@@ -363,7 +381,7 @@ impl Vfs {
                 let Some(lease) = held.get_mut(&dir).filter(|l| may(l)) else {
                     return Ok(None);
                 };
-                if !lease.committing {
+                if !lease.committing || lease.holding {
                     if lease.entries.contains_key(name) {
                         return Err(libc::EEXIST);
                     }
@@ -403,6 +421,9 @@ impl Vfs {
                         time,
                     });
                     lease.busy = true;
+                    if lease.committing {
+                        crate::metrics::METRICS.lease_creates_in_flight.inc();
+                    }
                     return Ok(Some(attr));
                 }
                 lease.gate.clone()
@@ -675,6 +696,8 @@ impl Vfs {
                     pending_creates: Vec::new(),
                     created: HashMap::new(),
                     committing: false,
+                    holding: false,
+                    in_flight_creates: 0,
                     busy: true,
                     failing: false,
                     gate: Arc::new(tokio::sync::Mutex::new(())),
@@ -791,6 +814,18 @@ impl Vfs {
         keep: Keep,
         _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
     ) -> VfsResult<()> {
+        let mut keep = keep;
+        // (a commit that held the lease found it asked for, or one that
+        // lost it left what was answered while it was in flight: that is
+        // committed now, and the lease given up)
+        while self.commit_once(dir, gate, keep).await? {
+            keep = Keep::No;
+        }
+        Ok(())
+    }
+
+    /// One commit of [`Vfs::commit_gated`]; true when another must follow.
+    async fn commit_once(&self, dir: u64, gate: &Gate, keep: Keep) -> VfsResult<bool> {
         // (the lease committed and given up by another caller meanwhile, and
         // maybe taken again: that one's own)
         let ask = matches!(keep, Keep::Ask);
@@ -798,6 +833,7 @@ impl Vfs {
         // commit, mostly, as in cp -a and tar; mknod leaves the lease as
         // it is)
         let one_create = matches!(keep, Keep::Settle);
+        let hold_known = self.leases.hold_known.load(Ordering::Relaxed);
         let taken = self.leases.with_own(dir, gate, |lease| {
             lease.committing = true;
             let keep = match keep {
@@ -807,15 +843,20 @@ impl Vfs {
             };
             let (unlink_names, unlink_inodes) = lease.pending.iter().cloned().unzip();
             let creates = lease.pending_creates.clone();
+            // (a batch of creates, committed by jfs.lease_commit, holds a
+            // lease it keeps: creates are answered meanwhile)
+            let hold = keep && !creates.is_empty() && !one_create;
+            lease.holding = hold && hold_known;
+            lease.in_flight_creates = creates.len();
             let batch = LeaseBatch {
                 unlink_names,
                 unlink_inodes,
                 creates,
             };
-            (batch, keep, lease.creates)
+            (batch, keep, hold, lease.creates)
         });
-        let Some((batch, keep, creates_now)) = taken else {
-            return Ok(());
+        let Some((batch, keep, hold, creates_now)) = taken else {
+            return Ok(false);
         };
         let (names, inodes, creates) = (&batch.unlink_names, &batch.unlink_inodes, &batch.creates);
         let ticket = self.attrs.ticket();
@@ -823,20 +864,21 @@ impl Vfs {
             self.mknod_one(dir, &creates[0], creates_now).await
         } else {
             let sent = self
-                .send_lease_commit(dir, &batch, keep, ask, creates_now)
+                .send_lease_commit(dir, &batch, keep, hold, ask, creates_now)
                 .await;
             (sent, None)
         };
-        let (answer, made) = match self.committed(dir, gate, names.len(), creates, sent, keep) {
-            Some(Ok(answer)) => answer,
-            Some(Err(e)) => return Err(e),
-            None => return Ok(()),
-        };
+        let (answer, made, again) =
+            match self.committed(dir, gate, names.len(), creates, sent, keep) {
+                Some(Ok(answer)) => answer,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(false),
+            };
         if let Some(attr) = made_by_mknod {
             // as a create through PostgreSQL: the node and the directory's
             // times as the procedure left them
             self.attrs.child_made(dir, &creates[0].name, &attr, ticket);
-            return Ok(());
+            return Ok(again);
         }
         match answer.dir_times {
             // nothing sent (the lease renewed, or given up): nothing moved
@@ -888,7 +930,7 @@ impl Vfs {
                 );
             }
         }
-        Ok(())
+        Ok(again)
     }
 
     /// The commit of one pending create alone, through `jfs.mknod` (the
@@ -914,35 +956,51 @@ impl Vfs {
             kept: true,
             creates: creates_now,
             dir_times: None,
+            wanted: false,
         };
         (Ok(answer), attr)
     }
 
     /// One commit of `dir`'s batch: `jfs.lease_commit` when creates are
-    /// pending or `ask`ed about; else `jfs.lease_unlink`, which costs the
-    /// server less (`creates_now` then stands), as it does where the former
-    /// may not be called (then no create is pending).
+    /// pending or `ask`ed about (holding the lease if `hold` and the
+    /// extension can); else `jfs.lease_unlink`, which costs the server less
+    /// (`creates_now` then stands), as it does where the former may not be
+    /// called (then no create is pending).
     async fn send_lease_commit(
         &self,
         dir: u64,
         batch: &LeaseBatch,
         keep: bool,
+        hold: bool,
         ask: bool,
         creates_now: bool,
     ) -> crate::meta::Result<LeaseCommitted> {
         let open = self.open_inodes();
         let creates = &batch.creates;
-        if (ask || !creates.is_empty()) && !self.leases.no_lease_commit.load(Ordering::Relaxed) {
+        let mut hold = (!self.leases.no_hold.load(Ordering::Relaxed)).then_some(hold);
+        while (ask || !creates.is_empty()) && !self.leases.no_lease_commit.load(Ordering::Relaxed) {
             let sent = self
                 .meta
-                .lease_commit(self.sid(), dir, batch, &open, keep)
+                .lease_commit(self.sid(), dir, batch, &open, keep, hold)
                 .await;
             match sent {
+                Err(e) if e.is_undefined_or_denied() && hold.is_some() => {
+                    // an extension before 0.2.22 (nothing was committed)
+                    tracing::info!("no commits that hold a lease: {e}");
+                    self.leases.no_hold.store(true, Ordering::Relaxed);
+                    hold = None;
+                }
                 Err(e) if e.is_undefined_or_denied() && creates.is_empty() => {
                     // an extension before 0.2.20, or a role not granted it
                     // again since (jfs.grant_client)
                     tracing::info!("no write-back creates: {e}");
                     self.leases.no_lease_commit.store(true, Ordering::Relaxed);
+                }
+                Ok(answer) => {
+                    if hold.is_some() {
+                        self.leases.hold_known.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(answer);
                 }
                 sent => return sent,
             }
@@ -964,6 +1022,7 @@ impl Vfs {
             kept,
             creates: creates_now && kept && !self.leases.no_lease_commit.load(Ordering::Relaxed),
             dir_times: None,
+            wanted: false,
         })
     }
 
@@ -982,6 +1041,8 @@ impl Vfs {
         let mut held = self.leases.held.lock().unwrap();
         let lease = held.get_mut(&dir).filter(|l| Arc::ptr_eq(&l.gate, gate))?;
         lease.committing = false;
+        lease.holding = false;
+        lease.in_flight_creates = 0;
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
@@ -1016,14 +1077,27 @@ impl Vfs {
                 made.push((create.name, attr));
             }
         }
-        if !answer.kept {
+        // answered while the commit was in flight, holding the lease
+        let left = !lease.pending.is_empty() || !lease.pending_creates.is_empty();
+        let again = answer.wanted || (!answer.kept && left);
+        if again {
+            tracing::debug!(
+                "directory {dir}: {} (another commit now)",
+                match answer.wanted {
+                    true => "asked for while a commit holding it was in flight",
+                    false => "lost with more answered while its commit was in flight",
+                }
+            );
+            // no create answered here until the next commit gives it up
+            lease.creates = false;
+        } else if !answer.kept {
             held.remove(&dir);
-            if keep {
-                // asked for by another mount (or lost): not taken again at once
-                self.leases.refuse(dir);
-            }
         }
-        Some(Ok((answer, made)))
+        if keep && (answer.wanted || !answer.kept) {
+            // asked for by another mount (or lost): not taken again at once
+            self.leases.refuse(dir);
+        }
+        Some(Ok((answer, made, again)))
     }
 
     fn is_open(&self, inode: u64) -> bool {
