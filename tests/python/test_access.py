@@ -144,3 +144,21 @@ def test_a_bad_url_or_none_says_why(monkeypatch):
     with pytest.raises(ValueError) as e:
         jfs.FileSystem(skip_instance_cache=True)
     assert "JFS_META_URL" in str(e.value)
+
+
+def test_writes_past_the_largest_file_answer_efbig_and_move_no_byte(volume, scratch):
+    """A file ends at 2^57 bytes: a write at or past it is refused with
+    EFBIG (one at 2^58 once landed at byte 0), nothing else changes."""
+    path = f"{scratch}/huge-offsets"
+    volume.pipe_file(path, b"HELLO-WORLD")
+    fh, _ = volume.client.open(path, os.O_RDWR)
+    try:
+        for offset in (2**57, 2**58, 2**62, 2**63 - 1):
+            with pytest.raises(OSError) as e:
+                volume.client.pwrite(fh, offset, b"Z")
+            assert e.value.errno == errno.EFBIG, offset
+        volume.client.fsync(fh)
+    finally:
+        volume.client.release(fh)
+    assert volume.cat_file(path) == b"HELLO-WORLD"
+    assert volume.info(path)["size"] == 11

@@ -76,6 +76,10 @@ fn s3_error(e: i32, what: &str) -> S3Error {
                 std::io::Error::from_raw_os_error(e)
             ),
         ),
+        libc::EFBIG => (
+            S3ErrorCode::EntityTooLarge,
+            format!("{what}: an object ends at 2^57 bytes, the largest file of a volume"),
+        ),
         libc::ENAMETOOLONG => (
             S3ErrorCode::KeyTooLongError,
             format!("{what}: a part of the key is longer than 255 bytes"),

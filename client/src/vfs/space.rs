@@ -1,4 +1,6 @@
-//! Space limits at write(): a write that would make a file longer than the
+//! Space limits at write(): a write past the largest file
+//! ([`MAX_FILE_SIZE`](crate::volume::layout::MAX_FILE_SIZE)) fails with EFBIG and one across it is short; a
+//! write that would make a file longer than the
 //! volume's capacity or a quota over it allows is cut at the limit (a short
 //! write, as a local file system does) or, at the limit, fails at once with
 //! ENOSPC or EDQUOT, before anything is buffered, so what was written before
@@ -8,14 +10,15 @@ use std::time::{Duration, Instant};
 
 use super::handles::FileState;
 use super::{errno, Vfs, VfsResult};
+use crate::volume::layout::fits_in_file;
 
 /// How long an answer about space limits is trusted before a growing write
 /// asks again (a write past the answered length always asks again).
 const SPACE_ANSWER_TTL: Duration = Duration::from_secs(1);
 
 impl Vfs {
-    /// How many of the `len` bytes written at `offset` of `inode` the space
-    /// limits over the file let in: all, the part below the limit, or none
+    /// How many of the `len` bytes written at `offset` of `inode` the
+    /// largest file size and the space limits over the file let in: all, the part below the limit, or none
     /// (the errno); the caller holds the file's state.
     pub(super) async fn writable_len(
         &self,
@@ -24,6 +27,8 @@ impl Vfs {
         offset: u64,
         len: usize,
     ) -> VfsResult<usize> {
+        // past the largest file, EFBIG; across it, a short write
+        let len = fits_in_file(offset, len).ok_or(libc::EFBIG)?;
         let end = offset + len as u64;
         if end <= state.length || !self.space_limited().await? {
             return Ok(len);

@@ -14,6 +14,20 @@ use crate::meta::SliceRow;
 
 pub const CHUNK_SIZE: u64 = 64 << 20;
 
+/// The largest file: 2^57 - 1 bytes, its last byte in chunk 2^31 - 1
+/// (PostgreSQL keeps a chunk's index as an `integer`, and a file's length
+/// must have one too). A write, truncate or copy ends at or before it.
+pub const MAX_FILE_SIZE: u64 = (CHUNK_SIZE << 31) - 1;
+
+/// How much of a write of `len` bytes at `offset` fits below
+/// [`MAX_FILE_SIZE`]: all of it, its first part (a short write, as Linux
+/// answers a write across `s_maxbytes`), or None when it starts at or past
+/// the limit (EFBIG).
+pub fn fits_in_file(offset: u64, len: usize) -> Option<usize> {
+    let room = MAX_FILE_SIZE.checked_sub(offset).filter(|room| *room > 0)?;
+    Some(len.min(usize::try_from(room).unwrap_or(usize::MAX)))
+}
+
 /// The part of a byte range that falls into one chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkPiece {
@@ -25,8 +39,13 @@ pub struct ChunkPiece {
     pub range_off: usize,
 }
 
-/// Splits `[offset, offset + len)` at chunk boundaries.
+/// Splits `[offset, offset + len)` at chunk boundaries. The range must end
+/// at or before [`MAX_FILE_SIZE`] (callers cut it with [`fits_in_file`]).
 pub fn split_by_chunk(offset: u64, len: usize) -> Vec<ChunkPiece> {
+    assert!(
+        fits_in_file(offset, len) == Some(len) || len == 0,
+        "a range past the largest file: {len} bytes at {offset}"
+    );
     let mut pieces = Vec::new();
     let mut done = 0usize;
     while done < len {
@@ -223,6 +242,21 @@ pub fn visible(slices: &[SliceRow], start: u32, end: u32) -> Vec<Segment> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_end_at_the_largest_file_size() {
+        assert_eq!(MAX_FILE_SIZE, (1 << 57) - 1);
+        assert_eq!(fits_in_file(0, 10), Some(10));
+        assert_eq!(fits_in_file(MAX_FILE_SIZE - 10, 10), Some(10));
+        assert_eq!(fits_in_file(MAX_FILE_SIZE - 2, 3), Some(2));
+        for past in [MAX_FILE_SIZE, MAX_FILE_SIZE + 1, 1 << 58, 1 << 63, u64::MAX] {
+            assert_eq!(fits_in_file(past, 1), None, "at {past}");
+        }
+        // the last chunk's index is the largest PostgreSQL's integer holds
+        let last = split_by_chunk(MAX_FILE_SIZE - 1, 1);
+        assert_eq!(last[0].chunk, i32::MAX as u32);
+        assert_eq!(last[0].pos as u64, CHUNK_SIZE - 2);
+    }
 
     fn slice(pos: u32, id: u64, size: u32, off: u32, len: u32) -> SliceRow {
         SliceRow {
