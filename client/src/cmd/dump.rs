@@ -1,5 +1,6 @@
 //! `jfs dump META_URL [FILE|-] [--subdir PATH] [--gzip]`: the volume's metadata as a JuiceFS-compatible JSON dump, from one snapshot, streamed.
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -22,6 +23,10 @@ pub struct DumpArgs {
     /// Compress with gzip
     #[arg(long)]
     gzip: bool,
+    /// Write an encrypted volume's RSA private key into the dump (left out
+    /// by default: its EncryptKey then says "removed", as JuiceFS's does)
+    #[arg(long)]
+    keep_secret_key: bool,
 }
 
 /// Reports progress on standard error at most once a second.
@@ -71,9 +76,26 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
         name.push(".partial");
         PathBuf::from(name)
     });
+    if let Some(p) = &partial {
+        // (made anew: one left by an earlier run keeps its own mode)
+        match std::fs::remove_file(p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", p.display()))
+            }
+            _ => {}
+        }
+    }
     let sink: Box<dyn Write + Send> = match &partial {
+        // (readable by its owner only: a dump holds every name and owner,
+        // and with --keep-secret-key the volume's key)
         Some(p) => Box::new(
-            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(p)
+                .with_context(|| format!("cannot create {}", p.display()))?,
         ),
         None => Box::new(std::io::stdout()),
     };
@@ -82,12 +104,23 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
     // written, then finished (a gzip trailer, the buffer) with its errors seen
     let dumped = if gzip {
         let mut gz = flate2::write::GzEncoder::new(&mut buffered, flate2::Compression::fast());
-        let dumped = dump(&meta, &mut gz, a.subdir.as_deref(), |n| progress.update(n)).await;
+        let dumped = dump(
+            &meta,
+            &mut gz,
+            a.subdir.as_deref(),
+            a.keep_secret_key,
+            |n| progress.update(n),
+        )
+        .await;
         dumped.and_then(|d| Ok(gz.finish().map(|_| d)?))
     } else {
-        dump(&meta, &mut buffered, a.subdir.as_deref(), |n| {
-            progress.update(n)
-        })
+        dump(
+            &meta,
+            &mut buffered,
+            a.subdir.as_deref(),
+            a.keep_secret_key,
+            |n| progress.update(n),
+        )
         .await
     };
     let dumped = dumped.and_then(|d| Ok(buffered.flush().map(|_| d)?));
@@ -114,6 +147,12 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
             .with_context(|| format!("cannot sync {}", dir.display()))?;
+    }
+    if dumped.key_left_out {
+        eprintln!(
+            "the volume's RSA private key was left out (EncryptKey \"removed\"): \
+             a load needs a dump made with --keep-secret-key"
+        );
     }
     eprintln!(
         "dumped {} entries in {:.2} s ({:.0} entries/s){}",

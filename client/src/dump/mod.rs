@@ -21,6 +21,10 @@ use crate::meta::{
 /// The trash directory's inode (JuiceFS's TrashInode; jfs uses the same).
 pub const TRASH_INODE: i64 = 0x7FFF_FFFF_1000_0000;
 
+/// What a dump written without its secrets holds for an encrypted volume's
+/// RSA key (`EncryptKey`), as JuiceFS writes it.
+pub const REMOVED_KEY: &str = "removed";
+
 /// The size of a chunk (`volume::layout::CHUNK_SIZE`), as the dump's offsets count.
 const CHUNK_SIZE: i64 = crate::volume::layout::CHUNK_SIZE as i64;
 
@@ -88,9 +92,9 @@ impl Setting {
             return Ok(None);
         }
         anyhow::ensure!(
-            self.encrypt_key != "removed",
+            self.encrypt_key != REMOVED_KEY,
             "volume {:?} is encrypted but its dump holds no key (dumped without its secrets): \
-             dump it again keeping them",
+             dump it again with `jfs dump --keep-secret-key` (or JuiceFS's --keep-secret-key)",
             self.name
         );
         let algo = match self.encrypt_algo.as_str() {
@@ -471,7 +475,7 @@ mod tests {
         assert!(setting.unsupported().is_none());
         setting.uuid = "00000000-0000-0000-0000-000000000000".into();
         assert!(setting.encryption().is_err(), "opened with another uuid");
-        setting.encrypt_key = "removed".into();
+        setting.encrypt_key = REMOVED_KEY.into();
         let e = setting.encryption().unwrap_err().to_string();
         assert!(e.contains("holds no key"), "{e}");
         let plain = Setting {

@@ -4,7 +4,7 @@ use std::io::Write;
 use futures_util::TryStreamExt;
 use serde::Serialize;
 
-use super::{acl_of, escape, Attr, Counters, Quota, Setting, Xattr, TRASH_INODE};
+use super::{acl_of, escape, Attr, Counters, Quota, Setting, Xattr, REMOVED_KEY, TRASH_INODE};
 use crate::meta::{DumpNode, Meta, NodeType};
 
 /// What a dump wrote.
@@ -12,14 +12,19 @@ use crate::meta::{DumpNode, Meta, NodeType};
 pub struct Dumped {
     /// Entries written (a file with n names counts n times), the roots included.
     pub entries: u64,
+    /// Whether the volume's RSA key was left out (`EncryptKey` "removed").
+    pub key_left_out: bool,
 }
 
 /// Writes the volume (or the tree at `subdir`) to `out` in JuiceFS's JSON
-/// dump layout, calling `progress` with the entries written so far.
+/// dump layout, calling `progress` with the entries written so far. An
+/// encrypted volume's RSA key is written only with `keep_secret_key`; else
+/// its `EncryptKey` says "removed", as JuiceFS writes it.
 pub async fn dump(
     meta: &Meta,
     out: &mut (dyn Write + Send),
     subdir: Option<&str>,
+    keep_secret_key: bool,
     mut progress: impl FnMut(u64) + Send,
 ) -> anyhow::Result<Dumped> {
     // how blocks are stored (fixed once the volume holds data, so read
@@ -29,6 +34,7 @@ pub async fn dump(
         Ok(format) => {
             let key = match format.encrypt_algo.as_str() {
                 "" => String::new(),
+                _ if !keep_secret_key => REMOVED_KEY.to_string(),
                 _ => meta.volume_secrets().await?.encrypt_key,
             };
             Some((format.compression, format.encrypt_algo, key))
@@ -101,7 +107,10 @@ pub async fn dump(
             writeln!(out, "  \"{key}\": {},", indented(&of_kind, 2)?)?;
         }
     }
-    let mut written = Dumped::default();
+    let mut written = Dumped {
+        key_left_out: setting.encrypt_key == REMOVED_KEY,
+        ..Dumped::default()
+    };
     out.write_all(b"  \"FSTree\": ")?;
     write_tree(&snap, root, out, &mut written, &mut progress).await?;
     if root == 1 && volume.has_trash {

@@ -40,7 +40,9 @@ pub async fn backup_if_due(
 async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<String> {
     let key = format!("{}{stamp}.json.gz", backup_prefix(&vfs.volume.name));
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    let dumped = dump(&vfs.meta, &mut gz, None, |_| {}).await?;
+    // (the key kept, as before: a backup is what a lost database is
+    // loaded back from)
+    let dumped = dump(&vfs.meta, &mut gz, None, true, |_| {}).await?;
     let bytes = gz.finish()?;
     let size = bytes.len();
     vfs.store

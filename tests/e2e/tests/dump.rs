@@ -323,12 +323,39 @@ fn juicefs_volumes_with_compressed_and_encrypted_blocks_load_and_serve_byte_for_
         );
         // a dump of it says how its blocks are stored, for a load elsewhere
         let again = ok(jfs().args(["dump", &w.url]));
+        let said = String::from_utf8_lossy(&again.stderr);
         let again = String::from_utf8_lossy(&again.stdout);
         assert!(again.contains("\"Compression\": \""), "{variant}");
         assert_eq!(
             again.contains("\"EncryptAlgo\": \"chacha20-rsa\""),
             variant == "sealed"
         );
+        if variant == "sealed" {
+            // the RSA private key only when asked for, as JuiceFS does, and
+            // in a file only its owner reads
+            assert!(again.contains("\"EncryptKey\": \"removed\""), "{again}");
+            assert!(!again.contains("PRIVATE KEY"));
+            assert!(said.contains("RSA private key was left out"), "{said}");
+            let kept = w.dir.path().join("kept.json");
+            ok(jfs().args(["dump", &w.url, "--keep-secret-key"]).arg(&kept));
+            let text = fs::read_to_string(&kept).unwrap();
+            assert!(!text.contains("\"EncryptKey\": \"removed\""));
+            assert!(text.contains("PRIVATE KEY"), "the key kept");
+            let mode = fs::metadata(&kept).unwrap().mode() & 0o777;
+            assert_eq!(mode, 0o600, "a dump's mode");
+            // a dump without the key says what a load of it needs
+            let x = Volume::unformatted("dump-juicefs-no-key");
+            fs::write(x.dir.path().join("no-key.json"), again.as_bytes()).unwrap();
+            let refused = jfs()
+                .envs(pass)
+                .args(["load", &x.admin_url])
+                .arg(x.dir.path().join("no-key.json"))
+                .output()
+                .unwrap();
+            assert!(!refused.status.success(), "loaded without its key");
+            let said = String::from_utf8_lossy(&refused.stderr);
+            assert!(said.contains("--keep-secret-key"), "{said}");
+        }
     }
 }
 
