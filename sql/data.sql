@@ -6,7 +6,8 @@
 -- whatever was there. Called after the slice's blocks are in object storage.
 -- Extends the length, sets mtime (p_mtime, default now) and ctime. The
 -- slice id must be one alloc_ids handed out, committed nowhere yet and not
--- queued for deletion (EINVAL): each write's slice is committed once.
+-- queued for deletion (EINVAL): each write's slice is committed once. A
+-- slice ending at or past 2^57 bytes, the largest file, is EFBIG.
 -- With p_defer, growth within the file's last 4 KiB unit is not added to
 -- dir_stats but returned in `deferred`, for the caller to add after every
 -- quota row it charges (write_slices: the lock order of _charge).
@@ -28,6 +29,11 @@ BEGIN
        OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
        OR p_slice_off::bigint + p_len > p_slice_size THEN
         a := _err(22);
+        RETURN;
+    ELSIF p_chunk_index::bigint * _chunk_size() + p_pos + p_len >= 144115188075855872 THEN
+        -- (a file ends before 2^57, as setattr keeps it: the chunk index
+        -- of its length must fit an integer)
+        a := _err(27);
         RETURN;
     END IF;
     SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;

@@ -9,11 +9,15 @@
 -- any change of its entries (the triggers on edge), with SQLSTATE JL000
 -- and the directory in DETAIL. The refused caller asks for the lease
 -- (want_lease) and calls again; the holder gives it up at its next commit,
--- within its batch window (50 ms). A holder whose session is gone, or that
--- has not committed for 5 seconds, loses it at the first want_lease: what
--- it had not committed is lost, as in its crash (or, if it still lives,
--- committed late: a name is removed only while it names the node the
--- lease found, and made only while it is free).
+-- within its batch window (50 ms), and at the latest a second after it was
+-- asked for, whatever it calls. A holder whose session is gone, that has
+-- not committed for 5 seconds, or that still holds it 5 seconds after it
+-- was asked for, loses it at the first want_lease: what it had not
+-- committed is lost, as in its crash (or, if it still lives, committed
+-- late: a name is removed only while it names the node the lease found,
+-- and made only while it is free and within every quota). No lease is
+-- renewed a minute after it was taken (_lease_renewable). Read-only roles
+-- read past leases and ask for none (0.2.23).
 -- The caller's session is its connection's (application_name jfs:SID,
 -- checked against the role that registered it: _change_session).
 -- Administration (dump, fsck, summary, jfs.ls) reads past leases.
@@ -57,19 +61,38 @@ CREATE TRIGGER edge_unleased_update AFTER UPDATE ON edge
 CREATE TRIGGER edge_unleased_delete AFTER DELETE ON edge
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION _edge_unleased();
 
+-- Whether a lease taken (first) at p_granted and asked for since p_wanted
+-- (NULL: by nobody) may be kept by its holder's commit: for a minute from
+-- its taking, and, once asked for, only by a commit that holds it
+-- (p_hold: one the holder sent while it went on answering) within a
+-- second of the asking.
+CREATE FUNCTION _lease_renewable(p_granted timestamptz, p_wanted timestamptz, p_hold boolean)
+RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_granted >= now() - interval '1 minute'
+           AND (p_wanted IS NULL OR (p_hold AND p_wanted >= now() - interval '1 second'))
+$$;
+
 -- Asks for directory p_dir's lease, after a call was refused with SQLSTATE
 -- JL000: its holder gives it up at its next commit. True when the
 -- directory is free now: no lease, or one that ends here because its
--- holder's session is gone or silent past its timeout, or because the
--- holder has not committed for 5 seconds (a live holder commits, and so
--- renews it, every 50 ms, and gives it up after a window without unlinks).
+-- holder's session is gone or silent past its timeout, because the holder
+-- has not committed for 5 seconds (a live holder commits, and so renews
+-- it, every 50 ms, and gives it up after a window without unlinks), or
+-- because it was asked for more than 5 seconds ago and the holder kept it
+-- (by any call). Read-only roles read past leases and may not ask.
 CREATE FUNCTION want_lease(p_dir bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     l record;
 BEGIN
+    IF _caller_read_only() THEN
+        RAISE EXCEPTION 'jfs.want_lease: a read-only role reads past leases and asks for none'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     SELECT d.sid, d.taken, d.wanted,
            d.taken >= now() - interval '5 seconds' AND s.sid IS NOT NULL
+           AND (d.wanted IS NULL OR d.wanted >= now() - interval '5 seconds')
            AND s.heartbeat >= now() - coalesce(s.session_timeout, interval '5 minutes') AS live
       INTO l
       FROM dir_lease d LEFT JOIN session s ON s.sid = d.sid WHERE d.dir = p_dir;
@@ -86,24 +109,20 @@ BEGIN
 END
 $$;
 
--- Whether a client of version p_version (a session's info->>'version')
--- asks for a lease a call was refused for: jfs 0.2.17 and later.
-CREATE FUNCTION _knows_leases(p_version text) RETURNS boolean
-LANGUAGE sql IMMUTABLE
-RETURN coalesce(string_to_array(substring(p_version FROM '^[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}'), '.')::integer[]
-                >= ARRAY[0, 2, 17], false);
-
 -- Session p_sid takes directory p_dir's lease. Changes in flight in the
 -- directory are waited for (their lock of it), then its entries are
 -- returned: errno 0 and their names, inodes, types and link counts, in
--- name order. A lease the session holds already is taken again. Else no
+-- name order. A lease the session holds already is taken again, while
+-- _lease_renewable says so (asked for less than a second ago, taken first
+-- less than a minute ago); else it ends here, with errno 11. Else no
 -- lease, and errno 11 (EAGAIN) when another live session holds it (asked
 -- for, as by want_lease), 27 (EFBIG) when the directory has more than
 -- p_limit entries, 2 or 20 when it is missing or not a directory, 22 for a
--- session that is not registered, 95 (EOPNOTSUPP) while a session of an
--- older client, or of a role that may not call want_lease, is registered
--- (it would fail its calls in the directory instead of asking for the
--- lease). Taken again, a lease stays asked for if it was. creates (with
+-- session that is not registered. (Until 0.2.23, 95 while a session that
+-- claimed an older client's version was registered: what one session
+-- says of itself no longer changes what others get; a client before
+-- 0.2.17 meets a leased directory as an error.) Taken again, a lease
+-- stays asked for if it was. creates (with
 -- errno 0): whether the session may answer creates in p_dir itself, as
 -- lease_commit says it (no quota limit, squash of the caller or default
 -- ACL applies there). A lease taken commits durably in either durability
@@ -115,20 +134,13 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS 
 DECLARE
     v_type smallint;
     v_holder bigint;
+    v_renewable boolean;
     v_limit integer := least(greatest(coalesce(p_limit, 10000), 1), 100000);
 BEGIN
     PERFORM _begin();
     PERFORM _check_session(p_sid);
     IF NOT EXISTS (SELECT 1 FROM session s WHERE s.sid = p_sid) THEN
         errno := 22;
-        RETURN;
-    ELSIF EXISTS (SELECT 1 FROM session s
-                   WHERE s.sid <> p_sid
-                     AND (NOT _knows_leases(s.info ->> 'version')
-                          OR EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = s.role
-                                        AND NOT has_function_privilege(r.oid, 'jfs.want_lease(bigint)', 'EXECUTE'))))
-    THEN
-        errno := 95;
         RETURN;
     END IF;
     SELECT n.type INTO v_type FROM node n WHERE n.inode = p_dir FOR UPDATE;
@@ -139,8 +151,14 @@ BEGIN
         errno := 20;
         RETURN;
     END IF;
-    SELECT d.sid INTO v_holder FROM dir_lease d WHERE d.dir = p_dir;
+    SELECT d.sid, _lease_renewable(d.granted, d.wanted, true) INTO v_holder, v_renewable
+      FROM dir_lease d WHERE d.dir = p_dir;
     IF FOUND AND v_holder <> p_sid AND NOT want_lease(p_dir) THEN
+        errno := 11;
+        RETURN;
+    ELSIF v_holder = p_sid AND NOT v_renewable THEN
+        -- (its holder cannot keep a lease asked for by taking it again)
+        DELETE FROM dir_lease WHERE dir = p_dir AND sid = p_sid;
         errno := 11;
         RETURN;
     END IF;
@@ -156,7 +174,8 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO dir_lease AS d (dir, sid) VALUES (p_dir, p_sid)
-        ON CONFLICT (dir) DO UPDATE SET sid = p_sid, taken = now();
+        ON CONFLICT (dir) DO UPDATE
+       SET sid = p_sid, taken = now(), granted = CASE WHEN d.sid = p_sid THEN d.granted ELSE now() END;
     -- durable at once, whatever the volume's durability mode: a crash that
     -- took the lease back would leave this session answering for a
     -- directory other sessions then change (the flush also covers the
@@ -200,7 +219,8 @@ BEGIN
     END IF;
     errnos := coalesce(errnos, '{}');
     IF p_keep THEN
-        UPDATE dir_lease SET taken = now() WHERE dir = p_dir AND sid = p_sid AND wanted IS NULL;
+        UPDATE dir_lease d SET taken = now()
+         WHERE d.dir = p_dir AND d.sid = p_sid AND _lease_renewable(d.granted, d.wanted, false);
         kept := FOUND;
     ELSE
         kept := false;
@@ -219,15 +239,17 @@ $$;
 -- p_uids[i]:p_gids[i] at p_times[i] (ns since the epoch; no later than
 -- now). Each is made as mknod makes it: the directory's setgid bit gives
 -- its group, its default ACL replaces the umask, the caller's squash
--- applies, and its quotas are charged, but without a limit's check: an
--- answered create is not taken back. So the holder answers creates only
--- while `creates` says no limit, squash or default ACL can apply here; one
--- set meanwhile applies to the creates it answers after its next commit
--- (at most a batch window, 50 ms, later). Then the lease is kept or ends
+-- applies, and its quotas are charged within every limit (122 EDQUOT or
+-- 28 ENOSPC past one). The holder answers creates only while `creates`
+-- says no limit, squash or default ACL can apply here; one set meanwhile
+-- applies to the creates it answers after its next commit (at most a batch
+-- window, 50 ms, later), and refuses those it answered before that cross
+-- it. Then the lease is kept or ends
 -- as lease_unlink says. errnos: one per create, 0 (made, or found made by
 -- an earlier send of the same batch), 17 (the name was taken: the lease
 -- was lost meanwhile), 22 (an inode not handed out, or in use; a bad mode
--- or owner) or the name's own (36, 22); all 2 or 20 when the directory is
+-- or owner), 122 or 28 (a limit) or the name's own (36, 22); all 2 or 20
+-- when the directory is
 -- gone. kept: whether the session holds the lease now; creates: whether
 -- it may go on answering creates in p_dir itself; dir_mtime, dir_ctime:
 -- the directory's times after the commit (NULL when it is gone).
@@ -257,6 +279,7 @@ DECLARE
     v_gids bigint[];
     v_times bigint[];
     v_made bigint[];
+    v_errno integer;
 BEGIN
     PERFORM _begin();
     PERFORM _check_session(p_sid);
@@ -338,17 +361,35 @@ BEGIN
         SELECT coalesce(array_agg(inode), '{}') INTO v_made FROM made;
         SELECT array_agg(CASE WHEN u.errno = 0 AND u.inode <> ALL (v_made) THEN 17 ELSE u.errno END ORDER BY u.i)
           INTO errnos FROM unnest(p_inodes, errnos) WITH ORDINALITY u(inode, errno, i);
+        IF par.quota_limits THEN
+            -- each charged within every limit, as mknod charges it: a
+            -- holder answers creates only while no limit applies, so this
+            -- refuses only the creates of a caller that did not ask, or
+            -- ones answered just before a limit was set (0.2.23)
+            FOR i IN 1 .. v_count LOOP
+                CONTINUE WHEN errnos[i] <> 0;
+                v_errno := _charge(true, _owner_key(par.owner_quotas, par.quota_uids, v_uids[i]),
+                                   _owner_key(par.owner_quotas, par.quota_gids, v_gids[i]), par.chain, p_dir,
+                                   1, 4096, true);
+                IF v_errno <> 0 THEN
+                    DELETE FROM edge e WHERE e.parent = p_dir AND e.name = p_names[i] AND e.inode = p_inodes[i];
+                    errnos[i] := v_errno;
+                    v_made := array_remove(v_made, p_inodes[i]);
+                END IF;
+            END LOOP;
+        END IF;
         INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier,
                           qroot, used)
         SELECT u.inode, 1, u.mode, u.uid, u.gid, u.at, u.at, u.at, 1, 0, 0, 0, par.tier, 0, 0
           FROM unnest(p_inodes, errnos, v_modes, v_uids, v_gids, v_times) u(inode, errno, mode, uid, gid, at)
          WHERE u.errno = 0;
-        -- charged per owner, a node and an entry each, as mknod charges
+        -- else charged per owner, a node and an entry each, as mknod charges
         PERFORM _charge(true, _owner_key(par.owner_quotas, par.quota_uids, o.uid),
                         _owner_key(par.owner_quotas, par.quota_gids, o.gid), par.chain, p_dir,
                         o.n, 4096 * o.n, false)
            FROM (SELECT u.uid, u.gid, count(*) AS n FROM unnest(errnos, v_uids, v_gids) u(errno, uid, gid)
-                  WHERE u.errno = 0 GROUP BY u.uid, u.gid) o;
+                  WHERE u.errno = 0 GROUP BY u.uid, u.gid) o
+          WHERE NOT par.quota_limits;
         IF v_acl_tags IS NOT NULL THEN
             PERFORM _acl_inherit(m, false, v_acl_tags, v_acl_ids, v_acl_perms) FROM unnest(v_made) m;
         END IF;
@@ -364,8 +405,7 @@ BEGIN
     errnos := coalesce(errnos, '{}');
     IF p_keep THEN
         UPDATE dir_lease d SET taken = now()
-         WHERE d.dir = p_dir AND d.sid = p_sid
-           AND (d.wanted IS NULL OR (p_hold AND d.wanted >= now() - interval '1 second'))
+         WHERE d.dir = p_dir AND d.sid = p_sid AND _lease_renewable(d.granted, d.wanted, p_hold)
         RETURNING d.wanted IS NOT NULL INTO wanted;
         kept := FOUND;
     ELSE

@@ -122,7 +122,11 @@ CREATE TABLE secret (
     secret_key text    NOT NULL DEFAULT '',
     -- the RSA private key (PEM, as given: passphrase-protected or not) that
     -- wraps each object's key when setting.encrypt_algo is not ''
-    encrypt_key text   NOT NULL DEFAULT ''
+    encrypt_key text   NOT NULL DEFAULT '',
+    -- the object store's keys for read-only roles (jfs.set_reader_keys):
+    -- keys that can only read; '' gives them none
+    reader_access_key text NOT NULL DEFAULT '',
+    reader_secret_key text NOT NULL DEFAULT ''
 );
 
 CREATE TABLE counter (
@@ -218,12 +222,14 @@ CREATE TABLE session (
 );
 
 -- Directory leases (sql/lease.sql): the session that alone reads and
--- changes a directory's entries for now, and since when another asks for it.
+-- changes a directory's entries for now, since when another asks for it,
+-- and since when it holds it (a lease is renewed for at most a minute).
 CREATE TABLE dir_lease (
-    dir    bigint      PRIMARY KEY,
-    sid    bigint      NOT NULL,
-    taken  timestamptz NOT NULL DEFAULT now(),
-    wanted timestamptz
+    dir     bigint      PRIMARY KEY,
+    sid     bigint      NOT NULL,
+    taken   timestamptz NOT NULL DEFAULT now(),
+    wanted  timestamptz,
+    granted timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX dir_lease_sid ON dir_lease (sid);
 

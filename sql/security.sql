@@ -16,20 +16,20 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- the volume (its settings, its bucket and keys), set and delete quotas,
 -- define tier classes and move files between them, turn ACLs on, set how
 -- long the change log keeps its rows and how long freed objects are kept,
--- load a dump, repair what fsck finds.
+-- load a dump, repair what fsck finds, keep read-only roles' store keys.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
-             'destroy_finish']::name[];
+             'destroy_finish', 'set_reader_keys']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,
--- other mounts' dead sessions): not granted to a read-only client role.
--- Such a role reads, keeps its own session, locks and files held open, and
--- calls sync.
+-- other mounts' dead sessions), and asking for a directory's lease: not
+-- granted to a read-only client role. Such a role reads (past leases),
+-- keeps its own session, locks and files held open, and calls sync.
 CREATE FUNCTION write_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr', 'set_acl',
@@ -37,7 +37,7 @@ RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr',
              'batch_unlink', 'rmr', 'clone_node', 'clone', 'compact_chunk', 'restore', 'trash_purge',
              'changelog_prune', 'free_unlinked', 'forget_delslices', 'alloc_ids', 'backup_claim',
              'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit',
-             'mknod_with_slices']::name[];
+             'mknod_with_slices', 'want_lease']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin; when p_read_only, those that write
@@ -114,8 +114,7 @@ $$;
 -- mount to apply locally.
 CREATE FUNCTION client_limits(OUT read_only boolean, OUT squash text, OUT squash_uid bigint, OUT squash_gid bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT coalesce((SELECT bool_or(r.read_only) FROM _caller_limits() r), false), q.kind, q.uid, q.gid
-      FROM _caller_squash() q
+    SELECT _caller_read_only(), q.kind, q.uid, q.gid FROM _caller_squash() q
 $$;
 
 -- An administrator's role: every procedure, and no limits.

@@ -38,8 +38,9 @@ $$;
 
 -- A new session of the caller's login role (only it, or an administrator,
 -- acts for it), which other mounts end only after p_timeout without a
--- heartbeat (its mount's --session-timeout, at least a second). None opens
--- on a volume being destroyed.
+-- heartbeat (its mount's --session-timeout, at least a second and at most
+-- an hour: a session that claimed a century kept its locks past its
+-- mount's end). None opens on a volume being destroyed.
 CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
@@ -49,7 +50,7 @@ BEGIN
     PERFORM _refuse_if_destroying();
     INSERT INTO session (host, pid, info, session_timeout)
     VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
-            greatest(coalesce(p_timeout, '5 minutes'), '1 second'))
+            least(greatest(coalesce(p_timeout, '5 minutes'), '1 second'), '1 hour'))
     RETURNING sid INTO v_sid;
     RETURN v_sid;
 END
@@ -105,8 +106,10 @@ END
 $$;
 
 -- Ends every session whose last heartbeat is older than p_timeout and than
--- the session's own timeout (so no caller can end a live one); any client
--- may call it. Returns the number of sessions ended.
+-- the session's own timeout (at most an hour: so no client can end a live
+-- one, and none lives on silent); any client may call it. Returns the
+-- number of sessions ended. (An administrator ends any session at once
+-- with session_close.)
 CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE

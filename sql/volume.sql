@@ -153,7 +153,8 @@ $$;
 -- subdirectory), of the nearest directory quota at or above it where that
 -- quota has a limit (the volume's figures where it has none; never more
 -- available than the volume has). Without a capacity the volume reports
--- 1 PiB in total; without an inode limit, used + 10 Mi free inodes.
+-- 1 PiB in total, doubled while more than 80% of it is charged; without
+-- an inode limit, used + 10 Mi free inodes, the free ones doubled alike.
 CREATE FUNCTION statfs(p_inode bigint DEFAULT 1, OUT errno integer, OUT total_space bigint, OUT avail_space bigint,
                        OUT used_inodes bigint, OUT avail_inodes bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
@@ -170,9 +171,20 @@ BEGIN
     END IF;
     SELECT coalesce(sum(space), 0), coalesce(sum(quota_usage.inodes), 0) INTO v_used_space, used_inodes
       FROM quota_usage WHERE kind = 'fs' AND key = 0;
+    -- without a capacity, 1 PiB, doubled while what is charged passes 80%
+    -- of it (as JuiceFS shows it): no file, however sparse, fills df
     total_space := CASE WHEN v_cap > 0 THEN v_cap ELSE 1125899906842624 END;
+    WHILE NOT v_cap > 0 AND total_space < 4611686018427387904
+          AND total_space::numeric * 8 < v_used_space::numeric * 10 LOOP
+        total_space := total_space * 2;
+    END LOOP;
     avail_space := greatest(total_space - v_used_space, 0);
+    -- (and 10 Mi free inodes, doubled while those used pass 80%)
     avail_inodes := CASE WHEN v_inodes > 0 THEN greatest(v_inodes - used_inodes, 0) ELSE 10485760 END;
+    WHILE NOT v_inodes > 0 AND avail_inodes < 4611686018427387904
+          AND used_inodes::numeric * 10 > (used_inodes + avail_inodes)::numeric * 8 LOOP
+        avail_inodes := avail_inodes * 2;
+    END LOOP;
     errno := 0;
     IF p_inode IS NOT NULL AND p_inode <> 1 THEN
         SELECT n.qroot INTO v_root FROM node n WHERE n.inode = p_inode AND n.type = 2;
@@ -256,12 +268,34 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
       FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
 $$;
 
--- The object store's keys and the blocks' RSA key, for mounts. VOLATILE so
--- that jfs.grant_reader, which grants the read-only functions, never grants
--- this one.
+-- The object store's keys and the blocks' RSA key, for mounts. A
+-- read-only role gets the keys kept for readers (set_reader_keys), or
+-- none: never keys that can delete blocks (it still gets the RSA key,
+-- without which nothing reads; its passphrase is never stored here).
+-- VOLATILE so that jfs.grant_reader, which grants the read-only functions,
+-- never grants this one.
 CREATE FUNCTION volume_secrets(OUT access_key text, OUT secret_key text, OUT encrypt_key text)
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.access_key, s.secret_key, s.encrypt_key FROM secret s
+    SELECT CASE WHEN r.ro THEN s.reader_access_key ELSE s.access_key END,
+           CASE WHEN r.ro THEN s.reader_secret_key ELSE s.secret_key END, s.encrypt_key
+      FROM secret s CROSS JOIN (SELECT _caller_read_only() AS ro) r
+$$;
+
+-- Keeps p_access_key and p_secret_key as the object store's keys of
+-- read-only roles (administration): keys of a user of the store that may
+-- only read its bucket. '' for both: read-only roles get no keys (their
+-- mounts then use the credentials of their own environment).
+CREATE FUNCTION set_reader_keys(p_access_key text, p_secret_key text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_access_key IS NULL OR p_secret_key IS NULL OR (p_access_key = '') <> (p_secret_key = '') THEN
+        RAISE EXCEPTION 'jfs.set_reader_keys: an access key and its secret key, or empty strings for both'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO secret (reader_access_key, reader_secret_key) VALUES (p_access_key, p_secret_key)
+        ON CONFLICT (id) DO UPDATE SET reader_access_key = excluded.reader_access_key,
+                                       reader_secret_key = excluded.reader_secret_key;
+END
 $$;
 
 -- `jfs destroy`, its first step (administration): marks the volume of uuid

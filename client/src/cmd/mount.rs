@@ -109,8 +109,8 @@ pub struct MountArgs {
     #[arg(long, default_value_t = attach::DEFAULT_HEARTBEAT_SECS)]
     heartbeat: u64,
     /// Seconds without a heartbeat after which other mounts end this mount's
-    /// session (it declares them when it registers; heartbeats come at
-    /// least three times as often)
+    /// session (it declares them when it registers, 2 to 3600; heartbeats
+    /// come at least three times as often)
     #[arg(long, default_value_t = attach::DEFAULT_SESSION_TIMEOUT_SECS)]
     session_timeout: u64,
     /// Seconds between runs that delete the objects of deleted data

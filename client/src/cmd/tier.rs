@@ -85,6 +85,14 @@ pub struct ConfigArgs {
     /// point-in-time-recovery window
     #[arg(long, value_name = "DURATION")]
     retain_deleted: Option<String>,
+    /// The object store's access key read-only roles get instead of the
+    /// volume's (a store user that may only read the bucket; "" with an
+    /// empty --reader-secret-key: they get none)
+    #[arg(long, value_name = "KEY", requires = "reader_secret_key")]
+    reader_access_key: Option<String>,
+    /// Its secret key
+    #[arg(long, value_name = "KEY", requires = "reader_access_key")]
+    reader_secret_key: Option<String>,
 }
 
 /// The object keys of a slice.
@@ -282,10 +290,19 @@ pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
         println!("freed objects are kept at least {kept} before they are deleted");
         changed = true;
     }
+    if let (Some(ak), Some(sk)) = (&a.reader_access_key, &a.reader_secret_key) {
+        meta.set_reader_keys(ak, sk).await?;
+        match ak.is_empty() {
+            true => println!("read-only roles get no object store keys"),
+            false => println!("read-only roles get object store access key {ak}"),
+        }
+        changed = true;
+    }
     if !changed {
         anyhow::bail!(
             "nothing to change: give --tier-id N --tier-sc CLASS, --enable-acl, \
-             --changelog-max-age AGE, --changelog-max-rows N or --retain-deleted DURATION"
+             --changelog-max-age AGE, --changelog-max-rows N, --retain-deleted DURATION \
+             or --reader-access-key KEY --reader-secret-key KEY"
         );
     }
     Ok(())

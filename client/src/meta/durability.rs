@@ -236,6 +236,12 @@ impl Incarnations {
         self.losses.load(Ordering::SeqCst)
     }
 
+    /// A change answered as done was refused when it was committed (a
+    /// create answered under a lease): the next fsync of a directory says so.
+    pub fn lost_an_answer(&self) {
+        self.losses.fetch_add(1, Ordering::SeqCst);
+    }
+
     pub fn state_losses(&self) -> u64 {
         self.state_losses.load(Ordering::SeqCst)
     }

@@ -191,6 +191,17 @@ impl Meta {
         })
     }
 
+    /// Keeps the object store's keys given to read-only roles
+    /// (administration; "" for both: none).
+    pub async fn set_reader_keys(&self, access_key: &str, secret_key: &str) -> Result<()> {
+        self.call(
+            "SELECT jfs.set_reader_keys($1, $2)",
+            &[&access_key, &secret_key],
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Of the volume (`dir` 1) or, for a mounted subdirectory, of its
     /// nearest directory quota with a limit.
     pub async fn statfs(&self, dir: u64) -> Result<Statfs> {
@@ -301,6 +312,12 @@ impl Meta {
     /// How many times commits of this client were found lost so far.
     pub fn losses(&self) -> u64 {
         self.incarnations.losses()
+    }
+
+    /// A change this client answered as done was refused at its commit
+    /// (the next fsync of a directory reports it).
+    pub fn lost_an_answer(&self) {
+        self.incarnations.lost_an_answer();
     }
 
     /// How many times locks or files held open by this client may have

@@ -26,9 +26,13 @@ pub const DEFAULT_BUFFER_MIB: usize = 300;
 /// Connections to PostgreSQL.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
-/// The session timeout of `secs` seconds (at least 2 s).
+/// The longest session timeout PostgreSQL keeps (`jfs.session_open`
+/// clamps what a session declares to it).
+pub const MAX_SESSION_TIMEOUT_SECS: u64 = 3600;
+
+/// The session timeout of `secs` seconds (at least 2 s, at most an hour).
 pub fn session_timeout(secs: u64) -> Duration {
-    Duration::from_secs(secs.max(2))
+    Duration::from_secs(secs.clamp(2, MAX_SESSION_TIMEOUT_SECS))
 }
 
 /// This machine's host name, as sessions record it.

@@ -20,11 +20,6 @@ SELECT errno FROM jfs.take_lease(999, :d);
 SELECT errno FROM jfs.take_lease(:s1, 999999);
 SELECT errno FROM jfs.take_lease(:s1, :f);
 SELECT errno FROM jfs.take_lease(:s1, :d, 3);
--- nor while a client before 0.2.17 is registered
-SELECT jfs.session_open('old', 3, '{"version": "0.2.16"}', '1 minute') AS old \gset
-SELECT errno FROM jfs.take_lease(:s1, :d);
-SELECT jfs.session_close(:old);
-SELECT jfs._knows_leases(v) FROM unnest(ARRAY['0.2.17', '0.2.18-dev', '0.3.0', '1.0.0', '0.2.9', '0.2.16', 'x', NULL]) v;
 -- (the calls below are the holder's: its connection names its session)
 SELECT set_config('application_name', 'jfs:' || :s1, false) IS NOT NULL AS as_s1;
 -- taken: every entry, in name order, with types and link counts

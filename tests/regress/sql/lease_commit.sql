@@ -79,8 +79,8 @@ SELECT * FROM jfs.lease_commit(:s1, :d, ARRAY['x']::bytea[], '{}', '{}', '{}', '
                                true);
 SELECT * FROM jfs.lease_commit(:s1, :d, '{}', '{}', '{}', ARRAY['x']::bytea[], '{}', ARRAY[420], ARRAY[0],
                                ARRAY[0]::bigint[], ARRAY[0]::bigint[], ARRAY[0]::bigint[], true);
--- a limit set: answered creates are still made (not checked against it),
--- but the holder may answer no more
+-- a limit set: answered creates are made within it (checked against it,
+-- as mknod checks), and the holder may answer no more
 SELECT count(*) FROM jfs.set_quota('/d', 0, 5);
 -- (take_lease says so too)
 SELECT errno, creates FROM jfs.take_lease(:s1, :d);
