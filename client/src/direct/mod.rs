@@ -569,7 +569,7 @@ impl Direct {
             end: i64::MAX as u64,
             pid,
         };
-        self.vfs.setlk(inode, owner, &whole, wait, pid).await
+        self.vfs.setlk(inode, fh, owner, &whole, wait, pid).await
     }
 
     /// The volume's size and use (of `subdir`'s quota when it has one).

@@ -322,7 +322,7 @@ impl Filesystem for JfsFuse {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         owner: LockOwner,
         start: u64,
         end: u64,
@@ -332,7 +332,7 @@ impl Filesystem for JfsFuse {
         reply: ReplyEmpty,
     ) {
         let range = lock_range(typ, start, end, pid);
-        self.set_lock(ino, owner, range, sleep, req.pid(), reply);
+        self.set_lock(ino, fh, owner, range, sleep, req.pid(), reply);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _data: bool, reply: ReplyEmpty) {

@@ -123,9 +123,11 @@ impl JfsFuse {
     /// A lock taken, changed or dropped (setlk); one that waits (F_SETLKW,
     /// flock without LOCK_NB) waits on the mount's shared runtime, not on
     /// one of the few FUSE threads.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn set_lock(
         &self,
         ino: INodeNo,
+        fh: FileHandle,
         owner: LockOwner,
         range: LockRange,
         sleep: bool,
@@ -134,7 +136,7 @@ impl JfsFuse {
     ) {
         let ino = self.ino(ino);
         let set = move |vfs: Arc<Vfs>| async move {
-            let r = vfs.setlk(ino, owner.0, &range, sleep, tid).await;
+            let r = vfs.setlk(ino, fh.0, owner.0, &range, sleep, tid).await;
             reply.answer(&vfs, r)
         };
         if sleep {

@@ -3,7 +3,7 @@
 //! ordering rule below), the handle table, and id ranges reserved from the
 //! database.
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::attrs::{AttrCache, Ticket};
@@ -74,6 +74,13 @@ pub(super) struct FileState {
     pub(super) commits: HashMap<u32, usize>,
     /// Locked through this mount while open: closes drop their owner's locks.
     pub(super) locked: bool,
+    /// The handle each lock owner last locked the file through. An open
+    /// file description's own locks (OFD locks, flock) have the handle's
+    /// owner; the kernel sends no unlock for OFD locks at the last close,
+    /// so the release of a handle drops the locks of the owners whose last
+    /// lock went through it (a process's POSIX locks went at its close of
+    /// the descriptor already: its flush drops them).
+    pub(super) lock_handles: HashMap<u64, u64>,
     /// Its locks went with this mount's session (ended as dead by another
     /// mount while this one was cut off): its handles get EIO until the
     /// file is closed, as NFS does when a lease is lost, so that nobody
@@ -170,6 +177,11 @@ pub(super) struct OpenFile {
     /// Handles open on it; changed only under `Vfs::files`' lock, so that
     /// the last release and a new open agree on whether it is still there.
     pub(super) opens: AtomicU32,
+    /// Made here under a lease and refused at its commit: kept in
+    /// `/lost+found` (`vfs::lost_found`), its writes committed there, and
+    /// every fsync and close of it answers EIO. (Not in `state`: a commit
+    /// that finds it out may run for a caller holding that.)
+    pub(super) create_lost: AtomicBool,
     pub(super) state: tokio::sync::Mutex<FileState>,
 }
 
@@ -186,6 +198,10 @@ pub(super) enum Handle {
         /// The mount's lost commits this handle has reported (see
         /// [`crate::meta::Meta::sync_dir`]).
         losses_seen: AtomicU64,
+        /// The directory as it was opened: what fstat of the handle shows
+        /// once the directory is gone (removed or replaced by a rename), with
+        /// no link, as Linux shows it.
+        opened_as: Attr,
     },
 }
 
@@ -214,6 +230,19 @@ pub(super) struct ListingRead {
 }
 
 impl Vfs {
+    /// Directory `inode` as a handle open on it here was opened, if one is.
+    pub(super) fn open_dir_attr(&self, inode: u64) -> Option<Attr> {
+        let handles = self.handles.lock().unwrap();
+        handles.values().find_map(|h| match &**h {
+            Handle::Dir {
+                inode: at,
+                opened_as,
+                ..
+            } if *at == inode => Some(opened_as.clone()),
+            _ => None,
+        })
+    }
+
     pub(super) fn open_file(&self, inode: u64) -> Option<Arc<OpenFile>> {
         self.files.lock().unwrap().get(&inode).cloned()
     }
@@ -254,6 +283,7 @@ impl Vfs {
                 Arc::new(OpenFile {
                     inode,
                     opens: AtomicU32::new(0),
+                    create_lost: AtomicBool::new(false),
                     state: tokio::sync::Mutex::new(FileState {
                         length,
                         chunks: HashMap::new(),
@@ -264,6 +294,7 @@ impl Vfs {
                         tier,
                         commits: HashMap::new(),
                         locked: false,
+                        lock_handles: HashMap::new(),
                         locks_lost: false,
                         space_limit: None,
                         seen: None,

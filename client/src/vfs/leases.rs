@@ -604,6 +604,20 @@ impl Vfs {
         self.leases.holds(dir)
     }
 
+    /// Entry `name` of `dir` was made through PostgreSQL by this mount
+    /// outside the operations (`/lost+found`): the lease of `dir`, if held
+    /// here, knows it.
+    pub(super) fn leased_entry_made(&self, dir: u64, name: &[u8], attr: &Attr) {
+        if let Some(lease) = self.leases.held.lock().unwrap().get_mut(&dir) {
+            let entry = LeasedEntry {
+                inode: attr.inode,
+                kind: attr.kind,
+                nlink: attr.nlink,
+            };
+            lease.entries.insert(name.to_vec(), entry);
+        }
+    }
+
     /// An unlink in `dir` that goes through PostgreSQL begins.
     pub(super) fn unlink_begins(&self, dir: u64) -> DirOp<'_> {
         self.leases.begin(dir)
@@ -922,12 +936,7 @@ impl Vfs {
         }
         for (create, e) in creates.iter().zip(&answer.create_errnos) {
             if *e != 0 {
-                tracing::warn!(
-                    "directory {dir}: the create of {:?} (inode {}) answered here was refused \
-                     at its commit (errno {e}): the lease was lost meanwhile",
-                    String::from_utf8_lossy(&create.name),
-                    create.inode
-                );
+                self.keep_refused_create(dir, create, *e).await;
             }
         }
         Ok(again)

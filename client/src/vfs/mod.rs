@@ -20,6 +20,7 @@ pub use leases::LEASE_WINDOW;
 
 mod listings;
 mod lookahead;
+mod lost_found;
 mod ops;
 mod reader;
 mod space;

@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""A process that takes file locks as the tests tell it, one command per line
-on stdin, one answer per line on stdout (tests/e2e/tests/locks.rs):
+"""A process that holds a file and takes locks, writes and fsyncs as the tests
+tell it, one command per line on stdin, one answer per line on stdout
+(tests/e2e/src/locker.rs):
 
   open PATH                  -> ok
   flock sh|ex|un [nb]        -> ok | busy | interrupted | deadlock | error ERRNO
   lock rd|wr|un START LEN [nb]   (fcntl F_SETLK / F_SETLKW)  -> same answers
+  ofd rd|wr|un START LEN [nb]    (fcntl F_OFD_SETLK / F_OFD_SETLKW) -> same answers
   getlk rd|wr START LEN      -> unlocked | TYPE START LEN PID
   alarm SECS                 -> ok (the next blocking call is interrupted after SECS)
   pid                        -> this process's pid
-  close                      -> ok
+  write TEXT                 -> ok | error ERRNO (at the file's offset)
+  fsync                      -> ok | error ERRNO
+  ino                        -> the file's inode number
+  burst DIR NAME PID         -> stopped: creates DIR/NAME-pre0..2 (closed), then
+                                holds DIR/NAME, writes "written by a" to it and
+                                stops process PID (SIGSTOP), all at once
+  close                      -> ok | error ERRNO
 """
 import errno
 import fcntl
@@ -68,6 +76,11 @@ for line in sys.stdin:
         op = fcntl.F_SETLK if "nb" in words[4:] else fcntl.F_SETLKW
         arg = struct.pack(FLOCK_STRUCT, typ, os.SEEK_SET, start, length, 0)
         answer = attempt(lambda: fcntl.fcntl(fd, op, arg))
+    elif cmd == "ofd":
+        typ, start, length = TYPE[words[1]], int(words[2]), int(words[3])
+        op = fcntl.F_OFD_SETLK if "nb" in words[4:] else fcntl.F_OFD_SETLKW
+        arg = struct.pack(FLOCK_STRUCT, typ, os.SEEK_SET, start, length, 0)
+        answer = attempt(lambda: fcntl.fcntl(fd, op, arg))
     elif cmd == "getlk":
         typ, start, length = TYPE[words[1]], int(words[2]), int(words[3])
         arg = struct.pack(FLOCK_STRUCT, typ, os.SEEK_SET, start, length, 0)
@@ -81,10 +94,24 @@ for line in sys.stdin:
         answer = "ok"
     elif cmd == "pid":
         answer = str(os.getpid())
+    elif cmd == "write":
+        data = line.split(maxsplit=1)[1].rstrip("\n").encode()
+        answer = attempt(lambda: os.write(fd, data))
+    elif cmd == "fsync":
+        answer = attempt(lambda: os.fsync(fd))
+    elif cmd == "burst":
+        where, name, pid = words[1], words[2], int(words[3])
+        for i in range(3):
+            os.close(os.open(f"{where}/{name}-pre{i}", os.O_WRONLY | os.O_CREAT, 0o644))
+        fd = os.open(f"{where}/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b"written by a")
+        os.kill(pid, signal.SIGSTOP)
+        answer = "stopped"
+    elif cmd == "ino":
+        answer = str(os.fstat(fd).st_ino)
     elif cmd == "close":
-        os.close(fd)
-        fd = None
-        answer = "ok"
+        closing, fd = fd, None
+        answer = attempt(lambda: os.close(closing))
     else:
         answer = f"unknown command {cmd}"
     signal.alarm(0) if cmd != "alarm" else None

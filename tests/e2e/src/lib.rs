@@ -5,7 +5,7 @@
 //! directory, PGPORT, PGUSER, JFS_TEST_PGDATA) and the built binary (JFS_BIN).
 //! One module per helper: `db` (roles, psql, META_URLs), `volume` (volumes
 //! and mounts), `cluster` (clusters of a test's own), `s3` (moto),
-//! `pgbouncer`, `metrics` (a mount's, scraped), `tree` (trees to copy and compare), `random`; all of them
+//! `pgbouncer`, `locker` (a process holding a file), `metrics` (a mount's, scraped), `tree` (trees to copy and compare), `random`; all of them
 //! are re-exported here.
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 mod cluster;
 mod db;
 mod formation;
+mod locker;
 mod metrics;
 mod pgbouncer;
 mod random;
@@ -24,6 +25,7 @@ mod workload;
 pub use cluster::*;
 pub use db::*;
 pub use formation::*;
+pub use locker::*;
 pub use metrics::*;
 pub use pgbouncer::*;
 pub use random::*;

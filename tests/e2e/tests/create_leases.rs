@@ -538,3 +538,86 @@ fn creates_under_a_lease_on_an_extension_without_holds_wait_for_each_commit() {
     );
     assert_eq!(a.log_warnings(5), "", "a's warnings");
 }
+
+/// A create answered under a lease and refused at its commit (the holder
+/// stopped past 5 s, another mount took the directory and made the same
+/// name): nothing acknowledged is dropped. The file and what was written
+/// to it are kept in /lost+found, every fsync of its handle answers EIO,
+/// so does the next fsync of a directory, and the other mount's file keeps
+/// its name.
+#[test]
+fn a_create_refused_at_its_commit_is_kept_in_lost_found_and_reported() {
+    use std::process::Command;
+    let v = Volume::new("create-lease-refused");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    let d = fs::metadata(a.p("d")).unwrap().ino();
+    let signal = |sig: &str| jfs_e2e::ok(Command::new("kill").args([sig, &a.pid.to_string()]));
+    // (a directory handle open before the loss is told of it)
+    let root_on_a = fs::File::open(a.p("")).unwrap();
+    for attempt in 0..20 {
+        let name = format!("x{attempt}");
+        // creates in a row (two earn a the lease, the rest are answered
+        // under it), the last held open and written, and a stopped at once,
+        // by a process of its own (one this test starts while it held a
+        // file of the stopped mount would wait at its exec)
+        let mut f = jfs_e2e::Locker::open(std::path::Path::new("/dev/null"));
+        let d_on_a = a.p("d");
+        let burst = format!("burst {} {name} {}", d_on_a.display(), a.pid);
+        assert_eq!(f.ask(&burst), "stopped");
+
+        let committed = v.sql(&format!(
+            "SELECT count(*) FROM jfs.edge WHERE parent = {d} AND name = '{name}'"
+        ));
+        if committed != "0" {
+            // (a's batch went before the stop: try again)
+            signal("-CONT");
+            continue;
+        }
+        // b makes the name once a's lease is lost (a silent for 5 s)
+        fs::write(b.p(&format!("d/{name}")), b"written by b").unwrap();
+        signal("-CONT");
+        for _ in 0..2 {
+            assert_eq!(
+                f.ask("fsync"),
+                format!("error {}", libc::EIO),
+                "fsync of a create refused at its commit"
+            );
+        }
+        assert_eq!(f.ask("close"), format!("error {}", libc::EIO), "its close");
+        assert_eq!(
+            root_on_a.sync_all().map_err(|e| e.raw_os_error()),
+            Err(Some(libc::EIO)),
+            "the next fsync of a directory"
+        );
+        assert!(root_on_a.sync_all().is_ok(), "told once");
+        assert_eq!(
+            fs::read(b.p(&format!("d/{name}"))).unwrap(),
+            b"written by b"
+        );
+        assert!(
+            eventually(10, || fs::read(a.p(&format!("d/{name}"))).ok()
+                == Some(b"written by b".to_vec())),
+            "d/{name} on a"
+        );
+        // kept as DIR-INODE-NAME
+        let kept: Vec<String> = b
+            .names("lost+found")
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("{d}-")) && n.ends_with(&format!("-{name}")))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let kept = format!("lost+found/{}", kept[0]);
+        assert_eq!(fs::read(b.p(&kept)).unwrap(), b"written by a", "{kept}");
+        let lost_found = fs::metadata(b.p("lost+found")).unwrap();
+        assert_eq!(
+            (lost_found.uid(), lost_found.mode() & 0o7777),
+            (0, 0o700),
+            "/lost+found is root's alone"
+        );
+        assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+        return;
+    }
+    panic!("a's batch was committed before a was stopped, 20 times in a row");
+}

@@ -1,5 +1,6 @@
 //! Bad input and faults: clear errors, nothing lost.
 use std::fs;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -350,4 +351,71 @@ fn a_log_path_planted_as_a_symbolic_link_is_not_followed() {
         "a symbolic link is not followed",
     );
     assert_eq!(fs::read(&victim).unwrap(), b"keep me");
+}
+
+/// Fills `dir`'s file system: a file as large as it takes.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut f = fs::File::create(dir.join("filler")).unwrap();
+    while f.write_all(&[0u8; 64 << 10]).is_ok() {}
+}
+
+/// A full local disk under the mount's log, its disk cache and its file
+/// store (xfstests generic/208 filled one with freed blocks: a mount
+/// stopped mid-log-line and new mounts exited with status 101 and no
+/// message, a panic of the logger): the mount starts and stays up, writes
+/// that cannot be stored fail with ENOSPC at fsync, what was stored reads
+/// back, and once there is room again writes are stored.
+#[test]
+fn a_full_local_disk_under_the_log_cache_and_store_never_ends_the_mount() {
+    let _alone = jfs_e2e::one_at_a_time();
+    let v = Volume::new("enospc-local");
+    let disk = v.dir.path().join("disk");
+    fs::create_dir(&disk).unwrap();
+    let _disk = SmallFs::mount(&disk, "1m");
+    let _bucket = SmallFs::mount(&v.bucket(), "2m");
+    let mnt = v.dir.path().join("mnt-full");
+    let log = disk.join("mount.log");
+    let cache = disk.join("cache");
+    // what was stored before the store filled
+    let m = jfs_e2e::mount_at(
+        &v.url,
+        &mnt,
+        &log,
+        &["--cache-dir", cache.to_str().unwrap()],
+    );
+    fs::write(m.p("before"), b"stored before the disk filled").unwrap();
+    m.unmount();
+    fill(&disk);
+    fill(&v.bucket());
+    let m = jfs_e2e::mount_at(
+        &v.url,
+        &mnt,
+        &log,
+        &["--cache-dir", cache.to_str().unwrap()],
+    );
+    let mut f = fs::File::create(m.p("big")).unwrap();
+    use std::io::Write;
+    f.write_all(&vec![7u8; 3 << 20]).unwrap_or(());
+    let err = f.sync_all().expect_err("3 MiB cannot fit a full store");
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "fsync: {err}");
+    drop(f);
+    assert_eq!(
+        fs::read(m.p("before")).unwrap(),
+        b"stored before the disk filled"
+    );
+    assert!(
+        jfs_e2e::is_mounted(&m.path) && Path::new(&format!("/proc/{}", m.pid)).exists(),
+        "the mount ended"
+    );
+    // room again: writes are stored
+    fs::remove_file(v.bucket().join("filler")).unwrap();
+    fs::remove_file(disk.join("filler")).unwrap();
+    fs::write(m.p("after"), b"stored once there was room").unwrap();
+    assert_eq!(
+        fs::read(m.p("after")).unwrap(),
+        b"stored once there was room"
+    );
+    m.unmount();
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }

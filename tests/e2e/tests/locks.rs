@@ -4,78 +4,9 @@
 //! waits until the holder lets go, is interrupted by a signal and reports
 //! a deadlock; a crashed mount's locks go with its session; SQLite used
 //! from both mounts at once keeps its database whole and every update.
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Child, Command};
 
-use jfs_e2e::Volume;
-
-/// A process that takes locks on one file as it is told.
-struct Locker {
-    child: Child,
-    stdin: ChildStdin,
-    answers: mpsc::Receiver<String>,
-}
-
-impl Locker {
-    fn open(file: &Path) -> Locker {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/locker.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starting python3 scripts/locker.py");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, answers) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if tx.send(line.unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut l = Locker {
-            child,
-            stdin,
-            answers,
-        };
-        assert_eq!(l.ask(&format!("open {}", file.display())), "ok");
-        l
-    }
-
-    fn send(&mut self, cmd: &str) {
-        writeln!(self.stdin, "{cmd}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// The answer to the last command, if it comes within `secs`.
-    fn answer_within(&self, secs: f64) -> Option<String> {
-        self.answers
-            .recv_timeout(Duration::from_secs_f64(secs))
-            .ok()
-    }
-
-    fn ask(&mut self, cmd: &str) -> String {
-        self.send(cmd);
-        self.answer_within(30.0)
-            .unwrap_or_else(|| panic!("no answer to {cmd:?} within 30 s"))
-    }
-
-    fn pid(&mut self) -> String {
-        self.ask("pid")
-    }
-}
-
-impl Drop for Locker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use jfs_e2e::{Locker, Volume};
 
 #[test]
 fn flock_is_shared_by_two_mounts() {
@@ -252,4 +183,51 @@ fn sqlite_from_two_mounts_keeps_its_database_whole() {
         );
     }
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// An open file description's own record locks (F_OFD_SETLK) go with its
+/// last close, on the mount and for every other (xfstests generic/478: the
+/// kernel sends no unlock for them, and one outlived its holder, blocking
+/// the next F_OFD_SETLKW until the mount ended); a process's POSIX lock on
+/// the same file is left alone.
+#[test]
+fn ofd_locks_go_with_the_last_close_of_their_open_file() {
+    let v = Volume::new("locks-ofd");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    std::fs::write(a.p("f"), b"x").unwrap();
+    let mut la = Locker::open(&a.p("f"));
+    let mut lb = Locker::open(&b.p("f"));
+    let mut posix = Locker::open(&a.p("f"));
+    assert_eq!(la.ask("ofd wr 0 10 nb"), "ok");
+    assert_eq!(posix.ask("lock rd 100 10 nb"), "ok");
+    assert_eq!(lb.ask("ofd wr 0 10 nb"), "busy");
+    // its only descriptor closed: the lock goes
+    assert_eq!(la.ask("close"), "ok");
+    assert!(
+        jfs_e2e::eventually(10, || lb.ask("ofd wr 0 10 nb") == "ok"),
+        "an OFD lock outlived the last close of its open file"
+    );
+    assert_eq!(la.ask(&format!("open {}", a.p("f").display())), "ok");
+    assert_eq!(la.ask("ofd rd 0 10 nb"), "busy", "b's OFD lock holds");
+    // a holder that exits (its descriptors closed by the kernel)
+    drop(lb);
+    assert!(
+        jfs_e2e::eventually(10, || la.ask("ofd wr 0 10 nb") == "ok"),
+        "an OFD lock outlived its process"
+    );
+    // the other process's POSIX lock is still there
+    assert_eq!(la.ask("ofd wr 100 10 nb"), "busy");
+    assert_eq!(
+        v.sql("SELECT count(*) FROM jfs.plock"),
+        "2",
+        "a's OFD lock and the POSIX read lock"
+    );
+    assert_eq!(la.ask("close"), "ok");
+    drop(posix);
+    assert!(
+        jfs_e2e::eventually(10, || v.sql("SELECT count(*) FROM jfs.plock") == "0"),
+        "locks left: {}",
+        v.sql("SELECT count(*) FROM jfs.plock")
+    );
 }

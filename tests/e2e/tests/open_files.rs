@@ -114,3 +114,39 @@ fn a_removed_file_nobody_holds_is_freed_after_the_grace_and_at_once_when_alone()
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
     drop(b);
 }
+
+/// fstat of a directory open on a mount once it is gone, removed (rmdir)
+/// or replaced by a rename, here or on another mount: its attributes with
+/// no link, as Linux answers (xfstests generic/035 got ENOENT).
+#[test]
+fn an_open_directory_removed_or_replaced_still_answers_fstat_with_no_link() {
+    use std::os::unix::fs::MetadataExt;
+    let v = Volume::new("open-dirs");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    fs::create_dir(a.p("removed")).unwrap();
+    fs::create_dir(a.p("replaced")).unwrap();
+    fs::create_dir(a.p("newer")).unwrap();
+    fs::create_dir(a.p("gone-elsewhere")).unwrap();
+    let removed = File::open(a.p("removed")).unwrap();
+    let replaced = File::open(a.p("replaced")).unwrap();
+    let elsewhere = File::open(a.p("gone-elsewhere")).unwrap();
+    let ino = removed.metadata().unwrap().ino();
+    fs::remove_dir(a.p("removed")).unwrap();
+    fs::rename(a.p("newer"), a.p("replaced")).unwrap();
+    fs::remove_dir(b.p("gone-elsewhere")).unwrap();
+    for (what, f) in [("removed", &removed), ("replaced", &replaced)] {
+        let st = f
+            .metadata()
+            .unwrap_or_else(|e| panic!("fstat of {what}: {e}"));
+        assert!(st.is_dir(), "{what}");
+        assert_eq!(st.nlink(), 0, "{what}");
+    }
+    assert_eq!(removed.metadata().unwrap().ino(), ino);
+    assert!(
+        eventually(10, || elsewhere.metadata().is_ok_and(|st| st.nlink() == 0)),
+        "fstat of a directory removed on another mount: {:?}",
+        elsewhere.metadata()
+    );
+    assert!(fs::metadata(a.p("removed")).is_err());
+}

@@ -28,6 +28,7 @@ impl Vfs {
             inode,
             page: tokio::sync::Mutex::new(DirPage::default()),
             losses_seen: self.meta.losses().into(),
+            opened_as: attr,
         });
         Ok(fh)
     }

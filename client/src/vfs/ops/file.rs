@@ -72,10 +72,23 @@ impl Vfs {
         // (a change of the file read from the log meanwhile: the commit's
         // answer may be older than it)
         let raced = self.attrs.forgot_since(inode, before);
+        // (the file's creation, sent with its data, refused: its name
+        // taken after the lease was lost, or a limit set meanwhile)
+        let create_refused = create.is_some() && result.is_err();
         if let Some(mut flight) = in_flight {
             flight.made = create;
             self.created_with_data(flight, result.as_ref().ok().and_then(Option::as_ref));
         }
+        let result = match result {
+            Err(e) if create_refused => {
+                // the directory's batch commits it, or keeps it in
+                // /lost+found (vfs::lost_found); its data follows it
+                tracing::debug!("inode {inode}: its creation with its data refused (errno {e})");
+                self.settle_created(inode).await?;
+                state.writer.flush(&target, inode, durable, &mut None).await
+            }
+            other => other,
+        };
         // its length and times moved (or may have, on an error)
         self.attrs.forget(inode);
         let ticket = self.attrs.ticket();
@@ -136,6 +149,10 @@ impl Vfs {
         // is not told again)
         let refused = state.writer.take_attrs_refused();
         flushed?;
+        if file.create_lost.load(Ordering::SeqCst) {
+            // (its writes were kept in /lost+found: see vfs::lost_found)
+            return Err(libc::EIO);
+        }
         if let Some(errno) = refused {
             // a chmod, chown or utimens answered while the writes were
             // pending, refused at their commit
@@ -423,6 +440,7 @@ impl Vfs {
         };
         let mut state = file.state.lock().await;
         let flushed = self.flush_locked(file.inode, &mut state).await;
+        let unlocked = self.release_handle_locks(file.inode, fh, &mut state).await;
         let last = self.close_file(file);
         if last && flushed.is_err() && !state.writer.is_empty() {
             // the last descriptor is gone: nobody is left to tell but the log
@@ -440,7 +458,36 @@ impl Vfs {
                 .await
                 .map_err(errno)?;
         }
-        flushed
+        flushed.and(unlocked)
+    }
+
+    /// The locks of the owners whose last lock of `inode` went through
+    /// handle `fh`, now released: its open file description's (OFD locks,
+    /// for which the kernel sends no unlock at the last close).
+    async fn release_handle_locks(
+        &self,
+        inode: u64,
+        fh: u64,
+        state: &mut FileState,
+    ) -> VfsResult<()> {
+        let owners: Vec<u64> = state
+            .lock_handles
+            .iter()
+            .filter(|(_, through)| **through == fh)
+            .map(|(owner, _)| *owner)
+            .collect();
+        let mut result = Ok(());
+        for owner in owners {
+            state.lock_handles.remove(&owner);
+            if state.locks_lost {
+                continue;
+            }
+            let unlocked = self.meta.unlock_owner(inode, self.locker(owner)).await;
+            if let Err(e) = unlocked {
+                result = Err(errno(e));
+            }
+        }
+        result
     }
 
     /// Waits until the write buffers are full or `every` passed (never, for

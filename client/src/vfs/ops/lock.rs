@@ -18,7 +18,7 @@ const WAIT_FIRST: Duration = Duration::from_millis(2);
 const WAIT_MAX: Duration = Duration::from_millis(100);
 
 impl Vfs {
-    fn locker(&self, owner: u64) -> Locker {
+    pub(in crate::vfs) fn locker(&self, owner: u64) -> Locker {
         Locker {
             sid: self.sid(),
             owner,
@@ -35,14 +35,16 @@ impl Vfs {
             .map_err(errno)
     }
 
-    /// fcntl(F_SETLK/F_SETLKW), flock(2): takes, changes or drops a lock.
-    /// With `wait`, a lock held elsewhere is waited for (asking again with
-    /// growing pauses); the wait ends with EINTR when thread `tid`, the
-    /// caller, has a signal to handle or is gone, and with EDEADLK when the
-    /// lock's holders wait, through others, for this owner.
+    /// fcntl(F_SETLK/F_SETLKW, F_OFD_SETLK/F_OFD_SETLKW), flock(2) through
+    /// handle `fh`: takes, changes or drops a lock. With `wait`, a lock
+    /// held elsewhere is waited for (asking again with growing pauses); the
+    /// wait ends with EINTR when thread `tid`, the caller, has a signal to
+    /// handle or is gone, and with EDEADLK when the lock's holders wait,
+    /// through others, for this owner.
     pub async fn setlk(
         &self,
         inode: u64,
+        fh: u64,
         owner: u64,
         range: &LockRange,
         wait: bool,
@@ -85,6 +87,7 @@ impl Vfs {
             {
                 let mut state = file.state.lock().await;
                 state.locked = true;
+                state.lock_handles.insert(owner, fh);
                 self.lock_barrier(inode, &mut state).await?;
             }
             // the kernel drops its pages of the file: not under the file's

@@ -61,13 +61,25 @@ impl Vfs {
             Some(attr) => attr,
             None => {
                 let ticket = self.attrs.ticket();
-                let attr = self.meta.getattr_replicable(inode).await;
-                let attr = attr.map_err(errno)?;
+                let attr = match self.meta.getattr_replicable(inode).await.map_err(errno) {
+                    Err(libc::ENOENT) => return self.removed_dir_attr(inode),
+                    other => other?,
+                };
                 self.attrs.put(&attr, ticket);
                 attr
             }
         };
         Ok(self.overlay(attr).await)
+    }
+
+    /// fstat of a directory open here that is gone (rmdir, or replaced by
+    /// a rename, on any mount): as it was opened, with no link and empty,
+    /// as Linux answers it (xfstests generic/035); ENOENT for any other.
+    fn removed_dir_attr(&self, inode: u64) -> VfsResult<Attr> {
+        let mut attr = self.open_dir_attr(inode).ok_or(libc::ENOENT)?;
+        attr.nlink = 0;
+        attr.length = 0;
+        Ok(attr)
     }
 
     /// Makes `node` as entry `name` of `parent`.
