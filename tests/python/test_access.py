@@ -153,7 +153,7 @@ def test_writes_past_the_largest_file_answer_efbig_and_move_no_byte(volume, scra
     volume.pipe_file(path, b"HELLO-WORLD")
     fh, _ = volume.client.open(path, os.O_RDWR)
     try:
-        for offset in (2**57, 2**58, 2**62, 2**63 - 1):
+        for offset in (2**57 - 1, 2**57, 2**58, 2**62, 2**63 - 1):
             with pytest.raises(OSError) as e:
                 volume.client.pwrite(fh, offset, b"Z")
             assert e.value.errno == errno.EFBIG, offset

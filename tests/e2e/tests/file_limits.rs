@@ -32,7 +32,9 @@ fn writes_past_the_largest_file_size_answer_efbig_and_move_no_byte() {
         1u64 << 58,
         MAX_FILE_SIZE,
         1 << 62,
-        (1 << 63) - 1,
+        // (at 2^63 - 1 the kernel answers EINVAL itself: the end of the
+        // range would not fit an loff_t, as on any file system)
+        (1 << 63) - 2,
         MAX_FILE_SIZE + (64 << 20),
         1 << 57,
     ] {
