@@ -360,6 +360,14 @@ fn fill(dir: &std::path::Path) {
     while f.write_all(&[0u8; 64 << 10]).is_ok() {}
 }
 
+/// Fills the room left in the last page of `file` (a full tmpfs still
+/// takes a write that fits there): its next write fails with ENOSPC.
+fn pad(file: &std::path::Path) {
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new().append(true).open(file).unwrap();
+    while f.write_all(b"\n").is_ok() {}
+}
+
 /// A full local disk under the mount's log, its disk cache and its file
 /// store (xfstests generic/208 filled one with freed blocks: a mount
 /// stopped mid-log-line and new mounts exited with status 101 and no
@@ -387,6 +395,7 @@ fn a_full_local_disk_under_the_log_cache_and_store_never_ends_the_mount() {
     fs::write(m.p("before"), b"stored before the disk filled").unwrap();
     m.unmount();
     fill(&disk);
+    pad(&log);
     fill(&v.bucket());
     let m = jfs_e2e::mount_at(
         &v.url,
