@@ -84,6 +84,14 @@ pub struct MountArgs {
     /// Let other users access the mount (root, or user_allow_other in /etc/fuse.conf)
     #[arg(long)]
     allow_other: bool,
+    /// Honour device files on the mount (mount's "dev"; by default a mount
+    /// is nodev: a device node made there opens nothing; root only)
+    #[arg(long)]
+    dev: bool,
+    /// Honour set-user-ID and set-group-ID bits of programs run from the
+    /// mount (mount's "suid"; by default nosuid; root only)
+    #[arg(long)]
+    suid: bool,
     /// Connections to PostgreSQL
     #[arg(long, default_value_t = attach::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -311,8 +319,14 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
             args.push("--cache-sealed".into());
         }
     }
-    if a.allow_other {
-        args.push("--allow-other".into());
+    for (flag, on) in [
+        ("--allow-other", a.allow_other),
+        ("--dev", a.dev),
+        ("--suid", a.suid),
+    ] {
+        if on {
+            args.push(flag.into());
+        }
     }
     if a.no_xattrs {
         args.push("--no-xattrs".into());
@@ -523,6 +537,8 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             read_only,
             allow_other: a.allow_other,
             xattrs: !a.no_xattrs,
+            dev: a.dev,
+            suid: a.suid,
         },
     )
     .with_context(|| format!("mounting on {}", mountpoint.display()));

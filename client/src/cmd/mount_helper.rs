@@ -1,10 +1,11 @@
 //! `mount.jfs`: the helper mount(8) runs for `mount -t jfs META_URL DIR -o OPTIONS` and fstab lines of type jfs, turned into `jfs mount META_URL DIR -d --OPTION VALUE...`.
 use std::ffi::OsString;
 
-/// mount(8)'s own options, which say nothing to jfs.
-const GENERIC: [&str; 14] = [
-    "defaults", "rw", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "dev",
-    "nodev", "suid", "nosuid", "exec",
+/// mount(8)'s own options, which say nothing to jfs ("dev" and "suid"
+/// become --dev and --suid; nodev and nosuid are a mount's defaults).
+const GENERIC: [&str; 12] = [
+    "defaults", "rw", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "nodev",
+    "nosuid", "exec",
 ];
 
 /// The name mount(8) runs the helper by.
@@ -97,7 +98,7 @@ mod tests {
             "postgres://jfs@db/vol",
             "/mnt/jfs",
             "-o",
-            "rw,_netdev,allow_other,cache-size=1024,x-systemd.automount,ro,cache-dir=/var/cache/jfs",
+            "rw,_netdev,allow_other,nodev,cache-size=1024,x-systemd.automount,ro,dev,suid,cache-dir=/var/cache/jfs",
         ]
         .iter()
         .map(OsString::from)
@@ -114,6 +115,8 @@ mod tests {
                 "--cache-size",
                 "1024",
                 "--read-only",
+                "--dev",
+                "--suid",
                 "--cache-dir",
                 "/var/cache/jfs"
             ]

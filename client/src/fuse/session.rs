@@ -22,6 +22,10 @@ pub struct ServeOptions {
     pub allow_other: bool,
     /// Extended attributes are served (not `--no-xattrs`).
     pub xattrs: bool,
+    /// Device files open their devices (`--dev`; else nodev).
+    pub dev: bool,
+    /// Set-user-ID and set-group-ID bits take effect (`--suid`; else nosuid).
+    pub suid: bool,
 }
 
 /// Mounts `vfs` on `mountpoint` and serves it until it is unmounted.
@@ -40,6 +44,14 @@ pub fn serve(
     if options.read_only {
         mount_options.push(fuser::MountOption::RO);
     }
+    mount_options.push(match options.dev {
+        true => fuser::MountOption::Dev,
+        false => fuser::MountOption::NoDev,
+    });
+    mount_options.push(match options.suid {
+        true => fuser::MountOption::Suid,
+        false => fuser::MountOption::NoSuid,
+    });
     let mut config = fuser::Config::default();
     config.mount_options = mount_options;
     config.acl = if options.allow_other {
