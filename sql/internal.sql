@@ -177,12 +177,23 @@ BEGIN
 END
 $$;
 
--- Whether p_id is an id of counter p_kind ('inode', 'slice') that was handed
--- out (by alloc_ids, or taken here): ids are never handed out twice.
+-- Whether p_id is an id of counter p_kind ('inode', 'slice') that alloc_ids
+-- handed out to the caller's login role (or before 0.2.24, when ranges had
+-- no owner), or the caller administers jfs: ids are never handed out
+-- twice, and no client names ids reserved by another role.
 CREATE FUNCTION _handed_out(p_kind text, p_id bigint) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    g id_grant;
 BEGIN
-    RETURN p_id > 0 AND p_id < (SELECT c.next FROM counter c WHERE c.name = p_kind);
+    IF p_id IS NULL OR p_id <= 0 OR p_id >= (SELECT c.next FROM counter c WHERE c.name = p_kind) THEN
+        RETURN false;
+    END IF;
+    SELECT * INTO g FROM id_grant x WHERE x.kind = p_kind AND x.first <= p_id ORDER BY x.first DESC LIMIT 1;
+    IF FOUND AND p_id <= g.last AND (g.role IS NULL OR g.role = session_user) THEN
+        RETURN true;
+    END IF;
+    RETURN _is_admin();
 END
 $$;
 
@@ -206,6 +217,22 @@ DECLARE
 BEGIN
     UPDATE counter SET next = next + p_count WHERE name = p_name RETURNING next - p_count INTO v_first;
     RETURN v_first;
+END
+$$;
+
+-- Notes that ids p_first .. p_first + p_count - 1 of kind p_kind went to
+-- the caller's login role (see _handed_out): the range just before grows
+-- when it went to that role too (the counter's row lock, held by the
+-- caller, orders the grants).
+CREATE FUNCTION _grant_ids(p_kind text, p_first bigint, p_count bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE id_grant g SET last = p_first + p_count - 1
+     WHERE g.kind = p_kind AND g.last = p_first - 1 AND g.role = session_user
+       AND g.first = (SELECT max(x.first) FROM id_grant x WHERE x.kind = p_kind AND x.first < p_first);
+    IF NOT FOUND THEN
+        INSERT INTO id_grant (kind, first, last, role) VALUES (p_kind, p_first, p_first + p_count - 1, session_user);
+    END IF;
 END
 $$;
 

@@ -106,7 +106,7 @@ BEGIN
 
         v_moves_dir := v_cross AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2));
         IF v_moves_dir AND NOT v_locked_tree THEN
-            PERFORM pg_advisory_xact_lock(1785095027, 1);  -- 'jfs' rename lock
+            PERFORM 1 FROM tree_lock FOR UPDATE;  -- (a row lock: no role takes it outside a procedure)
             v_locked_tree := true;
         END IF;
         IF v_cross OR v_dst IS NOT NULL THEN

@@ -8,6 +8,13 @@
 --             through volume_secrets()).
 -- counter     name -> next free id: 'inode' and 'slice'. Clients reserve ranges
 --             (jfs.alloc_ids) so creates do not queue on this row.
+-- id_grant    (kind, first) -> last, role: the ranges alloc_ids handed out
+--             and the login role each went to (NULL: handed out before
+--             0.2.24, anyone's); a create or write names only ids its role
+--             was given, so no client burns the ranges of another.
+-- tree_lock   one row, locked by a rename that moves a directory to another
+--             parent (such moves run one at a time, so none makes a cycle);
+--             a row lock, which only procedures can take.
 -- node        inode -> type, mode (07777 bits), uid, gid, atime/mtime/ctime in
 --             nanoseconds since the Unix epoch, nlink, length (bytes), rdev,
 --             parent (directories only: the directory holding it; 0 otherwise),
@@ -133,6 +140,19 @@ CREATE TABLE counter (
     name  text PRIMARY KEY CHECK (name IN ('inode', 'slice')),
     next  bigint NOT NULL
 );
+
+CREATE TABLE id_grant (
+    kind  text   NOT NULL CHECK (kind IN ('inode', 'slice')),
+    first bigint NOT NULL,
+    last  bigint NOT NULL CHECK (last >= first),
+    role  name,
+    PRIMARY KEY (kind, first)
+);
+
+CREATE TABLE tree_lock (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id)
+);
+INSERT INTO tree_lock VALUES (true);
 
 CREATE TABLE node (
     inode   bigint   PRIMARY KEY,
@@ -408,6 +428,7 @@ CREATE TYPE attr AS (
 SELECT pg_catalog.pg_extension_config_dump('setting', '');
 SELECT pg_catalog.pg_extension_config_dump('secret', '');
 SELECT pg_catalog.pg_extension_config_dump('counter', '');
+SELECT pg_catalog.pg_extension_config_dump('id_grant', '');
 SELECT pg_catalog.pg_extension_config_dump('node', '');
 SELECT pg_catalog.pg_extension_config_dump('edge', '');
 SELECT pg_catalog.pg_extension_config_dump('edge_cookie', '');

@@ -4,7 +4,8 @@
 --                                           -- a mount with limits the procedures enforce
 --   SELECT jfs.grant_admin('jfs_admin');    -- also administration: format, quotas, tiers
 --   SELECT jfs.grant_reader('jfs_reader');  -- people: SELECT on tables (not jfs.secret) + read functions
---                                           (STABLE/IMMUTABLE ones, helpers that views call included)
+--                                           (STABLE/IMMUTABLE ones, helpers that views call included,
+--                                           those of administration not: fsck, check_quota)
 -- Procedures are SECURITY DEFINER with a pinned search_path, so a client
 -- role changes the file system only through them, never by writing tables.
 
@@ -16,14 +17,15 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- the volume (its settings, its bucket and keys), set and delete quotas,
 -- define tier classes and move files between them, turn ACLs on, set how
 -- long the change log keeps its rows and how long freed objects are kept,
--- load a dump, repair what fsck finds, keep read-only roles' store keys.
+-- load a dump, check and repair the volume (fsck, check_quota: full scans
+-- no client need run), keep read-only roles' store keys.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
-             'destroy_finish', 'set_reader_keys']::name[];
+             'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,
@@ -137,6 +139,7 @@ BEGIN
     EXECUTE pg_catalog.format('REVOKE SELECT ON jfs.secret FROM %I', p_role);
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
               WHERE p.pronamespace = 'jfs'::regnamespace AND p.provolatile IN ('s', 'i')
+                AND p.proname <> ALL (jfs.admin_procedures())
               ORDER BY p.oid
     LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f, p_role);

@@ -127,6 +127,50 @@ BEGIN
 END
 $$;
 
+-- Ends the transactions that keep others waiting for their locks: a
+-- transaction of a role that does not administer jfs, open for 5 seconds
+-- or more, that holds a lock some backend of this database has waited for
+-- 5 seconds or more, and that is not itself at work: idle in its
+-- transaction (BEGIN; SELECT jfs.rename(...) and no COMMIT), asleep
+-- (pg_sleep beside a procedure) or waiting for an advisory lock, or running
+-- for 5 minutes. A row a procedure locked would otherwise stall every mount
+-- that needs it for as long as such a client likes. A holder that waits
+-- for a row lock itself is left: the end of the chain is ended instead.
+-- Mounts call it when a call of theirs has waited 5 seconds (their own
+-- call may be what waits); returns the number of backends ended.
+CREATE FUNCTION end_stalling() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    h record;
+    v_count integer := 0;
+BEGIN
+    FOR h IN
+        SELECT DISTINCT b.pid, b.usename, b.state, now() - b.xact_start AS open_for
+          FROM pg_locks w
+         CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS k(pid)
+          JOIN pg_stat_activity b ON b.pid = k.pid
+          JOIN pg_roles r ON r.oid = b.usesysid
+         WHERE NOT w.granted AND w.waitstart < now() - interval '5 seconds'
+           AND b.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND b.pid <> pg_backend_pid()
+           AND b.xact_start < now() - interval '5 seconds'
+           AND NOT r.rolsuper
+           AND NOT has_function_privilege(r.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
+           AND (b.state <> 'active'
+                OR b.wait_event_type = 'Timeout'
+                OR (b.wait_event_type = 'Lock' AND b.wait_event = 'advisory')
+                OR b.xact_start < now() - interval '5 minutes')
+    LOOP
+        IF pg_terminate_backend(h.pid) THEN
+            RAISE LOG 'jfs.end_stalling: ended backend % of role % (%, its transaction open for %), which held locks others waited for',
+                h.pid, h.usename, h.state, h.open_for;
+            v_count := v_count + 1;
+        END IF;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
 -- The session closed its last handle of p_inode: an unlinked inode no
 -- other session holds is freed. 0, or 2 if p_sid did not hold it.
 CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer

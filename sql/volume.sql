@@ -225,6 +225,7 @@ BEGIN
     IF v_first IS NULL THEN
         RAISE EXCEPTION 'alloc_ids: the volume is not formatted' USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM _grant_ids(p_kind, v_first, p_count);
     RETURN v_first;
 END
 $$;
@@ -362,7 +363,8 @@ BEGIN
     END IF;
     SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) INTO v_tables
       FROM pg_class c
-     WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p') AND c.relname <> 'client_role';
+     WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p')
+       AND c.relname NOT IN ('client_role', 'tree_lock');
     BEGIN
         EXECUTE 'TRUNCATE ' || v_tables;
     EXCEPTION WHEN lock_not_available THEN

@@ -143,6 +143,11 @@ const RETRY_PAUSE_MIN: Duration = Duration::from_millis(50);
 
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
+/// How long a call waits before this client asks the database to end the
+/// transactions that keep it waiting (see [`Meta::unstalled`]); the
+/// procedure ends only those open and waited for at least as long.
+const STALL_AFTER: Duration = Duration::from_secs(5);
+
 /// Pauses between calls refused for a directory another mount holds the
 /// lease of, doubling: its holder gives it up within its batch window.
 const LEASE_PAUSE_MIN: Duration = Duration::from_millis(2);
@@ -428,7 +433,7 @@ impl Meta {
             return Err(MetaError::ReplayDue);
         }
         let statement = self.statement(&client, sql).await?;
-        let rows = self.execute(&client, sql, statement.as_ref(), params);
+        let rows = self.unstalled(sql, self.execute(&client, sql, statement.as_ref(), params));
         if !note_position {
             return Ok((rows.await?, sent_in));
         }
@@ -445,6 +450,52 @@ impl Meta {
             _ => self.position_unsettled(),
         }
         Ok((rows, sent_in))
+    }
+
+    /// Awaits `call`; while it has not answered, every [`STALL_AFTER`]
+    /// asks the database to end the transactions of other clients that keep
+    /// its backends waiting for locks (`jfs.end_stalling`): a client role's
+    /// transaction left open after a procedure would otherwise stall this
+    /// mount for as long as that client likes.
+    async fn unstalled<T>(&self, sql: &str, call: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                out = &mut call => return out,
+                _ = tokio::time::sleep(STALL_AFTER) => {}
+            }
+            // (on a thread of its own: connecting takes a deep stack, and
+            // FUSE threads have small ones)
+            let (tell, told) = tokio::sync::oneshot::channel();
+            let meta = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("jfs-unstall".into())
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build();
+                    if let Ok(runtime) = runtime {
+                        let _ = tell.send(runtime.block_on(meta.end_stalling()));
+                    }
+                });
+            if spawned.is_err() {
+                continue;
+            }
+            let ended = tokio::select! {
+                out = &mut call => return out,
+                ended = told => ended.unwrap_or(Ok(0)),
+            };
+            let procedure = crate::metrics::procedure_of(sql);
+            match ended {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    "{procedure}: waited {} s for locks; ended {n} transaction(s) of other clients \
+                     that held them open (jfs.end_stalling)",
+                    STALL_AFTER.as_secs()
+                ),
+                Err(e) => tracing::debug!("{procedure}: jfs.end_stalling: {e}"),
+            }
+        }
     }
 
     /// The prepared (and cached) statement for `sql`; none with

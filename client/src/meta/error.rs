@@ -207,7 +207,7 @@ pub(super) fn db_error_text(e: &tokio_postgres::Error) -> String {
     if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
         format!(
             "{text} (a superuser grants a mount's role SELECT jfs.grant_client('ROLE'), \
-             an administrator's role, for format, quotas and tiers, SELECT jfs.grant_admin('ROLE'))"
+             an administrator's role, for format, quotas, tiers and fsck, SELECT jfs.grant_admin('ROLE'))"
         )
     } else {
         text

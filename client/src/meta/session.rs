@@ -1,5 +1,10 @@
-//! Session procedures: register, heartbeat, close, cleanup, release, and the list for `jfs status`.
-use super::{Meta, Result};
+//! Session procedures: register, heartbeat, close, cleanup, release, ending transactions that stall others, and the list for `jfs status`.
+use std::time::Duration;
+
+use super::{Meta, MetaError, Result};
+
+/// How long a connection for `jfs.end_stalling` may take to open.
+const END_STALLING_CONNECT: Duration = Duration::from_secs(5);
 
 /// A mounted client as `jfs.sessions()` lists it.
 #[derive(Debug, Clone)]
@@ -112,5 +117,25 @@ impl Meta {
                 })
             })
             .collect()
+    }
+
+    /// Ends the transactions of other clients that have kept this
+    /// database's backends waiting for their locks (`jfs.end_stalling`), on
+    /// a connection of its own: the pool's may all be waiting. Returns how
+    /// many were ended.
+    pub(super) async fn end_stalling(&self) -> Result<i32> {
+        let connecting = self.config.connect(self.tls.clone());
+        let (client, connection) = tokio::time::timeout(END_STALLING_CONNECT, connecting)
+            .await
+            .map_err(|_| MetaError::NotSent)??;
+        let driver = tokio::spawn(connection);
+        let messages = client.simple_query("SELECT jfs.end_stalling()").await;
+        drop(client);
+        let _ = driver.await;
+        let ended = messages?.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        });
+        Ok(ended.unwrap_or(0))
     }
 }

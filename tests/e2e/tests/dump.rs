@@ -485,7 +485,16 @@ fn fsck_finds_a_missing_block_and_repairs_counts() {
     // which only commits between the writes make)
     let m = v.mount("a", &["--commit-after", "0"]);
     fs::write(m.p("f"), pattern(1, 5 << 20)).unwrap();
-    let out = ok(jfs().args(["fsck", &v.url, "--check-objects"]));
+    // fsck scans the whole volume: administration, refused to a mount's role
+    let refused = jfs().args(["fsck", &v.url]).output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && said.contains("permission denied")
+            && said.contains("grant_admin"),
+        "{said}"
+    );
+    let out = ok(jfs().args(["fsck", &v.admin_url, "--check-objects"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no problems"));
 
     // a block lost from the store is named, and the exit status says so
@@ -493,7 +502,7 @@ fn fsck_finds_a_missing_block_and_repairs_counts() {
     assert_eq!(blocks.len(), 2, "{blocks:?}");
     fs::remove_file(&blocks[1]).unwrap();
     let out = jfs()
-        .args(["fsck", &v.url, "--check-objects"])
+        .args(["fsck", &v.admin_url, "--check-objects"])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -509,7 +518,7 @@ fn fsck_finds_a_missing_block_and_repairs_counts() {
 
     // a broken count is reported; --repair (administration) rebuilds it
     v.sql("UPDATE jfs.node SET nlink = 5, used = 1 WHERE inode = (SELECT inode FROM jfs.edge WHERE name = 'f')");
-    let out = jfs().args(["fsck", &v.url]).output().unwrap();
+    let out = jfs().args(["fsck", &v.admin_url]).output().unwrap();
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("nlink") && said.contains("used"), "{said}");

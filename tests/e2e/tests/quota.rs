@@ -59,7 +59,7 @@ fn a_writer_stops_at_the_directory_quota_and_usage_is_exact_at_once() {
         v.reader_sql("SELECT used_space FROM jfs.quotas WHERE path = '/q'"),
         (8 * MIB).to_string()
     );
-    ok(jfs().args(["quota", "check", &v.url]));
+    ok(jfs().args(["quota", "check", &v.admin_url]));
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
 
@@ -115,7 +115,7 @@ fn the_write_that_crosses_a_quota_fails_and_what_came_before_stays() {
     assert!(said.contains("No space left on device"), "{said}");
     let g = fs::metadata(m.p("g")).unwrap().len();
     assert!((9 * MIB..10 * MIB).contains(&g), "g holds {g}");
-    ok(jfs().args(["quota", "check", &v.url]));
+    ok(jfs().args(["quota", "check", &v.admin_url]));
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
 
@@ -178,7 +178,7 @@ fn parallel_writers_on_two_mounts_leave_exact_usage() {
         v.reader_sql("SELECT used_inodes FROM jfs.quotas WHERE path = '/p'"),
         "150"
     );
-    let out = ok(jfs().args(["quota", "check", &v.url]));
+    let out = ok(jfs().args(["quota", "check", &v.admin_url]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         !text.contains("DRIFTED") && text.contains("dir /p"),

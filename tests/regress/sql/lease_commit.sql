@@ -127,15 +127,16 @@ RESET application_name;
 SELECT inode AS sqd FROM jfs.mknod(1, 'sqd', 2, 511, 0, 0) \gset
 SET SESSION AUTHORIZATION jfs_lc_all;
 SELECT jfs.session_open('h3', 3, '{"version": "0.2.20"}', '1 minute') AS s3 \gset
+SELECT jfs.alloc_ids('inode', 1) AS sqi \gset
 SELECT set_config('application_name', 'jfs:' || :s3, false) IS NOT NULL AS as_s3;
 SELECT errno, creates FROM jfs.take_lease(:s3, :sqd);
 SELECT errnos, kept, creates
-  FROM jfs.lease_commit(:s3, :sqd, '{}', '{}', '{}', ARRAY['sq']::bytea[], ARRAY[:i + 11], ARRAY[420], ARRAY[0],
+  FROM jfs.lease_commit(:s3, :sqd, '{}', '{}', '{}', ARRAY['sq']::bytea[], ARRAY[:sqi], ARRAY[420], ARRAY[0],
                         ARRAY[0]::bigint[], ARRAY[0]::bigint[], ARRAY[0]::bigint[], true);
 SELECT jfs.session_close(:s3);
 RESET SESSION AUTHORIZATION;
 RESET application_name;
-SELECT uid, gid FROM jfs.node WHERE inode = :i + 11;
+SELECT uid, gid FROM jfs.node WHERE inode = :sqi;
 -- a directory missing: every entry 2, and no lease; a file: 20
 SELECT set_config('application_name', 'jfs:' || :s1, false) IS NOT NULL AS as_s1;
 SELECT errnos, kept, creates

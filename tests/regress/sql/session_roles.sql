@@ -25,6 +25,7 @@ SELECT host, role, session_timeout FROM jfs.session WHERE sid = :sa;
 -- mount B, another role, is refused everything about A's session
 SET SESSION AUTHORIZATION jfs_regress_mount_b;
 SELECT jfs.session_open('host-b', 202, '{}', '1 minute') AS sb \gset
+SELECT jfs.alloc_ids('inode', 1) AS b_inode \gset
 SELECT jfs.session_heartbeat(:sa);
 SELECT jfs.session_close(:sa);
 SELECT jfs.setlk(:f, :sa, 8, 1, 200, 299, 202);
@@ -38,9 +39,9 @@ SELECT errno, nlink FROM jfs.unlink(1, 'g', :sa, ARRAY[:g]::bigint[]);
 SELECT jfs.session_cleanup('0');
 -- its changes do not pass for A's, whatever its application_name says
 SELECT set_config('application_name', 'jfs:' || :sa, false) IS NOT NULL AS named;
-SELECT errno FROM jfs.mknod(1, 'by-b', 1, 420, 0, 0, 0, NULL, :first_inode + 2);
+SELECT errno FROM jfs.mknod(1, 'by-b', 1, 420, 0, 0, 0, NULL, :b_inode);
 RESET application_name;
--- and repairing quotas is administration
+-- and checking or repairing quotas is administration
 SELECT count(*) FROM jfs.check_quota(NULL, NULL, true);
 SELECT count(*) AS checked FROM jfs.check_quota();
 RESET SESSION AUTHORIZATION;
@@ -53,7 +54,8 @@ SELECT op, session IS NULL AS unattributed FROM jfs.change WHERE name = 'by-b';
 SET SESSION AUTHORIZATION jfs_regress_mount_a;
 SELECT jfs.session_heartbeat(:sa);
 SELECT set_config('application_name', 'jfs:' || :sa, false) IS NOT NULL AS named;
-SELECT errno FROM jfs.mknod(1, 'by-a', 1, 420, 0, 0, 0, NULL, :first_inode + 3);
+SELECT jfs.alloc_ids('inode', 1) AS a_inode \gset
+SELECT errno FROM jfs.mknod(1, 'by-a', 1, 420, 0, 0, 0, NULL, :a_inode);
 RESET application_name;
 SELECT jfs.unlock_owner(:f, :sa, 7);
 SELECT jfs.session_close(:sa);

@@ -1,0 +1,443 @@
+-- jfs 0.2.23 -> 0.2.24.
+--
+-- Runs inside ALTER EXTENSION jfs UPDATE, as the extension's owner, with
+-- search_path set to the extension's schema (jfs). What it must leave is
+-- exactly what a fresh CREATE EXTENSION jfs of 0.2.24 makes from sql/:
+-- tests/upgrade/check.sh compares the two. Every procedure changed keeps
+-- its signature (CREATE OR REPLACE), and so its grants. Client roles get
+-- end_stalling when jfs.grant_client runs again (until then their mounts
+-- wait for stalling transactions as before); fsck and check_quota become
+-- administration: every role that is not an administrator loses them here
+-- (grant_client and grant_reader, run again, do not give them back).
+\echo Use "ALTER EXTENSION jfs UPDATE" to load this file. \quit
+
+-- ---------------------------------------------------------------------------
+-- Ids handed out are their role's (sql/schema.sql, sql/internal.sql,
+-- sql/volume.sql): those handed out before this version stay anyone's.
+CREATE TABLE id_grant (
+    kind  text   NOT NULL CHECK (kind IN ('inode', 'slice')),
+    first bigint NOT NULL,
+    last  bigint NOT NULL CHECK (last >= first),
+    role  name,
+    PRIMARY KEY (kind, first)
+);
+SELECT pg_catalog.pg_extension_config_dump('id_grant', '');
+INSERT INTO id_grant (kind, first, last, role)
+SELECT c.name, 1, c.next - 1, NULL FROM counter c WHERE c.next > 1;
+REVOKE ALL ON TABLE id_grant FROM PUBLIC;
+
+-- Whether p_id is an id of counter p_kind ('inode', 'slice') that alloc_ids
+-- handed out to the caller's login role (or before 0.2.24, when ranges had
+-- no owner), or the caller administers jfs: ids are never handed out
+-- twice, and no client names ids reserved by another role.
+CREATE OR REPLACE FUNCTION _handed_out(p_kind text, p_id bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    g id_grant;
+BEGIN
+    IF p_id IS NULL OR p_id <= 0 OR p_id >= (SELECT c.next FROM counter c WHERE c.name = p_kind) THEN
+        RETURN false;
+    END IF;
+    SELECT * INTO g FROM id_grant x WHERE x.kind = p_kind AND x.first <= p_id ORDER BY x.first DESC LIMIT 1;
+    IF FOUND AND p_id <= g.last AND (g.role IS NULL OR g.role = session_user) THEN
+        RETURN true;
+    END IF;
+    RETURN _is_admin();
+END
+$$;
+
+-- Notes that ids p_first .. p_first + p_count - 1 of kind p_kind went to
+-- the caller's login role (see _handed_out): the range just before grows
+-- when it went to that role too (the counter's row lock, held by the
+-- caller, orders the grants).
+CREATE FUNCTION _grant_ids(p_kind text, p_first bigint, p_count bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE id_grant g SET last = p_first + p_count - 1
+     WHERE g.kind = p_kind AND g.last = p_first - 1 AND g.role = session_user
+       AND g.first = (SELECT max(x.first) FROM id_grant x WHERE x.kind = p_kind AND x.first < p_first);
+    IF NOT FOUND THEN
+        INSERT INTO id_grant (kind, first, last, role) VALUES (p_kind, p_first, p_first + p_count - 1, session_user);
+    END IF;
+END
+$$;
+
+-- Reserves p_count consecutive ids of kind 'inode' or 'slice' for the
+-- caller; returns the first. A client reserves a range and uses it without
+-- touching the counter again.
+CREATE OR REPLACE FUNCTION alloc_ids(p_kind text, p_count integer) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_first bigint;
+BEGIN
+    IF p_kind NOT IN ('inode', 'slice') OR p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'alloc_ids: kind must be inode or slice and count between 1 and 1000000 (got %, %)',
+            p_kind, p_count USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM _begin();
+    v_first := _next_ids(p_kind, p_count);
+    IF v_first IS NULL THEN
+        RAISE EXCEPTION 'alloc_ids: the volume is not formatted' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM _grant_ids(p_kind, v_first, p_count);
+    RETURN v_first;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Directory moves are ordered by a row lock no role takes outside a
+-- procedure (any role could hold the advisory lock they took before);
+-- destroy_finish leaves its row.
+CREATE TABLE tree_lock (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id)
+);
+INSERT INTO tree_lock VALUES (true);
+REVOKE ALL ON TABLE tree_lock FROM PUBLIC;
+
+-- Moves (p_parent, p_name) to (p_new_parent, p_new_name). A replaced
+-- non-directory loses that link and, at zero links, is freed unless the
+-- session p_sid has it open (p_open_inodes). Directories that move between
+-- parents take a volume-wide transaction lock first (as Linux takes its
+-- per-superblock rename mutex), so two renames can never build a cycle.
+-- Nothing moves to /.trash or /.jfs.control, and the trash does not move
+-- (EPERM). Returns errno, the moved inode, and the replaced (or exchanged)
+-- inode with its nlink after the call (0 and NULL when nothing was replaced).
+CREATE OR REPLACE FUNCTION rename(
+    p_parent bigint, p_name bytea, p_new_parent bigint, p_new_name bytea,
+    p_flags integer DEFAULT 0, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}',
+    OUT errno integer, OUT inode bigint, OUT replaced bigint, OUT replaced_nlink integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_exchange boolean := coalesce(p_flags, 0) & 2 <> 0;
+    v_noreplace boolean := coalesce(p_flags, 0) & 1 <> 0;
+    v_cross boolean := p_parent <> p_new_parent;
+    v_src bigint; v_src_type smallint;
+    v_dst bigint; v_dst_type smallint;
+    v_dir_type smallint;
+    v_mode text;
+    v_skip bigint;
+    v_destroying timestamptz;
+    v_moves_dir boolean;
+    v_locked_tree boolean := false;
+    v_now_src bigint; v_now_dst bigint;
+    v_nlink integer;
+    v_src_node node;
+    v_dst_node node;
+    v_gone node;
+BEGIN
+    replaced := 0;
+    PERFORM _unleased(ARRAY[p_parent, p_new_parent]);
+    IF coalesce(p_flags, 0) & ~3 <> 0 OR (v_exchange AND v_noreplace) THEN
+        errno := 22; RETURN;
+    END IF;
+    IF _is_dot(p_name) OR _is_dot(p_new_name) THEN
+        errno := CASE WHEN v_noreplace THEN 17 ELSE 16 END; RETURN;
+    END IF;
+    errno := greatest(_check_name(p_name), _check_name(p_new_name));
+    IF errno <> 0 THEN
+        RETURN;
+    ELSIF _reserved_name(p_new_parent, p_new_name) THEN
+        errno := 1; RETURN;
+    END IF;
+
+    FOR attempt IN 1..5 LOOP
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns, st.destroying
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip, v_destroying
+          FROM setting st
+          LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
+          LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
+        IF v_destroying IS NOT NULL THEN
+            PERFORM _destroyed();
+        ELSIF v_src IS NULL THEN
+            errno := _missing(p_parent, p_name); RETURN;
+        ELSIF v_src = _trash_inode() THEN
+            errno := 1; RETURN;
+        END IF;
+        inode := v_src;
+        IF v_dst IS NULL THEN
+            SELECT n.type INTO v_dir_type FROM node n WHERE n.inode = p_new_parent;
+            IF v_dir_type IS NULL THEN
+                errno := 2; RETURN;
+            ELSIF v_dir_type <> 2 THEN
+                errno := 20; RETURN;
+            ELSIF v_exchange THEN
+                errno := 2; RETURN;
+            END IF;
+        ELSIF v_noreplace THEN
+            errno := 17; RETURN;
+        ELSIF v_dst = v_src THEN
+            -- both names are links to one file: POSIX says do nothing
+            errno := 0; RETURN;
+        ELSIF NOT v_exchange AND v_src_type = 2 AND v_dst_type <> 2 THEN
+            errno := 20; RETURN;
+        ELSIF NOT v_exchange AND v_src_type <> 2 AND v_dst_type = 2 THEN
+            errno := 21; RETURN;
+        END IF;
+        IF attempt = 1 THEN
+            PERFORM _durability(v_mode);
+        END IF;
+
+        v_moves_dir := v_cross AND (v_src_type = 2 OR (v_exchange AND v_dst_type = 2));
+        IF v_moves_dir AND NOT v_locked_tree THEN
+            PERFORM 1 FROM tree_lock FOR UPDATE;  -- (a row lock: no role takes it outside a procedure)
+            v_locked_tree := true;
+        END IF;
+        IF v_cross OR v_dst IS NOT NULL THEN
+            PERFORM _lock_nodes(ARRAY[p_parent, p_new_parent, v_src, v_dst],
+                                ARRAY['share', 'share', 'update', 'update']);
+        ELSE
+            PERFORM _lock_nodes(ARRAY[p_parent, v_src], ARRAY['share', 'update']);
+        END IF;
+        -- both entries must still be what we read before waiting for the locks
+        SELECT (SELECT e.inode FROM edge e WHERE e.parent = p_parent AND e.name = p_name),
+               (SELECT e.inode FROM edge e WHERE e.parent = p_new_parent AND e.name = p_new_name)
+          INTO v_now_src, v_now_dst;
+        IF v_now_src IS DISTINCT FROM v_src OR v_now_dst IS DISTINCT FROM v_dst
+           OR (v_moves_dir AND NOT v_locked_tree) THEN
+            CONTINUE;
+        END IF;
+
+        IF v_cross AND v_src_type = 2 AND _is_ancestor(v_src, p_new_parent) THEN
+            errno := 22; RETURN;
+        END IF;
+        IF v_cross AND v_exchange AND v_dst_type = 2 AND _is_ancestor(v_dst, p_parent) THEN
+            errno := 22; RETURN;
+        END IF;
+        IF NOT v_exchange AND v_dst_type = 2 THEN
+            PERFORM _unleased(ARRAY[v_dst]);
+            IF NOT _dir_is_empty(v_dst) THEN
+                errno := 39; RETURN;
+            END IF;
+        END IF;
+
+        -- usage: a move between directories under different quota roots
+        -- must fit the new roots' limits (refused before anything changes)
+        IF v_cross THEN
+            SELECT * INTO v_src_node FROM node WHERE node.inode = v_src;
+            errno := _move_entry(v_src, v_src_node.type, v_src_node.length, p_parent, p_new_parent);
+            IF errno <> 0 THEN
+                RETURN;
+            END IF;
+            IF v_exchange THEN
+                SELECT * INTO v_dst_node FROM node WHERE node.inode = v_dst;
+                errno := _move_entry(v_dst, v_dst_node.type, v_dst_node.length, p_new_parent, p_parent);
+                IF errno <> 0 THEN
+                    -- undo the first move (it fitted where it was)
+                    PERFORM _move_entry(v_src, v_src_node.type, v_src_node.length, p_new_parent, p_parent);
+                    RETURN;
+                END IF;
+            END IF;
+        END IF;
+
+        IF v_exchange THEN
+            UPDATE edge SET inode = v_dst, type = v_dst_type WHERE parent = p_parent AND name = p_name;
+            UPDATE edge SET inode = v_src, type = v_src_type WHERE parent = p_new_parent AND name = p_new_name;
+            UPDATE node SET ctime = v_now,
+                   parent = CASE WHEN node.type <> 2 THEN node.parent
+                                 WHEN node.inode = v_src THEN p_new_parent ELSE p_parent END
+             WHERE node.inode IN (v_src, v_dst);
+            IF v_cross THEN
+                -- p_parent loses src if it is a directory and gains dst if that is one
+                v_nlink := (v_dst_type = 2)::integer - (v_src_type = 2)::integer;
+                IF v_nlink <> 0 THEN
+                    UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_parent THEN v_nlink ELSE -v_nlink END
+                     WHERE node.inode IN (p_parent, p_new_parent);
+                END IF;
+            END IF;
+            replaced := v_dst;
+            SELECT n.nlink INTO replaced_nlink FROM node n WHERE n.inode = v_dst;
+        ELSE
+            IF v_dst IS NOT NULL AND v_dst_type <> 2
+               AND (SELECT n.nlink FROM node n WHERE n.inode = v_dst) = 1
+               AND _to_trash(p_new_parent, p_new_name) = 0 THEN
+                -- with a trash, the replaced file moves there
+                replaced := v_dst;
+                replaced_nlink := 1;
+            ELSIF v_dst IS NOT NULL THEN
+                DELETE FROM edge WHERE parent = p_new_parent AND name = p_new_name;
+                replaced := v_dst;
+                SELECT * INTO v_gone FROM node WHERE node.inode = v_dst;
+                PERFORM _uncharge_entry(p_new_parent, (SELECT n.qroot FROM node n WHERE n.inode = p_new_parent),
+                                        1, _node_space(v_gone.type, v_gone.length), v_gone.length);
+                IF v_dst_type = 2 THEN
+                    DELETE FROM node WHERE node.inode = v_dst;
+                    DELETE FROM xattr WHERE xattr.inode = v_dst;
+                    DELETE FROM acl WHERE acl.inode = v_dst;
+                    PERFORM _forget_dirs(ARRAY[v_dst]);
+                    UPDATE node SET nlink = nlink - 1 WHERE node.inode = p_new_parent;
+                    PERFORM _uncharge_nodes(ARRAY[v_gone.uid], ARRAY[v_gone.gid], ARRAY[4096::bigint]);
+                    replaced_nlink := 0;
+                ELSE
+                    UPDATE node SET nlink = nlink - 1, ctime = v_now WHERE node.inode = v_dst
+                    RETURNING nlink INTO replaced_nlink;
+                    IF replaced_nlink = 0 AND NOT _keep_open(v_dst, p_sid, p_open_inodes) THEN
+                        PERFORM _free_node(v_dst);
+                    END IF;
+                END IF;
+            END IF;
+            UPDATE edge SET parent = p_new_parent, name = p_new_name, cookie = nextval('edge_cookie')
+             WHERE parent = p_parent AND name = p_name;
+            IF v_cross AND v_src_type = 2 THEN
+                UPDATE node SET ctime = v_now, parent = p_new_parent WHERE node.inode = v_src;
+                UPDATE node SET nlink = nlink + CASE WHEN node.inode = p_new_parent THEN 1 ELSE -1 END
+                 WHERE node.inode IN (p_parent, p_new_parent);
+            ELSE
+                UPDATE node SET ctime = v_now WHERE node.inode = v_src;
+            END IF;
+        END IF;
+        PERFORM _touch_dir(p_parent, v_now, v_skip);
+        IF v_cross THEN
+            PERFORM _touch_dir(p_new_parent, v_now, v_skip);
+        END IF;
+        INSERT INTO change (op, inode, parent, name, parent2, name2, inode2, uid, gid)
+        SELECT CASE WHEN v_exchange THEN 'exchange' ELSE 'rename' END, v_src, p_parent, p_name,
+               p_new_parent, p_new_name, nullif(replaced, 0), n.uid, n.gid
+          FROM node n WHERE n.inode = v_src;
+        errno := 0;
+        RETURN;
+    END LOOP;
+    RAISE EXCEPTION 'rename: entries kept changing under concurrent operations; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- `jfs destroy`, its last step (administration), after the volume's
+-- objects are deleted: empties every table of the volume, so the database
+-- is as CREATE EXTENSION left it (the client roles' limits stay) and
+-- `jfs format` can make a new volume (session ids go on counting, so none
+-- names a session of the old volume's mounts). errno 2: no volume; 22:
+-- p_uuid is not its uuid, or destroy_begin did not mark it; 16: a reader
+-- of the tables (a dump, a query) kept them locked for 10 seconds.
+CREATE OR REPLACE FUNCTION destroy_finish(p_uuid uuid, OUT errno integer, OUT message text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET lock_timeout = '10s' AS $$
+DECLARE
+    s setting;
+    v_tables text;
+    q record;
+BEGIN
+    SELECT * INTO s FROM setting FOR UPDATE;
+    IF NOT FOUND THEN
+        errno := 2; message := 'the database holds no volume';
+        RETURN;
+    ELSIF s.uuid IS DISTINCT FROM p_uuid OR s.destroying IS NULL THEN
+        errno := 22;
+        message := pg_catalog.format('volume %s (uuid %s) is not being destroyed by uuid %s: jfs.destroy_begin first',
+                                     s.name, s.uuid, coalesce(p_uuid::text, 'NULL'));
+        RETURN;
+    END IF;
+    SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) INTO v_tables
+      FROM pg_class c
+     WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind IN ('r', 'p')
+       AND c.relname NOT IN ('client_role', 'tree_lock');
+    BEGIN
+        EXECUTE 'TRUNCATE ' || v_tables;
+    EXCEPTION WHEN lock_not_available THEN
+        errno := 16;
+        message := 'another session holds the volume''s tables (a dump, a long query): try again when it ends';
+        RETURN;
+    END;
+    FOR q IN SELECT c.oid::regclass AS seq FROM pg_class c
+              WHERE c.relnamespace = 'jfs'::regnamespace AND c.relkind = 'S' AND c.relname <> 'session_sid'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART', q.seq);
+    END LOOP;
+    errno := 0;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Transactions left open around a procedure are ended when they keep
+-- others waiting (sql/session.sql).
+-- Ends the transactions that keep others waiting for their locks: a
+-- transaction of a role that does not administer jfs, open for 5 seconds
+-- or more, that holds a lock some backend of this database has waited for
+-- 5 seconds or more, and that is not itself at work: idle in its
+-- transaction (BEGIN; SELECT jfs.rename(...) and no COMMIT), asleep
+-- (pg_sleep beside a procedure) or waiting for an advisory lock, or running
+-- for 5 minutes. A row a procedure locked would otherwise stall every mount
+-- that needs it for as long as such a client likes. A holder that waits
+-- for a row lock itself is left: the end of the chain is ended instead.
+-- Mounts call it when a call of theirs has waited 5 seconds (their own
+-- call may be what waits); returns the number of backends ended.
+CREATE FUNCTION end_stalling() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    h record;
+    v_count integer := 0;
+BEGIN
+    FOR h IN
+        SELECT DISTINCT b.pid, b.usename, b.state, now() - b.xact_start AS open_for
+          FROM pg_locks w
+         CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS k(pid)
+          JOIN pg_stat_activity b ON b.pid = k.pid
+          JOIN pg_roles r ON r.oid = b.usesysid
+         WHERE NOT w.granted AND w.waitstart < now() - interval '5 seconds'
+           AND b.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND b.pid <> pg_backend_pid()
+           AND b.xact_start < now() - interval '5 seconds'
+           AND NOT r.rolsuper
+           AND NOT has_function_privilege(r.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
+           AND (b.state <> 'active'
+                OR b.wait_event_type = 'Timeout'
+                OR (b.wait_event_type = 'Lock' AND b.wait_event = 'advisory')
+                OR b.xact_start < now() - interval '5 minutes')
+    LOOP
+        IF pg_terminate_backend(h.pid) THEN
+            RAISE LOG 'jfs.end_stalling: ended backend % of role % (%, its transaction open for %), which held locks others waited for',
+                h.pid, h.usename, h.state, h.open_for;
+            v_count := v_count + 1;
+        END IF;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION end_stalling(), _grant_ids(text, bigint, bigint) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- fsck and check_quota are administration (sql/security.sql).
+CREATE OR REPLACE FUNCTION admin_procedures() RETURNS name[]
+LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
+RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
+             'delete_quota', 'delete_user_quota', 'delete_group_quota',
+             'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
+             'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
+             'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota']::name[];
+
+
+CREATE OR REPLACE FUNCTION grant_reader(p_role name) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f regprocedure;
+BEGIN
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON ALL TABLES IN SCHEMA jfs TO %I', p_role);
+    EXECUTE pg_catalog.format('REVOKE SELECT ON jfs.secret FROM %I', p_role);
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+              WHERE p.pronamespace = 'jfs'::regnamespace AND p.provolatile IN ('s', 'i')
+                AND p.proname <> ALL (jfs.admin_procedures())
+              ORDER BY p.oid
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f, p_role);
+    END LOOP;
+END
+$$;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT a.rolname, f.oid::regprocedure AS proc
+               FROM pg_catalog.pg_roles a
+              CROSS JOIN pg_catalog.pg_proc f
+              WHERE f.pronamespace = 'jfs'::regnamespace AND f.proname IN ('fsck', 'check_quota')
+                AND NOT a.rolsuper
+                AND pg_catalog.has_function_privilege(a.oid, f.oid, 'EXECUTE')
+                AND NOT pg_catalog.has_function_privilege(a.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
+              ORDER BY a.rolname, f.oid
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %I', r.proc, r.rolname);
+    END LOOP;
+END
+$$;
