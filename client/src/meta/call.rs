@@ -445,8 +445,17 @@ impl Meta {
         let rows = rows?;
         // the statement's outcome stands whatever became of the question
         // after it (a failed one must not send a commit again)
-        match position.map(|r| r.first().and_then(|r| r.get::<_, Option<PgLsn>>(0))) {
-            Ok(Some(lsn)) => self.reached_position(sql, &rows, lsn.into(), unsettled),
+        let position = position.map(|r| {
+            r.first().and_then(|r| {
+                let lsn = r.get::<_, Option<PgLsn>>(0)?;
+                let timeline = r.get::<_, Option<String>>(1)?;
+                Some((lsn, super::replica::timeline_of_wal_file(&timeline)?))
+            })
+        });
+        match position {
+            Ok(Some((lsn, timeline))) => {
+                self.reached_position(sql, &rows, lsn.into(), timeline, unsettled)
+            }
             _ => self.position_unsettled(),
         }
         Ok((rows, sent_in))

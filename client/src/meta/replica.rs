@@ -9,6 +9,13 @@
 //! trip: a snapshot taken after it sees at least that much. A standby behind
 //! the mark, out of reach or cancelling the read (a recovery conflict)
 //! leaves the read to the primary.
+//!
+//! Positions compare only on one timeline of one cluster: a standby is read
+//! only while its connection's server is a standby of the primary's cluster
+//! (system identifier and database) and has replayed up to the primary's
+//! timeline, as the primary named it after this mount's last commit. A
+//! standby left on the old timeline by a failover may have received WAL
+//! past the fork point: rows the new primary never committed.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,8 +27,25 @@ use super::error::ConnectError;
 use super::{Failure, Meta, Result};
 use crate::metrics::METRICS;
 
-/// The primary's WAL position now (asked after a commit or a log read).
-pub(super) const PRIMARY_POSITION_SQL: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn()";
+/// The primary's WAL position now (asked after a commit or a log read),
+/// and the name of its WAL file, which begins with its timeline.
+pub(super) const PRIMARY_POSITION_SQL: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn(), \
+     pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_insert_lsn())";
+
+/// The standby's cluster and database (as `ID/NAME`), and the newest
+/// timeline it has replayed into: of its last restartpoint, or of the
+/// WAL it must replay before it is consistent (which moves as it flushes
+/// pages replayed from a newer timeline).
+const STANDBY_IDENTITY_SQL: &str =
+    "SELECT s.system_identifier::text || '/' || pg_catalog.current_database(), \
+     greatest(c.timeline_id, r.min_recovery_end_timeline)::int8 \
+     FROM pg_catalog.pg_control_system() s, pg_catalog.pg_control_checkpoint() c, \
+          pg_catalog.pg_control_recovery() r";
+
+/// The timeline a WAL file's name begins with (8 hex digits).
+pub(super) fn timeline_of_wal_file(name: &str) -> Option<u64> {
+    u64::from_str_radix(name.get(..8)?, 16).ok()
+}
 
 /// The procedure that tells a mount other mounts' changes.
 const CHANGE_FEED: &str = "mount_changes";
@@ -49,6 +73,14 @@ pub(super) struct Replica {
     url: String,
     /// The primary's WAL position after this mount's last commit or change-log read.
     must_reach: AtomicU64,
+    /// The primary's timeline then (0: none seen yet).
+    primary_timeline: AtomicU64,
+    /// The cluster and database of the primary (`ID/NAME`), which the
+    /// standby must be of.
+    cluster: String,
+    /// The standby was found of that cluster and on that timeline with
+    /// this many connections made: (connections, timeline).
+    verified: std::sync::Mutex<(u64, u64)>,
     /// Commits that may have happened without a position noted after them
     /// (their answer was lost, or the question after them failed), counted:
     /// while not 0, every read goes to the primary; a position noted by a
@@ -138,6 +170,24 @@ impl Replica {
         let client = self.meta.client().await?;
         let statement = self.meta.statement(&client, sql).await?;
         let connections = self.meta.incarnations.connections_made();
+        let timeline = self.primary_timeline.load(Ordering::SeqCst);
+        let verified = *self.verified.lock().unwrap() == (connections, timeline);
+        if !verified || !self.one_host {
+            let identity = client.query_typed(STANDBY_IDENTITY_SQL, &[]).await?;
+            let (cluster, replayed_timeline) = identity
+                .first()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
+                .unwrap_or_default();
+            if cluster != self.cluster || replayed_timeline != timeline {
+                self.lost(&format!(
+                    "it is {cluster} on timeline {replayed_timeline}, the primary {} on timeline \
+                     {timeline}: it may hold changes the primary never committed",
+                    self.cluster
+                ));
+                return Ok(None);
+            }
+            *self.verified.lock().unwrap() = (connections, timeline);
+        }
         let known = *self.known.lock().unwrap();
         if self.one_host && known.0 == connections && known.1 >= mark {
             let rows = self.meta.execute(&client, sql, statement.as_ref(), params);
@@ -226,6 +276,9 @@ impl Meta {
             meta,
             url,
             must_reach: AtomicU64::new(0),
+            primary_timeline: AtomicU64::new(self.current_timeline().await?),
+            cluster: ours,
+            verified: std::sync::Mutex::new((0, 0)),
             unsettled: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
             known: Default::default(),
@@ -251,6 +304,14 @@ impl Meta {
         Ok(rows.first().map(|r| r.get(0)).unwrap_or_default())
     }
 
+    /// The timeline the primary writes WAL on now (0 if it cannot say).
+    async fn current_timeline(&self) -> Result<u64> {
+        let client = self.client().await?;
+        let rows = client.query_typed(PRIMARY_POSITION_SQL, &[]).await?;
+        let name = rows.first().and_then(|r| r.get::<_, Option<String>>(1));
+        Ok(name.and_then(|n| timeline_of_wal_file(&n)).unwrap_or(0))
+    }
+
     /// The standby this mount reads from, if any.
     pub fn replica(&self) -> Option<Meta> {
         self.replica.as_ref().map(|r| r.meta.clone())
@@ -261,8 +322,18 @@ impl Meta {
     /// `unsettled`): reads go to the standby once it has replayed it. A
     /// read of the change log that found no change moves nothing: no copy
     /// was forgotten, so the standby is as exact as the copies still.
-    pub(super) fn reached_position(&self, sql: &str, rows: &[Row], position: u64, unsettled: u64) {
+    pub(super) fn reached_position(
+        &self,
+        sql: &str,
+        rows: &[Row],
+        position: u64,
+        timeline: u64,
+        unsettled: u64,
+    ) {
         let Some(r) = &self.replica else { return };
+        // (a new primary's timeline is newer: an answer from an old one,
+        // sent before, must not move it back)
+        r.primary_timeline.fetch_max(timeline, Ordering::SeqCst);
         // (mount_changes' first row carries only the horizon)
         if crate::metrics::procedure_of(sql) == CHANGE_FEED && rows.len() < 2 {
             return;
@@ -362,4 +433,17 @@ fn count(outcome: ReplicaOutcome) {
         .replica_reads
         .with_label_values(&[outcome.label()])
         .inc();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timeline_of_wal_file;
+
+    #[test]
+    fn a_wal_file_name_begins_with_its_timeline() {
+        assert_eq!(timeline_of_wal_file("000000010000000000000003"), Some(1));
+        assert_eq!(timeline_of_wal_file("0000001A0000000000000003"), Some(26));
+        assert_eq!(timeline_of_wal_file("0000"), None);
+        assert_eq!(timeline_of_wal_file("zzzzzzzz0000000000000003"), None);
+    }
 }

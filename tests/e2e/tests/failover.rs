@@ -485,3 +485,104 @@ fn a_mount_reads_metadata_from_the_standby_once_it_has_replayed_what_the_mount_s
         "the mount did not say the standby is lost"
     );
 }
+
+#[test]
+fn a_standby_left_on_the_old_timeline_by_a_failover_serves_no_read() {
+    // pg-c, a second standby, serves the mount's reads; pg-b, cut off
+    // before the primary's last changes, is promoted when the primary is
+    // lost: pg-c then holds WAL past the fork point, further than the new
+    // primary has written, rows that never committed there
+    let pair = Pair::new("oldtimeline");
+    let stale = pair.primary.standby(&pair.base.join("pg-c"));
+    let stale_url = format!("postgres://{CLIENT}@{}/vol", stale.host());
+    let metrics = free_metrics_addr();
+    let a = pair.mount(
+        "a",
+        &[
+            "--meta-replica",
+            &stale_url,
+            "--changes-poll",
+            "0",
+            "--metrics",
+            &metrics,
+            "--meta-retry",
+            "120",
+        ],
+    );
+    let reads = |outcome: &str| {
+        metric_sum(
+            &metrics,
+            "jfs_replica_reads_total",
+            &format!("outcome=\"{outcome}\""),
+        )
+        .unwrap_or(0.0)
+    };
+    fs::create_dir(a.p("d")).unwrap();
+    File::open(a.p("d")).unwrap().sync_all().unwrap();
+    assert!(
+        eventually(10, || {
+            let _ = fs::read_dir(a.p("d")).unwrap().count();
+            reads("served") >= 1.0
+        }),
+        "the standby never served a read"
+    );
+
+    // (pg-b has d: it replayed all the primary wrote so far)
+    let made = pair
+        .primary
+        .sql("postgres", "SELECT pg_current_wal_insert_lsn()");
+    let has_d = format!("SELECT pg_last_wal_replay_lsn() >= '{made}'");
+    assert!(
+        eventually(30, || pair.standby.sql("postgres", &has_d) == "t"),
+        "pg-b never replayed the mount's directory"
+    );
+    pair.primary.sql(
+        "postgres",
+        "ALTER SYSTEM SET synchronous_standby_names = ''",
+    );
+    pair.primary.sql("postgres", "SELECT pg_reload_conf()");
+    pair.standby.pg_ctl("-m fast stop");
+    let d = pair
+        .primary
+        .sql("vol", "SELECT inode FROM jfs.lookup(1, 'd')");
+    pair.primary.sql(
+        "vol",
+        &format!(
+            "SELECT count(*) FROM generate_series(1, 2000) i \
+             CROSS JOIN LATERAL jfs.mknod({d}, convert_to('ghost' || i, 'UTF8'), 1, 420, 0, 0)"
+        ),
+    );
+    let end = pair
+        .primary
+        .sql("postgres", "SELECT pg_current_wal_insert_lsn()");
+    let replayed = format!("SELECT pg_last_wal_replay_lsn() >= '{end}'");
+    assert!(
+        eventually(30, || stale.sql("postgres", &replayed) == "t"),
+        "pg-c never replayed the primary's last changes"
+    );
+    pair.primary.kill9();
+    pair.standby.pg_ctl("start");
+    pair.standby.pg_ctl("promote");
+
+    // the mount carries on on the new primary, and commits there
+    fs::write(a.p("d/after"), b"after").unwrap();
+    File::open(a.p("d")).unwrap().sync_all().unwrap();
+    let names: Vec<String> = fs::read_dir(a.p("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let ghosts = names.iter().filter(|n| n.starts_with("ghost")).count();
+    assert_eq!(
+        (ghosts, names.contains(&"after".to_string())),
+        (0, true),
+        "the listing came from the standby left on the old timeline: {} names",
+        names.len()
+    );
+    assert!(!a.p("d/ghost1").exists(), "a lookup found a ghost");
+    assert!(
+        fs::read_to_string(&a.log)
+            .unwrap()
+            .contains("may hold changes the primary never committed"),
+        "the mount did not say why it left the standby"
+    );
+}
