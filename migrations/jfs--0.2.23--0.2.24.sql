@@ -441,3 +441,183 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- Rows updated again and again in one transaction are updated at the
+-- version written last (sql/usage.sql, sql/charge.sql, sql/internal.sql):
+-- 100,000 creates in one transaction no longer cost n^2.
+-- Rows updated again and again in one transaction (a counter, a quota's
+-- stripe, a directory's dir_stats, as a script that makes 100,000 entries
+-- in one transaction updates them): every UPDATE adds a version that no
+-- one can prune before the commit, and an UPDATE that finds its row by key
+-- walks them all, so n updates cost n^2. The ctid of the version this
+-- transaction wrote last is kept in a transaction-local setting per slot
+-- (jfs.v_SLOT = 'ROW@CTID'; a fixed, small set of slots), and the next
+-- update of that row fetches that version directly (a TID scan). A version
+-- this transaction changed since through another path is invisible to it,
+-- so such an update finds no row and the caller updates by key as before;
+-- a subtransaction's rollback takes its settings back with its versions.
+-- The version this transaction last wrote of row p_row in slot p_slot (NULL
+-- if it wrote none there, or another row since).
+CREATE FUNCTION _last_version(p_slot text, p_row text) RETURNS tid
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN pg_catalog.split_part(v, '@', 1) = p_row
+                THEN pg_catalog.split_part(v, '@', 2)::tid END
+      FROM (SELECT pg_catalog.current_setting('jfs.v_' || p_slot, true) AS v) s
+$$;
+
+-- Notes p_ctid as the version this transaction last wrote of row p_row in
+-- slot p_slot (see _last_version).
+CREATE FUNCTION _note_version(p_slot text, p_row text, p_ctid tid) RETURNS void
+LANGUAGE sql AS $$
+    SELECT NULL::void FROM pg_catalog.set_config('jfs.v_' || p_slot, p_row || '@' || p_ctid::text, true)
+$$;
+
+-- Adds to the direct-children figures of directory p_dir (p_length: to the
+-- sum of their lengths).
+CREATE OR REPLACE FUNCTION _dir_stats_add(p_dir bigint, p_inodes bigint, p_space bigint, p_length bigint DEFAULT 0)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+    v_row text := p_dir || ':' || v_stripe;
+    v_last tid := _last_version('dir_stats', v_row);
+    v_ctid tid;
+BEGIN
+    IF v_last IS NOT NULL THEN
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
+         WHERE d.ctid = v_last AND d.inode = p_dir AND d.stripe = v_stripe
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
+         WHERE d.inode = p_dir AND d.stripe = v_stripe
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
+        INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+        VALUES (p_dir, v_stripe, p_space, p_inodes, p_length)
+            ON CONFLICT (inode, stripe) DO UPDATE
+            SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
+                length = d.length + excluded.length
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    PERFORM _note_version('dir_stats', v_row, v_ctid);
+END
+$$;
+
+-- Charges p_inodes / p_space to the quotas named (the volume's when p_fs,
+-- user p_uid's and group p_gid's when not NULL, the directory quotas p_roots:
+-- a root listed n times is charged n times) and to dir_stats of p_dir (0:
+-- none), whose entries' lengths grow by p_length. With p_check, growth that would pass a limit is refused: nothing
+-- changes and the errno comes back (28 for the volume, 122 for the others).
+--
+-- The quotas' rows of this backend's stripe are updated one by one in
+-- (kind, key) order (_quota_list's), the one lock order of every
+-- transaction: updating them in one statement would lock them in the
+-- table's physical order, which differs between transactions as rows move,
+-- and two creators sharing a stripe would deadlock. The usual charge is one
+-- UPDATE per quota, an index probe that also checks the stripe's share; a
+-- row that would pass its share is not updated, and _charge_exact decides.
+-- The loop counts through the quotas instead of querying _quota_list: a
+-- create pays for every statement here.
+CREATE OR REPLACE FUNCTION _charge(p_fs boolean, p_uid bigint, p_gid bigint, p_roots bigint[], p_dir bigint,
+                        p_inodes bigint, p_space bigint, p_check boolean, p_length bigint DEFAULT 0)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stripe smallint := _stripe();
+    v_check boolean := p_check AND (p_inodes > 0 OR p_space > 0);
+    v_roots bigint[] := p_roots;
+    v_counts bigint[];
+    v_nroots integer := coalesce(cardinality(p_roots), 0);
+    v_kind text;
+    v_key bigint;
+    v_n bigint;
+    v_errno integer;
+    v_row text;
+    v_last tid;
+    v_ctid tid;
+BEGIN
+    IF v_nroots > 1 THEN
+        SELECT array_agg(l.key ORDER BY l.key), array_agg(l.n ORDER BY l.key) INTO v_roots, v_counts
+          FROM _quota_list(false, NULL, NULL, p_roots) l;
+        v_nroots := cardinality(v_roots);
+    END IF;
+    FOR i IN 1 .. v_nroots + 3 LOOP
+        IF i <= v_nroots THEN
+            v_kind := 'dir';
+            v_key := v_roots[i];
+            v_n := coalesce(v_counts[i], 1);
+        ELSE
+            v_kind := CASE i - v_nroots WHEN 1 THEN 'fs' WHEN 2 THEN 'group' ELSE 'user' END;
+            v_key := CASE i - v_nroots WHEN 1 THEN CASE WHEN p_fs THEN 0 END WHEN 2 THEN p_gid ELSE p_uid END;
+            v_n := 1;
+            CONTINUE WHEN v_key IS NULL;
+        END IF;
+        -- (the version this transaction wrote last, if any, directly: see
+        -- _last_version; a slot per place in the loop)
+        v_row := v_kind || ':' || v_key || ':' || v_stripe;
+        v_last := _last_version('quota_usage_' || i, v_row);
+        v_ctid := NULL;
+        IF v_last IS NOT NULL THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+             WHERE x.ctid = v_last AND x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+               AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                    AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)))
+            RETURNING x.ctid INTO v_ctid;
+        END IF;
+        IF v_ctid IS NULL THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+             WHERE x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+               AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                    AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)))
+            RETURNING x.ctid INTO v_ctid;
+        END IF;
+        IF v_ctid IS NOT NULL THEN
+            PERFORM _note_version('quota_usage_' || i, v_row, v_ctid);
+        ELSIF v_check THEN
+            v_errno := _charge_exact(v_kind, v_key, p_inodes * v_n, p_space * v_n);
+            IF v_errno <> 0 THEN
+                -- refused: take back what the quotas before it got
+                UPDATE quota_usage x SET inodes = x.inodes - p_inodes * l.n, space = x.space - p_space * l.n
+                  FROM _quota_list(p_fs, p_uid, p_gid, p_roots) l
+                 WHERE (l.kind, l.key) < (v_kind, v_key)
+                   AND x.kind = l.kind AND x.key = l.key AND x.stripe = v_stripe;
+                RETURN v_errno;
+            END IF;
+        END IF;
+    END LOOP;
+    IF p_dir > 0 THEN
+        PERFORM _dir_stats_add(p_dir, p_inodes, p_space, p_length);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- Reserves the next p_count ids of a counter; returns the first. (The
+-- version of the counter's row this transaction wrote last is updated
+-- directly: see _last_version.)
+CREATE OR REPLACE FUNCTION _next_ids(p_name text, p_count bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_first bigint;
+    v_last tid := _last_version('counter', p_name);
+    v_ctid tid;
+BEGIN
+    IF v_last IS NOT NULL THEN
+        UPDATE counter c SET next = c.next + p_count WHERE c.ctid = v_last AND c.name = p_name
+        RETURNING c.next - p_count, c.ctid INTO v_first, v_ctid;
+    END IF;
+    IF v_first IS NULL THEN
+        UPDATE counter c SET next = c.next + p_count WHERE c.name = p_name
+        RETURNING c.next - p_count, c.ctid INTO v_first, v_ctid;
+    END IF;
+    IF v_ctid IS NOT NULL THEN
+        PERFORM _note_version('counter', p_name, v_ctid);
+    END IF;
+    RETURN v_first;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION _last_version(text, text), _note_version(text, text, tid) FROM PUBLIC;

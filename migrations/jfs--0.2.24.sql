@@ -529,6 +529,33 @@ BEGIN
 END
 $$;
 
+-- Rows updated again and again in one transaction (a counter, a quota's
+-- stripe, a directory's dir_stats, as a script that makes 100,000 entries
+-- in one transaction updates them): every UPDATE adds a version that no
+-- one can prune before the commit, and an UPDATE that finds its row by key
+-- walks them all, so n updates cost n^2. The ctid of the version this
+-- transaction wrote last is kept in a transaction-local setting per slot
+-- (jfs.v_SLOT = 'ROW@CTID'; a fixed, small set of slots), and the next
+-- update of that row fetches that version directly (a TID scan). A version
+-- this transaction changed since through another path is invisible to it,
+-- so such an update finds no row and the caller updates by key as before;
+-- a subtransaction's rollback takes its settings back with its versions.
+-- The version this transaction last wrote of row p_row in slot p_slot (NULL
+-- if it wrote none there, or another row since).
+CREATE FUNCTION _last_version(p_slot text, p_row text) RETURNS tid
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN pg_catalog.split_part(v, '@', 1) = p_row
+                THEN pg_catalog.split_part(v, '@', 2)::tid END
+      FROM (SELECT pg_catalog.current_setting('jfs.v_' || p_slot, true) AS v) s
+$$;
+
+-- Notes p_ctid as the version this transaction last wrote of row p_row in
+-- slot p_slot (see _last_version).
+CREATE FUNCTION _note_version(p_slot text, p_row text, p_ctid tid) RETURNS void
+LANGUAGE sql AS $$
+    SELECT NULL::void FROM pg_catalog.set_config('jfs.v_' || p_slot, p_row || '@' || p_ctid::text, true)
+$$;
+
 -- This transaction's stripe: the session's (see _claim_stripe), one of 16,
 -- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
 -- comparisons).
@@ -563,16 +590,29 @@ RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
+    v_row text := p_dir || ':' || v_stripe;
+    v_last tid := _last_version('dir_stats', v_row);
+    v_ctid tid;
 BEGIN
-    UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
-     WHERE d.inode = p_dir AND d.stripe = v_stripe;
-    IF NOT FOUND THEN
+    IF v_last IS NOT NULL THEN
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
+         WHERE d.ctid = v_last AND d.inode = p_dir AND d.stripe = v_stripe
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
+         WHERE d.inode = p_dir AND d.stripe = v_stripe
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
         INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
         VALUES (p_dir, v_stripe, p_space, p_inodes, p_length)
             ON CONFLICT (inode, stripe) DO UPDATE
             SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
-                length = d.length + excluded.length;
+                length = d.length + excluded.length
+        RETURNING d.ctid INTO v_ctid;
     END IF;
+    PERFORM _note_version('dir_stats', v_row, v_ctid);
 END
 $$;
 /* </end connected objects> */
@@ -750,6 +790,9 @@ DECLARE
     v_key bigint;
     v_n bigint;
     v_errno integer;
+    v_row text;
+    v_last tid;
+    v_ctid tid;
 BEGIN
     IF v_nroots > 1 THEN
         SELECT array_agg(l.key ORDER BY l.key), array_agg(l.n ORDER BY l.key) INTO v_roots, v_counts
@@ -767,11 +810,28 @@ BEGIN
             v_n := 1;
             CONTINUE WHEN v_key IS NULL;
         END IF;
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
-         WHERE x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
-           AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
-                                AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)));
-        IF NOT FOUND AND v_check THEN
+        -- (the version this transaction wrote last, if any, directly: see
+        -- _last_version; a slot per place in the loop)
+        v_row := v_kind || ':' || v_key || ':' || v_stripe;
+        v_last := _last_version('quota_usage_' || i, v_row);
+        v_ctid := NULL;
+        IF v_last IS NOT NULL THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+             WHERE x.ctid = v_last AND x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+               AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                    AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)))
+            RETURNING x.ctid INTO v_ctid;
+        END IF;
+        IF v_ctid IS NULL THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+             WHERE x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+               AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                    AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)))
+            RETURNING x.ctid INTO v_ctid;
+        END IF;
+        IF v_ctid IS NOT NULL THEN
+            PERFORM _note_version('quota_usage_' || i, v_row, v_ctid);
+        ELSIF v_check THEN
             v_errno := _charge_exact(v_kind, v_key, p_inodes * v_n, p_space * v_n);
             IF v_errno <> 0 THEN
                 -- refused: take back what the quotas before it got
@@ -784,11 +844,7 @@ BEGIN
         END IF;
     END LOOP;
     IF p_dir > 0 THEN
-        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
-         WHERE d.inode = p_dir AND d.stripe = v_stripe;
-        IF NOT FOUND THEN
-            PERFORM _dir_stats_add(p_dir, p_inodes, p_space, p_length);
-        END IF;
+        PERFORM _dir_stats_add(p_dir, p_inodes, p_space, p_length);
     END IF;
     RETURN 0;
 END
@@ -1263,13 +1319,27 @@ BEGIN
 END
 $$;
 
--- Reserves the next p_count ids of a counter; returns the first.
+-- Reserves the next p_count ids of a counter; returns the first. (The
+-- version of the counter's row this transaction wrote last is updated
+-- directly: see _last_version.)
 CREATE FUNCTION _next_ids(p_name text, p_count bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_first bigint;
+    v_last tid := _last_version('counter', p_name);
+    v_ctid tid;
 BEGIN
-    UPDATE counter SET next = next + p_count WHERE name = p_name RETURNING next - p_count INTO v_first;
+    IF v_last IS NOT NULL THEN
+        UPDATE counter c SET next = c.next + p_count WHERE c.ctid = v_last AND c.name = p_name
+        RETURNING c.next - p_count, c.ctid INTO v_first, v_ctid;
+    END IF;
+    IF v_first IS NULL THEN
+        UPDATE counter c SET next = c.next + p_count WHERE c.name = p_name
+        RETURNING c.next - p_count, c.ctid INTO v_first, v_ctid;
+    END IF;
+    IF v_ctid IS NOT NULL THEN
+        PERFORM _note_version('counter', p_name, v_ctid);
+    END IF;
     RETURN v_first;
 END
 $$;
@@ -1519,64 +1589,6 @@ CREATE FUNCTION _log_node_change(p_op text, p_inode bigint, p_name bytea DEFAULT
 LANGUAGE sql AS $$
     INSERT INTO change (op, inode, name, uid, gid)
     SELECT p_op, n.inode, p_name, n.uid, n.gid FROM node n WHERE n.inode = p_inode
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:38
--- requires:
---   internal
-
--- The rules of POSIX ACLs that creating a node needs before ACLs
--- themselves (acl.sql): what a well-formed ACL is, the mode a default ACL
--- gives a new node, and the ACLs it passes on.
-
--- Whether an ACL (its entries' tags, qualifiers and permissions) is well
--- formed: one owner, owning group and other entry, a mask when a named user
--- or group is present, at most one mask, named entries with valid and
--- distinct ids, permissions 0..7.
-CREATE FUNCTION _acl_valid(p_tags smallint[], p_ids bigint[], p_perms smallint[]) RETURNS boolean
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT cardinality(p_tags) = cardinality(p_ids) AND cardinality(p_tags) = cardinality(p_perms)
-       AND count(*) FILTER (WHERE e.tag = 1) = 1
-       AND count(*) FILTER (WHERE e.tag = 4) = 1
-       AND count(*) FILTER (WHERE e.tag = 32) = 1
-       AND count(*) FILTER (WHERE e.tag = 16) <= 1
-       AND (count(*) FILTER (WHERE e.tag IN (2, 8)) = 0 OR count(*) FILTER (WHERE e.tag = 16) = 1)
-       AND bool_and(e.tag IN (1, 2, 4, 8, 16, 32) AND e.perm BETWEEN 0 AND 7)
-       AND bool_and(CASE WHEN e.tag IN (2, 8) THEN _id_ok(e.id) ELSE true END)
-       AND count(DISTINCT (e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END)) = count(*)
-      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
-$$;
-
--- The mode of a new node made with p_mode under a directory whose default
--- ACL is given: the special bits kept, the permission bits masked by the
--- ACL's owner, mask (or owning group) and other entries.
-CREATE FUNCTION _acl_create_mode(p_mode integer, p_tags smallint[], p_perms smallint[]) RETURNS integer
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT (p_mode & 3584)
-           | (((max(e.perm) FILTER (WHERE e.tag = 1)) & (p_mode >> 6) & 7) << 6)
-           | ((coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4))
-               & (p_mode >> 3) & 7) << 3)
-           | ((max(e.perm) FILTER (WHERE e.tag = 32)) & p_mode & 7)
-      FROM unnest(p_tags, p_perms) AS e(tag, perm)
-$$;
-
--- Gives the new node p_inode the ACLs its parent's default ACL (tags, ids,
--- perms) passes on: an access ACL when the default one is more than a
--- mode (its mask and owner bits are in the mode already), and, to a
--- directory, the default ACL itself.
-CREATE FUNCTION _acl_inherit(p_inode bigint, p_is_dir boolean, p_tags smallint[], p_ids bigint[],
-                             p_perms smallint[]) RETURNS void
-LANGUAGE sql AS $$
-    INSERT INTO acl (inode, kind, tag, qualifier, perm)
-    SELECT p_inode, 'a', e.tag, e.id, e.perm
-      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
-     WHERE e.tag IN (2, 4, 8) AND p_tags && ARRAY[2, 8, 16]::smallint[];
-    INSERT INTO acl (inode, kind, tag, qualifier, perm)
-    SELECT p_inode, 'd', e.tag, e.id, e.perm
-      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
-     WHERE p_is_dir;
 $$;
 /* </end connected objects> */
 
@@ -1869,6 +1881,420 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:63
+-- requires:
+--   internal
+--   charge
+--   chunk_data
+
+-- setattr: mode, owner, times and size (truncate) of one node in one call.
+--
+-- p_set is a bit mask (JuiceFS's values): 1 mode, 2 uid, 4 gid, 8 size,
+-- 16 atime, 32 mtime, 64 ctime, 128 atime = now, 256 mtime = now.
+
+-- Sets the length of the locked regular file p: shrinking drops the slices
+-- of whole chunks past the end and covers the rest of the boundary chunk
+-- with a hole slice (id 0), so growing it again later reads zeros. The
+-- caller has charged the change of space (_charge_space).
+CREATE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_boundary bigint;
+    v_pos bigint;
+    v_end bigint;
+    n node;
+BEGIN
+    IF p_length < p.length THEN
+        -- what showed data past the new end goes from "used"
+        p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
+        IF (p_length + v_chunk - 1) / v_chunk <= 2147483647 THEN   -- else no whole chunk is past the end
+            PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
+        END IF;
+        IF p_length % v_chunk <> 0 THEN
+            v_boundary := p_length / v_chunk;
+            v_pos := p_length % v_chunk;
+            v_end := least(p.length - v_boundary * v_chunk, v_chunk);
+            IF v_end > v_pos THEN
+                INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+                VALUES (p.inode, v_boundary, 0, 0, 0, v_end - v_pos, v_pos);
+            END IF;
+        END IF;
+    END IF;
+    UPDATE node SET length = p_length, used = p.used, mtime = p_now, ctime = p_now
+     WHERE inode = p.inode RETURNING * INTO n;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION setattr(
+    p_inode bigint, p_set integer,
+    p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
+    p_atime bigint DEFAULT NULL, p_mtime bigint DEFAULT NULL, p_ctime bigint DEFAULT NULL,
+    p_length bigint DEFAULT NULL)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_set integer := coalesce(p_set, 0);
+    v_errno integer;
+    v_new_uid bigint;
+    v_new_gid bigint;
+    v_truncated boolean := false;
+    v_squash record;
+    f record;
+    n node;
+BEGIN
+    IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
+       OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
+       OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
+       OR (v_set & 64 <> 0 AND p_ctime IS NULL)
+       OR (v_set & 2 <> 0 AND NOT _id_ok(p_uid)) OR (v_set & 4 <> 0 AND NOT _id_ok(p_gid)) THEN
+        RETURN _err(22);
+    END IF;
+    IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
+        RETURN _err(27);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN _err(2);
+    ELSIF v_set & 1 <> 0 AND NOT _mode_ok(p_mode, n.type) THEN
+        RETURN _err(22);
+    END IF;
+    IF v_set & 8 <> 0 THEN
+        IF n.type = 2 THEN
+            RETURN _err(21);
+        ELSIF n.type <> 1 THEN
+            RETURN _err(22);
+        END IF;
+        IF p_length <> n.length THEN
+            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true,
+                                     p_length - n.length);
+            IF v_errno <> 0 THEN
+                RETURN _err(v_errno);
+            END IF;
+            n := _truncate(n, p_length, v_now);
+            v_truncated := true;
+        END IF;
+    END IF;
+    IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
+        -- a new owner: the node's usage moves to the new user/group quotas
+        v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
+        v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
+        -- a squashed role gives nothing to root (root squash); under all
+        -- squash it may only give its own nodes to its own group
+        v_squash := _caller_squash();
+        IF (v_squash.kind = 'root' AND (v_new_uid = 0 OR v_new_gid = 0))
+           OR (v_squash.kind = 'all' AND (v_new_uid IS NOT NULL
+                                          OR (v_new_gid IS NOT NULL
+                                              AND (n.uid <> v_squash.uid OR v_new_gid <> v_squash.gid)))) THEN
+            RETURN _err(1);
+        END IF;
+        SELECT quota_limits, owner_quotas INTO f FROM setting;
+        IF f.owner_quotas THEN
+            v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);
+            IF v_errno <> 0 THEN
+                RETURN _err(v_errno);
+            END IF;
+            PERFORM _charge(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
+                            CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', 0, -1, -_node_space(n.type, n.length),
+                            false);
+        END IF;
+    END IF;
+    IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;
+    IF v_set & 2 <> 0 THEN n.uid := p_uid; END IF;
+    IF v_set & 4 <> 0 THEN n.gid := p_gid; END IF;
+    IF v_set & 128 <> 0 THEN n.atime := v_now; ELSIF v_set & 16 <> 0 THEN n.atime := p_atime; END IF;
+    IF v_set & 256 <> 0 THEN n.mtime := v_now; ELSIF v_set & 32 <> 0 THEN n.mtime := p_mtime; END IF;
+    n.ctime := CASE WHEN v_set & 64 <> 0 THEN p_ctime ELSE v_now END;
+    IF v_set & ~8 <> 0 THEN
+        UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
+         WHERE inode = p_inode;
+    END IF;
+    IF v_set & ~8 <> 0 OR v_truncated THEN
+        INSERT INTO change (op, inode, uid, gid)
+        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
+    END IF;
+    RETURN _to_attr(n);
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:78
+-- requires:
+--   internal
+
+-- Mount sessions: register, heartbeat, close, clean up dead ones, and
+-- release open-but-unlinked inodes (sustained) on last close.
+
+-- Refuses a new session on a volume `jfs destroy` is removing
+-- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
+-- the new session to commit, then sees it.
+CREATE FUNCTION _refuse_if_destroying() RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_destroying timestamptz;
+BEGIN
+    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
+    IF NOT FOUND THEN
+        -- (a destroy_finish that emptied the volume while this waited)
+        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
+    ELSIF v_destroying IS NOT NULL THEN
+        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
+                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
+    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
+$$;
+
+-- A new session of the caller's login role (only it, or an administrator,
+-- acts for it), which other mounts end only after p_timeout without a
+-- heartbeat (its mount's --session-timeout, at least a second and at most
+-- an hour: a session that claimed a century kept its locks past its
+-- mount's end). None opens on a volume being destroyed.
+CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
+    INSERT INTO session (host, pid, info, session_timeout)
+    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
+            least(greatest(coalesce(p_timeout, '5 minutes'), '1 second'), '1 hour'))
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
+$$;
+
+-- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
+-- register again (and its sustained inodes are gone).
+CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
+    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
+END
+$$;
+
+-- Ends a locked session: its open-unlinked inodes are released (freed when
+-- no other session holds them), its locks dropped, its row deleted.
+CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inode bigint;
+    v_released integer := 0;
+BEGIN
+    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
+        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
+        IF _unheld(v_inode) THEN
+            PERFORM _free_node(v_inode);
+        END IF;
+        v_released := v_released + 1;
+    END LOOP;
+    DELETE FROM lock_wait WHERE sid = p_sid;
+    DELETE FROM plock WHERE sid = p_sid;
+    DELETE FROM dir_lease WHERE sid = p_sid;
+    DELETE FROM session WHERE sid = p_sid;
+    RETURN v_released;
+END
+$$;
+
+CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    PERFORM _end_session(p_sid);
+    RETURN 0;
+END
+$$;
+
+-- Ends every session whose last heartbeat is older than p_timeout and than
+-- the session's own timeout (at most an hour: so no client can end a live
+-- one, and none lives on silent); any client may call it. Returns the
+-- number of sessions ended. (An administrator ends any session at once
+-- with session_close.)
+CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+    v_count integer := 0;
+BEGIN
+    PERFORM _begin();
+    FOR v_sid IN SELECT sid FROM session
+                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
+                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
+        PERFORM _end_session(v_sid);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- Ends the transactions that keep others waiting for their locks: a
+-- transaction of a role that does not administer jfs, open for 5 seconds
+-- or more, that holds a lock some backend of this database has waited for
+-- 5 seconds or more, and that is not itself at work: idle in its
+-- transaction (BEGIN; SELECT jfs.rename(...) and no COMMIT), asleep
+-- (pg_sleep beside a procedure) or waiting for an advisory lock, or running
+-- for 5 minutes. A row a procedure locked would otherwise stall every mount
+-- that needs it for as long as such a client likes. A holder that waits
+-- for a row lock itself is left: the end of the chain is ended instead.
+-- Mounts call it when a call of theirs has waited 5 seconds (their own
+-- call may be what waits); returns the number of backends ended.
+CREATE FUNCTION end_stalling() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    h record;
+    v_count integer := 0;
+BEGIN
+    FOR h IN
+        SELECT DISTINCT b.pid, b.usename, b.state, now() - b.xact_start AS open_for
+          FROM pg_locks w
+         CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS k(pid)
+          JOIN pg_stat_activity b ON b.pid = k.pid
+          JOIN pg_roles r ON r.oid = b.usesysid
+         WHERE NOT w.granted AND w.waitstart < now() - interval '5 seconds'
+           AND b.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND b.pid <> pg_backend_pid()
+           AND b.xact_start < now() - interval '5 seconds'
+           AND NOT r.rolsuper
+           AND NOT has_function_privilege(r.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
+           AND (b.state <> 'active'
+                OR b.wait_event_type = 'Timeout'
+                OR (b.wait_event_type = 'Lock' AND b.wait_event = 'advisory')
+                OR b.xact_start < now() - interval '5 minutes')
+    LOOP
+        IF pg_terminate_backend(h.pid) THEN
+            RAISE LOG 'jfs.end_stalling: ended backend % of role % (%, its transaction open for %), which held locks others waited for',
+                h.pid, h.usename, h.state, h.open_for;
+            v_count := v_count + 1;
+        END IF;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- The session closed its last handle of p_inode: an unlinked inode no
+-- other session holds is freed. 0, or 2 if p_sid did not hold it.
+CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
+    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF _unheld(p_inode) THEN
+        PERFORM _free_node(p_inode);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- Whether node p_inode (locked by the caller) has no name and nobody
+-- holds it: no session has it open, and it is not kept in unlinked for
+-- other mounts (free_unlinked frees those).
+CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
+       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
+$$;
+
+-- Session p_sid holds those of p_inodes (files it has open) that lost
+-- their last name elsewhere and are still kept (nlink 0, in unlinked or
+-- held by another session): they stay until it releases them (release,
+-- or the end of its session). A mount calls it when it reads a removal
+-- from the change log. Returns the inodes among p_inodes it holds.
+CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN '{}';
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
+    INSERT INTO sustained (sid, inode)
+    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
+    ON CONFLICT DO NOTHING;
+    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
+END
+$$;
+
+-- Frees the files kept in unlinked for longer than p_grace (at least a
+-- second) that no session holds; those held are left to their last
+-- holder's release. Any client may call it (mounts do, in the background).
+-- Returns the number of files freed.
+CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_due bigint[];
+    v_free bigint[];
+BEGIN
+    PERFORM _begin();
+    SELECT array_agg(u.inode) INTO v_due
+      FROM (SELECT inode FROM unlinked
+             WHERE at < now() - greatest(p_grace, interval '1 second')
+             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
+    IF v_due IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
+    DELETE FROM unlinked WHERE inode = ANY (v_due);
+    SELECT array_agg(n.inode) INTO v_free
+      FROM node n
+     WHERE n.inode = ANY (v_due) AND n.nlink = 0
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
+    IF v_free IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM _free_nodes(v_free);
+    RETURN cardinality(v_free);
+END
+$$;
+
+-- The mounted clients, for `jfs status` (clients may not read the tables).
+CREATE FUNCTION sessions()
+RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
+               sustained bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
+           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
+      FROM session s ORDER BY s.sid
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:68
 -- requires:
 --   internal
@@ -2102,143 +2528,60 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:63
+-- extension/src/lib.rs:38
 -- requires:
 --   internal
---   charge
---   chunk_data
 
--- setattr: mode, owner, times and size (truncate) of one node in one call.
---
--- p_set is a bit mask (JuiceFS's values): 1 mode, 2 uid, 4 gid, 8 size,
--- 16 atime, 32 mtime, 64 ctime, 128 atime = now, 256 mtime = now.
+-- The rules of POSIX ACLs that creating a node needs before ACLs
+-- themselves (acl.sql): what a well-formed ACL is, the mode a default ACL
+-- gives a new node, and the ACLs it passes on.
 
--- Sets the length of the locked regular file p: shrinking drops the slices
--- of whole chunks past the end and covers the rest of the boundary chunk
--- with a hole slice (id 0), so growing it again later reads zeros. The
--- caller has charged the change of space (_charge_space).
-CREATE FUNCTION _truncate(p node, p_length bigint, p_now bigint) RETURNS node
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_boundary bigint;
-    v_pos bigint;
-    v_end bigint;
-    n node;
-BEGIN
-    IF p_length < p.length THEN
-        -- what showed data past the new end goes from "used"
-        p.used := CASE WHEN p_length = 0 THEN 0 ELSE p.used - _data_size(p.inode, p_length, p.length) END;
-        IF (p_length + v_chunk - 1) / v_chunk <= 2147483647 THEN   -- else no whole chunk is past the end
-            PERFORM _drop_slices(ARRAY[p.inode], ((p_length + v_chunk - 1) / v_chunk)::integer);
-        END IF;
-        IF p_length % v_chunk <> 0 THEN
-            v_boundary := p_length / v_chunk;
-            v_pos := p_length % v_chunk;
-            v_end := least(p.length - v_boundary * v_chunk, v_chunk);
-            IF v_end > v_pos THEN
-                INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-                VALUES (p.inode, v_boundary, 0, 0, 0, v_end - v_pos, v_pos);
-            END IF;
-        END IF;
-    END IF;
-    UPDATE node SET length = p_length, used = p.used, mtime = p_now, ctime = p_now
-     WHERE inode = p.inode RETURNING * INTO n;
-    RETURN n;
-END
+-- Whether an ACL (its entries' tags, qualifiers and permissions) is well
+-- formed: one owner, owning group and other entry, a mask when a named user
+-- or group is present, at most one mask, named entries with valid and
+-- distinct ids, permissions 0..7.
+CREATE FUNCTION _acl_valid(p_tags smallint[], p_ids bigint[], p_perms smallint[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT cardinality(p_tags) = cardinality(p_ids) AND cardinality(p_tags) = cardinality(p_perms)
+       AND count(*) FILTER (WHERE e.tag = 1) = 1
+       AND count(*) FILTER (WHERE e.tag = 4) = 1
+       AND count(*) FILTER (WHERE e.tag = 32) = 1
+       AND count(*) FILTER (WHERE e.tag = 16) <= 1
+       AND (count(*) FILTER (WHERE e.tag IN (2, 8)) = 0 OR count(*) FILTER (WHERE e.tag = 16) = 1)
+       AND bool_and(e.tag IN (1, 2, 4, 8, 16, 32) AND e.perm BETWEEN 0 AND 7)
+       AND bool_and(CASE WHEN e.tag IN (2, 8) THEN _id_ok(e.id) ELSE true END)
+       AND count(DISTINCT (e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END)) = count(*)
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
 $$;
 
-CREATE FUNCTION setattr(
-    p_inode bigint, p_set integer,
-    p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,
-    p_atime bigint DEFAULT NULL, p_mtime bigint DEFAULT NULL, p_ctime bigint DEFAULT NULL,
-    p_length bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_set integer := coalesce(p_set, 0);
-    v_errno integer;
-    v_new_uid bigint;
-    v_new_gid bigint;
-    v_truncated boolean := false;
-    v_squash record;
-    f record;
-    n node;
-BEGIN
-    IF (v_set & 1 <> 0 AND p_mode IS NULL) OR (v_set & 2 <> 0 AND p_uid IS NULL)
-       OR (v_set & 4 <> 0 AND p_gid IS NULL) OR (v_set & 8 <> 0 AND (p_length IS NULL OR p_length < 0))
-       OR (v_set & 16 <> 0 AND p_atime IS NULL) OR (v_set & 32 <> 0 AND p_mtime IS NULL)
-       OR (v_set & 64 <> 0 AND p_ctime IS NULL)
-       OR (v_set & 2 <> 0 AND NOT _id_ok(p_uid)) OR (v_set & 4 <> 0 AND NOT _id_ok(p_gid)) THEN
-        RETURN _err(22);
-    END IF;
-    IF v_set & 8 <> 0 AND p_length >= 144115188075855872 THEN  -- 2^57: chunk index past int range
-        RETURN _err(27);
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN _err(2);
-    ELSIF v_set & 1 <> 0 AND NOT _mode_ok(p_mode, n.type) THEN
-        RETURN _err(22);
-    END IF;
-    IF v_set & 8 <> 0 THEN
-        IF n.type = 2 THEN
-            RETURN _err(21);
-        ELSIF n.type <> 1 THEN
-            RETURN _err(22);
-        END IF;
-        IF p_length <> n.length THEN
-            v_errno := _charge_space(n.inode, n.uid, n.gid, _space(p_length) - _space(n.length), true,
-                                     p_length - n.length);
-            IF v_errno <> 0 THEN
-                RETURN _err(v_errno);
-            END IF;
-            n := _truncate(n, p_length, v_now);
-            v_truncated := true;
-        END IF;
-    END IF;
-    IF (v_set & 2 <> 0 AND p_uid <> n.uid) OR (v_set & 4 <> 0 AND p_gid <> n.gid) THEN
-        -- a new owner: the node's usage moves to the new user/group quotas
-        v_new_uid := CASE WHEN v_set & 2 <> 0 AND p_uid <> n.uid THEN p_uid END;
-        v_new_gid := CASE WHEN v_set & 4 <> 0 AND p_gid <> n.gid THEN p_gid END;
-        -- a squashed role gives nothing to root (root squash); under all
-        -- squash it may only give its own nodes to its own group
-        v_squash := _caller_squash();
-        IF (v_squash.kind = 'root' AND (v_new_uid = 0 OR v_new_gid = 0))
-           OR (v_squash.kind = 'all' AND (v_new_uid IS NOT NULL
-                                          OR (v_new_gid IS NOT NULL
-                                              AND (n.uid <> v_squash.uid OR v_new_gid <> v_squash.gid)))) THEN
-            RETURN _err(1);
-        END IF;
-        SELECT quota_limits, owner_quotas INTO f FROM setting;
-        IF f.owner_quotas THEN
-            v_errno := _charge(false, v_new_uid, v_new_gid, '{}', 0, 1, _node_space(n.type, n.length), f.quota_limits);
-            IF v_errno <> 0 THEN
-                RETURN _err(v_errno);
-            END IF;
-            PERFORM _charge(false, CASE WHEN v_new_uid IS NOT NULL THEN n.uid END,
-                            CASE WHEN v_new_gid IS NOT NULL THEN n.gid END, '{}', 0, -1, -_node_space(n.type, n.length),
-                            false);
-        END IF;
-    END IF;
-    IF v_set & 1 <> 0 THEN n.mode := p_mode & 4095; END IF;
-    IF v_set & 2 <> 0 THEN n.uid := p_uid; END IF;
-    IF v_set & 4 <> 0 THEN n.gid := p_gid; END IF;
-    IF v_set & 128 <> 0 THEN n.atime := v_now; ELSIF v_set & 16 <> 0 THEN n.atime := p_atime; END IF;
-    IF v_set & 256 <> 0 THEN n.mtime := v_now; ELSIF v_set & 32 <> 0 THEN n.mtime := p_mtime; END IF;
-    n.ctime := CASE WHEN v_set & 64 <> 0 THEN p_ctime ELSE v_now END;
-    IF v_set & ~8 <> 0 THEN
-        UPDATE node SET mode = n.mode, uid = n.uid, gid = n.gid, atime = n.atime, mtime = n.mtime, ctime = n.ctime
-         WHERE inode = p_inode;
-    END IF;
-    IF v_set & ~8 <> 0 OR v_truncated THEN
-        INSERT INTO change (op, inode, uid, gid)
-        VALUES (CASE WHEN v_truncated THEN 'truncate' ELSE 'setattr' END, n.inode, n.uid, n.gid);
-    END IF;
-    RETURN _to_attr(n);
-END
+-- The mode of a new node made with p_mode under a directory whose default
+-- ACL is given: the special bits kept, the permission bits masked by the
+-- ACL's owner, mask (or owning group) and other entries.
+CREATE FUNCTION _acl_create_mode(p_mode integer, p_tags smallint[], p_perms smallint[]) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT (p_mode & 3584)
+           | (((max(e.perm) FILTER (WHERE e.tag = 1)) & (p_mode >> 6) & 7) << 6)
+           | ((coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4))
+               & (p_mode >> 3) & 7) << 3)
+           | ((max(e.perm) FILTER (WHERE e.tag = 32)) & p_mode & 7)
+      FROM unnest(p_tags, p_perms) AS e(tag, perm)
+$$;
+
+-- Gives the new node p_inode the ACLs its parent's default ACL (tags, ids,
+-- perms) passes on: an access ACL when the default one is more than a
+-- mode (its mask and owner bits are in the mode already), and, to a
+-- directory, the default ACL itself.
+CREATE FUNCTION _acl_inherit(p_inode bigint, p_is_dir boolean, p_tags smallint[], p_ids bigint[],
+                             p_perms smallint[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT p_inode, 'a', e.tag, e.id, e.perm
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+     WHERE e.tag IN (2, 4, 8) AND p_tags && ARRAY[2, 8, 16]::smallint[];
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT p_inode, 'd', e.tag, e.id, e.perm
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+     WHERE p_is_dir;
 $$;
 /* </end connected objects> */
 
@@ -2927,6 +3270,146 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:53
+-- requires:
+--   internal
+--   charge
+--   rename
+
+-- Removing one name: unlink and rmdir (into the trash when the volume has
+-- one: sql/rename.sql). Whole trees: rmr, sql/batch.sql.
+
+-- Removes the name p_name (not a directory) from p_parent. At zero links
+-- the node is freed, unless p_open_inodes (the inodes the calling session
+-- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
+-- Returns the node as it is after the call (nlink 0 when it lost its last link).
+CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v record;
+    par record;
+    c node;
+    v_trashed integer;
+BEGIN
+    PERFORM _unleased(ARRAY[p_parent]);
+    IF _is_dot(p_name) THEN
+        RETURN _err(21);
+    END IF;
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO v
+          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            RETURN _err(_missing(p_parent, p_name));
+        ELSIF v.destroying IS NOT NULL THEN
+            PERFORM _destroyed();
+        ELSIF v.inode = _trash_inode() THEN
+            RETURN _err(1);
+        ELSIF v.type = 2 THEN
+            RETURN _err(21);
+        END IF;
+        -- with a trash, a last link moves there instead
+        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
+            v_trashed := _to_trash(p_parent, p_name);
+            IF v_trashed = 0 THEN
+                RETURN _attr(v.inode);
+            END IF;
+        END IF;
+        IF attempt = 1 THEN
+            PERFORM _durability(v.meta_durability);
+        END IF;
+        -- lock order: ascending inode
+        IF p_parent < v.inode THEN
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+        ELSE
+            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
+            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
+        END IF;
+        -- the entry may have changed while we waited for the locks
+        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
+        IF FOUND THEN
+            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length), c.length);
+            c.nlink := c.nlink - 1;
+            c.ctime := v_now;
+            IF c.nlink > 0 THEN
+                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
+            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
+                -- a node that had links has no sustained rows: nobody else holds it
+                PERFORM _free_node(c.inode);
+            END IF;
+            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
+                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
+            END IF;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
+            RETURN _to_attr(c);
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- Removes the empty directory p_name from p_parent.
+CREATE FUNCTION rmdir(p_parent bigint, p_name bytea) RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_child bigint;
+    v_type smallint;
+    v_pqroot bigint;
+    n node;
+BEGIN
+    IF p_name = '\x2e'::bytea THEN
+        RETURN _err(22);
+    ELSIF p_name = '\x2e2e'::bytea THEN
+        RETURN _err(39);
+    END IF;
+    FOR attempt IN 1..5 LOOP
+        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
+        IF NOT FOUND THEN
+            RETURN _err(_missing(p_parent, p_name));
+        ELSIF v_child = _trash_inode() THEN
+            RETURN _err(1);
+        ELSIF v_type <> 2 THEN
+            RETURN _err(20);
+        END IF;
+        -- (the directory removed is read: it must not be leased elsewhere either)
+        PERFORM _unleased(ARRAY[p_parent, v_child]);
+        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
+        IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
+            IF NOT _dir_is_empty(v_child) THEN
+                RETURN _err(39);
+            END IF;
+            -- with a trash, the directory moves there instead
+            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
+                RETURN _attr(v_child);
+            END IF;
+            DELETE FROM edge WHERE parent = p_parent AND name = p_name;
+            DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
+            DELETE FROM xattr WHERE inode = v_child;
+            DELETE FROM acl WHERE inode = v_child;
+            PERFORM _forget_dirs(ARRAY[v_child]);
+            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
+            RETURNING qroot INTO v_pqroot;
+            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
+            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
+            n.nlink := 0;
+            INSERT INTO change (op, inode, parent, name, uid, gid)
+            VALUES ('rmdir', n.inode, p_parent, p_name, n.uid, n.gid);
+            RETURN _to_attr(n);
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:83
 -- requires:
 --   internal
@@ -3251,711 +3734,6 @@ BEGIN
     PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
     PERFORM _free_nodes(ARRAY[v_root]);
     RETURN QUERY SELECT 0, v_removed + 1, true;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:53
--- requires:
---   internal
---   charge
---   rename
-
--- Removing one name: unlink and rmdir (into the trash when the volume has
--- one: sql/rename.sql). Whole trees: rmr, sql/batch.sql.
-
--- Removes the name p_name (not a directory) from p_parent. At zero links
--- the node is freed, unless p_open_inodes (the inodes the calling session
--- p_sid has open) holds it: then it stays (nlink 0) until that session releases it.
--- Returns the node as it is after the call (nlink 0 when it lost its last link).
-CREATE FUNCTION unlink(p_parent bigint, p_name bytea, p_sid bigint DEFAULT 0, p_open_inodes bigint[] DEFAULT '{}')
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v record;
-    par record;
-    c node;
-    v_trashed integer;
-BEGIN
-    PERFORM _unleased(ARRAY[p_parent]);
-    IF _is_dot(p_name) THEN
-        RETURN _err(21);
-    END IF;
-    FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type, s.meta_durability, s.skip_dir_mtime_ns, s.trash_days, s.destroying INTO v
-          FROM edge e, setting s WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
-            RETURN _err(_missing(p_parent, p_name));
-        ELSIF v.destroying IS NOT NULL THEN
-            PERFORM _destroyed();
-        ELSIF v.inode = _trash_inode() THEN
-            RETURN _err(1);
-        ELSIF v.type = 2 THEN
-            RETURN _err(21);
-        END IF;
-        -- with a trash, a last link moves there instead
-        IF attempt = 1 AND v.trash_days > 0 AND (SELECT n.nlink FROM node n WHERE n.inode = v.inode) = 1 THEN
-            v_trashed := _to_trash(p_parent, p_name);
-            IF v_trashed = 0 THEN
-                RETURN _attr(v.inode);
-            END IF;
-        END IF;
-        IF attempt = 1 THEN
-            PERFORM _durability(v.meta_durability);
-        END IF;
-        -- lock order: ascending inode
-        IF p_parent < v.inode THEN
-            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
-            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-        ELSE
-            SELECT * INTO c FROM node WHERE inode = v.inode FOR UPDATE;
-            SELECT mtime, ctime, qroot INTO par FROM node WHERE inode = p_parent FOR KEY SHARE;
-        END IF;
-        -- the entry may have changed while we waited for the locks
-        DELETE FROM edge WHERE parent = p_parent AND name = p_name AND inode = v.inode;
-        IF FOUND THEN
-            PERFORM _uncharge_entry(p_parent, par.qroot, 1, _node_space(c.type, c.length), c.length);
-            c.nlink := c.nlink - 1;
-            c.ctime := v_now;
-            IF c.nlink > 0 THEN
-                UPDATE node SET nlink = c.nlink, ctime = v_now WHERE inode = c.inode;
-            ELSIF NOT _keep_open(c.inode, p_sid, p_open_inodes) THEN
-                -- a node that had links has no sustained rows: nobody else holds it
-                PERFORM _free_node(c.inode);
-            END IF;
-            IF _dir_times_stale(par.mtime, par.ctime, v_now, v.skip_dir_mtime_ns) THEN
-                UPDATE node SET mtime = v_now, ctime = v_now WHERE inode = p_parent;
-            END IF;
-            INSERT INTO change (op, inode, parent, name, uid, gid)
-            VALUES ('unlink', c.inode, p_parent, p_name, c.uid, c.gid);
-            RETURN _to_attr(c);
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'unlink: entry kept changing under concurrent renames; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-
--- Removes the empty directory p_name from p_parent.
-CREATE FUNCTION rmdir(p_parent bigint, p_name bytea) RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_child bigint;
-    v_type smallint;
-    v_pqroot bigint;
-    n node;
-BEGIN
-    IF p_name = '\x2e'::bytea THEN
-        RETURN _err(22);
-    ELSIF p_name = '\x2e2e'::bytea THEN
-        RETURN _err(39);
-    END IF;
-    FOR attempt IN 1..5 LOOP
-        SELECT e.inode, e.type INTO v_child, v_type FROM edge e WHERE e.parent = p_parent AND e.name = p_name;
-        IF NOT FOUND THEN
-            RETURN _err(_missing(p_parent, p_name));
-        ELSIF v_child = _trash_inode() THEN
-            RETURN _err(1);
-        ELSIF v_type <> 2 THEN
-            RETURN _err(20);
-        END IF;
-        -- (the directory removed is read: it must not be leased elsewhere either)
-        PERFORM _unleased(ARRAY[p_parent, v_child]);
-        PERFORM _lock_nodes(ARRAY[p_parent, v_child], ARRAY['nokey', 'update']);
-        IF EXISTS (SELECT 1 FROM edge WHERE parent = p_parent AND name = p_name AND inode = v_child) THEN
-            IF NOT _dir_is_empty(v_child) THEN
-                RETURN _err(39);
-            END IF;
-            -- with a trash, the directory moves there instead
-            IF s.trash_days > 0 AND _to_trash(p_parent, p_name) = 0 THEN
-                RETURN _attr(v_child);
-            END IF;
-            DELETE FROM edge WHERE parent = p_parent AND name = p_name;
-            DELETE FROM node WHERE inode = v_child RETURNING * INTO n;
-            DELETE FROM xattr WHERE inode = v_child;
-            DELETE FROM acl WHERE inode = v_child;
-            PERFORM _forget_dirs(ARRAY[v_child]);
-            UPDATE node SET nlink = nlink - 1, mtime = v_now, ctime = v_now WHERE inode = p_parent
-            RETURNING qroot INTO v_pqroot;
-            PERFORM _uncharge_entry(p_parent, v_pqroot, 1, 4096);
-            PERFORM _uncharge_nodes(ARRAY[n.uid], ARRAY[n.gid], ARRAY[4096::bigint]);
-            n.nlink := 0;
-            INSERT INTO change (op, inode, parent, name, uid, gid)
-            VALUES ('rmdir', n.inode, p_parent, p_name, n.uid, n.gid);
-            RETURN _to_attr(n);
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'rmdir: entry kept changing under concurrent renames; retry'
-        USING ERRCODE = 'serialization_failure';
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:73
--- requires:
---   internal
---   charge
---   chunk_data
---   setattr
-
--- File layout: committing a written slice and reading a chunk's slices.
-
--- Appends a slice to chunk p_chunk_index of file p_inode: bytes
--- [p_slice_off, p_slice_off + p_len) of stored slice p_slice_id (of size
--- p_slice_size) now appear at [p_pos, p_pos + p_len) of the chunk, over
--- whatever was there. Called after the slice's blocks are in object storage.
--- Extends the length, sets mtime (p_mtime, default now) and ctime. The
--- slice id must be one alloc_ids handed out, committed nowhere yet and not
--- queued for deletion (EINVAL): each write's slice is committed once. A
--- slice ending at or past 2^57 bytes, the largest file, is EFBIG.
--- With p_defer, growth within the file's last 4 KiB unit is not added to
--- dir_stats but returned in `deferred`, for the caller to add after every
--- quota row it charges (write_slices: the lock order of _charge).
-CREATE FUNCTION _write_slice(
-    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, OUT a attr, OUT deferred bigint)
-LANGUAGE plpgsql AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_end bigint;
-    v_errno integer;
-    v_had bigint;
-    n node;
-BEGIN
-    deferred := 0;
-    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
-       OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
-       OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
-       OR p_slice_off::bigint + p_len > p_slice_size THEN
-        a := _err(22);
-        RETURN;
-    ELSIF p_chunk_index::bigint * _chunk_size() + p_pos + p_len >= 144115188075855872 THEN
-        -- (a file ends before 2^57, as setattr keeps it: the chunk index
-        -- of its length must fit an integer)
-        a := _err(27);
-        RETURN;
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    v_errno := _file_errno(n);
-    IF v_errno = 0 AND NOT _fresh_slice_id(p_slice_id) THEN
-        v_errno := 22;
-    END IF;
-    IF v_errno <> 0 THEN
-        a := _err(v_errno);
-        RETURN;
-    END IF;
-    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
-    IF p_defer AND _space(v_end) = _space(n.length) THEN
-        deferred := v_end - n.length;
-    ELSE
-        -- a longer file must fit the quotas: refused before anything changes
-        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-        IF v_errno <> 0 THEN
-            a := _err(v_errno);
-            RETURN;
-        END IF;
-    END IF;
-    -- (a concurrent commit of the same id makes this fail: the id is used once)
-    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
-    -- the bytes that showed data under the new slice (none for an append)
-    v_had := _range_size(_chunk_data(p_inode, p_chunk_index, p_pos, p_pos + p_len));
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
-    n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
-    n.used := n.used + p_len - v_had;
-    UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
-     WHERE inode = p_inode;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    a := _to_attr(n);
-END
-$$;
-
--- _write_slice of one slice (see there).
-CREATE FUNCTION write_slice(
-    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    w record;
-BEGIN
-    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false);
-    RETURN w.a;
-END
-$$;
-
--- Commits slices of one file in order, in one transaction and one round
--- trip (a flush of many small writes): as write_slice for each
--- (p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i]), up
--- to the first that fails, whose errno comes back in `a` (those before it
--- stay committed). Returns how many were committed and the file's
--- attributes after the last of them. At most 10000 slices (EINVAL).
---
--- When every slice is committed and p_set is not 0, setattr's change
--- (p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime; no size) follows in
--- the same transaction: a mount sends the chmod, chown and utimens it
--- answered while the file's writes were pending with their commit (cp -a's
--- sequence in one round trip). A mode is set only if the file's mode is
--- still p_base_mode (when given), the one the mount showed before its
--- chmod: a chmod made meanwhile by someone else came later and stands.
--- Its errno comes back in attr_errno (0: set, and `a` shows it; NULL: not
--- tried); a refused change leaves the slices committed.
-CREATE FUNCTION write_slices(
-    p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
-    p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
-    p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
-    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL,
-    p_base_mode integer DEFAULT NULL)
-RETURNS TABLE (committed integer, a attr, attr_errno integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_n integer := coalesce(cardinality(p_ids), 0);
-    v_attr attr;
-    v_set attr;
-    w record;
-    v_deferred bigint := 0;
-    v_done integer := v_n;
-    v_change integer := coalesce(p_set, 0);
-BEGIN
-    IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
-       OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
-       OR coalesce(cardinality(p_offs), -1) <> v_n OR coalesce(cardinality(p_lens), -1) <> v_n
-       OR coalesce(p_set, 0) & 8 <> 0 THEN
-        RETURN QUERY SELECT 0, _err(22), NULL::integer;
-        RETURN;
-    END IF;
-    FOR i IN 1..v_n LOOP
-        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true);
-        v_attr := w.a;
-        v_deferred := v_deferred + w.deferred;
-        IF v_attr.errno <> 0 THEN
-            v_done := i - 1;
-            EXIT;
-        END IF;
-    END LOOP;
-    -- the growth within 4 KiB units, to dir_stats after every quota row
-    IF v_deferred <> 0 THEN
-        PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
-    END IF;
-    IF v_change & 1 <> 0 AND p_base_mode IS NOT NULL AND v_attr.mode <> p_base_mode & 4095 THEN
-        v_change := v_change & ~1;
-    END IF;
-    IF v_done < v_n OR v_change = 0 THEN
-        RETURN QUERY SELECT v_done, v_attr, CASE WHEN v_done = v_n AND coalesce(p_set, 0) <> 0 THEN 0 END;
-        RETURN;
-    END IF;
-    v_set := setattr(p_inode, v_change, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
-    IF v_set.errno = 0 THEN
-        v_attr := v_set;
-    END IF;
-    RETURN QUERY SELECT v_done, v_attr, v_set.errno;
-END
-$$;
-
--- The slices of one chunk in commit order: later rows shadow earlier ones
--- where they overlap. slice_id 0 is a hole (zeros). An error row (errno <> 0)
--- comes back alone when the inode does not exist or is not a file.
-CREATE FUNCTION read_chunk(p_inode bigint, p_chunk_index integer)
-RETURNS TABLE (errno integer, pos integer, slice_id bigint, slice_size integer, slice_off integer, len integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_type smallint;
-BEGIN
-    RETURN QUERY
-        SELECT 0, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len
-          FROM slice s WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
-         ORDER BY s.seq;
-    IF NOT FOUND THEN
-        SELECT n.type INTO v_type FROM node n WHERE n.inode = p_inode;
-        IF v_type IS NULL OR v_type <> 1 THEN
-            RETURN QUERY SELECT CASE WHEN v_type IS NULL THEN 2 WHEN v_type = 2 THEN 21 ELSE 22 END,
-                                NULL::integer, NULL::bigint, NULL::integer, NULL::integer, NULL::integer;
-        END IF;
-    END IF;
-END
-$$;
-
--- Slices whose last reference went away at least p_min_age ago, and at
--- least the volume's retain_deleted, for a mount or `jfs gc --delete` to
--- delete their objects (then forget_delslices). Several mounts may get the
--- same rows; deleting an object twice is harmless.
-CREATE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
-RETURNS TABLE (slice_id bigint, size integer)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT d.slice_id, d.size FROM delslice d
-     WHERE d.queued_at <= now() - greatest(p_min_age, (SELECT s.retain_deleted FROM setting s))
-     ORDER BY d.queued_at, d.slice_id
-     LIMIT least(greatest(p_limit, 1), 100000)
-$$;
-
--- How long freed slices' objects are kept (at the least) before mounts and
--- `jfs gc --delete` delete them: set it beyond the database's
--- point-in-time-recovery window (base backups + WAL archive), and restoring
--- the database to any moment in that window gives a file system whose
--- every block still exists (README, "Point-in-time restore"). Returns the
--- setting; NULL leaves it as it is.
-CREATE FUNCTION set_retain_deleted(p_retain interval DEFAULT NULL) RETURNS interval
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_retain interval;
-BEGIN
-    IF p_retain < interval '0' THEN
-        RAISE EXCEPTION 'jfs.set_retain_deleted: a duration >= 0, not %', p_retain
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    UPDATE setting s SET retain_deleted = coalesce(p_retain, s.retain_deleted) RETURNING s.retain_deleted INTO v_retain;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'jfs.set_retain_deleted: the volume is not formatted'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    RETURN v_retain;
-END
-$$;
-
--- How many freed slices wait in the queue (jfs gc; pending_delslices
--- gives them in pages).
-CREATE FUNCTION delslice_count() RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT count(*) FROM delslice
-$$;
-
--- The objects of these slices are deleted: drop them from the queue. Only
--- slices kept as long as the volume retains freed objects are dropped (those
--- pending_delslices gives): no caller can make the queue forget a slice
--- before its objects may go.
-CREATE FUNCTION forget_delslices(p_slice_ids bigint[]) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_count integer;
-BEGIN
-    PERFORM _begin();
-    DELETE FROM delslice d
-     WHERE d.slice_id = ANY (p_slice_ids)
-       AND d.queued_at <= now() - (SELECT s.retain_deleted FROM setting s);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- For `jfs gc`: what the database says of each slice id found in object
--- storage: 'referenced' (slice rows use it), 'pending' (freed, queued in
--- delslice), or 'unreferenced' (no row knows it: a client stored blocks and
--- died before committing them, or the slice was forgotten after deletion).
-CREATE FUNCTION slice_states(p_slice_ids bigint[])
-RETURNS TABLE (slice_id bigint, state text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT u.id,
-           CASE WHEN EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = u.id) THEN 'referenced'
-                WHEN EXISTS (SELECT 1 FROM delslice d WHERE d.slice_id = u.id) THEN 'pending'
-                ELSE 'unreferenced' END
-      FROM unnest(p_slice_ids) u(id)
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:143
--- requires:
---   internal
---   charge
---   chunk_data
-
--- Byte ranges of a file as a whole: zeroing them (fallocate PUNCH_HOLE and
--- ZERO_RANGE), copying them from another file by sharing its slices
--- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
-
--- Locks, in id order, the references of the slices that file p_inode has in
--- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
--- p_to2): a procedure that releases or adds references in several steps
--- takes them all first, in one order, so two such procedures on files that
--- share slices cannot deadlock.
-CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
-                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-BEGIN
-    PERFORM 1 FROM slice_ref r
-     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
-                           WHERE s.slice_id <> 0
-                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
-                                  OR (s.inode = p_inode2
-                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
-     ORDER BY r.slice_id FOR UPDATE;
-END
-$$;
-
--- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
--- most its length: chunks wholly inside lose their slices, slices wholly
--- inside the range in the chunks at its ends are dropped, and a hole slice
--- covers what still shows there. References are released as the rows go
--- (all locked first, _lock_refs). Returns the bytes of data the range held
--- (the node's "used" falls by it).
-CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_whole_from integer;
-    v_whole_to integer;
-    v_gone bigint[];
-    v_pos integer;
-    v_end integer;
-    v_data bigint;
-    c integer;
-BEGIN
-    IF p_to <= p_from THEN
-        RETURN 0;
-    END IF;
-    PERFORM _lock_refs(p_inode, p_from, p_to);
-    v_data := _data_size(p_inode, p_from, p_to);
-    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
-    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
-    v_whole_to := (p_to / v_chunk)::integer - 1;
-    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
-        v_whole_to := -1;
-    END IF;
-    IF v_whole_from <= v_whole_to THEN
-        PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
-    END IF;
-    FOR c IN SELECT DISTINCT i FROM unnest(ARRAY[p_from / v_chunk, (p_to - 1) / v_chunk]::integer[]) i
-              WHERE i NOT BETWEEN v_whole_from AND v_whole_to
-    LOOP
-        v_pos := greatest(p_from - c * v_chunk, 0);
-        v_end := least(p_to - c * v_chunk, v_chunk);
-        WITH gone AS (
-            DELETE FROM slice WHERE inode = p_inode AND chunk_index = c AND pos >= v_pos AND pos + len <= v_end
-            RETURNING slice_id
-        )
-        SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
-        PERFORM _release_slices(v_gone);
-        IF EXISTS (SELECT 1 FROM slice WHERE inode = p_inode AND chunk_index = c
-                                       AND pos < v_end AND pos + len > v_pos) THEN
-            INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-            VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
-        END IF;
-    END LOOP;
-    RETURN v_data;
-END
-$$;
-
--- fallocate PUNCH_HOLE and ZERO_RANGE: bytes [p_offset, p_offset +
--- p_length) of file p_inode read as zeros from now on, the space their
--- slices held freed as far as no other file shares them. With p_keep_size
--- the range stops at the end of the file; without it a range past the end
--- makes the file longer (charged as a write is: 28 ENOSPC or 122 EDQUOT
--- when that passes a limit, nothing changed). Sets mtime and ctime.
--- Returns the file's attributes; errno 2 no such file, 21 a directory,
--- 22 not a regular file or a bad range, 27 past the largest file.
-CREATE FUNCTION zero_range(p_inode bigint, p_offset bigint, p_length bigint, p_keep_size boolean)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_end bigint;
-    v_errno integer;
-    n node;
-BEGIN
-    IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
-        RETURN _err(22);
-    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
-        RETURN _err(27);
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    v_errno := _file_errno(n);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF p_keep_size AND p_offset >= n.length THEN
-        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
-    END IF;
-    IF p_keep_size THEN
-        v_end := p_offset + least(p_length, n.length - p_offset);
-    ELSE
-        v_end := p_offset + p_length;
-    END IF;
-    IF v_end > n.length THEN
-        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-        IF v_errno <> 0 THEN
-            RETURN _err(v_errno);
-        END IF;
-    END IF;
-    -- past the old end nothing shows data (truncate and writes keep it so)
-    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
-    n.length := greatest(n.length, v_end);
-    n.mtime := v_now; n.ctime := v_now;
-    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-
--- lseek SEEK_DATA (p_hole false) and SEEK_HOLE (true) of file p_inode from
--- p_offset, answered from its slices: the first offset at or after p_offset
--- where the file shows data (SEEK_DATA) or does not (SEEK_HOLE; the end of
--- the file counts as a hole). errno 6 (ENXIO) when p_offset is at or past
--- the end, or no data follows it (SEEK_DATA); 2 no such file, 21 a
--- directory, 22 not a regular file.
-CREATE FUNCTION seek_data(p_inode bigint, p_offset bigint, p_hole boolean,
-                          OUT errno integer, OUT found_at bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_next bigint;         -- the first chunk not yet looked at
-    v_from integer;        -- where the chunk is looked at from
-    v_shows int4multirange;
-    n node;
-    c integer;
-BEGIN
-    SELECT * INTO n FROM node WHERE inode = p_inode;
-    errno := _file_errno(n);
-    IF errno <> 0 THEN
-        RETURN;
-    ELSIF p_hole IS NULL THEN
-        errno := 22; RETURN;
-    ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
-        errno := 6; RETURN;
-    END IF;
-    errno := 0;
-    v_next := p_offset / v_chunk;
-    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_offset / v_chunk AND (n.length - 1) / v_chunk
-              ORDER BY s.chunk_index
-    LOOP
-        IF p_hole AND c > v_next THEN
-            found_at := greatest(p_offset, v_next * v_chunk); RETURN;   -- a chunk with no slices
-        END IF;
-        v_from := greatest(p_offset - c * v_chunk, 0);
-        v_shows := _chunk_data(p_inode, c)
-                   * int4multirange(int4range(v_from, least(n.length - c * v_chunk, v_chunk)::integer));
-        IF p_hole THEN
-            v_shows := int4multirange(int4range(v_from, v_chunk::integer)) - v_shows;
-        END IF;
-        IF NOT isempty(v_shows) THEN
-            found_at := least(c * v_chunk + lower(v_shows), n.length); RETURN;
-        END IF;
-        v_next := c + 1;
-    END LOOP;
-    IF p_hole THEN
-        found_at := least(greatest(p_offset, v_next * v_chunk), n.length);
-    ELSE
-        errno := 6;
-    END IF;
-END
-$$;
-
--- copy_file_range as metadata: bytes [p_src_offset, p_src_offset + p_length)
--- of file p_src (cut at its end) appear at p_dst_offset of file p_dst, by
--- slice rows that point at the source's slices (each gains a reference), in
--- one transaction; no byte is read or written. The destination range first
--- reads as zeros (_zero), then the source's slices are laid over it in their
--- order, cut to the range and split where the destination's chunks end.
--- Writes to either file later make new slices, so they stay apart. A longer
--- destination is charged as a write is (28/122 when that passes a limit).
--- Returns errno 0 with the bytes copied and the destination's new length;
--- else 2 no such file, 21 a directory, 22 not regular files, a bad range
--- or overlapping ranges of one file, 27 past the largest file.
-CREATE FUNCTION copy_range(p_src bigint, p_src_offset bigint, p_dst bigint, p_dst_offset bigint,
-                           p_length bigint, OUT errno integer, OUT copied bigint, OUT length bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_chunk bigint := _chunk_size();
-    v_shift bigint;
-    v_end bigint;
-    v_ids bigint[];
-    v_errno integer;
-    src node;
-    dst node;
-BEGIN
-    copied := 0;
-    IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
-       OR p_length IS NULL OR p_length < 0 THEN
-        errno := 22; RETURN;
-    END IF;
-    -- both nodes locked in inode order (two copies between the same files
-    -- in opposite directions cannot deadlock); the source only against
-    -- changes (writes, truncates and compactions lock it for update)
-    IF p_src < p_dst THEN
-        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
-        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
-    ELSE
-        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
-        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
-    END IF;
-    -- (the first of 2, 21, 22 either file meets)
-    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
-    IF errno IS NOT NULL THEN
-        RETURN;
-    END IF;
-    copied := greatest(least(p_length, src.length - p_src_offset), 0);
-    IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied
-       AND p_dst_offset < p_src_offset + copied THEN
-        copied := 0; errno := 22; RETURN;
-    END IF;
-    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
-        copied := 0; errno := 27; RETURN;
-    END IF;
-    length := dst.length;
-    errno := 0;
-    IF copied = 0 THEN
-        RETURN;
-    END IF;
-    v_end := p_dst_offset + copied;
-    IF v_end > dst.length THEN
-        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
-                                 v_end - dst.length);
-        IF v_errno <> 0 THEN
-            copied := 0; errno := v_errno; RETURN;
-        END IF;
-    END IF;
-    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
-    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
-    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
-    v_shift := p_dst_offset - p_src_offset;
-    -- the source's rows cut to the range (file offsets a..b, the slice's
-    -- bytes from off), moved by v_shift, split at the destination's chunk
-    -- ends; inserted in the source's commit order (seq is drawn as the
-    -- rows arrive, so later rows still shadow earlier ones)
-    WITH cut AS (
-        SELECT sl.seq, sl.slice_id, sl.slice_size,
-               greatest(sl.chunk_index * v_chunk + sl.pos, p_src_offset) AS a,
-               least(sl.chunk_index * v_chunk + sl.pos + sl.len, p_src_offset + copied) AS b,
-               sl.slice_off + greatest(p_src_offset - (sl.chunk_index * v_chunk + sl.pos), 0) AS off
-          FROM slice sl
-         WHERE sl.inode = p_src
-           AND sl.chunk_index BETWEEN p_src_offset / v_chunk AND (p_src_offset + copied - 1) / v_chunk
-    ), pieces AS (
-        SELECT c.seq, c.slice_id, c.slice_size, k AS chunk_index,
-               greatest(c.a + v_shift, k * v_chunk) AS a,
-               least(c.b + v_shift, (k + 1) * v_chunk) AS b,
-               c.off + greatest(k * v_chunk - (c.a + v_shift), 0) AS off
-          FROM cut c,
-               generate_series((c.a + v_shift) / v_chunk, (c.b + v_shift - 1) / v_chunk) k
-         WHERE c.b > c.a
-    ), copied_rows AS (
-        INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-        SELECT p_dst, p.chunk_index, p.slice_id, p.slice_size, p.off, p.b - p.a, p.a - p.chunk_index * v_chunk
-          FROM (SELECT * FROM pieces ORDER BY seq, chunk_index) p
-        RETURNING slice_id
-    )
-    SELECT array_agg(slice_id) INTO v_ids FROM copied_rows WHERE slice_id <> 0;
-    IF v_ids IS NOT NULL THEN
-        PERFORM 1 FROM slice_ref WHERE slice_id = ANY (v_ids) ORDER BY slice_id FOR UPDATE;
-        UPDATE slice_ref r SET refs = r.refs + c.n
-          FROM (SELECT id, count(*)::integer AS n FROM unnest(v_ids) id GROUP BY id) c
-         WHERE r.slice_id = c.id;
-    END IF;
-    length := greatest(dst.length, v_end);
-    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
-     WHERE inode = p_dst;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
 END
 $$;
 /* </end connected objects> */
@@ -4456,6 +4234,104 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:113
+-- requires:
+--   internal
+--   people
+--   chunk_data
+
+-- Compaction. Every write commits a slice, and a chunk written in many
+-- small pieces reads slowly: each read fetches and merges all of its slices.
+-- A mount rewrites such a chunk as one slice (the bytes the chunk shows,
+-- holes as zeros, up to the file's length) and swaps it in here, in one
+-- transaction that first checks the chunk did not change meanwhile.
+
+-- A chunk's slices as compaction reads them: in commit order, with their
+-- seq (compact_chunk checks the last one) and the file's length.
+CREATE FUNCTION compaction_slices(p_inode bigint, p_chunk_index integer)
+RETURNS TABLE (seq bigint, pos integer, slice_id bigint, slice_size integer, slice_off integer,
+               len integer, file_length bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.seq, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, n.length
+      FROM slice s JOIN node n ON n.inode = s.inode
+     WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+     ORDER BY s.seq
+$$;
+
+-- Replaces the slices of chunk p_chunk_index of file p_inode with the one
+-- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
+-- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
+-- (so nothing was written, truncated or compacted since they were read).
+-- The old slices' references are released; the freed ones are queued in
+-- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
+-- chunk changed, and the caller deletes the new slice's blocks; 2 when the
+-- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
+CREATE FUNCTION compact_chunk(
+    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
+    p_slice_id bigint, p_slice_size integer, p_pos integer)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_rows integer;
+    v_last bigint;
+BEGIN
+    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
+       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
+       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
+        RETURN 22;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
+        RETURN 22;
+    END IF;
+    SELECT count(*), max(seq) INTO v_rows, v_last
+      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
+    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
+        RETURN 11;
+    END IF;
+    -- the new slice shows data all along (holes stored as zeros)
+    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
+     WHERE inode = p_inode;
+    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
+    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
+    PERFORM _log_node_change('compact', p_inode);
+    RETURN 0;
+END
+$$;
+
+-- The chunks of regular files at or below p_root (an inode) with at least
+-- p_min_slices slices, for `jfs compact`.
+CREATE FUNCTION fragmented_chunks(p_root bigint, p_min_slices integer DEFAULT 2)
+RETURNS TABLE (inode bigint, chunk_index integer, slices bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH RECURSIVE tree (inode, type) AS (
+        SELECT n.inode, n.type FROM node n WHERE n.inode = p_root
+        UNION ALL
+        SELECT e.inode, e.type FROM edge e JOIN tree t ON e.parent = t.inode WHERE t.type = 2
+    )
+    SELECT s.inode, s.chunk_index, count(*)
+      FROM slice s
+     WHERE s.inode IN (SELECT t.inode FROM tree t WHERE t.type = 1)
+     GROUP BY s.inode, s.chunk_index
+    HAVING count(*) >= greatest(p_min_slices, 1)
+     ORDER BY s.inode, s.chunk_index
+$$;
+
+-- For people: chunks by number of slices, most fragmented first.
+CREATE VIEW fragmentation AS
+SELECT s.inode, path(s.inode) AS path, s.chunk_index, count(*) AS slices,
+       sum(s.len) AS bytes_written
+  FROM slice s
+ GROUP BY s.inode, s.chunk_index
+ ORDER BY count(*) DESC, s.inode, s.chunk_index;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:118
 -- requires:
 --   internal
@@ -4565,6 +4441,170 @@ SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.le
   FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
  GROUP BY t.id, t.storage_class
  ORDER BY t.id;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:138
+-- requires:
+--   internal
+--   people
+
+-- File locks shared by every mount (table plock): POSIX record locks with
+-- their split-and-merge rules, and BSD flock locks, which the kernel sends
+-- as whole-file records of the open file's owner. A lock is taken or
+-- refused in one transaction, serialized per file by its node row; a
+-- blocked F_SETLKW is the client's loop of setlk calls with p_wait, each
+-- refreshing its lock_wait row, which deadlock detection follows. Locks go
+-- with their owner's close (unlock_owner) and with their session.
+
+-- The locks of owners other than (p_sid, p_owner) on file p_inode that
+-- conflict with locking p_start..p_end as p_type: overlapping ranges, one
+-- side exclusive; first byte first.
+CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                                p_start bigint, p_end bigint) RETURNS SETOF plock
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM plock l
+     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
+       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
+     ORDER BY l.lstart
+$$;
+
+-- Whether owner (p_sid, p_owner), waiting for the range, waits (through
+-- other waiting owners) on itself. Wait rows not refreshed lately (a
+-- client gone from its loop) do not count.
+CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
+                               p_start bigint, p_end bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE blocker (sid, owner) AS (
+        SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+        UNION
+        SELECT l.sid, l.owner
+          FROM blocker b
+          JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
+          CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
+    )
+    SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner)
+$$;
+
+-- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end
+-- (inclusive) of file p_inode for owner p_owner of session p_sid, as
+-- fcntl(F_SETLK) does: the owner's own locks in the range are replaced
+-- (split where they reach past it), touching locks of the same type merged.
+-- Returns errno: 0 done; 11 (EAGAIN) another owner holds a conflicting
+-- lock; with p_wait (the caller will wait and call again) 35 (EDEADLK)
+-- when that owner waits, through others, for this one; 22 bad range or
+-- type; 2 no such file; 37 (ENOLCK) the session is gone.
+CREATE FUNCTION setlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                      p_start bigint, p_end bigint, p_pid integer, p_wait boolean DEFAULT false)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_start bigint := p_start;
+    v_end bigint := p_end;
+    r plock;
+BEGIN
+    PERFORM _begin();
+    IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
+        RETURN 22;
+    END IF;
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN 37;
+    END IF;
+    -- one change of a file's locks at a time
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
+        IF NOT p_wait THEN
+            RETURN 11;
+        END IF;
+        IF _lock_deadlock(p_sid, p_owner, p_inode, p_type, p_start, p_end) THEN
+            DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+            RETURN 35;
+        END IF;
+        INSERT INTO lock_wait (sid, owner, inode, ltype, lstart, lend)
+        VALUES (p_sid, p_owner, p_inode, p_type, p_start, p_end)
+        ON CONFLICT (sid, owner, inode) DO UPDATE
+            SET ltype = excluded.ltype, lstart = excluded.lstart, lend = excluded.lend, at = now();
+        RETURN 11;
+    END IF;
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+    -- the owner's locks that overlap or touch the range (no overflow: both >= 0)
+    FOR r IN DELETE FROM plock
+              WHERE inode = p_inode AND sid = p_sid AND owner = p_owner
+                AND lstart - 1 <= p_end AND lend >= p_start - 1
+              RETURNING * LOOP
+        IF p_type <> 2 AND r.ltype = p_type THEN
+            v_start := least(v_start, r.lstart);
+            v_end := greatest(v_end, r.lend);
+        ELSE
+            IF r.lstart < p_start THEN
+                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, r.lstart, p_start - 1, r.pid);
+            END IF;
+            IF r.lend > p_end THEN
+                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, p_end + 1, r.lend, r.pid);
+            END IF;
+        END IF;
+    END LOOP;
+    IF p_type <> 2 THEN
+        INSERT INTO plock VALUES (p_inode, p_sid, p_owner, p_type, v_start, v_end, p_pid);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- fcntl(F_GETLK): the first lock of another owner that conflicts with
+-- locking p_start..p_end as p_type, or ltype 2 (F_UNLCK) when none does.
+CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                      p_start bigint, p_end bigint,
+                      OUT ltype integer, OUT lstart bigint, OUT lend bigint, OUT pid integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
+      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+     LIMIT 1;
+    IF NOT FOUND THEN
+        ltype := 2; lstart := p_start; lend := p_end; pid := 0;
+    END IF;
+END
+$$;
+
+-- Drops every lock owner p_owner of session p_sid holds on file p_inode
+-- (the close of a file by a process, the last close of an flock'd open
+-- file); returns how many ranges went.
+CREATE FUNCTION unlock_owner(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+    DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
+-- wait was interrupted): deadlock detection stops following it at once.
+CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+END
+$$;
+
+-- Who holds which locks, for people: the file's path, the session's host.
+CREATE VIEW locks AS
+SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
+       CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
+       l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
+  FROM plock l LEFT JOIN session s ON s.sid = l.sid;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4690,6 +4730,308 @@ SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE '
        (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
        || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
   FROM acl a;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:143
+-- requires:
+--   internal
+--   charge
+--   chunk_data
+
+-- Byte ranges of a file as a whole: zeroing them (fallocate PUNCH_HOLE and
+-- ZERO_RANGE), copying them from another file by sharing its slices
+-- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
+
+-- Locks, in id order, the references of the slices that file p_inode has in
+-- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
+-- p_to2): a procedure that releases or adds references in several steps
+-- takes them all first, in one order, so two such procedures on files that
+-- share slices cannot deadlock.
+CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
+                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+BEGIN
+    PERFORM 1 FROM slice_ref r
+     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
+                           WHERE s.slice_id <> 0
+                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
+                                  OR (s.inode = p_inode2
+                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
+     ORDER BY r.slice_id FOR UPDATE;
+END
+$$;
+
+-- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
+-- most its length: chunks wholly inside lose their slices, slices wholly
+-- inside the range in the chunks at its ends are dropped, and a hole slice
+-- covers what still shows there. References are released as the rows go
+-- (all locked first, _lock_refs). Returns the bytes of data the range held
+-- (the node's "used" falls by it).
+CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_whole_from integer;
+    v_whole_to integer;
+    v_gone bigint[];
+    v_pos integer;
+    v_end integer;
+    v_data bigint;
+    c integer;
+BEGIN
+    IF p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    PERFORM _lock_refs(p_inode, p_from, p_to);
+    v_data := _data_size(p_inode, p_from, p_to);
+    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
+    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
+    v_whole_to := (p_to / v_chunk)::integer - 1;
+    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
+        v_whole_to := -1;
+    END IF;
+    IF v_whole_from <= v_whole_to THEN
+        PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
+    END IF;
+    FOR c IN SELECT DISTINCT i FROM unnest(ARRAY[p_from / v_chunk, (p_to - 1) / v_chunk]::integer[]) i
+              WHERE i NOT BETWEEN v_whole_from AND v_whole_to
+    LOOP
+        v_pos := greatest(p_from - c * v_chunk, 0);
+        v_end := least(p_to - c * v_chunk, v_chunk);
+        WITH gone AS (
+            DELETE FROM slice WHERE inode = p_inode AND chunk_index = c AND pos >= v_pos AND pos + len <= v_end
+            RETURNING slice_id
+        )
+        SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
+        PERFORM _release_slices(v_gone);
+        IF EXISTS (SELECT 1 FROM slice WHERE inode = p_inode AND chunk_index = c
+                                       AND pos < v_end AND pos + len > v_pos) THEN
+            INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+            VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
+        END IF;
+    END LOOP;
+    RETURN v_data;
+END
+$$;
+
+-- fallocate PUNCH_HOLE and ZERO_RANGE: bytes [p_offset, p_offset +
+-- p_length) of file p_inode read as zeros from now on, the space their
+-- slices held freed as far as no other file shares them. With p_keep_size
+-- the range stops at the end of the file; without it a range past the end
+-- makes the file longer (charged as a write is: 28 ENOSPC or 122 EDQUOT
+-- when that passes a limit, nothing changed). Sets mtime and ctime.
+-- Returns the file's attributes; errno 2 no such file, 21 a directory,
+-- 22 not a regular file or a bad range, 27 past the largest file.
+CREATE FUNCTION zero_range(p_inode bigint, p_offset bigint, p_length bigint, p_keep_size boolean)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_end bigint;
+    v_errno integer;
+    n node;
+BEGIN
+    IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
+        RETURN _err(22);
+    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
+        RETURN _err(27);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    v_errno := _file_errno(n);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF p_keep_size AND p_offset >= n.length THEN
+        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
+    END IF;
+    IF p_keep_size THEN
+        v_end := p_offset + least(p_length, n.length - p_offset);
+    ELSE
+        v_end := p_offset + p_length;
+    END IF;
+    IF v_end > n.length THEN
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            RETURN _err(v_errno);
+        END IF;
+    END IF;
+    -- past the old end nothing shows data (truncate and writes keep it so)
+    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
+    n.length := greatest(n.length, v_end);
+    n.mtime := v_now; n.ctime := v_now;
+    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+
+-- lseek SEEK_DATA (p_hole false) and SEEK_HOLE (true) of file p_inode from
+-- p_offset, answered from its slices: the first offset at or after p_offset
+-- where the file shows data (SEEK_DATA) or does not (SEEK_HOLE; the end of
+-- the file counts as a hole). errno 6 (ENXIO) when p_offset is at or past
+-- the end, or no data follows it (SEEK_DATA); 2 no such file, 21 a
+-- directory, 22 not a regular file.
+CREATE FUNCTION seek_data(p_inode bigint, p_offset bigint, p_hole boolean,
+                          OUT errno integer, OUT found_at bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_next bigint;         -- the first chunk not yet looked at
+    v_from integer;        -- where the chunk is looked at from
+    v_shows int4multirange;
+    n node;
+    c integer;
+BEGIN
+    SELECT * INTO n FROM node WHERE inode = p_inode;
+    errno := _file_errno(n);
+    IF errno <> 0 THEN
+        RETURN;
+    ELSIF p_hole IS NULL THEN
+        errno := 22; RETURN;
+    ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
+        errno := 6; RETURN;
+    END IF;
+    errno := 0;
+    v_next := p_offset / v_chunk;
+    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_offset / v_chunk AND (n.length - 1) / v_chunk
+              ORDER BY s.chunk_index
+    LOOP
+        IF p_hole AND c > v_next THEN
+            found_at := greatest(p_offset, v_next * v_chunk); RETURN;   -- a chunk with no slices
+        END IF;
+        v_from := greatest(p_offset - c * v_chunk, 0);
+        v_shows := _chunk_data(p_inode, c)
+                   * int4multirange(int4range(v_from, least(n.length - c * v_chunk, v_chunk)::integer));
+        IF p_hole THEN
+            v_shows := int4multirange(int4range(v_from, v_chunk::integer)) - v_shows;
+        END IF;
+        IF NOT isempty(v_shows) THEN
+            found_at := least(c * v_chunk + lower(v_shows), n.length); RETURN;
+        END IF;
+        v_next := c + 1;
+    END LOOP;
+    IF p_hole THEN
+        found_at := least(greatest(p_offset, v_next * v_chunk), n.length);
+    ELSE
+        errno := 6;
+    END IF;
+END
+$$;
+
+-- copy_file_range as metadata: bytes [p_src_offset, p_src_offset + p_length)
+-- of file p_src (cut at its end) appear at p_dst_offset of file p_dst, by
+-- slice rows that point at the source's slices (each gains a reference), in
+-- one transaction; no byte is read or written. The destination range first
+-- reads as zeros (_zero), then the source's slices are laid over it in their
+-- order, cut to the range and split where the destination's chunks end.
+-- Writes to either file later make new slices, so they stay apart. A longer
+-- destination is charged as a write is (28/122 when that passes a limit).
+-- Returns errno 0 with the bytes copied and the destination's new length;
+-- else 2 no such file, 21 a directory, 22 not regular files, a bad range
+-- or overlapping ranges of one file, 27 past the largest file.
+CREATE FUNCTION copy_range(p_src bigint, p_src_offset bigint, p_dst bigint, p_dst_offset bigint,
+                           p_length bigint, OUT errno integer, OUT copied bigint, OUT length bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_chunk bigint := _chunk_size();
+    v_shift bigint;
+    v_end bigint;
+    v_ids bigint[];
+    v_errno integer;
+    src node;
+    dst node;
+BEGIN
+    copied := 0;
+    IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
+       OR p_length IS NULL OR p_length < 0 THEN
+        errno := 22; RETURN;
+    END IF;
+    -- both nodes locked in inode order (two copies between the same files
+    -- in opposite directions cannot deadlock); the source only against
+    -- changes (writes, truncates and compactions lock it for update)
+    IF p_src < p_dst THEN
+        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
+        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
+    ELSE
+        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
+        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
+    END IF;
+    -- (the first of 2, 21, 22 either file meets)
+    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
+    IF errno IS NOT NULL THEN
+        RETURN;
+    END IF;
+    copied := greatest(least(p_length, src.length - p_src_offset), 0);
+    IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied
+       AND p_dst_offset < p_src_offset + copied THEN
+        copied := 0; errno := 22; RETURN;
+    END IF;
+    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
+        copied := 0; errno := 27; RETURN;
+    END IF;
+    length := dst.length;
+    errno := 0;
+    IF copied = 0 THEN
+        RETURN;
+    END IF;
+    v_end := p_dst_offset + copied;
+    IF v_end > dst.length THEN
+        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
+                                 v_end - dst.length);
+        IF v_errno <> 0 THEN
+            copied := 0; errno := v_errno; RETURN;
+        END IF;
+    END IF;
+    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
+    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
+    v_shift := p_dst_offset - p_src_offset;
+    -- the source's rows cut to the range (file offsets a..b, the slice's
+    -- bytes from off), moved by v_shift, split at the destination's chunk
+    -- ends; inserted in the source's commit order (seq is drawn as the
+    -- rows arrive, so later rows still shadow earlier ones)
+    WITH cut AS (
+        SELECT sl.seq, sl.slice_id, sl.slice_size,
+               greatest(sl.chunk_index * v_chunk + sl.pos, p_src_offset) AS a,
+               least(sl.chunk_index * v_chunk + sl.pos + sl.len, p_src_offset + copied) AS b,
+               sl.slice_off + greatest(p_src_offset - (sl.chunk_index * v_chunk + sl.pos), 0) AS off
+          FROM slice sl
+         WHERE sl.inode = p_src
+           AND sl.chunk_index BETWEEN p_src_offset / v_chunk AND (p_src_offset + copied - 1) / v_chunk
+    ), pieces AS (
+        SELECT c.seq, c.slice_id, c.slice_size, k AS chunk_index,
+               greatest(c.a + v_shift, k * v_chunk) AS a,
+               least(c.b + v_shift, (k + 1) * v_chunk) AS b,
+               c.off + greatest(k * v_chunk - (c.a + v_shift), 0) AS off
+          FROM cut c,
+               generate_series((c.a + v_shift) / v_chunk, (c.b + v_shift - 1) / v_chunk) k
+         WHERE c.b > c.a
+    ), copied_rows AS (
+        INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+        SELECT p_dst, p.chunk_index, p.slice_id, p.slice_size, p.off, p.b - p.a, p.a - p.chunk_index * v_chunk
+          FROM (SELECT * FROM pieces ORDER BY seq, chunk_index) p
+        RETURNING slice_id
+    )
+    SELECT array_agg(slice_id) INTO v_ids FROM copied_rows WHERE slice_id <> 0;
+    IF v_ids IS NOT NULL THEN
+        PERFORM 1 FROM slice_ref WHERE slice_id = ANY (v_ids) ORDER BY slice_id FOR UPDATE;
+        UPDATE slice_ref r SET refs = r.refs + c.n
+          FROM (SELECT id, count(*)::integer AS n FROM unnest(v_ids) id GROUP BY id) c
+         WHERE r.slice_id = c.id;
+    END IF;
+    length := greatest(dst.length, v_end);
+    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
+     WHERE inode = p_dst;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
+END
+$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -5122,249 +5464,6 @@ SELECT f.metric, '', f.value
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:123
--- requires:
---   charge
---   people
---   quota
---   range
-
--- The invariant checker: every row it returns is a broken invariant. The
--- test suites run it after every test; people can run it any time
--- (it reads the whole namespace, so it is slow on big volumes).
-
--- The nearest directory at or above p_dir with a quota (0: none), by walking up.
-CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_cur bigint := p_dir;
-BEGIN
-    FOR i IN 1..100000 LOOP
-        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
-            RETURN v_cur;
-        ELSIF v_cur = 1 THEN
-            RETURN 0;
-        END IF;
-        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
-        IF v_cur IS NULL OR v_cur = 0 THEN
-            RETURN 0;
-        END IF;
-    END LOOP;
-    RETURN 0;
-END
-$$;
-
--- The chain of quota root p_root (itself, then the quota roots above it),
--- by walking up the namespace.
-CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chain bigint[] := '{}';
-    v_cur bigint := p_root;
-    v_parent bigint;
-BEGIN
-    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
-        v_chain := v_chain || v_cur;
-        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
-        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
-    END LOOP;
-    RETURN v_chain;
-END
-$$;
-
-CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    -- an entry must point at an existing node of the same type, in a directory
-    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
-      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
-    UNION ALL
-    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
-      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
-    UNION ALL
-    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
-      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
-    UNION ALL
-    -- modes are permission bits, owners valid ids
-    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
-      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
-    UNION ALL
-    -- nlink of a non-directory = the entries naming it
-    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type <> 2 AND n.nlink <> c.k
-    UNION ALL
-    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
-    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
-     WHERE n.type = 2 AND n.nlink <> 2 + c.k
-    UNION ALL
-    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
-    UNION ALL
-    -- every node is reachable from the root, unless unlinked and held open
-    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
-    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
-      FROM node n
-      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
-                     SELECT 1::bigint
-                     UNION
-                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
-                 )
-                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
-     WHERE n.inode <> 1 AND r.inode IS NULL
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
-      FROM sustained s
-     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
-        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
-      FROM unlinked u
-     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
-    UNION ALL
-    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
-      FROM node n FULL JOIN symlink l ON l.inode = n.inode
-     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
-    UNION ALL
-    SELECT 'xattr', x.inode, 'xattr of a missing node'
-      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
-    UNION ALL
-    SELECT 'acl', a.inode, 'ACL entry of a missing node'
-      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
-    UNION ALL
-    -- slices belong to regular files; a file of length 0 has none
-    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
-      FROM slice s LEFT JOIN node n ON n.inode = s.inode
-     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
-    UNION ALL
-    -- a file's "used" (st_blocks) = the bytes its slices show, all within
-    -- its length (counted up to the largest file, so data past the end
-    -- shows as a difference too)
-    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
-      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
-     WHERE n.type = 1 AND n.used <> d.size
-    UNION ALL
-    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
-      FROM node n WHERE n.type <> 1 AND n.used <> 0
-    UNION ALL
-    -- refs = the slice rows using the slice; no queued deletion still referenced
-    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
-           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
-      FROM slice_ref r
-      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
-        ON c.slice_id = r.slice_id
-     WHERE r.refs IS DISTINCT FROM c.k
-    UNION ALL
-    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
-      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
-    UNION ALL
-    -- every quota's counters = a recount of the namespace
-    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
-                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
-      FROM quota q
-      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
-      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
-                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
-     WHERE c.inodes <> u.inodes OR c.space <> u.space
-    UNION ALL
-    -- dir_stats = a recount of each directory's entries
-    SELECT 'dir_stats', coalesce(c.parent, r.inode),
-           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
-                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
-                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
-      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
-              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
-      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
-                   FROM dir_stats d GROUP BY d.inode) r
-        ON r.inode = c.parent
-     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
-        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
-    UNION ALL
-    -- a directory's qroot is the nearest quota root at or above it
-    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
-      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
-    UNION ALL
-    -- a directory quota's chain is it and the quota roots above it, nearest first
-    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
-      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
-$$;
-
--- Rebuilds what follows from the namespace and the slices wherever it
--- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
--- usage and dir_stats): link counts from the entries, each file's used bytes
--- from its slices, slice references from the slice rows (a slice no row
--- names any more is queued for deletion, one still named leaves the
--- queue), quota usage and dir_stats from a recount. What needs a person
--- (dangling entries, unreachable nodes) it leaves alone. Returns how many
--- rows of each kind it changed. Metadata changes wait while it runs.
-CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
-    repaired := 'nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
-     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'dir nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
-              FROM node d WHERE d.type = 2) c
-     WHERE n.inode = c.inode AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'used';
-    UPDATE node n SET used = d.size
-      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
-     WHERE n.inode = d.inode AND n.used <> d.size;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'slice refs';
-    WITH counted AS (
-        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
-         WHERE s.slice_id <> 0 GROUP BY s.slice_id
-    ), fixed AS (
-        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
-            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
-        RETURNING 1
-    )
-    SELECT count(*) INTO changed FROM fixed;
-    WITH gone AS (
-        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
-        RETURNING r.slice_id, r.size
-    ), queued AS (
-        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
-        RETURNING 1
-    )
-    SELECT changed + count(*) INTO changed FROM queued;
-    RETURN NEXT;
-    repaired := 'delslice';
-    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'usage and dir_stats';
-    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
-    RETURN NEXT;
-END
-$$;
-
--- The slices some file uses (id and size), in id order after p_after, at
--- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
-CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
-     ORDER BY r.slice_id LIMIT p_limit
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:108
 -- requires:
 --   internal
@@ -5756,6 +5855,249 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:123
+-- requires:
+--   charge
+--   people
+--   quota
+--   range
+
+-- The invariant checker: every row it returns is a broken invariant. The
+-- test suites run it after every test; people can run it any time
+-- (it reads the whole namespace, so it is slow on big volumes).
+
+-- The nearest directory at or above p_dir with a quota (0: none), by walking up.
+CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_cur bigint := p_dir;
+BEGIN
+    FOR i IN 1..100000 LOOP
+        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
+            RETURN v_cur;
+        ELSIF v_cur = 1 THEN
+            RETURN 0;
+        END IF;
+        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
+        IF v_cur IS NULL OR v_cur = 0 THEN
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN 0;
+END
+$$;
+
+-- The chain of quota root p_root (itself, then the quota roots above it),
+-- by walking up the namespace.
+CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chain bigint[] := '{}';
+    v_cur bigint := p_root;
+    v_parent bigint;
+BEGIN
+    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
+        v_chain := v_chain || v_cur;
+        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
+        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
+    END LOOP;
+    RETURN v_chain;
+END
+$$;
+
+CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    -- an entry must point at an existing node of the same type, in a directory
+    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
+      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+    UNION ALL
+    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
+      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
+    UNION ALL
+    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
+      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
+    UNION ALL
+    -- modes are permission bits, owners valid ids
+    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
+      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
+    UNION ALL
+    -- nlink of a non-directory = the entries naming it
+    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type <> 2 AND n.nlink <> c.k
+    UNION ALL
+    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
+    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
+     WHERE n.type = 2 AND n.nlink <> 2 + c.k
+    UNION ALL
+    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+    UNION ALL
+    -- every node is reachable from the root, unless unlinked and held open
+    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
+    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
+      FROM node n
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
+      FROM sustained s
+     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
+        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
+    UNION ALL
+    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
+      FROM node n FULL JOIN symlink l ON l.inode = n.inode
+     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
+    UNION ALL
+    SELECT 'xattr', x.inode, 'xattr of a missing node'
+      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
+    UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
+    -- slices belong to regular files; a file of length 0 has none
+    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
+      FROM slice s LEFT JOIN node n ON n.inode = s.inode
+     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
+    UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
+    -- refs = the slice rows using the slice; no queued deletion still referenced
+    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
+           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
+      FROM slice_ref r
+      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
+        ON c.slice_id = r.slice_id
+     WHERE r.refs IS DISTINCT FROM c.k
+    UNION ALL
+    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
+      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
+    UNION ALL
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
+                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
+                   FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
+$$;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+-- The slices some file uses (id and size), in id order after p_after, at
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
+CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+     ORDER BY r.slice_id LIMIT p_limit
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:148
 -- requires:
 --   trash
@@ -6097,537 +6439,265 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:113
+-- extension/src/lib.rs:73
 -- requires:
 --   internal
---   people
+--   charge
 --   chunk_data
+--   setattr
 
--- Compaction. Every write commits a slice, and a chunk written in many
--- small pieces reads slowly: each read fetches and merges all of its slices.
--- A mount rewrites such a chunk as one slice (the bytes the chunk shows,
--- holes as zeros, up to the file's length) and swaps it in here, in one
--- transaction that first checks the chunk did not change meanwhile.
+-- File layout: committing a written slice and reading a chunk's slices.
 
--- A chunk's slices as compaction reads them: in commit order, with their
--- seq (compact_chunk checks the last one) and the file's length.
-CREATE FUNCTION compaction_slices(p_inode bigint, p_chunk_index integer)
-RETURNS TABLE (seq bigint, pos integer, slice_id bigint, slice_size integer, slice_off integer,
-               len integer, file_length bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.seq, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, n.length
-      FROM slice s JOIN node n ON n.inode = s.inode
-     WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
-     ORDER BY s.seq
-$$;
-
--- Replaces the slices of chunk p_chunk_index of file p_inode with the one
--- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
--- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
--- (so nothing was written, truncated or compacted since they were read).
--- The old slices' references are released; the freed ones are queued in
--- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
--- chunk changed, and the caller deletes the new slice's blocks; 2 when the
--- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
-CREATE FUNCTION compact_chunk(
-    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
-    p_slice_id bigint, p_slice_size integer, p_pos integer)
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+-- Appends a slice to chunk p_chunk_index of file p_inode: bytes
+-- [p_slice_off, p_slice_off + p_len) of stored slice p_slice_id (of size
+-- p_slice_size) now appear at [p_pos, p_pos + p_len) of the chunk, over
+-- whatever was there. Called after the slice's blocks are in object storage.
+-- Extends the length, sets mtime (p_mtime, default now) and ctime. The
+-- slice id must be one alloc_ids handed out, committed nowhere yet and not
+-- queued for deletion (EINVAL): each write's slice is committed once. A
+-- slice ending at or past 2^57 bytes, the largest file, is EFBIG.
+-- With p_defer, growth within the file's last 4 KiB unit is not added to
+-- dir_stats but returned in `deferred`, for the caller to add after every
+-- quota row it charges (write_slices: the lock order of _charge).
+CREATE FUNCTION _write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, OUT a attr, OUT deferred bigint)
+LANGUAGE plpgsql AS $$
 DECLARE
     s setting := _begin();
-    v_rows integer;
-    v_last bigint;
+    v_now bigint := _now();
+    v_end bigint;
+    v_errno integer;
+    v_had bigint;
+    n node;
 BEGIN
-    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
-       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
-       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
-        RETURN 22;
+    deferred := 0;
+    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_pos IS NULL OR p_pos < 0 OR p_len IS NULL OR p_len <= 0
+       OR p_pos::bigint + p_len > _chunk_size() OR p_slice_id IS NULL OR p_slice_id <= 0
+       OR p_slice_off IS NULL OR p_slice_off < 0 OR p_slice_size IS NULL
+       OR p_slice_off::bigint + p_len > p_slice_size THEN
+        a := _err(22);
+        RETURN;
+    ELSIF p_chunk_index::bigint * _chunk_size() + p_pos + p_len >= 144115188075855872 THEN
+        -- (a file ends before 2^57, as setattr keeps it: the chunk index
+        -- of its length must fit an integer)
+        a := _err(27);
+        RETURN;
     END IF;
-    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
-        RETURN 22;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    v_errno := _file_errno(n);
+    IF v_errno = 0 AND NOT _fresh_slice_id(p_slice_id) THEN
+        v_errno := 22;
     END IF;
-    SELECT count(*), max(seq) INTO v_rows, v_last
-      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
-    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
-        RETURN 11;
+    IF v_errno <> 0 THEN
+        a := _err(v_errno);
+        RETURN;
     END IF;
-    -- the new slice shows data all along (holes stored as zeros)
-    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
-     WHERE inode = p_inode;
-    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
+    v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
+    IF p_defer AND _space(v_end) = _space(n.length) THEN
+        deferred := v_end - n.length;
+    ELSE
+        -- a longer file must fit the quotas: refused before anything changes
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            a := _err(v_errno);
+            RETURN;
+        END IF;
+    END IF;
+    -- (a concurrent commit of the same id makes this fail: the id is used once)
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
-    PERFORM _log_node_change('compact', p_inode);
-    RETURN 0;
+    -- the bytes that showed data under the new slice (none for an append)
+    v_had := _range_size(_chunk_data(p_inode, p_chunk_index, p_pos, p_pos + p_len));
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, p_slice_off, p_len, p_pos);
+    n.length := v_end; n.mtime := coalesce(p_mtime, v_now); n.ctime := v_now;
+    n.used := n.used + p_len - v_had;
+    UPDATE node SET length = v_end, mtime = n.mtime, ctime = v_now, used = n.used
+     WHERE inode = p_inode;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
+    a := _to_attr(n);
 END
 $$;
 
--- The chunks of regular files at or below p_root (an inode) with at least
--- p_min_slices slices, for `jfs compact`.
-CREATE FUNCTION fragmented_chunks(p_root bigint, p_min_slices integer DEFAULT 2)
-RETURNS TABLE (inode bigint, chunk_index integer, slices bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH RECURSIVE tree (inode, type) AS (
-        SELECT n.inode, n.type FROM node n WHERE n.inode = p_root
-        UNION ALL
-        SELECT e.inode, e.type FROM edge e JOIN tree t ON e.parent = t.inode WHERE t.type = 2
-    )
-    SELECT s.inode, s.chunk_index, count(*)
-      FROM slice s
-     WHERE s.inode IN (SELECT t.inode FROM tree t WHERE t.type = 1)
-     GROUP BY s.inode, s.chunk_index
-    HAVING count(*) >= greatest(p_min_slices, 1)
-     ORDER BY s.inode, s.chunk_index
-$$;
-
--- For people: chunks by number of slices, most fragmented first.
-CREATE VIEW fragmentation AS
-SELECT s.inode, path(s.inode) AS path, s.chunk_index, count(*) AS slices,
-       sum(s.len) AS bytes_written
-  FROM slice s
- GROUP BY s.inode, s.chunk_index
- ORDER BY count(*) DESC, s.inode, s.chunk_index;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:138
--- requires:
---   internal
---   people
-
--- File locks shared by every mount (table plock): POSIX record locks with
--- their split-and-merge rules, and BSD flock locks, which the kernel sends
--- as whole-file records of the open file's owner. A lock is taken or
--- refused in one transaction, serialized per file by its node row; a
--- blocked F_SETLKW is the client's loop of setlk calls with p_wait, each
--- refreshing its lock_wait row, which deadlock detection follows. Locks go
--- with their owner's close (unlock_owner) and with their session.
-
--- The locks of owners other than (p_sid, p_owner) on file p_inode that
--- conflict with locking p_start..p_end as p_type: overlapping ranges, one
--- side exclusive; first byte first.
-CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                                p_start bigint, p_end bigint) RETURNS SETOF plock
-LANGUAGE sql STABLE AS $$
-    SELECT * FROM plock l
-     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
-       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
-     ORDER BY l.lstart
-$$;
-
--- Whether owner (p_sid, p_owner), waiting for the range, waits (through
--- other waiting owners) on itself. Wait rows not refreshed lately (a
--- client gone from its loop) do not count.
-CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
-                               p_start bigint, p_end bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE blocker (sid, owner) AS (
-        SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-        UNION
-        SELECT l.sid, l.owner
-          FROM blocker b
-          JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
-          CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
-    )
-    SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner)
-$$;
-
--- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end
--- (inclusive) of file p_inode for owner p_owner of session p_sid, as
--- fcntl(F_SETLK) does: the owner's own locks in the range are replaced
--- (split where they reach past it), touching locks of the same type merged.
--- Returns errno: 0 done; 11 (EAGAIN) another owner holds a conflicting
--- lock; with p_wait (the caller will wait and call again) 35 (EDEADLK)
--- when that owner waits, through others, for this one; 22 bad range or
--- type; 2 no such file; 37 (ENOLCK) the session is gone.
-CREATE FUNCTION setlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                      p_start bigint, p_end bigint, p_pid integer, p_wait boolean DEFAULT false)
-RETURNS integer
+-- _write_slice of one slice (see there).
+CREATE FUNCTION write_slice(
+    p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
+    p_slice_off integer, p_len integer, p_mtime bigint DEFAULT NULL)
+RETURNS attr
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    v_start bigint := p_start;
-    v_end bigint := p_end;
-    r plock;
+    w record;
 BEGIN
-    PERFORM _begin();
-    IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
-        RETURN 22;
+    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false);
+    RETURN w.a;
+END
+$$;
+
+-- Commits slices of one file in order, in one transaction and one round
+-- trip (a flush of many small writes): as write_slice for each
+-- (p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i]), up
+-- to the first that fails, whose errno comes back in `a` (those before it
+-- stay committed). Returns how many were committed and the file's
+-- attributes after the last of them. At most 10000 slices (EINVAL).
+--
+-- When every slice is committed and p_set is not 0, setattr's change
+-- (p_set, p_mode, p_uid, p_gid, p_atime, p_set_mtime; no size) follows in
+-- the same transaction: a mount sends the chmod, chown and utimens it
+-- answered while the file's writes were pending with their commit (cp -a's
+-- sequence in one round trip). A mode is set only if the file's mode is
+-- still p_base_mode (when given), the one the mount showed before its
+-- chmod: a chmod made meanwhile by someone else came later and stands.
+-- Its errno comes back in attr_errno (0: set, and `a` shows it; NULL: not
+-- tried); a refused change leaves the slices committed.
+CREATE FUNCTION write_slices(
+    p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
+    p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
+    p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
+    p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL,
+    p_base_mode integer DEFAULT NULL)
+RETURNS TABLE (committed integer, a attr, attr_errno integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_ids), 0);
+    v_attr attr;
+    v_set attr;
+    w record;
+    v_deferred bigint := 0;
+    v_done integer := v_n;
+    v_change integer := coalesce(p_set, 0);
+BEGIN
+    IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
+       OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
+       OR coalesce(cardinality(p_offs), -1) <> v_n OR coalesce(cardinality(p_lens), -1) <> v_n
+       OR coalesce(p_set, 0) & 8 <> 0 THEN
+        RETURN QUERY SELECT 0, _err(22), NULL::integer;
+        RETURN;
     END IF;
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RETURN 37;
-    END IF;
-    -- one change of a file's locks at a time
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
-        IF NOT p_wait THEN
-            RETURN 11;
-        END IF;
-        IF _lock_deadlock(p_sid, p_owner, p_inode, p_type, p_start, p_end) THEN
-            DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-            RETURN 35;
-        END IF;
-        INSERT INTO lock_wait (sid, owner, inode, ltype, lstart, lend)
-        VALUES (p_sid, p_owner, p_inode, p_type, p_start, p_end)
-        ON CONFLICT (sid, owner, inode) DO UPDATE
-            SET ltype = excluded.ltype, lstart = excluded.lstart, lend = excluded.lend, at = now();
-        RETURN 11;
-    END IF;
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-    -- the owner's locks that overlap or touch the range (no overflow: both >= 0)
-    FOR r IN DELETE FROM plock
-              WHERE inode = p_inode AND sid = p_sid AND owner = p_owner
-                AND lstart - 1 <= p_end AND lend >= p_start - 1
-              RETURNING * LOOP
-        IF p_type <> 2 AND r.ltype = p_type THEN
-            v_start := least(v_start, r.lstart);
-            v_end := greatest(v_end, r.lend);
-        ELSE
-            IF r.lstart < p_start THEN
-                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, r.lstart, p_start - 1, r.pid);
-            END IF;
-            IF r.lend > p_end THEN
-                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, p_end + 1, r.lend, r.pid);
-            END IF;
+    FOR i IN 1..v_n LOOP
+        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true);
+        v_attr := w.a;
+        v_deferred := v_deferred + w.deferred;
+        IF v_attr.errno <> 0 THEN
+            v_done := i - 1;
+            EXIT;
         END IF;
     END LOOP;
-    IF p_type <> 2 THEN
-        INSERT INTO plock VALUES (p_inode, p_sid, p_owner, p_type, v_start, v_end, p_pid);
+    -- the growth within 4 KiB units, to dir_stats after every quota row
+    IF v_deferred <> 0 THEN
+        PERFORM _charge_space(p_inode, NULL, NULL, 0, false, v_deferred);
     END IF;
-    RETURN 0;
+    IF v_change & 1 <> 0 AND p_base_mode IS NOT NULL AND v_attr.mode <> p_base_mode & 4095 THEN
+        v_change := v_change & ~1;
+    END IF;
+    IF v_done < v_n OR v_change = 0 THEN
+        RETURN QUERY SELECT v_done, v_attr, CASE WHEN v_done = v_n AND coalesce(p_set, 0) <> 0 THEN 0 END;
+        RETURN;
+    END IF;
+    v_set := setattr(p_inode, v_change, p_mode, p_uid, p_gid, p_atime, p_set_mtime);
+    IF v_set.errno = 0 THEN
+        v_attr := v_set;
+    END IF;
+    RETURN QUERY SELECT v_done, v_attr, v_set.errno;
 END
 $$;
 
--- fcntl(F_GETLK): the first lock of another owner that conflicts with
--- locking p_start..p_end as p_type, or ltype 2 (F_UNLCK) when none does.
-CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                      p_start bigint, p_end bigint,
-                      OUT ltype integer, OUT lstart bigint, OUT lend bigint, OUT pid integer)
+-- The slices of one chunk in commit order: later rows shadow earlier ones
+-- where they overlap. slice_id 0 is a hole (zeros). An error row (errno <> 0)
+-- comes back alone when the inode does not exist or is not a file.
+CREATE FUNCTION read_chunk(p_inode bigint, p_chunk_index integer)
+RETURNS TABLE (errno integer, pos integer, slice_id bigint, slice_size integer, slice_off integer, len integer)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_type smallint;
 BEGIN
-    SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
-      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-     LIMIT 1;
+    RETURN QUERY
+        SELECT 0, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len
+          FROM slice s WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+         ORDER BY s.seq;
     IF NOT FOUND THEN
-        ltype := 2; lstart := p_start; lend := p_end; pid := 0;
+        SELECT n.type INTO v_type FROM node n WHERE n.inode = p_inode;
+        IF v_type IS NULL OR v_type <> 1 THEN
+            RETURN QUERY SELECT CASE WHEN v_type IS NULL THEN 2 WHEN v_type = 2 THEN 21 ELSE 22 END,
+                                NULL::integer, NULL::bigint, NULL::integer, NULL::integer, NULL::integer;
+        END IF;
     END IF;
 END
 $$;
 
--- Drops every lock owner p_owner of session p_sid holds on file p_inode
--- (the close of a file by a process, the last close of an flock'd open
--- file); returns how many ranges went.
-CREATE FUNCTION unlock_owner(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS integer
+-- Slices whose last reference went away at least p_min_age ago, and at
+-- least the volume's retain_deleted, for a mount or `jfs gc --delete` to
+-- delete their objects (then forget_delslices). Several mounts may get the
+-- same rows; deleting an object twice is harmless.
+CREATE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
+RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT d.slice_id, d.size FROM delslice d
+     WHERE d.queued_at <= now() - greatest(p_min_age, (SELECT s.retain_deleted FROM setting s))
+     ORDER BY d.queued_at, d.slice_id
+     LIMIT least(greatest(p_limit, 1), 100000)
+$$;
+
+-- How long freed slices' objects are kept (at the least) before mounts and
+-- `jfs gc --delete` delete them: set it beyond the database's
+-- point-in-time-recovery window (base backups + WAL archive), and restoring
+-- the database to any moment in that window gives a file system whose
+-- every block still exists (README, "Point-in-time restore"). Returns the
+-- setting; NULL leaves it as it is.
+CREATE FUNCTION set_retain_deleted(p_retain interval DEFAULT NULL) RETURNS interval
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_retain interval;
+BEGIN
+    IF p_retain < interval '0' THEN
+        RAISE EXCEPTION 'jfs.set_retain_deleted: a duration >= 0, not %', p_retain
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET retain_deleted = coalesce(p_retain, s.retain_deleted) RETURNING s.retain_deleted INTO v_retain;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_retain_deleted: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_retain;
+END
+$$;
+
+-- How many freed slices wait in the queue (jfs gc; pending_delslices
+-- gives them in pages).
+CREATE FUNCTION delslice_count() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT count(*) FROM delslice
+$$;
+
+-- The objects of these slices are deleted: drop them from the queue. Only
+-- slices kept as long as the volume retains freed objects are dropped (those
+-- pending_delslices gives): no caller can make the queue forget a slice
+-- before its objects may go.
+CREATE FUNCTION forget_delslices(p_slice_ids bigint[]) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_count integer;
 BEGIN
     PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-    DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
+    DELETE FROM delslice d
+     WHERE d.slice_id = ANY (p_slice_ids)
+       AND d.queued_at <= now() - (SELECT s.retain_deleted FROM setting s);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END
 $$;
 
--- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
--- wait was interrupted): deadlock detection stops following it at once.
-CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _check_session(p_sid);
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-END
-$$;
-
--- Who holds which locks, for people: the file's path, the session's host.
-CREATE VIEW locks AS
-SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
-       CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
-       l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
-  FROM plock l LEFT JOIN session s ON s.sid = l.sid;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:78
--- requires:
---   internal
-
--- Mount sessions: register, heartbeat, close, clean up dead ones, and
--- release open-but-unlinked inodes (sustained) on last close.
-
--- Refuses a new session on a volume `jfs destroy` is removing
--- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
--- the new session to commit, then sees it.
-CREATE FUNCTION _refuse_if_destroying() RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_destroying timestamptz;
-BEGIN
-    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
-    IF NOT FOUND THEN
-        -- (a destroy_finish that emptied the volume while this waited)
-        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
-            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
-    ELSIF v_destroying IS NOT NULL THEN
-        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
-                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
-    END IF;
-END
-$$;
-
-CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-BEGIN
-    PERFORM _refuse_if_destroying();
-    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
-    RETURNING sid INTO v_sid;
-    RETURN v_sid;
-END
-$$;
-
--- A new session of the caller's login role (only it, or an administrator,
--- acts for it), which other mounts end only after p_timeout without a
--- heartbeat (its mount's --session-timeout, at least a second and at most
--- an hour: a session that claimed a century kept its locks past its
--- mount's end). None opens on a volume being destroyed.
-CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-BEGIN
-    PERFORM _refuse_if_destroying();
-    INSERT INTO session (host, pid, info, session_timeout)
-    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
-            least(greatest(coalesce(p_timeout, '5 minutes'), '1 second'), '1 hour'))
-    RETURNING sid INTO v_sid;
-    RETURN v_sid;
-END
-$$;
-
--- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
--- register again (and its sustained inodes are gone).
-CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
-    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
-END
-$$;
-
--- Ends a locked session: its open-unlinked inodes are released (freed when
--- no other session holds them), its locks dropped, its row deleted.
-CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_inode bigint;
-    v_released integer := 0;
-BEGIN
-    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
-        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
-        IF _unheld(v_inode) THEN
-            PERFORM _free_node(v_inode);
-        END IF;
-        v_released := v_released + 1;
-    END LOOP;
-    DELETE FROM lock_wait WHERE sid = p_sid;
-    DELETE FROM plock WHERE sid = p_sid;
-    DELETE FROM dir_lease WHERE sid = p_sid;
-    DELETE FROM session WHERE sid = p_sid;
-    RETURN v_released;
-END
-$$;
-
-CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    PERFORM _end_session(p_sid);
-    RETURN 0;
-END
-$$;
-
--- Ends every session whose last heartbeat is older than p_timeout and than
--- the session's own timeout (at most an hour: so no client can end a live
--- one, and none lives on silent); any client may call it. Returns the
--- number of sessions ended. (An administrator ends any session at once
--- with session_close.)
-CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-    v_count integer := 0;
-BEGIN
-    PERFORM _begin();
-    FOR v_sid IN SELECT sid FROM session
-                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
-                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
-        PERFORM _end_session(v_sid);
-        v_count := v_count + 1;
-    END LOOP;
-    RETURN v_count;
-END
-$$;
-
--- Ends the transactions that keep others waiting for their locks: a
--- transaction of a role that does not administer jfs, open for 5 seconds
--- or more, that holds a lock some backend of this database has waited for
--- 5 seconds or more, and that is not itself at work: idle in its
--- transaction (BEGIN; SELECT jfs.rename(...) and no COMMIT), asleep
--- (pg_sleep beside a procedure) or waiting for an advisory lock, or running
--- for 5 minutes. A row a procedure locked would otherwise stall every mount
--- that needs it for as long as such a client likes. A holder that waits
--- for a row lock itself is left: the end of the chain is ended instead.
--- Mounts call it when a call of theirs has waited 5 seconds (their own
--- call may be what waits); returns the number of backends ended.
-CREATE FUNCTION end_stalling() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    h record;
-    v_count integer := 0;
-BEGIN
-    FOR h IN
-        SELECT DISTINCT b.pid, b.usename, b.state, now() - b.xact_start AS open_for
-          FROM pg_locks w
-         CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS k(pid)
-          JOIN pg_stat_activity b ON b.pid = k.pid
-          JOIN pg_roles r ON r.oid = b.usesysid
-         WHERE NOT w.granted AND w.waitstart < now() - interval '5 seconds'
-           AND b.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND b.pid <> pg_backend_pid()
-           AND b.xact_start < now() - interval '5 seconds'
-           AND NOT r.rolsuper
-           AND NOT has_function_privilege(r.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
-           AND (b.state <> 'active'
-                OR b.wait_event_type = 'Timeout'
-                OR (b.wait_event_type = 'Lock' AND b.wait_event = 'advisory')
-                OR b.xact_start < now() - interval '5 minutes')
-    LOOP
-        IF pg_terminate_backend(h.pid) THEN
-            RAISE LOG 'jfs.end_stalling: ended backend % of role % (%, its transaction open for %), which held locks others waited for',
-                h.pid, h.usename, h.state, h.open_for;
-            v_count := v_count + 1;
-        END IF;
-    END LOOP;
-    RETURN v_count;
-END
-$$;
-
--- The session closed its last handle of p_inode: an unlinked inode no
--- other session holds is freed. 0, or 2 if p_sid did not hold it.
-CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
-    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF _unheld(p_inode) THEN
-        PERFORM _free_node(p_inode);
-    END IF;
-    RETURN 0;
-END
-$$;
-
--- Whether node p_inode (locked by the caller) has no name and nobody
--- holds it: no session has it open, and it is not kept in unlinked for
--- other mounts (free_unlinked frees those).
-CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
-       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
-$$;
-
--- Session p_sid holds those of p_inodes (files it has open) that lost
--- their last name elsewhere and are still kept (nlink 0, in unlinked or
--- held by another session): they stay until it releases them (release,
--- or the end of its session). A mount calls it when it reads a removal
--- from the change log. Returns the inodes among p_inodes it holds.
-CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RETURN '{}';
-    END IF;
-    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
-    INSERT INTO sustained (sid, inode)
-    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
-    ON CONFLICT DO NOTHING;
-    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
-END
-$$;
-
--- Frees the files kept in unlinked for longer than p_grace (at least a
--- second) that no session holds; those held are left to their last
--- holder's release. Any client may call it (mounts do, in the background).
--- Returns the number of files freed.
-CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_due bigint[];
-    v_free bigint[];
-BEGIN
-    PERFORM _begin();
-    SELECT array_agg(u.inode) INTO v_due
-      FROM (SELECT inode FROM unlinked
-             WHERE at < now() - greatest(p_grace, interval '1 second')
-             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
-    IF v_due IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
-    DELETE FROM unlinked WHERE inode = ANY (v_due);
-    SELECT array_agg(n.inode) INTO v_free
-      FROM node n
-     WHERE n.inode = ANY (v_due) AND n.nlink = 0
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
-    IF v_free IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM _free_nodes(v_free);
-    RETURN cardinality(v_free);
-END
-$$;
-
--- The mounted clients, for `jfs status` (clients may not read the tables).
-CREATE FUNCTION sessions()
-RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
-               sustained bigint)
+-- For `jfs gc`: what the database says of each slice id found in object
+-- storage: 'referenced' (slice rows use it), 'pending' (freed, queued in
+-- delslice), or 'unreferenced' (no row knows it: a client stored blocks and
+-- died before committing them, or the slice was forgotten after deletion).
+CREATE FUNCTION slice_states(p_slice_ids bigint[])
+RETURNS TABLE (slice_id bigint, state text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
-           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
-      FROM session s ORDER BY s.sid
+    SELECT u.id,
+           CASE WHEN EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = u.id) THEN 'referenced'
+                WHEN EXISTS (SELECT 1 FROM delslice d WHERE d.slice_id = u.id) THEN 'pending'
+                ELSE 'unreferenced' END
+      FROM unnest(p_slice_ids) u(id)
 $$;
 /* </end connected objects> */
 

@@ -100,6 +100,9 @@ DECLARE
     v_key bigint;
     v_n bigint;
     v_errno integer;
+    v_row text;
+    v_last tid;
+    v_ctid tid;
 BEGIN
     IF v_nroots > 1 THEN
         SELECT array_agg(l.key ORDER BY l.key), array_agg(l.n ORDER BY l.key) INTO v_roots, v_counts
@@ -117,11 +120,28 @@ BEGIN
             v_n := 1;
             CONTINUE WHEN v_key IS NULL;
         END IF;
-        UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
-         WHERE x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
-           AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
-                                AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)));
-        IF NOT FOUND AND v_check THEN
+        -- (the version this transaction wrote last, if any, directly: see
+        -- _last_version; a slot per place in the loop)
+        v_row := v_kind || ':' || v_key || ':' || v_stripe;
+        v_last := _last_version('quota_usage_' || i, v_row);
+        v_ctid := NULL;
+        IF v_last IS NOT NULL THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+             WHERE x.ctid = v_last AND x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+               AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                    AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)))
+            RETURNING x.ctid INTO v_ctid;
+        END IF;
+        IF v_ctid IS NULL THEN
+            UPDATE quota_usage x SET inodes = x.inodes + p_inodes * v_n, space = x.space + p_space * v_n
+             WHERE x.kind = v_kind AND x.key = v_key AND x.stripe = v_stripe
+               AND (NOT v_check OR (_fits(x.space, x.share_space, p_space * v_n)
+                                    AND _fits(x.inodes, x.share_inodes, p_inodes * v_n)))
+            RETURNING x.ctid INTO v_ctid;
+        END IF;
+        IF v_ctid IS NOT NULL THEN
+            PERFORM _note_version('quota_usage_' || i, v_row, v_ctid);
+        ELSIF v_check THEN
             v_errno := _charge_exact(v_kind, v_key, p_inodes * v_n, p_space * v_n);
             IF v_errno <> 0 THEN
                 -- refused: take back what the quotas before it got
@@ -134,11 +154,7 @@ BEGIN
         END IF;
     END LOOP;
     IF p_dir > 0 THEN
-        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
-         WHERE d.inode = p_dir AND d.stripe = v_stripe;
-        IF NOT FOUND THEN
-            PERFORM _dir_stats_add(p_dir, p_inodes, p_space, p_length);
-        END IF;
+        PERFORM _dir_stats_add(p_dir, p_inodes, p_space, p_length);
     END IF;
     RETURN 0;
 END

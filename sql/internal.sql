@@ -209,13 +209,27 @@ BEGIN
 END
 $$;
 
--- Reserves the next p_count ids of a counter; returns the first.
+-- Reserves the next p_count ids of a counter; returns the first. (The
+-- version of the counter's row this transaction wrote last is updated
+-- directly: see _last_version.)
 CREATE FUNCTION _next_ids(p_name text, p_count bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_first bigint;
+    v_last tid := _last_version('counter', p_name);
+    v_ctid tid;
 BEGIN
-    UPDATE counter SET next = next + p_count WHERE name = p_name RETURNING next - p_count INTO v_first;
+    IF v_last IS NOT NULL THEN
+        UPDATE counter c SET next = c.next + p_count WHERE c.ctid = v_last AND c.name = p_name
+        RETURNING c.next - p_count, c.ctid INTO v_first, v_ctid;
+    END IF;
+    IF v_first IS NULL THEN
+        UPDATE counter c SET next = c.next + p_count WHERE c.name = p_name
+        RETURNING c.next - p_count, c.ctid INTO v_first, v_ctid;
+    END IF;
+    IF v_ctid IS NOT NULL THEN
+        PERFORM _note_version('counter', p_name, v_ctid);
+    END IF;
     RETURN v_first;
 END
 $$;

@@ -56,6 +56,33 @@ BEGIN
 END
 $$;
 
+-- Rows updated again and again in one transaction (a counter, a quota's
+-- stripe, a directory's dir_stats, as a script that makes 100,000 entries
+-- in one transaction updates them): every UPDATE adds a version that no
+-- one can prune before the commit, and an UPDATE that finds its row by key
+-- walks them all, so n updates cost n^2. The ctid of the version this
+-- transaction wrote last is kept in a transaction-local setting per slot
+-- (jfs.v_SLOT = 'ROW@CTID'; a fixed, small set of slots), and the next
+-- update of that row fetches that version directly (a TID scan). A version
+-- this transaction changed since through another path is invisible to it,
+-- so such an update finds no row and the caller updates by key as before;
+-- a subtransaction's rollback takes its settings back with its versions.
+-- The version this transaction last wrote of row p_row in slot p_slot (NULL
+-- if it wrote none there, or another row since).
+CREATE FUNCTION _last_version(p_slot text, p_row text) RETURNS tid
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN pg_catalog.split_part(v, '@', 1) = p_row
+                THEN pg_catalog.split_part(v, '@', 2)::tid END
+      FROM (SELECT pg_catalog.current_setting('jfs.v_' || p_slot, true) AS v) s
+$$;
+
+-- Notes p_ctid as the version this transaction last wrote of row p_row in
+-- slot p_slot (see _last_version).
+CREATE FUNCTION _note_version(p_slot text, p_row text, p_ctid tid) RETURNS void
+LANGUAGE sql AS $$
+    SELECT NULL::void FROM pg_catalog.set_config('jfs.v_' || p_slot, p_row || '@' || p_ctid::text, true)
+$$;
+
 -- This transaction's stripe: the session's (see _claim_stripe), one of 16,
 -- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
 -- comparisons).
@@ -90,15 +117,28 @@ RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_stripe smallint := _stripe();
+    v_row text := p_dir || ':' || v_stripe;
+    v_last tid := _last_version('dir_stats', v_row);
+    v_ctid tid;
 BEGIN
-    UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
-     WHERE d.inode = p_dir AND d.stripe = v_stripe;
-    IF NOT FOUND THEN
+    IF v_last IS NOT NULL THEN
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
+         WHERE d.ctid = v_last AND d.inode = p_dir AND d.stripe = v_stripe
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
+        UPDATE dir_stats d SET space = d.space + p_space, inodes = d.inodes + p_inodes, length = d.length + p_length
+         WHERE d.inode = p_dir AND d.stripe = v_stripe
+        RETURNING d.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
         INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
         VALUES (p_dir, v_stripe, p_space, p_inodes, p_length)
             ON CONFLICT (inode, stripe) DO UPDATE
             SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
-                length = d.length + excluded.length;
+                length = d.length + excluded.length
+        RETURNING d.ctid INTO v_ctid;
     END IF;
+    PERFORM _note_version('dir_stats', v_row, v_ctid);
 END
 $$;
