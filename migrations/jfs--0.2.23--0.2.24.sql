@@ -621,3 +621,18 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION _last_version(text, text), _note_version(text, text, tid) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- A listing past its first page is bounded by the cookie handed out last
+-- (sql/readdir.sql). Client roles get it when jfs.grant_client runs again.
+-- The newest cookie handed out so far, by any session: a listing asks
+-- for it when it goes past its first page and shows no entry with a newer
+-- one, so entries renamed away and back (each time with a new cookie)
+-- cannot keep a listing going for ever (xfstests generic/736). Entries
+-- made after it are left to the next listing, as POSIX allows.
+CREATE FUNCTION listing_ceiling() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.last_value FROM edge_cookie s
+$$;
+
+REVOKE EXECUTE ON FUNCTION listing_ceiling() FROM PUBLIC;

@@ -439,6 +439,26 @@ impl Meta {
         Ok(entries)
     }
 
+    /// The newest cookie handed out so far (`jfs.listing_ceiling`), which
+    /// bounds a listing past its first page; None when the database cannot
+    /// say (an extension before 0.2.24, a role not granted it again since):
+    /// the listing then goes on as long as it finds entries.
+    pub async fn listing_ceiling(&self) -> Option<u64> {
+        match self
+            .call("SELECT jfs.listing_ceiling() AS ceiling", &[])
+            .await
+        {
+            Ok(rows) => rows
+                .first()
+                .and_then(|r| r.get::<_, Option<i64>>("ceiling"))
+                .map(|c| c as u64),
+            Err(e) => {
+                tracing::debug!("jfs.listing_ceiling: {e}");
+                None
+            }
+        }
+    }
+
     /// Changes the attributes `change` gives.
     pub async fn setattr(&self, inode: u64, change: &SetAttr) -> Result<Attr> {
         let row = self

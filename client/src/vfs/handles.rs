@@ -217,6 +217,11 @@ pub(super) struct DirPage {
     /// not given to the kernel, which would keep its name and attributes.
     pub(super) fetched: Option<crate::vfs::attrs::Ticket>,
     pub(super) listing: Option<ListingRead>,
+    /// Past its first page, a listing shows no entry with a cookie newer
+    /// than this (`jfs.listing_ceiling`, asked then; None: not yet, or the
+    /// database cannot say): entries renamed away and back, each time with
+    /// a new cookie, cannot keep it going for ever.
+    pub(super) ceiling: Option<u64>,
 }
 
 /// A directory read from its start, page after page, to be kept whole in

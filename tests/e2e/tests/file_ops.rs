@@ -351,3 +351,40 @@ fn device_files_open_only_on_a_mount_with_dev() {
         .write_all(b"gone")
         .unwrap();
 }
+
+#[test]
+fn a_listing_ends_while_its_entries_are_renamed_under_it() {
+    // xfstests generic/736: each entry a listing returns is renamed to a
+    // new name in the same directory, which gives it a new cookie after
+    // every one listed so far; the listing went on for ever (15,001
+    // entries reported for 15,000, and growing). Past its first page it
+    // now shows no entry newer than the listing (jfs.listing_ceiling).
+    let v = Volume::new("renamelisting");
+    let m = v.mount("a", &[]);
+    let dir = m.p("d");
+    fs::create_dir(&dir).unwrap();
+    for i in 0..1500 {
+        File::create(dir.join(format!("f{i}"))).unwrap();
+    }
+    let seen = py(&format!(
+        "import os\n\
+         d = {dir:?}\n\
+         seen = 0\n\
+         with os.scandir(d) as it:\n\
+         \x20   for e in it:\n\
+         \x20       seen += 1\n\
+         \x20       if seen > 20000:\n\
+         \x20           break\n\
+         \x20       os.rename(os.path.join(d, e.name), os.path.join(d, 'n%d' % seen))\n\
+         print(seen)",
+        dir = dir.to_str().unwrap()
+    ));
+    let seen: usize = seen.parse().unwrap();
+    assert!(
+        (1500..3000).contains(&seen),
+        "the listing returned {seen} entries for 1500"
+    );
+    // nothing lost or doubled by the renames
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 1500);
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}

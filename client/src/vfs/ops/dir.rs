@@ -48,6 +48,7 @@ impl Vfs {
         if offset < 2 {
             let dir = self.getattr(inode).await?;
             if offset == 0 {
+                page.ceiling = None;
                 page.listing = Some(ListingRead {
                     started: self.listings.start(),
                     parent: dir.parent,
@@ -98,12 +99,20 @@ impl Vfs {
             if page.entries.is_empty() {
                 // (unlinks answered here since the listing began go first)
                 let _listing = self.settle_dir(inode).await?;
+                if cookie > 0 && page.ceiling.is_none() {
+                    page.ceiling = self.meta.listing_ceiling().await;
+                }
                 let ticket = self.attrs.ticket();
-                let entries = self
+                let mut entries = self
                     .meta
                     .readdirplus(inode, cookie, READDIR_PAGE)
                     .await
                     .map_err(errno)?;
+                if let Some(ceiling) = page.ceiling {
+                    // (made, or renamed in, after the listing went past
+                    // its first page: the next listing's)
+                    entries.retain(|e| e.cookie <= ceiling);
+                }
                 for e in &entries {
                     self.attrs.put_entry(inode, &e.name, &e.attr, ticket);
                     self.attrs.put_xattrs(e.attr.inode, e.xattrs, ticket);
