@@ -44,6 +44,13 @@ impl Filesystem for JfsFuse {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let (who, parent, name) = (self.who(req), self.ino(parent), name.as_bytes());
+        if name == b"." || name == b".." {
+            // (asked only to decode a file handle: see Vfs::lookup_by_handle)
+            self.run_here("lookup", move |vfs| async move {
+                reply.answer(&vfs, vfs.lookup_by_handle(parent, name).await)
+            });
+            return;
+        }
         self.run_here("lookup", move |vfs| async move {
             let r = vfs.checked(&who, Need::Search(parent), vfs.lookup(parent, name));
             reply_lookup(&vfs, reply, parent, name, r.await)

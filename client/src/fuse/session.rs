@@ -128,6 +128,14 @@ pub(super) fn offer(vfs: &Vfs, config: &mut fuser::KernelConfig) {
     ] {
         let _ = config.add_capabilities(flag);
     }
+    if vfs.config.root == crate::vfs::VOLUME_ROOT {
+        // file handles (open_by_handle_at, an NFS export of the mount)
+        // name nodes by their inode numbers, which stay: the kernel asks
+        // for "." of a node it no longer holds (Vfs::lookup_by_handle).
+        // Not for a mount of a subdirectory, whose handles could name
+        // nodes outside it.
+        let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
+    }
     if vfs.has_session() {
         // fcntl and flock locks come here, to be shared by every mount (a
         // mount of a hot standby, which can record none, leaves them to

@@ -67,8 +67,7 @@ impl Vfs {
     /// is not a directory of root's, mode 0700, is not used: what it keeps
     /// would be readable by others than the files' owners.
     async fn lost_found_dir(&self) -> VfsResult<u64> {
-        const ROOT: u64 = 1;
-        let attr = match self.meta.lookup(ROOT, LOST_FOUND).await {
+        let attr = match self.meta.lookup(super::VOLUME_ROOT, LOST_FOUND).await {
             Ok(attr) => attr,
             Err(crate::meta::MetaError::Errno(libc::ENOENT)) => {
                 let inode = self.inode_ids.next(&self.meta).await?;
@@ -81,17 +80,22 @@ impl Vfs {
                     rdev: 0,
                     target: None,
                 };
-                let made = self.meta.mknod(ROOT, LOST_FOUND, &node, inode).await;
+                let made = self
+                    .meta
+                    .mknod(super::VOLUME_ROOT, LOST_FOUND, &node, inode)
+                    .await;
                 let attr = match made {
                     Ok(attr) => attr,
                     // (made meanwhile by another mount)
-                    Err(crate::meta::MetaError::Errno(libc::EEXIST)) => {
-                        self.meta.lookup(ROOT, LOST_FOUND).await.map_err(errno)?
-                    }
+                    Err(crate::meta::MetaError::Errno(libc::EEXIST)) => self
+                        .meta
+                        .lookup(super::VOLUME_ROOT, LOST_FOUND)
+                        .await
+                        .map_err(errno)?,
                     Err(e) => return Err(errno(e)),
                 };
-                self.attrs.forget_entry(ROOT, LOST_FOUND);
-                self.leased_entry_made(ROOT, LOST_FOUND, &attr);
+                self.attrs.forget_entry(super::VOLUME_ROOT, LOST_FOUND);
+                self.leased_entry_made(super::VOLUME_ROOT, LOST_FOUND, &attr);
                 attr
             }
             Err(e) => return Err(errno(e)),

@@ -57,10 +57,13 @@ const ID_BATCH: i32 = 1000;
 /// The session id of a mount that has none (a mount of a hot standby).
 pub const NO_SESSION: i64 = 0;
 
+/// The volume's root directory's inode.
+pub const VOLUME_ROOT: u64 = 1;
+
 /// Mount options that shape the VFS.
 #[derive(Clone)]
 pub struct VfsConfig {
-    /// The directory mounted (`--subdir`; 1 = the whole volume): the
+    /// The directory mounted (`--subdir`; [`VOLUME_ROOT`] = the whole volume): the
     /// kernel's inode 1 stands for it.
     pub root: u64,
     pub attr_ttl: Duration,

@@ -388,3 +388,63 @@ fn a_listing_ends_while_its_entries_are_renamed_under_it() {
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 1500);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+#[test]
+fn files_and_directories_open_by_handle_after_the_kernel_forgot_them() {
+    // xfstests generic/426, 467, 477: open_by_handle_at answered ESTALE
+    // once the kernel no longer held the node; NFS re-export needs the
+    // same. Inode numbers stay, so a handle names its node for good.
+    let v = Volume::new("byhandle");
+    let m = v.mount("a", &[]);
+    fs::create_dir_all(m.p("d/e")).unwrap();
+    fs::write(m.p("d/e/f"), b"kept by handle").unwrap();
+    fs::write(m.p("gone"), b"x").unwrap();
+    let script = format!(
+        r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Handle(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int), ("data", ctypes.c_ubyte * 128)]
+def handle(path):
+    h = Handle(); h.bytes = 128; mount_id = ctypes.c_int()
+    if libc.name_to_handle_at(-100, path.encode(), ctypes.byref(h), ctypes.byref(mount_id), 0) != 0:
+        raise OSError(ctypes.get_errno(), "name_to_handle_at " + path)
+    return h
+def by_handle(h, flags):
+    fd = libc.open_by_handle_at(root, ctypes.byref(h), flags)
+    if fd < 0:
+        return "errno %d" % ctypes.get_errno()
+    return fd
+def forget():
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+m = {mnt:?}
+root = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
+f, e, gone = handle(m + "/d/e/f"), handle(m + "/d/e"), handle(m + "/gone")
+os.unlink(m + "/gone")
+forget()
+fd = by_handle(f, os.O_RDONLY)
+print(os.read(fd, 100).decode() if isinstance(fd, int) else fd)
+forget()
+fd = by_handle(e, os.O_RDONLY | os.O_DIRECTORY)
+print(sorted(os.listdir(fd)) if isinstance(fd, int) else fd)
+if isinstance(fd, int):
+    print(os.fstat(fd).st_ino == os.stat(m + "/d/e").st_ino)
+forget()
+print(by_handle(gone, os.O_RDONLY))
+"#,
+        mnt = m.p("").to_str().unwrap().trim_end_matches('/')
+    );
+    let out = py(&script);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "kept by handle",
+            "['f']",
+            "True",
+            &format!("errno {}", libc::ESTALE)
+        ],
+        "{out}"
+    );
+}

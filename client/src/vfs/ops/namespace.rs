@@ -50,6 +50,26 @@ impl Vfs {
         Ok(self.overlay(attr).await)
     }
 
+    /// "." and ".." of node `inode`, which the kernel asks for only to
+    /// decode a file handle (open_by_handle_at, an NFS export of the
+    /// mount) whose node it no longer holds: the node itself, whatever its
+    /// type, and a directory's parent (the mount's root is its own).
+    /// Decoding a handle takes CAP_DAC_READ_SEARCH, so no permission is
+    /// checked here, as the kernel checks none for it on local file systems.
+    pub async fn lookup_by_handle(&self, inode: u64, name: &[u8]) -> VfsResult<Attr> {
+        let attr = self.getattr(inode).await?;
+        if name == b"." {
+            return Ok(attr);
+        }
+        if attr.kind != NodeType::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        if inode == self.config.root || attr.parent == 0 {
+            return Ok(attr);
+        }
+        self.getattr(attr.parent).await
+    }
+
     pub async fn getattr(&self, inode: u64) -> VfsResult<Attr> {
         if inode == control::CONTROL_INODE {
             return Ok(control::control_attr());
