@@ -403,7 +403,7 @@ RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_vo
              'delete_quota', 'delete_user_quota', 'delete_group_quota',
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
-             'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota']::name[];
+             'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota', 'set_delete_queue_cap']::name[];
 
 
 CREATE OR REPLACE FUNCTION grant_reader(p_role name) RETURNS void
@@ -636,3 +636,423 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
 $$;
 
 REVOKE EXECUTE ON FUNCTION listing_ceiling() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Bytes waiting for deletion: counted (delete_usage, by triggers on
+-- delslice), shown by statfs, jfs status and the metrics, and capped
+-- (setting.delete_queue_cap) (sql/schema.sql, sql/data.sql, sql/volume.sql,
+-- sql/fsck.sql, sql/metrics.sql).
+ALTER TABLE setting ADD COLUMN delete_queue_cap bigint NOT NULL DEFAULT 0 CHECK (delete_queue_cap >= 0);
+CREATE TABLE delete_usage (
+    stripe smallint PRIMARY KEY,
+    slices bigint   NOT NULL DEFAULT 0,
+    bytes  bigint   NOT NULL DEFAULT 0
+);
+REVOKE ALL ON TABLE delete_usage FROM PUBLIC;
+INSERT INTO delete_usage (stripe, slices, bytes)
+SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d HAVING count(*) > 0;
+
+-- Counts slices queued for deletion, or no longer, in delete_usage (the
+-- row of the caller's stripe: any stripe's row may go below 0, their sum
+-- is exact), from a statement's transition table: statement triggers on
+-- delslice, so no writer of it can forget (a restore of a dump neither). (The version this transaction
+-- wrote last of the row is updated directly: see _last_version.)
+CREATE FUNCTION _count_delete_queue() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sign integer := CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE -1 END;
+    v_slices bigint;
+    v_bytes bigint;
+    v_stripe smallint;
+    v_row text;
+    v_last tid;
+    v_ctid tid;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT count(*), coalesce(sum(q.size), 0) INTO v_slices, v_bytes FROM queued q;
+    ELSE
+        SELECT count(*), coalesce(sum(q.size), 0) INTO v_slices, v_bytes FROM unqueued q;
+    END IF;
+    IF v_slices = 0 THEN
+        RETURN NULL;
+    END IF;
+    v_stripe := _stripe();
+    v_row := v_stripe::text;
+    v_last := _last_version('delete_usage', v_row);
+    IF v_last IS NOT NULL THEN
+        UPDATE delete_usage u SET slices = u.slices + v_sign * v_slices, bytes = u.bytes + v_sign * v_bytes
+         WHERE u.ctid = v_last AND u.stripe = v_stripe
+        RETURNING u.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
+        INSERT INTO delete_usage AS u (stripe, slices, bytes) VALUES (v_stripe, v_sign * v_slices, v_sign * v_bytes)
+            ON CONFLICT (stripe) DO UPDATE SET slices = u.slices + excluded.slices, bytes = u.bytes + excluded.bytes
+        RETURNING u.ctid INTO v_ctid;
+    END IF;
+    PERFORM _note_version('delete_usage', v_row, v_ctid);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER delslice_queued AFTER INSERT ON delslice REFERENCING NEW TABLE AS queued
+    FOR EACH STATEMENT EXECUTE FUNCTION _count_delete_queue();
+CREATE TRIGGER delslice_unqueued AFTER DELETE ON delslice REFERENCING OLD TABLE AS unqueued
+    FOR EACH STATEMENT EXECUTE FUNCTION _count_delete_queue();
+
+-- Whether more bytes wait for deletion than the volume's cap allows
+-- (setting.delete_queue_cap; never with no cap).
+CREATE FUNCTION _delete_queue_over_cap() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT s.delete_queue_cap > 0
+       AND (SELECT coalesce(sum(u.bytes), 0) FROM delete_usage u) > s.delete_queue_cap
+      FROM setting s
+$$;
+
+-- Slices whose last reference went away at least p_min_age ago, and at
+-- least the volume's retain_deleted, for a mount or `jfs gc --delete` to
+-- delete their objects (then forget_delslices); p_min_age counts for
+-- nothing while more bytes wait than the volume's delete_queue_cap (the
+-- oldest go first; a mount deletes them once their freeing commits are
+-- durable). Several mounts may get the same rows; deleting an object
+-- twice is harmless.
+CREATE OR REPLACE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
+RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT d.slice_id, d.size FROM delslice d
+     WHERE d.queued_at <= now() - greatest(CASE WHEN _delete_queue_over_cap() THEN interval '0' ELSE p_min_age END,
+                                           (SELECT s.retain_deleted FROM setting s))
+     ORDER BY d.queued_at, d.slice_id
+     LIMIT least(greatest(p_limit, 1), 100000)
+$$;
+
+-- What waits for deletion: slices and bytes (the store still holds them:
+-- statfs counts them as used), since when the oldest waits, and the
+-- volume's cap (0: none) and retain_deleted. For jfs status.
+CREATE FUNCTION delete_queue(OUT slices bigint, OUT bytes bigint, OUT oldest timestamptz, OUT cap bigint,
+                             OUT retain interval)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT coalesce(sum(u.slices), 0)::bigint, coalesce(sum(u.bytes), 0)::bigint,
+           (SELECT min(d.queued_at) FROM delslice d), s.delete_queue_cap, s.retain_deleted
+      FROM setting s LEFT JOIN delete_usage u ON true
+     GROUP BY s.delete_queue_cap, s.retain_deleted
+$$;
+
+-- Sets the cap on the bytes waiting for deletion (administration; 0: no
+-- cap; NULL leaves it). Returns the setting.
+CREATE FUNCTION set_delete_queue_cap(p_bytes bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_cap bigint;
+BEGIN
+    IF p_bytes < 0 THEN
+        RAISE EXCEPTION 'jfs.set_delete_queue_cap: bytes >= 0 (0: no cap), not %', p_bytes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET delete_queue_cap = coalesce(p_bytes, s.delete_queue_cap) RETURNING s.delete_queue_cap INTO v_cap;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_delete_queue_cap: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_cap;
+END
+$$;
+
+-- Used and free space and inodes, as statfs(2) reports them: of the volume,
+-- or, for a directory p_inode other than the root (a mount of a
+-- subdirectory), of the nearest directory quota at or above it where that
+-- quota has a limit (the volume's figures where it has none; never more
+-- available than the volume has). Without a capacity the volume reports
+-- 1 PiB in total, doubled while more than 80% of it is charged; without
+-- an inode limit, used + 10 Mi free inodes, the free ones doubled alike.
+-- The volume's used space counts the bytes waiting for deletion (the
+-- store holds them until the mounts delete them).
+CREATE OR REPLACE FUNCTION statfs(p_inode bigint DEFAULT 1, OUT errno integer, OUT total_space bigint, OUT avail_space bigint,
+                       OUT used_inodes bigint, OUT avail_inodes bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_used_space bigint;
+    v_cap bigint;
+    v_inodes bigint;
+    v_root bigint;
+    q record;
+BEGIN
+    SELECT max_space, max_inodes INTO v_cap, v_inodes FROM quota WHERE kind = 'fs' AND key = 0;
+    IF NOT FOUND THEN
+        errno := 5; RETURN;
+    END IF;
+    SELECT coalesce(sum(space), 0), coalesce(sum(quota_usage.inodes), 0) INTO v_used_space, used_inodes
+      FROM quota_usage WHERE kind = 'fs' AND key = 0;
+    -- what waits for deletion still takes room in the store: df shows it
+    v_used_space := v_used_space + (SELECT coalesce(sum(u.bytes), 0) FROM delete_usage u);
+    -- without a capacity, 1 PiB, doubled while what is charged passes 80%
+    -- of it (as JuiceFS shows it): no file, however sparse, fills df
+    total_space := CASE WHEN v_cap > 0 THEN v_cap ELSE 1125899906842624 END;
+    WHILE NOT v_cap > 0 AND total_space < 4611686018427387904
+          AND total_space::numeric * 8 < v_used_space::numeric * 10 LOOP
+        total_space := total_space * 2;
+    END LOOP;
+    avail_space := greatest(total_space - v_used_space, 0);
+    -- (and 10 Mi free inodes, doubled while those used pass 80%)
+    avail_inodes := CASE WHEN v_inodes > 0 THEN greatest(v_inodes - used_inodes, 0) ELSE 10485760 END;
+    WHILE NOT v_inodes > 0 AND avail_inodes < 4611686018427387904
+          AND used_inodes::numeric * 10 > (used_inodes + avail_inodes)::numeric * 8 LOOP
+        avail_inodes := avail_inodes * 2;
+    END LOOP;
+    errno := 0;
+    IF p_inode IS NOT NULL AND p_inode <> 1 THEN
+        SELECT n.qroot INTO v_root FROM node n WHERE n.inode = p_inode AND n.type = 2;
+        IF NOT FOUND THEN
+            errno := 2; RETURN;
+        END IF;
+        SELECT l.max_space, l.max_inodes, coalesce(sum(x.space), 0) AS space, coalesce(sum(x.inodes), 0) AS inodes
+          INTO q
+          FROM quota l LEFT JOIN quota_usage x ON x.kind = l.kind AND x.key = l.key
+         WHERE l.kind = 'dir' AND l.key = v_root
+         GROUP BY l.max_space, l.max_inodes;
+        IF q.max_space > 0 THEN
+            total_space := q.max_space;
+            avail_space := least(greatest(q.max_space - q.space, 0), avail_space);
+        END IF;
+        IF q.max_inodes > 0 THEN
+            used_inodes := q.inodes;
+            avail_inodes := least(greatest(q.max_inodes - q.inodes, 0), avail_inodes);
+        END IF;
+    END IF;
+END
+$$;
+
+
+CREATE OR REPLACE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    -- an entry must point at an existing node of the same type, in a directory
+    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
+      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+    UNION ALL
+    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
+      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
+    UNION ALL
+    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
+      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
+    UNION ALL
+    -- modes are permission bits, owners valid ids
+    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
+      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
+    UNION ALL
+    -- nlink of a non-directory = the entries naming it
+    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type <> 2 AND n.nlink <> c.k
+    UNION ALL
+    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
+    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
+     WHERE n.type = 2 AND n.nlink <> 2 + c.k
+    UNION ALL
+    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+    UNION ALL
+    -- every node is reachable from the root, unless unlinked and held open
+    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
+    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
+      FROM node n
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
+      FROM sustained s
+     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
+        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
+    UNION ALL
+    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
+      FROM node n FULL JOIN symlink l ON l.inode = n.inode
+     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
+    UNION ALL
+    SELECT 'xattr', x.inode, 'xattr of a missing node'
+      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
+    UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
+    -- slices belong to regular files; a file of length 0 has none
+    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
+      FROM slice s LEFT JOIN node n ON n.inode = s.inode
+     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
+    UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
+    -- refs = the slice rows using the slice; no queued deletion still referenced
+    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
+           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
+      FROM slice_ref r
+      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
+        ON c.slice_id = r.slice_id
+     WHERE r.refs IS DISTINCT FROM c.k
+    UNION ALL
+    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
+      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
+    UNION ALL
+    -- the queue as counted (delete_usage) = the queue
+    SELECT 'delete usage', NULL::bigint,
+           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
+    UNION ALL
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
+                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
+                   FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
+$$;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE OR REPLACE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'delete usage';
+    SELECT count(*) INTO changed
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
+    IF changed > 0 THEN
+        DELETE FROM delete_usage;
+        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
+    END IF;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION _count_delete_queue(), _delete_queue_over_cap(), delete_queue(), set_delete_queue_cap(bigint) FROM PUBLIC;
+
+CREATE OR REPLACE VIEW metrics AS
+SELECT f.metric, ''::text AS key, f.value
+  FROM usage u
+ CROSS JOIN LATERAL (VALUES ('capacity_bytes'::text, u.capacity::float8), ('used_bytes', u.used_space),
+                            ('max_inodes', u.max_inodes), ('used_inodes', u.used_inodes)) f (metric, value)
+UNION ALL
+SELECT 'quota_' || f.metric, q.kind || ':' || coalesce(q.path, q.uid::text, q.gid::text, '?'), f.value
+  FROM quotas q
+ CROSS JOIN LATERAL (VALUES ('max_bytes', q.max_space::float8), ('used_bytes', q.used_space),
+                            ('max_inodes', q.max_inodes), ('used_inodes', q.used_inodes)) f (metric, value)
+ WHERE q.kind <> 'fs'
+UNION ALL
+SELECT f.metric, t.tier::text, f.value
+  FROM tier_usage t
+ CROSS JOIN LATERAL (VALUES ('tier_files', t.files::float8), ('tier_bytes', t.bytes)) f (metric, value)
+UNION ALL
+SELECT f.metric, '', f.value
+  FROM (SELECT count(*) AS sessions, extract(epoch FROM now() - min(s.heartbeat)) AS oldest FROM session s) s
+ CROSS JOIN LATERAL (VALUES ('sessions', s.sessions::float8),
+                            ('oldest_heartbeat_seconds', coalesce(s.oldest, 0)::float8)) f (metric, value)
+UNION ALL
+SELECT 'trash_entries', '', count(*)
+  FROM edge h JOIN edge e ON e.parent = h.inode
+ WHERE h.parent = _trash_inode()
+UNION ALL SELECT 'locks', '', count(*) FROM plock
+UNION ALL
+SELECT f.metric, '', f.value
+  FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
+ CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
+                            ('delete_queue_bytes', d.bytes::float8)) f (metric, value);

@@ -176,17 +176,109 @@ BEGIN
 END
 $$;
 
+-- Counts slices queued for deletion, or no longer, in delete_usage (the
+-- row of the caller's stripe: any stripe's row may go below 0, their sum
+-- is exact), from a statement's transition table: statement triggers on
+-- delslice, so no writer of it can forget (a restore of a dump neither). (The version this transaction
+-- wrote last of the row is updated directly: see _last_version.)
+CREATE FUNCTION _count_delete_queue() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sign integer := CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE -1 END;
+    v_slices bigint;
+    v_bytes bigint;
+    v_stripe smallint;
+    v_row text;
+    v_last tid;
+    v_ctid tid;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT count(*), coalesce(sum(q.size), 0) INTO v_slices, v_bytes FROM queued q;
+    ELSE
+        SELECT count(*), coalesce(sum(q.size), 0) INTO v_slices, v_bytes FROM unqueued q;
+    END IF;
+    IF v_slices = 0 THEN
+        RETURN NULL;
+    END IF;
+    v_stripe := _stripe();
+    v_row := v_stripe::text;
+    v_last := _last_version('delete_usage', v_row);
+    IF v_last IS NOT NULL THEN
+        UPDATE delete_usage u SET slices = u.slices + v_sign * v_slices, bytes = u.bytes + v_sign * v_bytes
+         WHERE u.ctid = v_last AND u.stripe = v_stripe
+        RETURNING u.ctid INTO v_ctid;
+    END IF;
+    IF v_ctid IS NULL THEN
+        INSERT INTO delete_usage AS u (stripe, slices, bytes) VALUES (v_stripe, v_sign * v_slices, v_sign * v_bytes)
+            ON CONFLICT (stripe) DO UPDATE SET slices = u.slices + excluded.slices, bytes = u.bytes + excluded.bytes
+        RETURNING u.ctid INTO v_ctid;
+    END IF;
+    PERFORM _note_version('delete_usage', v_row, v_ctid);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER delslice_queued AFTER INSERT ON delslice REFERENCING NEW TABLE AS queued
+    FOR EACH STATEMENT EXECUTE FUNCTION _count_delete_queue();
+CREATE TRIGGER delslice_unqueued AFTER DELETE ON delslice REFERENCING OLD TABLE AS unqueued
+    FOR EACH STATEMENT EXECUTE FUNCTION _count_delete_queue();
+
+-- Whether more bytes wait for deletion than the volume's cap allows
+-- (setting.delete_queue_cap; never with no cap).
+CREATE FUNCTION _delete_queue_over_cap() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT s.delete_queue_cap > 0
+       AND (SELECT coalesce(sum(u.bytes), 0) FROM delete_usage u) > s.delete_queue_cap
+      FROM setting s
+$$;
+
 -- Slices whose last reference went away at least p_min_age ago, and at
 -- least the volume's retain_deleted, for a mount or `jfs gc --delete` to
--- delete their objects (then forget_delslices). Several mounts may get the
--- same rows; deleting an object twice is harmless.
+-- delete their objects (then forget_delslices); p_min_age counts for
+-- nothing while more bytes wait than the volume's delete_queue_cap (the
+-- oldest go first; a mount deletes them once their freeing commits are
+-- durable). Several mounts may get the same rows; deleting an object
+-- twice is harmless.
 CREATE FUNCTION pending_delslices(p_min_age interval DEFAULT '0', p_limit integer DEFAULT 1000)
 RETURNS TABLE (slice_id bigint, size integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT d.slice_id, d.size FROM delslice d
-     WHERE d.queued_at <= now() - greatest(p_min_age, (SELECT s.retain_deleted FROM setting s))
+     WHERE d.queued_at <= now() - greatest(CASE WHEN _delete_queue_over_cap() THEN interval '0' ELSE p_min_age END,
+                                           (SELECT s.retain_deleted FROM setting s))
      ORDER BY d.queued_at, d.slice_id
      LIMIT least(greatest(p_limit, 1), 100000)
+$$;
+
+-- What waits for deletion: slices and bytes (the store still holds them:
+-- statfs counts them as used), since when the oldest waits, and the
+-- volume's cap (0: none) and retain_deleted. For jfs status.
+CREATE FUNCTION delete_queue(OUT slices bigint, OUT bytes bigint, OUT oldest timestamptz, OUT cap bigint,
+                             OUT retain interval)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT coalesce(sum(u.slices), 0)::bigint, coalesce(sum(u.bytes), 0)::bigint,
+           (SELECT min(d.queued_at) FROM delslice d), s.delete_queue_cap, s.retain_deleted
+      FROM setting s LEFT JOIN delete_usage u ON true
+     GROUP BY s.delete_queue_cap, s.retain_deleted
+$$;
+
+-- Sets the cap on the bytes waiting for deletion (administration; 0: no
+-- cap; NULL leaves it). Returns the setting.
+CREATE FUNCTION set_delete_queue_cap(p_bytes bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_cap bigint;
+BEGIN
+    IF p_bytes < 0 THEN
+        RAISE EXCEPTION 'jfs.set_delete_queue_cap: bytes >= 0 (0: no cap), not %', p_bytes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET delete_queue_cap = coalesce(p_bytes, s.delete_queue_cap) RETURNING s.delete_queue_cap INTO v_cap;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_delete_queue_cap: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_cap;
+END
 $$;
 
 -- How long freed slices' objects are kept (at the least) before mounts and

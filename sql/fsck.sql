@@ -133,6 +133,14 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
       FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
     UNION ALL
+    -- the queue as counted (delete_usage) = the queue
+    SELECT 'delete usage', NULL::bigint,
+           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
+    UNION ALL
     -- every quota's counters = a recount of the namespace
     SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
                                              q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
@@ -217,6 +225,17 @@ BEGIN
     repaired := 'delslice';
     DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
     GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'delete usage';
+    SELECT count(*) INTO changed
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
+    IF changed > 0 THEN
+        DELETE FROM delete_usage;
+        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
+    END IF;
     RETURN NEXT;
     repaired := 'usage and dir_stats';
     SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;

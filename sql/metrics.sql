@@ -34,6 +34,6 @@ SELECT 'trash_entries', '', count(*)
 UNION ALL SELECT 'locks', '', count(*) FROM plock
 UNION ALL
 SELECT f.metric, '', f.value
-  FROM (SELECT count(*) AS slices, coalesce(sum(d.size), 0) AS bytes FROM delslice d) d
+  FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
  CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
                             ('delete_queue_bytes', d.bytes::float8)) f (metric, value);

@@ -43,6 +43,8 @@
 -- plock       (inode, sid, owner, lstart) -> fcntl and flock locks: type, last byte, pid.
 -- lock_wait   (sid, owner, inode) -> the range an owner waits for (deadlock detection).
 -- delslice    slice id -> size, queued_at: objects waiting for deletion.
+-- delete_usage stripe -> slices, bytes: delslice counted (kept by triggers
+--             on delslice), for statfs, jfs status and the queue's cap.
 -- client_role a mount role's limits, set by jfs.grant_client: read-only,
 --             and the squash of owner ids (none, root: ids 0 become
 --             squash_uid/squash_gid, all: every id does).
@@ -120,7 +122,12 @@ CREATE TABLE setting (
     encrypt_algo   text NOT NULL DEFAULT '' CHECK (encrypt_algo IN ('', 'aes256gcm-rsa', 'chacha20-rsa')),
     -- when `jfs destroy` began removing the volume (jfs.destroy_begin): no
     -- session opens from then on
-    destroying     timestamptz
+    destroying     timestamptz,
+    -- past this many bytes waiting for deletion (0: no cap), freed slices'
+    -- objects go as soon as their freeing commit is durable, whatever the
+    -- mounts' --gc-delay (never before retain_deleted): deleted data must
+    -- not fill the store (jfs config --delete-queue-cap)
+    delete_queue_cap bigint NOT NULL DEFAULT 0 CHECK (delete_queue_cap >= 0)
 );
 
 CREATE TABLE secret (
@@ -302,6 +309,12 @@ CREATE TABLE delslice (
     slice_id  bigint      PRIMARY KEY,
     size      integer     NOT NULL,
     queued_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE delete_usage (
+    stripe smallint PRIMARY KEY,
+    slices bigint   NOT NULL DEFAULT 0,
+    bytes  bigint   NOT NULL DEFAULT 0
 );
 
 CREATE TABLE client_role (

@@ -155,6 +155,8 @@ $$;
 -- available than the volume has). Without a capacity the volume reports
 -- 1 PiB in total, doubled while more than 80% of it is charged; without
 -- an inode limit, used + 10 Mi free inodes, the free ones doubled alike.
+-- The volume's used space counts the bytes waiting for deletion (the
+-- store holds them until the mounts delete them).
 CREATE FUNCTION statfs(p_inode bigint DEFAULT 1, OUT errno integer, OUT total_space bigint, OUT avail_space bigint,
                        OUT used_inodes bigint, OUT avail_inodes bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
@@ -171,6 +173,8 @@ BEGIN
     END IF;
     SELECT coalesce(sum(space), 0), coalesce(sum(quota_usage.inodes), 0) INTO v_used_space, used_inodes
       FROM quota_usage WHERE kind = 'fs' AND key = 0;
+    -- what waits for deletion still takes room in the store: df shows it
+    v_used_space := v_used_space + (SELECT coalesce(sum(u.bytes), 0) FROM delete_usage u);
     -- without a capacity, 1 PiB, doubled while what is charged passes 80%
     -- of it (as JuiceFS shows it): no file, however sparse, fills df
     total_space := CASE WHEN v_cap > 0 THEN v_cap ELSE 1125899906842624 END;

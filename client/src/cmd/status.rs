@@ -46,6 +46,22 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
         s.avail_inodes,
         if v.inodes == 0 { " (no limit set)" } else { "" }
     );
+    if let Some(q) = meta.delete_queue().await? {
+        // (the store still holds them: the space above counts them)
+        let cap = match q.cap {
+            0 => "no cap".to_string(),
+            cap => format!("cap {}", gib(cap)),
+        };
+        let oldest = q
+            .oldest
+            .map_or(String::new(), |t| format!(", the oldest freed {t}"));
+        println!(
+            "deleting    {} in {} freed slices{oldest} ({cap}, kept at least {})",
+            gib(q.bytes),
+            q.slices,
+            q.retain
+        );
+    }
     let extension = meta.installed_version().await?.unwrap_or_default();
     println!(
         "versions    extension {extension}, this client {}",

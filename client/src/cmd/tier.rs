@@ -85,6 +85,11 @@ pub struct ConfigArgs {
     /// point-in-time-recovery window
     #[arg(long, value_name = "DURATION")]
     retain_deleted: Option<String>,
+    /// Past this many GiB waiting for deletion, freed objects are deleted
+    /// as soon as the commit that freed them is durable, whatever the
+    /// mounts' --gc-delay (never before --retain-deleted); 0 = no cap
+    #[arg(long, value_name = "GiB")]
+    delete_queue_cap: Option<f64>,
     /// The object store's access key read-only roles get instead of the
     /// volume's (a store user that may only read the bucket; "" with an
     /// empty --reader-secret-key: they get none)
@@ -288,6 +293,22 @@ pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
     if let Some(duration) = &a.retain_deleted {
         let kept = meta.set_retain_deleted(duration).await?;
         println!("freed objects are kept at least {kept} before they are deleted");
+        changed = true;
+    }
+    if let Some(gib) = a.delete_queue_cap {
+        if !(0.0..=(1u64 << 33) as f64).contains(&gib) {
+            anyhow::bail!("--delete-queue-cap is 0 (no cap) or a size in GiB, not {gib}");
+        }
+        let cap = meta
+            .set_delete_queue_cap((gib * (1u64 << 30) as f64) as u64)
+            .await?;
+        match cap {
+            0 => println!("freed objects wait for the mounts' --gc-delay, however many"),
+            cap => println!(
+                "past {cap} bytes waiting for deletion, freed objects go once the commit that \
+                 freed them is durable"
+            ),
+        }
         changed = true;
     }
     if let (Some(ak), Some(sk)) = (&a.reader_access_key, &a.reader_secret_key) {

@@ -511,4 +511,55 @@ impl Meta {
             .await?;
         Ok(row.try_get("kept")?)
     }
+
+    /// What waits for deletion (`jfs.delete_queue`); None from an extension
+    /// before 0.2.24, or a role not granted it again since.
+    pub async fn delete_queue(&self) -> Result<Option<DeleteQueue>> {
+        let rows = match self
+            .call(
+                "SELECT slices, bytes, oldest::text AS oldest, cap, retain::text AS retain \
+                 FROM jfs.delete_queue()",
+                &[],
+            )
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) if e.is_undefined_or_denied() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(DeleteQueue {
+            slices: row.try_get::<_, i64>("slices")? as u64,
+            bytes: row.try_get::<_, i64>("bytes")? as u64,
+            oldest: row.try_get("oldest")?,
+            cap: row.try_get::<_, i64>("cap")? as u64,
+            retain: row.try_get("retain")?,
+        }))
+    }
+
+    /// Sets the cap on the bytes waiting for deletion
+    /// (`jfs.set_delete_queue_cap`, administration; 0: none); returns it.
+    pub async fn set_delete_queue_cap(&self, bytes: u64) -> Result<u64> {
+        let bytes = i64::try_from(bytes).map_err(|_| MetaError::Errno(libc::EINVAL))?;
+        let row = self
+            .call_one("SELECT jfs.set_delete_queue_cap($1) AS cap", &[&bytes])
+            .await?;
+        Ok(row.try_get::<_, i64>("cap")? as u64)
+    }
+}
+
+/// What waits for deletion, as `jfs.delete_queue` says.
+#[derive(Debug, Clone)]
+pub struct DeleteQueue {
+    pub slices: u64,
+    pub bytes: u64,
+    /// Since when the oldest waits (None: none does).
+    pub oldest: Option<String>,
+    /// Past this many bytes, freed data goes once its freeing commit is
+    /// durable (0: no cap).
+    pub cap: u64,
+    /// How long freed data is kept at the least (the volume's setting).
+    pub retain: String,
 }

@@ -53,7 +53,7 @@ pub use acl::{
 use attr::{attr_from_row, check_errno};
 pub use attr::{ns_to_time, time_to_ns, Attr, NodeType};
 pub use changelog::{Change, LoggedChange};
-pub use data::{CommittedSlices, DeferredAttrs, SliceRow};
+pub use data::{CommittedSlices, DeferredAttrs, DeleteQueue, SliceRow};
 pub use dump::{AclRow, DumpNode, NodeRow, Snapshot};
 pub use durability::Epoch;
 use durability::Incarnations;

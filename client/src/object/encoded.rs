@@ -148,6 +148,10 @@ impl ObjectStore for Encoded {
         self.inner.describe()
     }
 
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        self.inner.disk_space()
+    }
+
     fn whole_objects(&self) -> bool {
         true
     }

@@ -353,6 +353,15 @@ impl ObjectStore for FileStore {
     fn describe(&self) -> String {
         format!("file://{}", self.root.display())
     }
+
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        let st = nix::sys::statvfs::statvfs(&self.root).ok()?;
+        let unit = st.fragment_size() as u64;
+        Some((
+            st.blocks_available() as u64 * unit,
+            st.blocks() as u64 * unit,
+        ))
+    }
 }
 
 #[cfg(test)]

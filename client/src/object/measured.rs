@@ -76,4 +76,8 @@ impl<S: ObjectStore> ObjectStore for Measured<S> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        self.inner.disk_space()
+    }
 }

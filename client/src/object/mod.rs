@@ -44,6 +44,11 @@ pub trait ObjectStore: Send + Sync {
     async fn restore(&self, key: &str) -> io::Result<bool>;
     /// Where this store is, for messages (no secrets).
     fn describe(&self) -> String;
+    /// Bytes free and in all on the disk under the store, where it is a
+    /// local directory (None for a service, whose room is its own).
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Objects are read whole whatever range is asked for (they are
     /// compressed or sealed): readers should keep what they fetched.
     fn whole_objects(&self) -> bool {

@@ -177,6 +177,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
         }
     });
     tokio::spawn(async move {
+        let mut low_disk_warned: Option<std::time::Instant> = None;
         loop {
             tokio::time::sleep(cfg.gc_interval).await;
             if let Err(e) = vfs.reload_tier_classes().await {
@@ -208,6 +209,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 }
             }
             if !vfs.config.read_only {
+                warn_if_store_disk_low(&vfs, &mut low_disk_warned).await;
                 if let Err(e) = crate::volume::gc::drain_delslices(
                     &vfs.meta,
                     vfs.store.as_ref(),
@@ -221,6 +223,43 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             }
         }
     });
+}
+
+/// The disk under a file store is low when less than this is free, or
+/// less than [`LOW_DISK_SHARE`] of it.
+const LOW_DISK_BYTES: u64 = 1 << 30;
+const LOW_DISK_SHARE: u64 = 20;
+/// A low disk is said again at most this often.
+const LOW_DISK_WARN_EVERY: Duration = Duration::from_secs(600);
+
+/// Says in the log, before writes fail for want of room, that the disk
+/// under a file store is nearly full, and how much of it freed data
+/// waiting for deletion holds (at most every [`LOW_DISK_WARN_EVERY`]).
+async fn warn_if_store_disk_low(vfs: &Vfs, warned: &mut Option<std::time::Instant>) {
+    let Some((free, total)) = vfs.store.disk_space() else {
+        return;
+    };
+    if free >= LOW_DISK_BYTES.max(total / LOW_DISK_SHARE)
+        || warned.is_some_and(|t| t.elapsed() < LOW_DISK_WARN_EVERY)
+    {
+        return;
+    }
+    *warned = Some(std::time::Instant::now());
+    let waiting = match vfs.meta.delete_queue().await {
+        Ok(Some(q)) => format!(
+            "; {} MiB of it is freed data waiting for deletion (jfs config --delete-queue-cap \
+             deletes it sooner)",
+            q.bytes >> 20
+        ),
+        _ => String::new(),
+    };
+    tracing::warn!(
+        "the disk under the object store {} has {} MiB free of {} MiB: writes fail with ENOSPC \
+         when it is full{waiting}",
+        vfs.store.describe(),
+        free >> 20,
+        total >> 20
+    );
 }
 
 /// Removed files kept for other mounts freed per round (each mount, every gc interval).

@@ -216,6 +216,13 @@ fn a_full_bucket_file_system_is_enospc_and_failed_mounts_leave_no_session() {
         // what fits is still written and read back
         fs::write(m.p("small"), b"fits").unwrap();
         assert_eq!(fs::read(m.p("small")).unwrap(), b"fits");
+        // and the log says the disk under the store is (nearly) full
+        assert!(
+            jfs_e2e::eventually(10, || fs::read_to_string(&m.log)
+                .unwrap_or_default()
+                .contains("the disk under the object store")),
+            "the mount never said its store's disk is full"
+        );
         m.unmount();
     }
     // a block that could not be stored leaves no file: every object left
