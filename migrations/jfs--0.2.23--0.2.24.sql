@@ -1056,3 +1056,45 @@ SELECT f.metric, '', f.value
   FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
  CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
                             ('delete_queue_bytes', d.bytes::float8)) f (metric, value);
+
+-- ---------------------------------------------------------------------------
+-- Reads move atimes as a mount's --atime-mode says (sql/setattr.sql);
+-- read-only roles may not (sql/security.sql). Client roles get it when
+-- jfs.grant_client runs again.
+-- A read of node p_inode (or a listing of it), now: its atime moves to now
+-- when p_strict (strictatime), unless it moved less than a second ago;
+-- else (relatime, as Linux's) only when it is not after the node's mtime
+-- or ctime, or is a day old. The ctime stays, and nothing is logged for
+-- other mounts (an atime is as loose as that everywhere). Its commit is
+-- asynchronous: no fsync vouches for an atime. Returns the atime (NULL:
+-- no such node).
+CREATE FUNCTION touch_atime(p_inode bigint, p_strict boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_atime bigint;
+BEGIN
+    PERFORM _begin();
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    UPDATE node n SET atime = v_now
+     WHERE n.inode = p_inode AND n.atime < v_now - 1000000000
+       AND (p_strict OR n.atime <= n.mtime OR n.atime <= n.ctime OR n.atime <= v_now - 86400000000000)
+    RETURNING n.atime INTO v_atime;
+    IF NOT FOUND THEN
+        SELECT n.atime INTO v_atime FROM node n WHERE n.inode = p_inode;
+    END IF;
+    RETURN v_atime;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION touch_atime(bigint, boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION write_procedures() RETURNS name[]
+LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
+RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr', 'set_acl',
+             'setxattr', 'removexattr', 'write_slice', 'write_slices', 'zero_range', 'copy_range',
+             'batch_unlink', 'rmr', 'clone_node', 'clone', 'compact_chunk', 'restore', 'trash_purge',
+             'changelog_prune', 'free_unlinked', 'forget_delslices', 'alloc_ids', 'backup_claim',
+             'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit',
+             'mknod_with_slices', 'want_lease', 'touch_atime']::name[];
+

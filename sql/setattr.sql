@@ -38,6 +38,32 @@ BEGIN
 END
 $$;
 
+-- A read of node p_inode (or a listing of it), now: its atime moves to now
+-- when p_strict (strictatime), unless it moved less than a second ago;
+-- else (relatime, as Linux's) only when it is not after the node's mtime
+-- or ctime, or is a day old. The ctime stays, and nothing is logged for
+-- other mounts (an atime is as loose as that everywhere). Its commit is
+-- asynchronous: no fsync vouches for an atime. Returns the atime (NULL:
+-- no such node).
+CREATE FUNCTION touch_atime(p_inode bigint, p_strict boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_atime bigint;
+BEGIN
+    PERFORM _begin();
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    UPDATE node n SET atime = v_now
+     WHERE n.inode = p_inode AND n.atime < v_now - 1000000000
+       AND (p_strict OR n.atime <= n.mtime OR n.atime <= n.ctime OR n.atime <= v_now - 86400000000000)
+    RETURNING n.atime INTO v_atime;
+    IF NOT FOUND THEN
+        SELECT n.atime INTO v_atime FROM node n WHERE n.inode = p_inode;
+    END IF;
+    RETURN v_atime;
+END
+$$;
+
 CREATE FUNCTION setattr(
     p_inode bigint, p_set integer,
     p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL,

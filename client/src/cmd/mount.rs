@@ -14,7 +14,7 @@ use crate::meta::{redact_url, Squash};
 use crate::metrics;
 use crate::object;
 use crate::vfs::background::BackgroundConfig;
-use crate::vfs::{Vfs, VfsConfig};
+use crate::vfs::{AtimeMode, Vfs, VfsConfig};
 use crate::volume::attach::{self, session_timeout};
 use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
@@ -84,6 +84,12 @@ pub struct MountArgs {
     /// Let other users access the mount (root, or user_allow_other in /etc/fuse.conf)
     #[arg(long)]
     allow_other: bool,
+    /// When reads move atimes: noatime (never: reads commit nothing),
+    /// relatime (when the atime is not after the mtime or ctime, or is a
+    /// day old, as Linux's default) or strictatime (every read, at most
+    /// once a second a file)
+    #[arg(long, default_value = "noatime", value_parser = |t: &str| t.parse::<AtimeMode>())]
+    atime_mode: AtimeMode,
     /// Honour device files on the mount (mount's "dev"; by default a mount
     /// is nodev: a device node made there opens nothing; root only)
     #[arg(long)]
@@ -283,6 +289,7 @@ fn daemonize(a: &MountArgs, meta_url: &str) -> anyhow::Result<()> {
         ("--lookup-ahead", a.lookup_ahead.to_string()),
         ("--backup-meta", a.backup_meta.as_secs().to_string()),
         ("--backup-keep", a.backup_keep.to_string()),
+        ("--atime-mode", a.atime_mode.name().to_string()),
     ] {
         args.push(flag.into());
         args.push(value);
@@ -485,6 +492,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             compact_at: a.compact_at,
             lookup_ahead: a.lookup_ahead,
             defer_attrs: a.commit_after > 0.0,
+            atime: a.atime_mode,
         };
         let who = match standby {
             true => "read-only, on a hot standby".to_string(),
@@ -539,6 +547,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             xattrs: !a.no_xattrs,
             dev: a.dev,
             suid: a.suid,
+            atime: a.atime_mode,
         },
     )
     .with_context(|| format!("mounting on {}", mountpoint.display()));

@@ -13,7 +13,8 @@ pub const HELPER_NAME: &str = "mount.jfs";
 
 /// `jfs mount` arguments for `mount.jfs SPEC DIR [-sfnv] [-N NS] [-o OPTIONS]`.
 /// Options become flags (`cache-size=1024` → `--cache-size 1024`,
-/// `allow_other` → `--allow-other`, `ro` → `--read-only`); mount(8)'s own
+/// `allow_other` → `--allow-other`, `ro` → `--read-only`, `relatime` →
+/// `--atime-mode relatime`, as `strictatime` and `noatime`); mount(8)'s own
 /// and `x-*` ones are dropped. `password-file=FILE` reads the database
 /// password from FILE (it goes on no command line; META_PASSWORD in the
 /// environment works too).
@@ -60,6 +61,10 @@ pub fn mount_args(helper_args: &[OsString]) -> anyhow::Result<Vec<OsString>> {
         }
         match (key, value) {
             ("ro", None) => args.push("--read-only".into()),
+            ("noatime" | "relatime" | "strictatime", None) => {
+                args.push("--atime-mode".into());
+                args.push(key.into());
+            }
             ("password-file", Some(file)) => {
                 let password = std::fs::read_to_string(file)
                     .map_err(|e| anyhow::anyhow!("mount.jfs: reading password-file {file}: {e}"))?;
@@ -98,7 +103,7 @@ mod tests {
             "postgres://jfs@db/vol",
             "/mnt/jfs",
             "-o",
-            "rw,_netdev,allow_other,nodev,cache-size=1024,x-systemd.automount,ro,dev,suid,cache-dir=/var/cache/jfs",
+            "rw,_netdev,allow_other,nodev,cache-size=1024,x-systemd.automount,ro,dev,suid,relatime,cache-dir=/var/cache/jfs",
         ]
         .iter()
         .map(OsString::from)
@@ -117,6 +122,8 @@ mod tests {
                 "--read-only",
                 "--dev",
                 "--suid",
+                "--atime-mode",
+                "relatime",
                 "--cache-dir",
                 "/var/cache/jfs"
             ]

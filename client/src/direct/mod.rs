@@ -165,6 +165,7 @@ impl Direct {
             compact_at: crate::vfs::COMPACT_AT,
             lookup_ahead: crate::vfs::LOOKUP_AHEAD,
             defer_attrs: !o.commit_after.is_zero(),
+            atime: crate::vfs::AtimeMode::Noatime,
         };
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
         attach::start(&vfs, o.changes_poll).await?;

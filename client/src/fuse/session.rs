@@ -26,6 +26,10 @@ pub struct ServeOptions {
     pub dev: bool,
     /// Set-user-ID and set-group-ID bits take effect (`--suid`; else nosuid).
     pub suid: bool,
+    /// When reads move atimes (`--atime-mode`): the mount is noatime when
+    /// they never do (the Vfs moves them: the kernel keeps none of a FUSE
+    /// file system's).
+    pub atime: crate::vfs::AtimeMode,
 }
 
 /// Mounts `vfs` on `mountpoint` and serves it until it is unmounted.
@@ -39,7 +43,10 @@ pub fn serve(
         fuser::MountOption::FSName(format!("jfs:{}", vfs.volume.name)),
         fuser::MountOption::Subtype("jfs".into()),
         fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::NoAtime,
+        match options.atime {
+            crate::vfs::AtimeMode::Noatime => fuser::MountOption::NoAtime,
+            _ => fuser::MountOption::Atime,
+        },
     ];
     if options.read_only {
         mount_options.push(fuser::MountOption::RO);

@@ -150,3 +150,21 @@ fn modified(attr: &Attr) -> Timestamp {
 fn is_file(attr: &Attr) -> bool {
     attr.kind == NodeType::File
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_answer_as_s3_names_them() {
+        // (no S3 request reaches 2^57 bytes: 10,000 parts of 5 GiB end far
+        // below; a copy of a file written through a mount could)
+        let too_large = s3_error(libc::EFBIG, "b/k");
+        assert_eq!(too_large.code(), &S3ErrorCode::EntityTooLarge);
+        assert!(too_large.message().unwrap_or_default().contains("2^57"));
+        let too_long = s3_error(libc::ENAMETOOLONG, "b/k");
+        assert_eq!(too_long.code(), &S3ErrorCode::KeyTooLongError);
+        let quota = s3_error(libc::EDQUOT, "b/k");
+        assert_eq!(quota.status_code(), Some(hyper::StatusCode::FORBIDDEN));
+    }
+}

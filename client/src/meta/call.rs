@@ -12,9 +12,11 @@ use super::{Failure, Meta, MetaError, Result};
 /// Procedures whose commits no fsync vouches for: losing them to a crash
 /// loses nothing a file system promised (a sync itself, heartbeats, the
 /// bookkeeping of background jobs, which redo what a crash erased; a lost
-/// compaction leaves the slices it replaced; ids are synced before use).
-const NOT_VOUCHED: [&str; 15] = [
+/// compaction leaves the slices it replaced; ids are synced before use; an
+/// atime moved by a read).
+const NOT_VOUCHED: [&str; 16] = [
     "sync",
+    "touch_atime",
     "take_lease",
     "want_lease",
     "session_heartbeat",
@@ -85,8 +87,9 @@ const NOT_RETRIED: [&str; 1] = ["session_cleanup"];
 /// retried like reads when their answer was lost. (A truncate sent again
 /// after another mount wrote past the new length would cut that write too:
 /// a race of two writers that the first truncate alone could lose as well.)
-const IDEMPOTENT: [&str; 15] = [
+const IDEMPOTENT: [&str; 16] = [
     "setattr",
+    "touch_atime",
     "take_lease",
     "lease_unlink",
     "lease_commit",

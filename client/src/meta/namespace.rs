@@ -459,6 +459,19 @@ impl Meta {
         }
     }
 
+    /// A read (or listing) of `inode`: its atime moves to now as
+    /// strictatime (`strict`) or relatime says (`jfs.touch_atime`);
+    /// returns the atime (None: no such node).
+    pub async fn touch_atime(&self, inode: u64, strict: bool) -> Result<Option<i64>> {
+        let row = self
+            .call_one(
+                "SELECT jfs.touch_atime($1, $2) AS atime",
+                &[&(inode as i64), &strict],
+            )
+            .await?;
+        Ok(row.try_get("atime")?)
+    }
+
     /// Changes the attributes `change` gives.
     pub async fn setattr(&self, inode: u64, change: &SetAttr) -> Result<Attr> {
         let row = self

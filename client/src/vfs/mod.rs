@@ -5,6 +5,7 @@
 //! errors are errno values. The layer above (fuse) names the metadata
 //! types it needs through this module's re-exports.
 mod acl;
+mod atime;
 mod attrs;
 pub mod background;
 pub mod backup;
@@ -46,6 +47,7 @@ use std::time::Duration;
 
 use crate::meta::{Meta, VolumeInfo};
 use crate::object::ObjectStore;
+pub use atime::AtimeMode;
 use compact::CompactionQueue;
 use handles::{Handle, IdRange, OpenFile};
 use reader::BlockCache;
@@ -92,6 +94,8 @@ pub struct VfsConfig {
     /// their commit (only where a background commit bounds the wait:
     /// `--commit-after` above 0).
     pub defer_attrs: bool,
+    /// When reads move atimes (`--atime-mode`).
+    pub atime: AtimeMode,
 }
 
 impl VfsConfig {
@@ -122,6 +126,8 @@ pub struct Vfs {
     /// Set by the FUSE layer: makes the kernel forget what it cached.
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
     attrs: attrs::AttrCache,
+    /// When reads move atimes, and whether the database lets them.
+    atime: atime::AtimeKeeper,
     listings: listings::Listings,
     /// Directories whose unlinks this mount answers and commits in batches.
     leases: leases::Leases,
@@ -200,6 +206,7 @@ impl Vfs {
                 volume.skip_dir_mtime_ns,
                 log.clone(),
             ),
+            atime: atime::AtimeKeeper::new(config.atime, config.read_only),
             log_polls: changes::LogPolls::default(),
             walks: lookahead::Walks::default(),
             leases: leases::Leases::default(),

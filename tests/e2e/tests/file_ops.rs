@@ -448,3 +448,76 @@ print(by_handle(gone, os.O_RDONLY))
         "{out}"
     );
 }
+
+#[test]
+fn reads_move_atimes_as_the_atime_mode_says() {
+    // xfstests generic/003: jfs kept no atime (mounts were always noatime);
+    // --atime-mode relatime and strictatime (mount -o relatime,
+    // strictatime) move it as Linux does, noatime stays the default
+    let v = Volume::new("atimes");
+    let rel = v.mount("rel", &["--atime-mode", "relatime"]);
+    let strict = v.mount("strict", &["--atime-mode", "strictatime"]);
+    let no = v.mount("no", &[]);
+    fs::write(rel.p("f"), b"data").unwrap();
+    fs::create_dir(rel.p("d")).unwrap();
+    for name in ["f", "d"] {
+        ok(Command::new("touch")
+            .args(["-a", "-m", "-d", "2 days ago"])
+            .arg(rel.p(name)));
+    }
+    let atime = |p: std::path::PathBuf| {
+        let m = fs::metadata(p).unwrap();
+        m.atime() as f64 + m.atime_nsec() as f64 / 1e9
+    };
+    let now = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let old = atime(rel.p("f"));
+    assert!(now() - old > 86_400.0);
+    let ctime = fs::metadata(rel.p("f")).unwrap().ctime_nsec();
+
+    // noatime: a read moves nothing
+    assert_eq!(fs::read(no.p("f")).unwrap(), b"data");
+    assert_eq!(atime(no.p("f")), old);
+    // relatime: a day-old atime moves to now, the ctime stays
+    assert_eq!(fs::read(rel.p("f")).unwrap(), b"data");
+    let moved = atime(rel.p("f"));
+    assert!(
+        (now() - moved).abs() < 60.0,
+        "relatime left the atime {old} at {moved}"
+    );
+    assert_eq!(fs::metadata(rel.p("f")).unwrap().ctime_nsec(), ctime);
+    // ... and stays at the next read: nothing changed since
+    std::thread::sleep(Duration::from_millis(1100));
+    fs::read(rel.p("f")).unwrap();
+    assert_eq!(atime(rel.p("f")), moved);
+    // strictatime: every read moves it (a second apart)
+    fs::read(strict.p("f")).unwrap();
+    assert!(atime(strict.p("f")) > moved, "strictatime left the atime");
+    // a listing moves a directory's atime as a read moves a file's
+    let dir_old = atime(rel.p("d"));
+    assert_eq!(fs::read_dir(rel.p("d")).unwrap().count(), 0);
+    assert!(
+        atime(rel.p("d")) > dir_old + 86_000.0,
+        "a listing left the directory's atime"
+    );
+    assert_eq!(atime(no.p("d")), atime(rel.p("d")));
+    // what mount(8) shows
+    let mounts = fs::read_to_string("/proc/mounts").unwrap();
+    let options = |m: &jfs_e2e::Mount| {
+        let path = m.path.to_str().unwrap().to_string();
+        mounts
+            .lines()
+            .find(|l| l.split(' ').nth(1) == Some(path.as_str()))
+            .unwrap()
+            .split(' ')
+            .nth(3)
+            .unwrap()
+            .to_string()
+    };
+    assert!(options(&no).contains("noatime"), "{}", options(&no));
+    assert!(!options(&rel).contains("noatime"), "{}", options(&rel));
+}

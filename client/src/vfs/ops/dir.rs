@@ -46,6 +46,10 @@ impl Vfs {
         let inode = *inode;
         let mut page = page.lock().await;
         if offset < 2 {
+            if offset == 0 {
+                // (before the attributes the listing gives for ".")
+                self.accessed(inode).await;
+            }
             let dir = self.getattr(inode).await?;
             if offset == 0 {
                 page.ceiling = None;

@@ -321,6 +321,7 @@ impl Vfs {
             other => other?,
         };
         last_read_end.store(offset + data.len() as u64, Ordering::Relaxed);
+        self.accessed(file.inode).await;
         Ok(data)
     }
 
