@@ -436,8 +436,10 @@ CREATE TYPE attr AS (
     used    bigint
 );
 
--- Every table (and the sequences) goes into pg_dump. The install script
--- inserts no rows, so a restore never collides with them.
+-- Every table (and the sequences) goes into pg_dump, but tree_lock (its
+-- one row is the install script's, the only row it inserts: a restore
+-- never collides with it) and delete_usage (the triggers on delslice count
+-- the queue again as a restore loads it).
 SELECT pg_catalog.pg_extension_config_dump('setting', '');
 SELECT pg_catalog.pg_extension_config_dump('secret', '');
 SELECT pg_catalog.pg_extension_config_dump('counter', '');

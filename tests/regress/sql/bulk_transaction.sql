@@ -54,4 +54,25 @@ SELECT count(*) AS undone_left FROM jfs.edge WHERE convert_from(name, 'UTF8') LI
 SELECT used_inodes FROM jfs.quotas WHERE path = '/q';
 SELECT kind, ok FROM jfs.check_quota() ORDER BY kind, key;
 SELECT (SELECT next FROM jfs.counter WHERE name = 'inode') > (SELECT max(inode) FROM jfs.node) AS counter_ahead;
+
+-- jfs.create_many: one call, one transaction; each name refused alone;
+-- quotas hold; a read-only role may not
+SELECT inode AS m FROM jfs.mknod(1, 'many', 2, 511, 0, 0) \gset
+SELECT max_inodes FROM jfs.set_quota('/many', 0, 1000);
+SELECT errno, count(*), count(inode) AS with_inode
+  FROM jfs.create_many(:m, (SELECT array_agg(convert_to('m' || i, 'UTF8')) FROM generate_series(1, 1010) i)
+                           || ARRAY['.', 'a/b', 'm1']::bytea[], 1, 438, 1000, 1000, 18)
+ GROUP BY errno ORDER BY errno;
+SELECT mode, uid, count(*) FROM jfs.node n JOIN jfs.edge e ON e.inode = n.inode WHERE e.parent = :m
+ GROUP BY mode, uid;
+SELECT used_inodes FROM jfs.quotas WHERE path = '/many';
+SELECT count(*) FROM jfs.create_many(:m, ARRAY['x']::bytea[], 3);
+DROP ROLE IF EXISTS jfs_regress_bulk_ro;
+CREATE ROLE jfs_regress_bulk_ro;
+SELECT jfs.grant_client('jfs_regress_bulk_ro', p_read_only => true);
+SET SESSION AUTHORIZATION jfs_regress_bulk_ro;
+SELECT count(*) FROM jfs.create_many(:m, ARRAY['y']::bytea[]);
+RESET SESSION AUTHORIZATION;
+DROP OWNED BY jfs_regress_bulk_ro;
+DROP ROLE jfs_regress_bulk_ro;
 SELECT * FROM jfs.fsck();
