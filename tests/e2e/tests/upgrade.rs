@@ -383,12 +383,23 @@ fn a_role_granted_on_the_release_keeps_what_it_could_call(previous: &str) {
     assert!(before.contains("getattr"), "{previous}: {before}");
     v.sql("SET client_min_messages = warning; ALTER EXTENSION jfs UPDATE");
     // a procedure the update made again (a new signature) is callable too,
-    // without running jfs.grant_client again
+    // without running jfs.grant_client again; but what became
+    // administration (fsck and check_quota in 0.2.24) is not
     let lost = v.sql(&format!(
         "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'jfs'::regnamespace \
          AND p.proname = ANY (string_to_array('{before}', ' ')) \
+         AND p.proname <> ALL (jfs.admin_procedures()) \
          AND NOT has_function_privilege('jfs_e2e_client', p.oid, 'EXECUTE')"
     ));
+    let admin_kept = v.sql(
+        "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'jfs'::regnamespace \
+         AND p.proname = ANY (jfs.admin_procedures()) \
+         AND has_function_privilege('jfs_e2e_client', p.oid, 'EXECUTE')",
+    );
+    assert_eq!(
+        admin_kept, "0",
+        "{previous}: a client role kept procedures of administration"
+    );
     assert_eq!(
         lost, "0",
         "procedures of {previous} the role may no longer call"
