@@ -551,7 +551,11 @@ impl Direct {
         let inode = self.resolve(path, true).await?.inode;
         let need = Need::xattr(inode, name, true);
         self.vfs
-            .checked(&self.who, need, self.vfs.setxattr(inode, name, value, 0))
+            .checked(
+                &self.who,
+                need,
+                self.vfs.setxattr(self.caller(), inode, name, value, 0),
+            )
             .await
     }
 

@@ -416,8 +416,9 @@ impl Filesystem for JfsFuse {
             return;
         };
         let (who, inode, name) = (self.who(req), self.ino(ino), name.as_bytes());
+        let caller = caller(req);
         self.run_here("setxattr", move |vfs| async move {
-            let set = vfs.setxattr(inode, name, value, flags);
+            let set = vfs.setxattr(caller, inode, name, value, flags);
             let need = Need::xattr(inode, name, true);
             reply.answer_checked(&vfs, &who, need, set).await
         });

@@ -62,10 +62,7 @@ impl Vfs {
                 false => "error: debug: only root or the mount's own user may ask\n".to_string(),
             };
         }
-        let who = match self.who(caller.uid, caller.gid) {
-            w if w.squashed => Requester::acting_as(w.uid, w.gid),
-            _ => Requester::of(caller),
-        };
+        let who = self.requester(caller);
         // what a command reads or changes includes the unlinks answered here
         if let Err(e) = self.settle_all().await {
             return format!("error: {}\n", std::io::Error::from_raw_os_error(e));

@@ -95,6 +95,13 @@ impl Requester {
         self.uid == 0
     }
 
+    /// Whether it is in group `gid` (its own or a supplementary one) or is
+    /// root: what the kernel's `in_group_or_capable` asks before it lets a
+    /// chmod, or an ACL that sets the mode, keep the setgid bit.
+    pub fn in_group_or_root(&self, gid: u32) -> bool {
+        self.is_root() || self.gid == gid || self.groups.contains(&gid)
+    }
+
     /// Whether it has all of `want` on a node by its owner, group and
     /// other bits (root always).
     pub fn may(&self, attr: &Attr, want: u32) -> bool {

@@ -13,7 +13,7 @@
 //! grants a squashed request more is not consulted.)
 
 use super::control_auth::{Requester, READ, SEARCH, WRITE};
-use super::{Vfs, VfsResult};
+use super::{Caller, Vfs, VfsResult};
 pub use crate::meta::Squash;
 use crate::meta::{SetAttr, TimeSet};
 
@@ -100,6 +100,15 @@ impl Vfs {
     /// The identity a request from `uid`/`gid` acts as on this mount.
     pub fn who(&self, uid: u32, gid: u32) -> Who {
         Who::of(self.config.squash, uid, gid)
+    }
+
+    /// The identity a request from `caller` acts as, with its supplementary
+    /// groups (none when squashed: the squashed identity has only its own).
+    pub(super) fn requester(&self, caller: Caller) -> Requester {
+        match self.who(caller.uid, caller.gid) {
+            w if w.squashed => Requester::acting_as(w.uid, w.gid),
+            _ => Requester::of(caller),
+        }
     }
 
     /// Whether `who` may do what `need` says: always when it is not

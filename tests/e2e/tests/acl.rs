@@ -217,3 +217,80 @@ fn default_acls_are_inherited_and_replace_the_umask() {
         == "0"));
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
+
+/// Runs `sh -c script` as OTHER_UID with primary group OTHER_UID and
+/// supplementary groups `groups` (comma-separated; "" for none).
+fn as_other_in(groups: &str, script: &str) -> Output {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid", OTHER_UID, "--regid", OTHER_UID]);
+    match groups {
+        "" => cmd.arg("--clear-groups"),
+        g => cmd.args(["--groups", g]),
+    };
+    cmd.args(["sh", "-c", script]).output().unwrap()
+}
+
+/// An access ACL sets the mode as chmod does: written by an owner outside
+/// the file's group it clears the setgid bit (xfstests generic/375), by
+/// an owner in the group (its own or a supplementary one) or by root it
+/// keeps it; on a volume with ACLs on and, through the minimal ACL that
+/// stands for a mode, with ACLs off.
+#[test]
+fn an_acl_set_by_an_owner_outside_the_group_clears_setgid() {
+    for (label, format) in [("on", &["--enable-acl"][..]), ("off", &[][..])] {
+        let v = Volume::with_options(&format!("acl-sgid-{label}"), format);
+        let m = v.mount("a", &["--allow-other"]);
+        // OTHER_UID's files in group 5000 (not its own) and in group OTHER_UID
+        let sgid_file = |name: &str, group: &str| {
+            let f = m.p(name);
+            fs::write(&f, b"#!/bin/sh\n").unwrap();
+            ok(Command::new("chown")
+                .arg(format!("{OTHER_UID}:{group}"))
+                .arg(&f));
+            ok(Command::new("chmod").arg("2755").arg(&f));
+            assert_eq!(mode(&f), "2755");
+            f
+        };
+        let set_acl = |f: &Path, groups: &str| {
+            // (an ACL that changes the mode: setfacl writes nothing otherwise)
+            let out = as_other_in(
+                groups,
+                &format!("setfacl -m u::rwx,g::rwx,o::r-x {}", f.display()),
+            );
+            assert!(
+                out.status.success(),
+                "{label}: setfacl by the owner: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+
+        let outside = sgid_file("outside", "5000");
+        set_acl(&outside, "");
+        assert_eq!(mode(&outside), "775", "{label}: owner outside group 5000");
+
+        let own_group = sgid_file("own-group", OTHER_UID);
+        set_acl(&own_group, "");
+        assert_eq!(mode(&own_group), "2775", "{label}: owner in its own group");
+
+        let supplementary = sgid_file("supplementary", "5000");
+        set_acl(&supplementary, "5000");
+        assert_eq!(
+            mode(&supplementary),
+            "2775",
+            "{label}: owner in group 5000 by a supplementary group"
+        );
+
+        let by_root = sgid_file("by-root", "5000");
+        setfacl(&["-m", "u::rwx,g::rwx,o::r-x"], &by_root);
+        assert_eq!(mode(&by_root), "2775", "{label}: root");
+
+        // what the mount answered is what the database holds
+        let b = v.mount("b", &[]);
+        assert_eq!(mode(&b.p("outside")), "775", "{label}: another mount");
+        assert_eq!(
+            mode(&b.p("supplementary")),
+            "2775",
+            "{label}: another mount"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! `system.posix_acl_*` xattrs (stored as ACL rows when the volume has
 //! them on; see `vfs/acl.rs`).
 use crate::meta::SetAttr;
-use crate::vfs::{acl, errno, Vfs, VfsResult};
+use crate::vfs::{acl, errno, Caller, Vfs, VfsResult};
 
 /// The xattr the kernel asks for before a file's first write (to strip
 /// file capabilities), which a file this mount just made cannot have.
@@ -66,8 +66,11 @@ impl Vfs {
         made.is_some_and(|t| !self.attrs.forgot_since(inode, t))
     }
 
+    /// Sets xattr `name` of `inode` for `caller` (whose groups decide
+    /// whether an access ACL keeps the setgid bit).
     pub async fn setxattr(
         &self,
+        caller: Caller,
         inode: u64,
         name: &[u8],
         value: &[u8],
@@ -75,7 +78,7 @@ impl Vfs {
     ) -> VfsResult<()> {
         self.writable()?;
         if acl::is_acl(name) {
-            return self.set_acl(inode, name, value).await;
+            return self.set_acl(caller, inode, name, value).await;
         }
         self.settle_created(inode).await?;
         // (before the call too: its answer may be lost after it committed)
@@ -91,13 +94,33 @@ impl Vfs {
     /// An ACL written as an xattr (the kernel checked that the caller owns
     /// the node): stored when the volume has ACLs on; else a minimal access
     /// ACL sets the mode's permission bits and anything more is not
-    /// supported.
-    async fn set_acl(&self, inode: u64, name: &[u8], value: &[u8]) -> VfsResult<()> {
+    /// supported. An access ACL sets the mode as chmod does, so the setgid
+    /// bit goes unless the caller is in the node's group or is root (the
+    /// kernel leaves that to the file system: fuser does not negotiate
+    /// FUSE_SETXATTR_EXT, whose flag would say it; the caller's groups are
+    /// read here as the kernel reads them).
+    async fn set_acl(
+        &self,
+        caller: Caller,
+        inode: u64,
+        name: &[u8],
+        value: &[u8],
+    ) -> VfsResult<()> {
         if self.volume.enable_acl {
             let entries = acl::parse(value).ok_or(libc::EINVAL)?;
             self.settle_created(inode).await?;
             // (a mode waiting for a commit is made first, then the ACL's)
             self.commit_deferred_attrs(inode).await?;
+            if name == acl::ACCESS {
+                // before the ACL: a failure between the two leaves the bit
+                // gone (as a chmod by the owner could), never an ACL set
+                // with it kept
+                let attr = self.getattr(inode).await?;
+                if self.setgid_killed(caller, &attr) {
+                    let mode = SetAttr::mode(attr.mode & !libc::S_ISGID);
+                    self.setattr(inode, &mode).await?;
+                }
+            }
             let set = self.meta.set_acl(inode, acl::kind_of(name), Some(&entries));
             self.committing(inode, set).await.map_err(errno)?;
             // its mode and ctime moved
@@ -117,12 +140,22 @@ impl Vfs {
                 self.meta.getattr(inode).await.map_err(errno)?
             }
         };
-        let mode = (attr.mode & !0o777) | perm;
+        let mut mode = (attr.mode & !0o777) | perm;
+        if self.setgid_killed(caller, &attr) {
+            mode &= !libc::S_ISGID;
+        }
         self.setattr(inode, &SetAttr::mode(mode)).await?;
         // the kernel keeps the old mode otherwise: it does not know an
         // xattr changed it
         self.forget_attributes(inode);
         Ok(())
+    }
+
+    /// Whether an access ACL set by `caller` on a node with `attr` clears
+    /// its setgid bit (a set bit, and a caller neither in its group nor
+    /// root).
+    fn setgid_killed(&self, caller: Caller, attr: &crate::meta::Attr) -> bool {
+        attr.mode & libc::S_ISGID != 0 && !self.requester(caller).in_group_or_root(attr.gid)
     }
 
     /// Runs `commit`, a call that commits a change of `inode`: if the file
