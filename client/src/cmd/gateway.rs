@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use hyper_util::rt::TokioIo;
 
 use crate::direct::{Direct, DirectOptions};
 use crate::gateway::Gateway;
@@ -86,32 +85,19 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
         // (what scripts wait for, with the port an address of port 0 got)
         println!("S3 endpoint: http://{}", listener.local_addr()?);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        loop {
-            let (stream, _) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!("accepting a connection: {e}");
-                        continue;
-                    }
-                },
-                _ = tokio::signal::ctrl_c() => break,
-                _ = term.recv() => break,
-            };
-            // (small answers go out at once, not after the peer's delayed ACK)
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!("TCP_NODELAY: {e}");
+        let stop = async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
             }
-            let service = service.clone();
-            tokio::spawn(async move {
-                let served = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                if let Err(e) = served {
-                    tracing::debug!("S3 connection: {e}");
-                }
-            });
-        }
+        };
+        let cap = crate::gateway::serve::connection_cap();
+        tracing::info!(
+            "at most {cap} S3 connections (half the descriptor limit); a request's headers \
+             within {} s",
+            crate::gateway::serve::HEADER_TIMEOUT.as_secs()
+        );
+        crate::gateway::serve::serve(listener, service, cap, stop).await;
         tracing::info!("signal received: closing the session");
         direct.close().await;
         Ok(())

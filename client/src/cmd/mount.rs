@@ -493,6 +493,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             lookup_ahead: a.lookup_ahead,
             defer_attrs: a.commit_after > 0.0,
             atime: a.atime_mode,
+            reserve_gateway_dir: true,
         };
         let who = match standby {
             true => "read-only, on a hot standby".to_string(),

@@ -104,6 +104,9 @@ pub struct Direct {
     umask: u32,
     /// What each handle this client opened is of and may do.
     handles: std::sync::Mutex<std::collections::HashMap<u64, Opened>>,
+    /// An entry of the root that paths reach by the inode this client
+    /// checked, not by its name (see [`Direct::pin`]).
+    pinned: std::sync::OnceLock<(Vec<u8>, u64)>,
 }
 
 /// An open handle: its file and how it was opened.
@@ -166,6 +169,8 @@ impl Direct {
             lookup_ahead: crate::vfs::LOOKUP_AHEAD,
             defer_attrs: !o.commit_after.is_zero(),
             atime: crate::vfs::AtimeMode::Noatime,
+            // (the gateway is a direct client: it makes it)
+            reserve_gateway_dir: false,
         };
         let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
         attach::start(&vfs, o.changes_poll).await?;
@@ -192,6 +197,7 @@ impl Direct {
             who,
             umask: o.umask & 0o777,
             handles: Default::default(),
+            pinned: Default::default(),
         })
     }
 
@@ -201,6 +207,19 @@ impl Direct {
         if let Err(e) = self.vfs.close_session().await {
             tracing::warn!("closing session {}: {e}", self.vfs.sid());
         }
+    }
+
+    /// The user requests act as (what they make is theirs).
+    pub fn uid(&self) -> u32 {
+        self.who.uid
+    }
+
+    /// Makes paths through entry `name` of the root reach directory
+    /// `inode`, whatever that name holds later (once; the gateway pins its
+    /// own directory, which a local user could otherwise move aside and
+    /// replace with one of theirs). A pinned node that is gone is ENOENT.
+    pub fn pin(&self, name: &[u8], inode: u64) {
+        let _ = self.pinned.set((name.to_vec(), inode));
     }
 
     /// The session this client registered.
@@ -683,7 +702,12 @@ impl Direct {
                 }
                 _ => {}
             }
-            let attr = self.lookup(dir.inode, &part).await?;
+            let attr = match self.pinned.get() {
+                Some((name, inode)) if dir.inode == root && *name == part => {
+                    self.vfs.getattr(*inode).await?
+                }
+                _ => self.lookup(dir.inode, &part).await?,
+            };
             if attr.kind == NodeType::Symlink && (follow || !pending.is_empty()) {
                 links += 1;
                 if links > MAX_LINKS {

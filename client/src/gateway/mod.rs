@@ -9,6 +9,7 @@
 //! CopyObject is a copy_file_range too. ETags are kept in an xattr.
 pub mod list;
 mod objects;
+pub mod serve;
 
 use std::sync::Arc;
 
@@ -41,19 +42,59 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The gateway of `d`, its own directories made if missing.
+    /// The gateway of `d`, its own directories made if missing and checked
+    /// to be its own (a directory, owned by the gateway's user, mode 0700),
+    /// the first pinned by its inode: what the gateway writes aside stays
+    /// where nobody else can reach it, even if the name is moved (mounts
+    /// refuse that to their users: `VfsConfig::reserve_gateway_dir`).
     pub async fn new(d: Arc<Direct>) -> anyhow::Result<Gateway> {
         for dir in [SYSTEM_DIR, TMP_DIR, UPLOADS_DIR] {
             match d.mkdir(dir.as_bytes(), 0o700).await {
                 Ok(_) | Err(libc::EEXIST) => {}
+                // (a read-only gateway writes nothing aside)
+                Err(libc::EROFS) => return Ok(Gateway { d }),
                 Err(e) => anyhow::bail!(
                     "making the gateway's directory {dir} in the volume: {}",
                     std::io::Error::from_raw_os_error(e)
                 ),
             }
+            let attr = d.stat(dir.as_bytes(), false).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "the gateway's directory {dir}: {}",
+                    std::io::Error::from_raw_os_error(e)
+                )
+            })?;
+            if let Some(wrong) = not_own_dir(&attr, d.uid()) {
+                anyhow::bail!(
+                    "the gateway's directory {dir} in the volume {wrong}, not a directory of uid \
+                     {} (the gateway's user) with mode 0700: someone else may have made it to \
+                     receive what the gateway stores. Look at what it holds, remove it (as \
+                     root, through a mount), and start the gateway again",
+                    d.uid()
+                );
+            }
+            if dir == SYSTEM_DIR {
+                d.pin(crate::vfs::GATEWAY_DIR_NAME, attr.inode);
+            }
         }
         Ok(Gateway { d })
     }
+}
+
+/// What is wrong with `attr` as a directory of the gateway's own, whose
+/// user is `uid`: None if nothing.
+fn not_own_dir(attr: &Attr, uid: u32) -> Option<String> {
+    if attr.kind != NodeType::Dir {
+        return Some(format!("is a {:?}", attr.kind).to_lowercase());
+    }
+    if attr.uid != uid || attr.mode & 0o777 != 0o700 {
+        return Some(format!(
+            "is owned by uid {} with mode {:04o}",
+            attr.uid,
+            attr.mode & 0o7777
+        ));
+    }
+    None
 }
 
 /// The S3 error of errno `e` from an operation on `what` (a key or bucket).
@@ -154,6 +195,44 @@ fn is_file(attr: &Attr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateway_keeps_to_its_own_directory() {
+        assert_eq!(
+            SYSTEM_DIR.as_bytes(),
+            [b"/", crate::vfs::GATEWAY_DIR_NAME].concat(),
+            "the directory mounts reserve"
+        );
+        assert!(TMP_DIR.starts_with(SYSTEM_DIR) && UPLOADS_DIR.starts_with(SYSTEM_DIR));
+        let mut attr = Attr {
+            inode: 2,
+            kind: NodeType::Dir,
+            mode: 0o40700,
+            uid: 7,
+            gid: 7,
+            atime: 0,
+            mtime: 0,
+            ctime: 0,
+            nlink: 2,
+            length: 0,
+            rdev: 0,
+            parent: 1,
+            tier: 0,
+            used: 0,
+        };
+        assert_eq!(not_own_dir(&attr, 7), None);
+        attr.mode = 0o42700;
+        assert_eq!(
+            not_own_dir(&attr, 7),
+            None,
+            "a set-group-id root passes its bit on"
+        );
+        assert!(not_own_dir(&attr, 0).unwrap().contains("uid 7"));
+        attr.mode = 0o40755;
+        assert!(not_own_dir(&attr, 7).unwrap().contains("mode 0755"));
+        attr.kind = NodeType::Symlink;
+        assert_eq!(not_own_dir(&attr, 7).unwrap(), "is a symlink");
+    }
 
     #[test]
     fn limits_answer_as_s3_names_them() {

@@ -96,6 +96,10 @@ pub struct VfsConfig {
     pub defer_attrs: bool,
     /// When reads move atimes (`--atime-mode`).
     pub atime: AtimeMode,
+    /// Whether entry [`GATEWAY_DIR_NAME`] of the volume's root is kept from
+    /// this client's callers (a mount's local users may neither make,
+    /// move nor remove it: the S3 gateway's files live there).
+    pub reserve_gateway_dir: bool,
 }
 
 impl VfsConfig {
@@ -178,12 +182,25 @@ fn errno(e: crate::meta::MetaError) -> i32 {
 /// refuses longer ones too).
 pub const NAME_MAX: usize = 255;
 
-/// The control file's name in the mount's root is taken.
-fn reserved_name(root: u64, parent: u64, name: &[u8]) -> VfsResult<()> {
-    if parent == root && name == control::CONTROL_NAME {
-        return Err(libc::EEXIST);
+/// The S3 gateway's directory in the volume's root (`jfs gateway`, which
+/// makes it as its own, mode 0700).
+pub const GATEWAY_DIR_NAME: &[u8] = b".jfs-gateway";
+
+impl Vfs {
+    /// Refuses names no caller may make, move or remove: the control file's
+    /// in the mount's root (EEXIST) and, where reserved, the gateway's
+    /// directory in the volume's root (EPERM: a local user who moved it
+    /// aside and made one of their own would receive what the gateway
+    /// stores).
+    fn reserved_name(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
+        if parent == self.config.root && name == control::CONTROL_NAME {
+            return Err(libc::EEXIST);
+        }
+        if self.config.reserve_gateway_dir && parent == VOLUME_ROOT && name == GATEWAY_DIR_NAME {
+            return Err(libc::EPERM);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 impl Vfs {

@@ -1,9 +1,8 @@
 //! The Python package (`python/`, built and installed into the test venv by
 //! scripts/test.sh): the pytest suites of tests/python/ run against a volume
 //! with a FUSE mount of it beside them, as the client role.
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use jfs_e2e::*;
 
@@ -44,60 +43,6 @@ fn pytest_with(v: &Volume, m: &Mount, file: &str, env: &[(&str, String)]) {
         !report.contains(" skipped"),
         "pytest {file} skipped tests: {report}"
     );
-}
-
-/// `jfs gateway` of `v` on a port of its own, as the client role; stopped
-/// (SIGTERM, which ends its session) on drop.
-struct Gateway {
-    child: std::process::Child,
-    endpoint: String,
-}
-
-const GATEWAY_KEYS: (&str, &str) = ("jfs-test-access", "jfs-test-secret-key");
-
-impl Gateway {
-    fn start(v: &Volume) -> Gateway {
-        let mut child = jfs()
-            .args([
-                "gateway",
-                &v.url,
-                "127.0.0.1:0",
-                "--access-key",
-                GATEWAY_KEYS.0,
-            ])
-            .env("JFS_GATEWAY_SECRET_KEY", GATEWAY_KEYS.1)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting jfs gateway");
-        // (read on a thread: a gateway that never says where it listens
-        // fails the test instead of hanging it)
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .unwrap_or_default();
-        let endpoint = line
-            .trim()
-            .strip_prefix("S3 endpoint: ")
-            .unwrap_or_else(|| panic!("jfs gateway did not start: {line:?}"))
-            .to_string();
-        Gateway { child, endpoint }
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

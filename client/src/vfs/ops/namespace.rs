@@ -1,7 +1,7 @@
 //! Namespace operations: lookup, getattr, mknod (files, directories,
 //! symlinks, devices), link, unlink, rmdir, rename, setattr.
 use crate::meta::{Attr, NewNode, NodeType, SetAttr};
-use crate::vfs::{control, errno, reserved_name, Vfs, VfsResult, NAME_MAX};
+use crate::vfs::{control, errno, Vfs, VfsResult, NAME_MAX};
 
 /// How old this mount's knowledge of other mounts' changes may be for a
 /// chmod, chown or utimens to wait for the commit of a file's writes
@@ -105,7 +105,7 @@ impl Vfs {
     /// Makes `node` as entry `name` of `parent`.
     pub async fn mknod(&self, parent: u64, name: &[u8], node: &NewNode<'_>) -> VfsResult<Attr> {
         self.writable()?;
-        reserved_name(self.config.root, parent, name)?;
+        self.reserved_name(parent, name)?;
         if let Some(attr) = self.create_leased(parent, name, node).await? {
             // answered here, committed with the next batch (see `leases`)
             self.listings.added(parent, name);
@@ -149,7 +149,7 @@ impl Vfs {
 
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
-        reserved_name(self.config.root, parent, name)?;
+        self.reserved_name(parent, name)?;
         self.settle_created(inode).await?;
         let _in_parent = self.settle_dir(parent).await?;
         let ticket = self.attrs.ticket();
@@ -184,6 +184,7 @@ impl Vfs {
 
     pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        self.reserved_name(parent, name)?;
         let ticket = self.attrs.ticket();
         if let Some(gone) = self.unlink_leased(parent, name).await {
             // answered here, committed with the next batch (see `leases`)
@@ -230,6 +231,7 @@ impl Vfs {
 
     pub async fn rmdir(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        self.reserved_name(parent, name)?;
         // (the directory removed may be leased here: its unlinks go first)
         let _in_parent = self.settle_dir(parent).await?;
         self.settle_all().await?;
@@ -252,8 +254,8 @@ impl Vfs {
         flags: u32,
     ) -> VfsResult<()> {
         self.writable()?;
-        reserved_name(self.config.root, parent, name)?;
-        reserved_name(self.config.root, new_parent, new_name)?;
+        self.reserved_name(parent, name)?;
+        self.reserved_name(new_parent, new_name)?;
         let _in_parent = self.settle_dir(parent).await?;
         let _in_new_parent = self.settle_dir(new_parent).await?;
         // (a directory it replaces may be leased here: its unlinks go first,

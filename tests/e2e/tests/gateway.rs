@@ -1,0 +1,207 @@
+//! The S3 gateway as an attacker tries it (issue 54): a local user of a
+//! mount moving the gateway's directory aside and planting one of their
+//! own; a client role doing the same through SQL; an unauthenticated client
+//! holding hundreds of half-open connections.
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use jfs_e2e::*;
+
+/// Runs `sh -c script` as uid/gid 65534 (nobody), no supplementary groups.
+fn as_nobody(script: &str) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .args(["sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+fn status(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().last().unwrap_or_default().to_string()
+}
+
+fn body(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match text.rfind('\n') {
+        Some(i) => text[..i].to_string(),
+        None => String::new(),
+    }
+}
+
+/// A PUT of `data` to `path` answered 200, and a GET that gives it back.
+fn put_and_get(g: &Gateway, path: &str, data: &str) {
+    let put = g.signed(30, &["-X", "PUT", "--data-binary", data], path);
+    assert_eq!(status(&put), "200", "PUT {path}: {put:?}");
+    let get = g.signed(30, &[], path);
+    assert_eq!(status(&get), "200", "GET {path}: {get:?}");
+    assert_eq!(body(&get), data, "GET {path} gives what was PUT");
+}
+
+#[test]
+fn nobody_else_can_move_or_replace_the_gateways_directory() {
+    let v = Volume::new("gw-own-dir");
+    let m = v.mount("m", &["--allow-other"]);
+    std::fs::create_dir(m.p("bucket")).unwrap();
+    let g = Gateway::start(&v);
+    put_and_get(&g, "/bucket/first", "the gateway's own bytes");
+
+    // a local user of the mount: the root is 0777 without the sticky bit,
+    // yet the gateway's directory may be neither moved nor replaced
+    let root_mode = std::fs::metadata(m.p("")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(root_mode.permissions().mode() & 0o1777, 0o777);
+    let moved = as_nobody(&format!(
+        "mv {d}/.jfs-gateway {d}/aside",
+        d = m.p("").display()
+    ));
+    assert!(
+        !moved.status.success(),
+        "nobody moved the gateway's directory aside"
+    );
+    assert!(
+        String::from_utf8_lossy(&moved.stderr).contains("Operation not permitted"),
+        "{moved:?}"
+    );
+    for script in [
+        "rmdir {d}/.jfs-gateway",
+        "mkdir {d}/elsewhere && mv {d}/elsewhere {d}/.jfs-gateway",
+        "ln -s /tmp {d}/.jfs-gateway",
+    ] {
+        let tried = as_nobody(&script.replace("{d}", &m.p("").display().to_string()));
+        assert!(!tried.status.success(), "{script}: {tried:?}");
+    }
+    // not even root through a mount
+    assert_eq!(
+        std::fs::rename(m.p(".jfs-gateway"), m.p("aside"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EPERM)
+    );
+    // nor can anyone but the gateway's user look inside
+    let listed = as_nobody(&format!("ls {}", m.p(".jfs-gateway/tmp").display()));
+    assert!(!listed.status.success(), "{listed:?}");
+
+    // a client role moves it through SQL and plants its own, open to all:
+    // the running gateway keeps to the directory it made
+    let plant = |sql: &str| {
+        psql_as(CLIENT_ROLE, "attacker", &v.db, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    assert_eq!(
+        plant("SELECT errno FROM jfs.rename(1, '.jfs-gateway', 1, 'aside')"),
+        "0"
+    );
+    let planted = plant("SELECT inode FROM jfs.mknod(1, '.jfs-gateway', 2, 511, 65534, 65534)");
+    assert_eq!(
+        plant(&format!(
+            "SELECT errno FROM jfs.mknod({planted}, 'tmp', 2, 511, 65534, 65534)"
+        )),
+        "0"
+    );
+    // a PUT of 64 MiB, the planted directory watched meanwhile: what an
+    // attacker could swap would show there
+    let big = v.dir.path().join("big");
+    std::fs::write(&big, vec![b'g'; 64 << 20]).unwrap();
+    let planted_tmp = m.p(".jfs-gateway/tmp");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                seen = seen.max(std::fs::read_dir(&planted_tmp).unwrap().count());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            seen
+        })
+    };
+    let put = g.signed(
+        120,
+        &["-X", "PUT", "--data-binary", &format!("@{}", big.display())],
+        "/bucket/big",
+    );
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    assert_eq!(status(&put), "200", "{put:?}");
+    assert_eq!(
+        watcher.join().unwrap(),
+        0,
+        "the PUT wrote into the planted directory"
+    );
+    assert_eq!(
+        std::fs::read(m.p("bucket/big")).unwrap(),
+        std::fs::read(&big).unwrap()
+    );
+    put_and_get(&g, "/bucket/second", "still the gateway's own bytes");
+    drop(g);
+
+    // a gateway started now finds a directory not its own and says so
+    let log = v.dir.path().join("gateway.log");
+    let refused = Gateway::start_logged(&v, &[], log)
+        .err()
+        .expect("a gateway started");
+    assert!(
+        refused.contains("is owned by uid 65534 with mode 0777"),
+        "{refused}"
+    );
+    assert!(refused.contains("remove it"), "{refused}");
+}
+
+/// Opens `n` connections to `address` that send part of a request's
+/// headers and then nothing (as many as the gateway lets open).
+fn half_open(address: &str, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        match TcpStream::connect_timeout(&address.parse().unwrap(), Duration::from_secs(2)) {
+            Ok(mut s) => {
+                let _ = s.write_all(b"GET /bucket/key HTTP/1.1\r\nHost: x\r\n");
+                held.push(s);
+            }
+            Err(_) => break,
+        }
+    }
+    held
+}
+
+/// The end of a log, for a failure's message.
+fn log_tail(log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let start = text.len().saturating_sub(4000);
+    text[text.ceil_char_boundary(start)..].to_string()
+}
+
+#[test]
+fn half_open_connections_do_not_take_the_gateway_down() {
+    let v = Volume::new("gw-half-open");
+    let m = v.mount("m", &[]);
+    std::fs::create_dir(m.p("bucket")).unwrap();
+    let log = v.dir.path().join("gateway.log");
+    // 256 descriptors: 300 connections would exhaust them
+    let g = Gateway::start_logged(&v, &["prlimit", "--nofile=256:256"], log.clone())
+        .unwrap_or_else(|e| panic!("{e}"));
+    put_and_get(&g, "/bucket/key", "served under siege");
+
+    let held = half_open(g.address(), 300);
+    assert_eq!(held.len(), 300, "the connections were made");
+    // a signed request is still answered, within a few seconds
+    for round in 0..3 {
+        let get = g.signed(5, &[], "/bucket/key");
+        assert_eq!(
+            status(&get),
+            "200",
+            "round {round} under 300 half-open connections: {get:?}\n{}",
+            log_tail(&log)
+        );
+        assert_eq!(body(&get), "served under siege");
+    }
+    // more of them, while the first still hang
+    let more = half_open(g.address(), 300);
+    let get = g.signed(5, &[], "/bucket/key");
+    assert_eq!(status(&get), "200", "under 600: {get:?}");
+    let logged = std::fs::metadata(&log).unwrap().len();
+    assert!(logged < 256 << 10, "the log grew to {logged} bytes");
+    drop(held);
+    drop(more);
+    put_and_get(&g, "/bucket/after", "and after");
+}
