@@ -96,8 +96,9 @@ class JfsFileSystem(AbstractFileSystem):
     ``read_only``, ``subdir``, ``cache_dir``, ``cache_size_mib``,
     ``buffer_size_mib``, ``max_connections``, ``changes_poll``,
     ``commit_after``, ``umask``. Requests act as this process's user and
-    group, checked by the permission bits; root may give ``uid`` and ``gid``
-    to act as another. Writes make missing parent directories
+    groups (its supplementary ones too), checked by the permission bits and,
+    on a volume with ACLs on, the ACLs as the kernel checks them; root may
+    give ``uid``, ``gid`` and ``groups`` to act as another. Writes make missing parent directories
     (``auto_mkdir``, on by default), as object stores do.
     """
 
@@ -116,9 +117,12 @@ class JfsFileSystem(AbstractFileSystem):
         known = {
             "read_only", "subdir", "cache_dir", "cache_size_mib", "buffer_size_mib",
             "max_connections", "changes_poll", "commit_after", "umask", "uid", "gid",
-            "describe",
+            "groups", "describe",
         }
         client_options = {k: v for k, v in options.items() if k in known}
+        if client_options.get("groups") is not None:
+            # (a key of the per-process client cache: hashable)
+            client_options["groups"] = tuple(client_options["groups"])
         self.client = _clients.get(meta, client_options)
 
     @classmethod

@@ -52,8 +52,8 @@ impl Attached {
 struct Client {
     meta_url: String,
     options: DirectOptions,
-    /// Whether uid and gid were given (else each attachment takes the
-    /// process's own, which a fork may have changed).
+    /// Whether uid, gid or groups were given (else each attachment takes
+    /// the process's own, which a fork may have changed).
     ids_given: bool,
     attached: Mutex<Option<Arc<Attached>>>,
 }
@@ -76,7 +76,7 @@ impl Client {
     #[new]
     #[pyo3(signature = (meta_url, *, read_only=false, subdir=None, cache_dir=None,
         cache_size_mib=10240, buffer_size_mib=300, max_connections=16, changes_poll=0.05,
-        commit_after=5.0, umask=None, uid=None, gid=None, describe=None))]
+        commit_after=5.0, umask=None, uid=None, gid=None, groups=None, describe=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -92,6 +92,7 @@ impl Client {
         umask: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
+        groups: Option<Vec<u32>>,
         describe: Option<String>,
     ) -> PyResult<Client> {
         let seconds = |name: &str, s: f64| {
@@ -111,6 +112,13 @@ impl Client {
                 defaults.uid, defaults.gid
             )));
         }
+        if defaults.uid != 0 && groups.is_some() {
+            return Err(PyPermissionError::new_err(
+                "jfs: only root may give the groups requests act with (a process acts with \
+                 its own supplementary groups)",
+            ));
+        }
+        let ids_given = ids_given.0.is_some() || ids_given.1.is_some() || groups.is_some();
         let options = DirectOptions {
             read_only,
             subdir,
@@ -123,13 +131,14 @@ impl Client {
             umask: umask.unwrap_or_else(process_umask),
             uid,
             gid,
+            groups,
             describe: describe.unwrap_or_else(|| "python".to_string()),
             ..defaults
         };
         let client = Client {
             meta_url,
             options,
-            ids_given: ids_given.0.is_some() || ids_given.1.is_some(),
+            ids_given,
             attached: Mutex::new(None),
         };
         // attach now: a bad URL or key fails here, not at the first read
@@ -144,7 +153,7 @@ impl Client {
 
     /// Commits what is pending and ends this process's session.
     fn close(&self, py: Python<'_>) {
-        let taken = self.attached.lock().unwrap().take();
+        let taken = self.slot(py).take();
         if let Some(a) = taken {
             if a.pid == std::process::id() {
                 py.detach(|| a.runtime.block_on(a.direct.close()));
@@ -336,32 +345,58 @@ impl Client {
     /// This process's attachment, made now if there is none (or the one
     /// there is was the parent's: this process is a fork).
     fn attached(&self, py: Python<'_>) -> PyResult<Arc<Attached>> {
-        // (the lock is taken, and an attach made, without the GIL: a thread
-        // holding it never waits for one waiting on it)
-        py.detach(|| {
-            let mut slot = self.attached.lock().unwrap();
-            let pid = std::process::id();
-            if let Some(a) = slot.as_ref() {
-                if a.pid == pid {
-                    return Ok(a.clone());
-                }
-                // the parent's runtime threads do not exist here, and its
-                // connections are the parent's: neither is touched, or dropped
+        let pid = std::process::id();
+        if let Some(a) = self.current(py, pid) {
+            return Ok(a);
+        }
+        let mut options = self.options.clone();
+        if !self.ids_given {
+            // a fork may have changed its user and groups since (setuid)
+            let own = DirectOptions::default();
+            (options.uid, options.gid, options.groups) = (own.uid, own.gid, None);
+        }
+        // (without the GIL and without the slot's lock: a fork meanwhile
+        // attaches for itself)
+        let made = py
+            .detach(|| attach(&self.meta_url, &options))
+            .map_err(|e| PyRuntimeError::new_err(format!("jfs: attaching to the volume: {e:#}")))?;
+        let made = Arc::new(made);
+        // another thread may have attached meanwhile: the first one stays
+        let kept = {
+            let mut slot = self.slot(py);
+            match slot.as_ref() {
+                Some(a) if a.pid == pid => a.clone(),
+                _ => slot.insert(made.clone()).clone(),
+            }
+        };
+        if !Arc::ptr_eq(&kept, &made) {
+            py.detach(|| made.runtime.block_on(made.direct.close()));
+        }
+        Ok(kept)
+    }
+
+    /// The attachment's slot, locked only while the GIL is held (`py`) and
+    /// released before it is: a thread that forks holds the GIL, so no fork
+    /// copies the lock held by another thread (a worker forked while a
+    /// thread attached used to hang on its first call), and no thread ever
+    /// waits for it.
+    fn slot<'a>(&'a self, _py: Python<'_>) -> std::sync::MutexGuard<'a, Option<Arc<Attached>>> {
+        self.attached.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This process's attachment, if it has one; a parent's (this process
+    /// is a fork) is left alone: its runtime threads do not exist here, and
+    /// its connections are the parent's, neither touched nor dropped.
+    fn current(&self, py: Python<'_>, pid: u32) -> Option<Arc<Attached>> {
+        let mut slot = self.slot(py);
+        match slot.as_ref().map(|a| a.pid) {
+            Some(p) if p == pid => slot.clone(),
+            Some(_) => {
                 std::mem::forget(slot.take());
+                None
             }
-            let mut options = self.options.clone();
-            if !self.ids_given {
-                // a fork may have changed its user since (setuid)
-                let own = DirectOptions::default();
-                (options.uid, options.gid) = (own.uid, own.gid);
-            }
-            let attached = Arc::new(attach(&self.meta_url, &options)?);
-            *slot = Some(attached.clone());
-            Ok(attached)
-        })
-        .map_err(|e: anyhow::Error| {
-            PyRuntimeError::new_err(format!("jfs: attaching to the volume: {e:#}"))
-        })
+            None => None,
+        }
     }
 
     /// Runs `op` on this process's attachment without the GIL; an errno

@@ -3,7 +3,11 @@ the identity it runs as (no kernel checks them for it), quotas hold, and a
 bad URL says why."""
 import errno
 import os
+import signal
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -162,3 +166,114 @@ def test_writes_past_the_largest_file_answer_efbig_and_move_no_byte(volume, scra
         volume.client.release(fh)
     assert volume.cat_file(path) == b"HELLO-WORLD"
     assert volume.info(path)["size"] == 11
+
+
+def setfacl(mount, path, spec):
+    subprocess.run(["setfacl", "-m", spec, f"{mount}{path}"], check=True, capture_output=True)
+
+
+def test_acls_and_supplementary_groups_decide_as_the_kernel_does(meta_url, volume, mount, scratch):
+    """On a volume with ACLs on (this suite's), the package checks the
+    access ACL as the kernel does for the mount, with the process's
+    supplementary groups: user:nobody:--- refuses nobody what other would
+    grant; group:5000:rw- grants it to a member of group 5000."""
+    volume.chmod(scratch, 0o755)
+    volume.pipe_file(f"{scratch}/denied", b"d")
+    volume.chmod(f"{scratch}/denied", 0o644)
+    setfacl(mount, f"{scratch}/denied", "u:65534:---")
+    volume.pipe_file(f"{scratch}/team", b"t")
+    volume.chmod(f"{scratch}/team", 0o600)
+    setfacl(mount, f"{scratch}/team", "g:5000:rw")
+    volume.pipe_file(f"{scratch}/group-bits", b"g")
+    volume.client.chown(f"{scratch}/group-bits", 0, 5000)
+    volume.chmod(f"{scratch}/group-bits", 0o640)
+
+    # the kernel's answers through the mount, as nobody in group 5000
+    def as_nobody_in_5000(*args):
+        return subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534",
+                               "--groups", "5000", *args], capture_output=True)
+    assert as_nobody_in_5000("cat", f"{mount}{scratch}/denied").returncode != 0
+    assert as_nobody_in_5000("cat", f"{mount}{scratch}/team").stdout == b"t"
+    assert as_nobody_in_5000("cat", f"{mount}{scratch}/group-bits").stdout == b"g"
+
+    plain = as_nobody(meta_url)
+    member = as_nobody(meta_url, groups=[5000])
+    got = [
+        outcome(lambda: plain.cat_file(f"{scratch}/denied")),
+        outcome(lambda: member.cat_file(f"{scratch}/denied")),
+        outcome(lambda: plain.cat_file(f"{scratch}/team")),
+        outcome(lambda: member.cat_file(f"{scratch}/team")),
+        outcome(lambda: member.pipe_file(f"{scratch}/team", b"T")),
+        outcome(lambda: plain.cat_file(f"{scratch}/group-bits")),
+        outcome(lambda: member.cat_file(f"{scratch}/group-bits")),
+        outcome(lambda: member.pipe_file(f"{scratch}/group-bits", b"G")),
+    ]
+    assert got == ["EACCES", "EACCES", "EACCES", "ok", "ok", "EACCES", "ok", "EACCES"], got
+    assert volume.cat_file(f"{scratch}/team") == b"T"
+
+    # an unprivileged process of its own: its ids and groups are the process's
+    script = (
+        "import jfs, sys\n"
+        "fs = jfs.FileSystem(sys.argv[1], skip_instance_cache=True)\n"
+        "for name in ('denied', 'team', 'group-bits'):\n"
+        "    try:\n"
+        "        print(name, fs.cat_file(sys.argv[2] + '/' + name).decode())\n"
+        "    except OSError as e:\n"
+        "        print(name, e.errno)\n"
+    )
+    # (with CAP_DAC_OVERRIDE kept, only to reach the test cluster's private
+    # socket: jfs decides by the process's uid and groups alone)
+    run = as_nobody_in_5000("--inh-caps", "+dac_override", "--ambient-caps", "+dac_override",
+                            sys.executable, "-c", script, meta_url, scratch)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.decode().split("\n")[:3] == [
+        f"denied {errno.EACCES}", "team T", "group-bits g"], run.stdout
+
+    # a user cannot claim groups: it acts with its own
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                jfs.Client(meta_url, groups=[0])
+            except PermissionError as e:
+                code = 0 if "only root may give the groups" in str(e) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_fork_while_another_thread_attaches_does_not_hang(meta_url):
+    """A worker forked while a thread of the parent is attaching attaches
+    for itself at its first call (it once hung on the lock the parent's
+    thread held at the fork)."""
+    client = jfs.Client(meta_url)
+    for attempt in range(5):
+        client.close()
+        attaching = threading.Thread(target=lambda: client.stat("/"))
+        attaching.start()
+        time.sleep(0.005 * attempt)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if client.stat("/")[0] == 1 else 2
+            finally:
+                os._exit(code)
+        attaching.join()
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail(f"attempt {attempt}: the forked child hung on its first call")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(status) == 0, attempt
+    client.close()

@@ -46,6 +46,9 @@ pub struct DirectOptions {
     /// The identity requests act as, and the umask of what they make.
     pub uid: u32,
     pub gid: u32,
+    /// Its supplementary groups; None: the process's own when `uid` and
+    /// `gid` are the process's, else none.
+    pub groups: Option<Vec<u32>>,
     pub umask: u32,
     /// What `jfs status` shows of this client (merged into its session's info).
     pub describe: String,
@@ -67,6 +70,7 @@ impl Default for DirectOptions {
             meta_retry: crate::meta::DEFAULT_META_RETRY,
             uid: nix::unistd::geteuid().as_raw(),
             gid: nix::unistd::getegid().as_raw(),
+            groups: None,
             umask: 0o022,
             describe: "direct".to_string(),
         }
@@ -188,9 +192,17 @@ impl Direct {
             info,
         );
         // no kernel checks the permission bits here: the Vfs does, always
+        // (with the ACLs, and the groups the kernel would use)
+        let base = Who::of(squash, o.uid, o.gid);
+        let groups = match &o.groups {
+            _ if base.squashed => None,
+            Some(given) => Some(given.clone()),
+            None => process_groups(o.uid, o.gid),
+        };
         let who = Who {
             squashed: true,
-            ..Who::of(squash, o.uid, o.gid)
+            groups: groups.map(Into::into),
+            ..base
         };
         Ok(Direct {
             vfs,
@@ -726,6 +738,18 @@ impl Direct {
         }
         Ok(stack.pop().expect("the walk keeps its root"))
     }
+}
+
+/// The process's supplementary groups if `uid` and `gid` are its own
+/// effective ids (a process acting as another user has none of them).
+fn process_groups(uid: u32, gid: u32) -> Option<Vec<u32>> {
+    use nix::unistd::{getegid, geteuid, getgroups};
+    if (uid, gid) != (geteuid().as_raw(), getegid().as_raw()) {
+        return None;
+    }
+    getgroups()
+        .ok()
+        .map(|groups| groups.into_iter().map(|g| g.as_raw()).collect())
 }
 
 /// `path` without leading and trailing slashes.

@@ -9,21 +9,25 @@
 //! chmod, chown and utimes) before it reaches the database. A role that
 //! `jfs.grant_client` gave a squash squashes the owner ids of its calls in
 //! the database too, so a client that skips these checks still makes
-//! nothing root's. (Permission bits only, as in `control_auth`: an ACL that
-//! grants a squashed request more is not consulted.)
+//! nothing root's. Direct clients (the Python package, the S3 gateway) are
+//! checked here always, with their supplementary groups and, on a volume
+//! with ACLs on, by the access ACL as the kernel evaluates it.
 
 use super::control_auth::{Requester, READ, SEARCH, WRITE};
 use super::{Caller, Vfs, VfsResult};
 pub use crate::meta::Squash;
-use crate::meta::{SetAttr, TimeSet};
+use crate::meta::{AclKind, Attr, SetAttr, TimeSet};
 
 /// The identity a request acts as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Who {
     pub uid: u32,
     pub gid: u32,
     /// Squashed: the kernel checked other ids, so the mount checks these.
     pub squashed: bool,
+    /// Its supplementary groups, where it has any (a direct client acting
+    /// as its process's own user; a squashed mount request has none).
+    pub groups: Option<std::sync::Arc<[u32]>>,
 }
 
 impl Who {
@@ -34,11 +38,13 @@ impl Who {
                 uid: s.uid,
                 gid: s.gid,
                 squashed: (s.uid, s.gid) != (uid, gid),
+                groups: None,
             },
             _ => Who {
                 uid,
                 gid,
                 squashed: false,
+                groups: None,
             },
         }
     }
@@ -118,7 +124,8 @@ impl Vfs {
         if !who.squashed {
             return Ok(());
         }
-        let me = Requester::acting_as(who.uid, who.gid);
+        let groups = who.groups.as_deref().unwrap_or_default().to_vec();
+        let me = Requester::with_groups(who.uid, who.gid, groups);
         match need {
             Need::Search(dir) => self.needs(&me, dir, SEARCH).await,
             Need::List(dir) => self.needs(&me, dir, READ).await,
@@ -148,7 +155,10 @@ impl Vfs {
                     // system (ACLs), trusted and security: the owner's, or root's
                     owner_only(&me, attr.uid)
                 } else {
-                    allowed(me.may(&attr, if write { WRITE } else { READ }))
+                    allowed(
+                        self.allows(&me, &attr, if write { WRITE } else { READ })
+                            .await?,
+                    )
                 }
             }
         }
@@ -166,12 +176,29 @@ impl Vfs {
     }
 
     async fn needs(&self, me: &Requester, inode: u64, want: u32) -> VfsResult<()> {
-        allowed(me.may(&self.getattr(inode).await?, want))
+        let attr = self.getattr(inode).await?;
+        allowed(self.allows(me, &attr, want).await?)
+    }
+
+    /// Whether `me` has all of `want` on the node of `attr`: by its
+    /// permission bits, or, on a volume with ACLs on, by its access ACL as
+    /// the kernel evaluates it for a mount's callers (a call to the
+    /// database unless `me` is root or the owner).
+    async fn allows(&self, me: &Requester, attr: &Attr, want: u32) -> VfsResult<bool> {
+        if !self.volume.enable_acl || me.is_root() || me.uid == attr.uid {
+            return Ok(me.may(attr, want));
+        }
+        self.settle_created(attr.inode).await?;
+        match self.meta.get_acl(attr.inode, AclKind::Access).await {
+            Ok(acl) => Ok(me.acl_allows(attr, &acl, want)),
+            Err(e) if e.errno() == libc::ENODATA => Ok(me.may(attr, want)),
+            Err(e) => Err(super::errno(e)),
+        }
     }
 
     async fn may_remove(&self, me: &Requester, parent: u64, name: &[u8]) -> VfsResult<()> {
         let dir = self.getattr(parent).await?;
-        allowed(me.may(&dir, WRITE | SEARCH))?;
+        allowed(self.allows(me, &dir, WRITE | SEARCH).await?)?;
         let entry = self.lookup(parent, name).await?;
         // (the sticky bit's refusal is EPERM, as the kernel's)
         owner_only(me, entry.uid).or_else(|e| match me.may_unlink(&dir, &entry) {
@@ -181,14 +208,15 @@ impl Vfs {
     }
 
     /// chmod and utimes with a time are the owner's; chown another's;
-    /// chgrp the owner's, to its own group; truncate and utimes to now
-    /// need write permission (or ownership).
+    /// chgrp the owner's, to a group it is in (root's: to any); truncate
+    /// and utimes to now need write permission (or ownership).
     async fn may_set(&self, me: &Requester, inode: u64, change: &SetAttr) -> VfsResult<()> {
         let attr = self.getattr(inode).await?;
         let owner = me.is_root() || me.uid == attr.uid;
         let gives = change.uid.is_some_and(|u| u != attr.uid);
         let regroups = change.gid.is_some_and(|g| g != attr.gid);
-        if (gives && !me.is_root()) || (regroups && !(owner && change.gid == Some(me.gid))) {
+        let to_own_group = change.gid.is_some_and(|g| me.in_group(g));
+        if !me.is_root() && (gives || (regroups && !(owner && to_own_group))) {
             return Err(libc::EPERM);
         }
         let sets_time = |t: Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
@@ -196,8 +224,8 @@ impl Vfs {
             return Err(libc::EPERM);
         }
         let touches = change.atime.is_some() || change.mtime.is_some();
-        if (change.length.is_some() && !me.may(&attr, WRITE))
-            || (touches && !owner && !me.may(&attr, WRITE))
+        if (change.length.is_some() || (touches && !owner))
+            && !self.allows(me, &attr, WRITE).await?
         {
             return Err(libc::EACCES);
         }

@@ -9,8 +9,13 @@ use jfs_e2e::*;
 /// Runs tests/python/`file` with pytest against a fresh volume and a mount
 /// of it; fails with pytest's report.
 fn pytest(name: &str, file: &str) {
-    let v = Volume::new(name);
-    let m = v.mount("m", &[]);
+    pytest_on(Volume::new(name), &[], file);
+}
+
+/// Runs tests/python/`file` against volume `v` and a mount of it with
+/// `mount_args`.
+fn pytest_on(v: Volume, mount_args: &[&str], file: &str) {
+    let m = v.mount("m", mount_args);
     pytest_with(&v, &m, file, &[]);
 }
 
@@ -62,7 +67,13 @@ fn data_loader_workers_read_10000_files_in_forked_and_spawned_processes() {
 
 #[test]
 fn the_package_refuses_what_permissions_and_quotas_refuse() {
-    pytest("py-access", "test_access.py");
+    // (with ACLs on: the package checks them as the kernel does for other
+    // users of the mount)
+    pytest_on(
+        Volume::with_options("py-access", &["--enable-acl"]),
+        &["--allow-other"],
+        "test_access.py",
+    );
 }
 
 #[test]
