@@ -277,3 +277,26 @@ def test_a_fork_while_another_thread_attaches_does_not_hang(meta_url):
             time.sleep(0.05)
         assert os.waitstatus_to_exitcode(status) == 0, attempt
     client.close()
+
+
+def test_the_kernels_rules_for_set_id_bits_hold(meta_url, volume, scratch):
+    """A chmod by an owner outside the file's group loses the setgid bit; a
+    copy by anyone but root loses the set-user-id and set-group-id bits (a
+    write clears them); root keeps them."""
+    volume.chmod(scratch, 0o777)
+    fs = as_nobody(meta_url)
+    fs.pipe_file(f"{scratch}/nobodys", b"n")
+    volume.client.chown(f"{scratch}/nobodys", NOBODY, 5000)
+    fs.chmod(f"{scratch}/nobodys", 0o2755)
+    assert fs.info(f"{scratch}/nobodys")["mode"] & 0o7777 == 0o755
+    member = as_nobody(meta_url, groups=[5000])
+    member.chmod(f"{scratch}/nobodys", 0o2755)
+    assert member.info(f"{scratch}/nobodys")["mode"] & 0o7777 == 0o2755
+
+    volume.pipe_file(f"{scratch}/setuid", b"#!/bin/sh\n")
+    volume.chmod(f"{scratch}/setuid", 0o6755)
+    fs.cp_file(f"{scratch}/setuid", f"{scratch}/nobodys-copy")
+    copy = fs.info(f"{scratch}/nobodys-copy")
+    assert (copy["uid"], copy["mode"] & 0o7777) == (NOBODY, 0o755), copy
+    volume.cp_file(f"{scratch}/setuid", f"{scratch}/roots-copy")
+    assert volume.info(f"{scratch}/roots-copy")["mode"] & 0o7777 == 0o6755

@@ -163,6 +163,22 @@ def test_listing_10000_keys_in_pages(s3, bucket):
     assert v1["IsTruncated"]
 
 
+def test_listing_arguments_that_no_answer_can_carry_are_refused(s3, bucket):
+    """A continuation token is opaque (and checked), a start point or prefix
+    with a character XML cannot carry is InvalidArgument (400), not a 500."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"k")
+    for args in [{"ContinuationToken": "\x01abc"}, {"ContinuationToken": "not-one-of-ours"},
+                 {"StartAfter": "a\x01"}, {"Prefix": "\x02"}]:
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            s3.list_objects_v2(Bucket=bucket, **args)
+        assert code(e) == "InvalidArgument", args
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400, args
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.list_objects(Bucket=bucket, Marker="\x03")
+    assert code(e) == "InvalidArgument"
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["k"]
+
+
 def test_copy_object_shares_slices(s3, bucket):
     blocks = os.environ["JFS_TEST_BLOCKS"]
 

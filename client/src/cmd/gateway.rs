@@ -18,7 +18,9 @@ pub struct GatewayArgs {
     /// The access key clients sign requests with (SigV4)
     #[arg(long, env = "JFS_GATEWAY_ACCESS_KEY")]
     access_key: String,
-    /// The secret key clients sign requests with (better given in the environment)
+    /// The secret key clients sign requests with. Give it in the
+    /// environment (JFS_GATEWAY_SECRET_KEY): on the command line every
+    /// local user sees it in `ps`
     #[arg(long, env = "JFS_GATEWAY_SECRET_KEY", hide_env_values = true)]
     secret_key: String,
     /// Refuse every change

@@ -364,11 +364,22 @@ impl Direct {
     }
 
     /// Changes attributes of `path` (chmod, chown, truncate, utimes).
+    /// A setgid bit in a chmod by a caller outside the node's group (the
+    /// new one, with a chgrp) is cleared, as the kernel clears it.
     pub async fn set_attr(&self, path: &[u8], change: &SetAttr) -> DirectResult<Attr> {
-        let inode = self.resolve(path, true).await?.inode;
-        let need = Need::set_attr(inode, change);
+        let attr = self.resolve(path, true).await?;
+        let mut change = *change;
+        if let Some(mode) = change.mode.filter(|m| m & libc::S_ISGID != 0) {
+            // (its group as it is now: another client may have changed it)
+            let now = self.vfs.getattr_fresh(attr.inode).await?;
+            let group = change.gid.unwrap_or(now.gid);
+            if !self.vfs.may_keep_setgid(&self.who, group) {
+                change.mode = Some(mode & !libc::S_ISGID);
+            }
+        }
+        let need = Need::set_attr(attr.inode, &change);
         self.vfs
-            .checked(&self.who, need, self.vfs.setattr(inode, change))
+            .checked(&self.who, need, self.vfs.setattr(attr.inode, &change))
             .await
     }
 
@@ -516,7 +527,12 @@ impl Direct {
             // (truncating the destination would empty the source)
             return Ok(());
         }
-        let mode = source.mode & 0o7777;
+        // (set-user-id and set-group-id bits go, as a write by anyone but
+        // root clears them; root's copy keeps them, as cp does)
+        let mode = match self.who.uid {
+            0 => source.mode & 0o7777,
+            _ => source.mode & 0o1777,
+        };
         let write = OpenFlags {
             write: true,
             create: true,

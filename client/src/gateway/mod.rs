@@ -180,6 +180,45 @@ fn kept_etag(kept: &[u8], attr: &Attr) -> Option<String> {
     unchanged.then(|| e_tag.to_string())
 }
 
+/// The continuation token that stands for listing after `key` (opaque to
+/// clients: the key's bytes in hex, which any answer can carry).
+fn token_of_key(key: &str) -> String {
+    hex(key.as_bytes())
+}
+
+/// The key a continuation token stands for; InvalidArgument for one this
+/// gateway did not give.
+fn key_of_token(token: &str) -> Result<String, S3Error> {
+    let bytes: Option<Vec<u8>> = token
+        .len()
+        .is_multiple_of(2)
+        .then(|| {
+            (0..token.len())
+                .step_by(2)
+                .map(|i| {
+                    token
+                        .get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
+                .collect()
+        })
+        .flatten();
+    bytes
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| {
+            S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                format!("the continuation token {token:?} is not one this gateway gave"),
+            )
+        })
+}
+
+/// Whether XML 1.0 can carry `c` (an answer that echoes a string holding
+/// another could not be written).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -232,6 +271,20 @@ mod tests {
         assert!(not_own_dir(&attr, 7).unwrap().contains("mode 0755"));
         attr.kind = NodeType::Symlink;
         assert_eq!(not_own_dir(&attr, 7).unwrap(), "is a symlink");
+    }
+
+    #[test]
+    fn continuation_tokens_are_opaque_and_checked() {
+        for key in ["a/b", "", "ключ/\u{1}", "x y"] {
+            assert_eq!(key_of_token(&token_of_key(key)).unwrap(), key);
+        }
+        assert!(token_of_key("a\u{1}").chars().all(xml_char));
+        for bad in ["\u{1}abc", "abc", "zz", "ff", "é0"] {
+            let e = key_of_token(bad).unwrap_err();
+            assert_eq!(e.code(), &S3ErrorCode::InvalidArgument, "{bad:?}");
+            assert!(e.message().unwrap().chars().all(xml_char), "{bad:?}");
+        }
+        assert!(!xml_char('\u{1}') && !xml_char('\u{FFFE}') && xml_char('\t'));
     }
 
     #[test]

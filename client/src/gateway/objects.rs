@@ -11,8 +11,9 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
 use super::{
-    derived_etag, hex, is_file, kept_etag, list, modified, object_path, s3_error, Gateway,
-    ETAG_XATTR, MAX_KEYS, READ_PIECE, TMP_DIR, UPLOADS_DIR, UPLOAD_KEY_XATTR, WRITE_PIECE,
+    derived_etag, hex, is_file, kept_etag, key_of_token, list, modified, object_path, s3_error,
+    token_of_key, xml_char, Gateway, ETAG_XATTR, MAX_KEYS, READ_PIECE, TMP_DIR, UPLOADS_DIR,
+    UPLOAD_KEY_XATTR, WRITE_PIECE,
 };
 use crate::direct::{Direct, OpenFlags};
 use crate::meta::{Attr, NodeType};
@@ -518,12 +519,16 @@ impl S3 for Gateway {
             start_after,
             ..
         } = req.input;
+        let after = match continuation_token.as_deref() {
+            Some(token) => Some(key_of_token(token)?),
+            None => start_after.clone(),
+        };
         let (page, max) = self
             .page(
                 &bucket,
                 prefix.as_deref(),
                 delimiter.as_deref(),
-                continuation_token.as_deref().or(start_after.as_deref()),
+                after.as_deref(),
                 max_keys,
             )
             .await?;
@@ -538,7 +543,7 @@ impl S3 for Gateway {
             continuation_token,
             start_after,
             is_truncated: Some(page.next.is_some()),
-            next_continuation_token: page.next,
+            next_continuation_token: page.next.as_deref().map(token_of_key),
             contents: Some(contents),
             common_prefixes: Some(common_prefixes),
             ..Default::default()
@@ -858,6 +863,15 @@ impl Gateway {
                 ))
             }
         };
+        for (what, text) in [("prefix", prefix), ("start point", after)] {
+            if let Some(bad) = text.and_then(|t| t.chars().find(|&c| !xml_char(c))) {
+                // (an answer echoes them, in XML, which cannot carry them)
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "the listing's {what} holds {bad:?}, which no key of this gateway does"
+                ));
+            }
+        }
         self.bucket(bucket).await?;
         let max = max_keys
             .unwrap_or(MAX_KEYS as i32)

@@ -150,6 +150,11 @@ impl Vfs {
             }
             Need::SetAttr { inode, change } => self.may_set(&me, inode, change).await,
             Need::Xattr { inode, name, write } => {
+                if name.starts_with(b"trusted.") && !me.is_root() {
+                    // CAP_SYS_ADMIN's, as the kernel's xattr_permission:
+                    // to others they do not exist
+                    return Err(if write { libc::EPERM } else { libc::ENODATA });
+                }
                 let attr = self.getattr(inode).await?;
                 if !name.starts_with(b"user.") && write {
                     // system (ACLs), trusted and security: the owner's, or root's
@@ -162,6 +167,14 @@ impl Vfs {
                 }
             }
         }
+    }
+
+    /// Whether a chmod by `who` (not squashed: a direct client) may set
+    /// the setgid bit of a node of group `gid`: the kernel clears it
+    /// unless the caller is in the group or is root (`setattr_prepare`).
+    pub fn may_keep_setgid(&self, who: &Who, gid: u32) -> bool {
+        let groups = who.groups.as_deref().unwrap_or_default().to_vec();
+        Requester::with_groups(who.uid, who.gid, groups).in_group_or_root(gid)
     }
 
     /// Runs `op` when `who` may do what `need` says (see `permit`).

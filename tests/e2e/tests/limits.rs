@@ -144,6 +144,30 @@ fn root_on_a_root_squashed_mount_acts_as_nobody() {
         )),
         libc::EPERM
     );
+    // trusted.* xattrs are CAP_SYS_ADMIN's: to a squashed root they do not
+    // exist, and it may not set one (a readable file's user.* it reads)
+    use rustix::fs::{getxattr, setxattr, XattrFlags};
+    let roots = m.p("shared/roots");
+    setxattr(
+        &roots,
+        "trusted.jfs-test",
+        b"admins only",
+        XattrFlags::empty(),
+    )
+    .unwrap();
+    setxattr(&roots, "user.jfs-test", b"anyone", XattrFlags::empty()).unwrap();
+    let mut buf = [0u8; 64];
+    let squashed = sq.p("shared/roots");
+    assert_eq!(
+        getxattr(&squashed, "trusted.jfs-test", &mut buf[..]),
+        Err(rustix::io::Errno::NODATA)
+    );
+    assert_eq!(
+        setxattr(&squashed, "trusted.jfs-other", b"x", XattrFlags::empty()),
+        Err(rustix::io::Errno::PERM)
+    );
+    assert_eq!(getxattr(&squashed, "user.jfs-test", &mut buf[..]), Ok(6));
+    assert_eq!(getxattr(&roots, "trusted.jfs-test", &mut buf[..]), Ok(11));
     // others are not squashed: alice reads her own file through it
     assert_eq!(read_as(ALICE, &sq.p("alice/secret")).unwrap(), b"alice's");
     assert_eq!(fs::read(m.p("alice/secret")).unwrap(), b"alice's");

@@ -92,6 +92,14 @@ impl Vfs {
         Ok(self.overlay(attr).await)
     }
 
+    /// The attributes of `inode` as the database has them now (what this
+    /// client cached forgotten first), for decisions another client's
+    /// change must not escape.
+    pub async fn getattr_fresh(&self, inode: u64) -> VfsResult<Attr> {
+        self.attrs.forget(inode);
+        self.getattr(inode).await
+    }
+
     /// fstat of a directory open here that is gone (rmdir, or replaced by
     /// a rename, on any mount): as it was opened, with no link and empty,
     /// as Linux answers it (xfstests generic/035); ENOENT for any other.
