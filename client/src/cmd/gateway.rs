@@ -41,6 +41,11 @@ pub struct GatewayArgs {
     /// Connections to PostgreSQL
     #[arg(long, default_value_t = crate::volume::attach::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Seconds after which a multipart upload never completed nor aborted,
+    /// and a file a gateway wrote aside and never placed (it crashed
+    /// mid-PUT), are removed (0: never)
+    #[arg(long, default_value_t = 7 * 24 * 3600)]
+    upload_expiry: u64,
 }
 
 pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
@@ -71,6 +76,9 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {}", a.address))?;
         let gateway = Gateway::new(direct.clone()).await?;
+        if !a.read_only {
+            gateway.spawn_expiry(std::time::Duration::from_secs(a.upload_expiry));
+        }
         let mut service = s3s::service::S3ServiceBuilder::new(gateway);
         service.set_auth(s3s::auth::SimpleAuth::from_single(
             a.access_key.clone(),

@@ -81,6 +81,35 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// Removes, in the background, multipart uploads and files written
+    /// aside older than `expiry` (see `expire`), checking every quarter of
+    /// it (at most hourly); a zero `expiry` keeps them.
+    pub fn spawn_expiry(&self, expiry: std::time::Duration) {
+        if expiry.is_zero() {
+            return;
+        }
+        let every = (expiry / 4).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(3600),
+        );
+        let g = Gateway { d: self.d.clone() };
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let (uploads, files) = g.expire(expiry).await;
+                if uploads + files > 0 {
+                    tracing::info!(
+                        "removed {uploads} multipart upload(s) and {files} file(s) written aside, \
+                         older than {} s",
+                        expiry.as_secs()
+                    );
+                }
+            }
+        });
+    }
+}
+
 /// What is wrong with `attr` as a directory of the gateway's own, whose
 /// user is `uid`: None if nothing.
 fn not_own_dir(attr: &Attr, uid: u32) -> Option<String> {

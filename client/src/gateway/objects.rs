@@ -216,6 +216,48 @@ impl Gateway {
         }
     }
 
+    /// The multipart uploads there are: their ids and their directories'
+    /// attributes (made when the upload was).
+    async fn uploads(&self) -> S3Result<Vec<(String, Attr)>> {
+        let listed = self
+            .d
+            .list(UPLOADS_DIR.as_bytes())
+            .await
+            .map_err(|e| s3_error(e, "the gateway's uploads"))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|(name, attr)| Some((String::from_utf8(name).ok()?, attr)))
+            .collect())
+    }
+
+    /// Removes multipart uploads begun, and files written aside (by a
+    /// gateway that crashed mid-PUT, say), longer than `expiry` ago: what
+    /// they are removed (S3's lifecycle rule AbortIncompleteMultipartUpload
+    /// does the same for uploads).
+    pub async fn expire(&self, expiry: std::time::Duration) -> (usize, usize) {
+        let cutoff = crate::meta::time_to_ns(std::time::SystemTime::now())
+            .saturating_sub(expiry.as_nanos().min(i64::MAX as u128) as i64);
+        let mut removed = (0, 0);
+        for (id, attr) in self.uploads().await.unwrap_or_default() {
+            if attr.ctime < cutoff && attr.mtime < cutoff {
+                self.remove_upload(&format!("{UPLOADS_DIR}/{id}")).await;
+                removed.0 += 1;
+            }
+        }
+        if let Ok(files) = self.d.list(TMP_DIR.as_bytes()).await {
+            for (name, attr) in files {
+                if attr.mtime < cutoff && attr.ctime < cutoff {
+                    let mut path = format!("{TMP_DIR}/").into_bytes();
+                    path.extend_from_slice(&name);
+                    if self.d.unlink(&path).await.is_ok() {
+                        removed.1 += 1;
+                    }
+                }
+            }
+        }
+        removed
+    }
+
     async fn remove_upload(&self, dir: &str) {
         if let Ok(parts) = self.d.list(dir.as_bytes()).await {
             for (name, _) in parts {
@@ -612,6 +654,65 @@ impl S3 for Gateway {
             bucket: Some(bucket),
             key: Some(key),
             upload_id: Some(id),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let ListMultipartUploadsInput {
+            bucket,
+            prefix,
+            key_marker,
+            upload_id_marker,
+            max_uploads,
+            ..
+        } = req.input;
+        self.bucket(&bucket).await?;
+        let max = max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+        let mut uploads = Vec::new();
+        for (id, attr) in self.uploads().await? {
+            let Ok((_, target)) = self.upload(&id).await else {
+                continue;
+            };
+            let Some(key) = target.strip_prefix(&format!("{bucket}/")) else {
+                continue;
+            };
+            let after = match (&key_marker, &upload_id_marker) {
+                (None, _) => true,
+                (Some(k), None) => key > k.as_str(),
+                (Some(k), Some(i)) => (key, id.as_str()) > (k.as_str(), i.as_str()),
+            };
+            if after && key.starts_with(prefix.as_deref().unwrap_or("")) {
+                uploads.push((key.to_string(), id, attr));
+            }
+        }
+        uploads.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let truncated = uploads.len() > max;
+        uploads.truncate(max);
+        let last = uploads.last().map(|(k, i, _)| (k.clone(), i.clone()));
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(bucket),
+            prefix,
+            key_marker,
+            upload_id_marker,
+            max_uploads: Some(max as i32),
+            is_truncated: Some(truncated),
+            next_key_marker: last.as_ref().filter(|_| truncated).map(|l| l.0.clone()),
+            next_upload_id_marker: last.filter(|_| truncated).map(|l| l.1),
+            uploads: Some(
+                uploads
+                    .into_iter()
+                    .map(|(key, id, attr)| MultipartUpload {
+                        key: Some(key),
+                        upload_id: Some(id),
+                        initiated: Some(modified(&attr)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
             ..Default::default()
         }))
     }

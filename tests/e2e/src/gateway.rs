@@ -19,16 +19,26 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn start(v: &Volume) -> Gateway {
-        Gateway::spawn(v, &[], None).unwrap_or_else(|e| panic!("{e}"))
+        Gateway::spawn(v, &[], &[], None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts it with `args` added to its command line.
+    pub fn start_with(v: &Volume, args: &[&str]) -> Gateway {
+        Gateway::spawn(v, &[], args, None).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts it run by `launcher` (e.g. `prlimit --nofile=256:256`), its
     /// log into `log`; Err with the log when it does not start.
     pub fn start_logged(v: &Volume, launcher: &[&str], log: PathBuf) -> Result<Gateway, String> {
-        Gateway::spawn(v, launcher, Some(log))
+        Gateway::spawn(v, launcher, &[], Some(log))
     }
 
-    fn spawn(v: &Volume, launcher: &[&str], log: Option<PathBuf>) -> Result<Gateway, String> {
+    fn spawn(
+        v: &Volume,
+        launcher: &[&str],
+        args: &[&str],
+        log: Option<PathBuf>,
+    ) -> Result<Gateway, String> {
         let jfs_bin = jfs().get_program().to_owned();
         let mut cmd = match launcher.split_first() {
             Some((program, args)) => {
@@ -45,6 +55,7 @@ impl Gateway {
             "--access-key",
             GATEWAY_KEYS.0,
         ])
+        .args(args)
         .env("JFS_GATEWAY_SECRET_KEY", GATEWAY_KEYS.1)
         .stdout(Stdio::piped());
         match &log {

@@ -273,3 +273,89 @@ fn a_gateway_run_as_a_user_answers_as_its_acls_and_groups_allow() {
     assert_eq!(get("others"), "403");
     assert_eq!(body(&g.signed(10, &[], "/bucket/team")), "team");
 }
+
+/// Multipart uploads are listed (ListMultipartUploads), and one abandoned,
+/// with a file a crashed gateway left written aside, is removed after
+/// --upload-expiry; a completed upload is kept whole.
+#[test]
+fn abandoned_uploads_and_files_written_aside_expire() {
+    let v = Volume::new("gw-expiry");
+    let m = v.mount("m", &[]);
+    std::fs::create_dir(m.p("bucket")).unwrap();
+    let g = Gateway::start_with(&v, &["--upload-expiry", "4"]);
+    let begin = |key: &str| {
+        let made = g.signed(10, &["-X", "POST"], &format!("/bucket/{key}?uploads="));
+        assert_eq!(status(&made), "200", "{made:?}");
+        let text = body(&made);
+        let id = text
+            .split("<UploadId>")
+            .nth(1)
+            .and_then(|t| t.split("</UploadId>").next());
+        id.unwrap_or_else(|| panic!("no UploadId in {text}"))
+            .to_string()
+    };
+    let abandoned = begin("left/behind");
+    let other = begin("another");
+    let listed = body(&g.signed(10, &[], "/bucket?uploads="));
+    assert!(
+        listed.contains(&format!(
+            "<Key>left/behind</Key><UploadId>{abandoned}</UploadId>"
+        )) && listed.contains(&other),
+        "{listed}"
+    );
+    let with_prefix = body(&g.signed(10, &[], "/bucket?prefix=left&uploads="));
+    assert!(
+        with_prefix.contains(&abandoned) && !with_prefix.contains(&other),
+        "{with_prefix}"
+    );
+    // a file a gateway that crashed mid-PUT left aside
+    std::fs::write(
+        m.p(".jfs-gateway/tmp/0123456789abcdef0123456789abcdef"),
+        b"half",
+    )
+    .unwrap();
+    // the other upload completes (a part, then complete) before it expires
+    let part = g.signed(
+        10,
+        &["-D", "-", "-X", "PUT", "--data-binary", "whole"],
+        &format!("/bucket/another?partNumber=1&uploadId={other}"),
+    );
+    assert_eq!(status(&part), "200", "{part:?}");
+    let answer = String::from_utf8_lossy(&part.stdout).to_string();
+    let part_etag = answer
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("etag")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no ETag in {answer}"));
+    let complete = format!(
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{part_etag}</ETag></Part></CompleteMultipartUpload>"
+    );
+    let done = g.signed(
+        10,
+        &["-X", "POST", "--data-binary", &complete],
+        &format!("/bucket/another?uploadId={other}"),
+    );
+    assert_eq!(status(&done), "200", "{done:?}");
+
+    assert!(
+        eventually(30, || !body(&g.signed(10, &[], "/bucket?uploads="))
+            .contains(&abandoned)),
+        "the abandoned upload is still listed"
+    );
+    assert!(eventually(30, || std::fs::read_dir(
+        m.p(".jfs-gateway/tmp")
+    )
+    .unwrap()
+    .count()
+        == 0));
+    assert_eq!(
+        std::fs::read_dir(m.p(".jfs-gateway/uploads"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert_eq!(body(&g.signed(10, &[], "/bucket/another")), "whole");
+}
