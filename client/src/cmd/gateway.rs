@@ -46,6 +46,13 @@ pub struct GatewayArgs {
     /// mid-PUT), are removed (0: never)
     #[arg(long, default_value_t = 7 * 24 * 3600)]
     upload_expiry: u64,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key): keys
+    /// and data then do not cross the network in clear
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
@@ -59,6 +66,11 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
             .context("META_URL \"-\" needs JFS_META_URL in the environment")?,
         url => url.to_string(),
     };
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::gateway::serve::tls_acceptor(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let rt = super::runtime()?;
     rt.block_on(async move {
         let options = DirectOptions {
@@ -86,14 +98,14 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
         ));
         let service = service.build();
         tracing::info!(
-            "serving the volume of {} as S3 at http://{} (session {}; buckets are its \
+            "serving the volume of {} as S3 at {scheme}://{} (session {}; buckets are its \
              top-level directories)",
             redact_url(&meta_url),
             listener.local_addr()?,
             direct.session()
         );
         // (what scripts wait for, with the port an address of port 0 got)
-        println!("S3 endpoint: http://{}", listener.local_addr()?);
+        println!("S3 endpoint: {scheme}://{}", listener.local_addr()?);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let stop = async move {
             tokio::select! {
@@ -107,7 +119,7 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
              within {} s",
             crate::gateway::serve::HEADER_TIMEOUT.as_secs()
         );
-        crate::gateway::serve::serve(listener, service, cap, stop).await;
+        crate::gateway::serve::serve(listener, service, cap, tls, stop).await;
         tracing::info!("signal received: closing the session");
         direct.close().await;
         Ok(())

@@ -4,6 +4,8 @@
 //! a timeout on reading a request's headers (and so on idle keep-alive
 //! connections), and a backoff with a rate-limited warning after failed
 //! accepts (out of descriptors, say), where the loop used to spin and log.
+//! With a certificate the connections are TLS (rustls), the handshake
+//! bounded by the header timeout.
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -194,12 +196,40 @@ impl AcceptErrors {
     }
 }
 
-/// Serves `service` on `listener` until `stop` resolves, with at most
-/// `cap` live connections.
+/// The TLS side of the gateway's connections, from a PEM certificate
+/// chain and its PEM private key.
+pub fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use anyhow::Context;
+    use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading the certificate chain {}", cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "{} holds no PEM certificate",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("reading the private key {}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the certificate and the private key")?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves `service` on `listener` (over TLS with `tls`) until `stop`
+/// resolves, with at most `cap` live connections.
 pub async fn serve(
     listener: TcpListener,
     service: s3s::service::S3Service,
     cap: usize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     stop: impl std::future::Future<Output = ()>,
 ) {
     let table = Arc::new(Mutex::new(Table::default()));
@@ -254,7 +284,8 @@ pub async fn serve(
             }
             t.add(busy.clone(), close)
         };
-        let (table, ended, service) = (table.clone(), ended.clone(), service.clone());
+        let (table, ended, service, tls) =
+            (table.clone(), ended.clone(), service.clone(), tls.clone());
         tokio::spawn(async move {
             let counted = hyper::service::service_fn(move |req| {
                 let guard = BusyGuard::new(&busy);
@@ -271,7 +302,27 @@ pub async fn serve(
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT);
-            let served = builder.serve_connection(TokioIo::new(stream), counted);
+            let served = async {
+                match tls {
+                    None => builder
+                        .serve_connection(TokioIo::new(stream), counted)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Some(acceptor) => {
+                        let handshake =
+                            tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream));
+                        let stream = match handshake.await {
+                            Ok(Ok(stream)) => stream,
+                            Ok(Err(e)) => return Err(format!("TLS handshake: {e}")),
+                            Err(_) => return Err("TLS handshake timed out".to_string()),
+                        };
+                        builder
+                            .serve_connection(TokioIo::new(stream), counted)
+                            .await
+                            .map_err(|e| e.to_string())
+                    }
+                }
+            };
             tokio::select! {
                 served = served => if let Err(e) = served {
                     tracing::debug!("S3 connection: {e}");

@@ -95,7 +95,10 @@ impl Gateway {
 
     /// The host:port it listens on.
     pub fn address(&self) -> &str {
-        self.endpoint.trim_start_matches("http://")
+        let e = &self.endpoint;
+        e.strip_prefix("https://")
+            .or_else(|| e.strip_prefix("http://"))
+            .unwrap_or(e)
     }
 
     /// A request signed with the gateway's keys (curl --aws-sigv4), given

@@ -359,3 +359,92 @@ fn abandoned_uploads_and_files_written_aside_expire() {
     );
     assert_eq!(body(&g.signed(10, &[], "/bucket/another")), "whole");
 }
+
+/// With --tls-cert and --tls-key the gateway speaks HTTPS: a client that
+/// trusts the certificate is served, one that does not refuses it, and
+/// plain HTTP gets nothing.
+#[test]
+fn the_gateway_serves_https_with_a_certificate() {
+    let v = Volume::new("gw-tls");
+    let m = v.mount("m", &[]);
+    std::fs::create_dir(m.p("bucket")).unwrap();
+    let dir = v.dir.path();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    ok(Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert));
+    let (c, k) = (cert.display().to_string(), key.display().to_string());
+    let g = Gateway::start_with(&v, &["--tls-cert", &c, "--tls-key", &k]);
+    assert!(g.endpoint.starts_with("https://"), "{}", g.endpoint);
+    let trusting = ["--cacert", c.as_str()];
+    let put = g.signed(
+        10,
+        &[&trusting[..], &["-X", "PUT", "--data-binary", "sealed"]].concat(),
+        "/bucket/k",
+    );
+    assert_eq!(status(&put), "200", "{put:?}");
+    let get = g.signed(10, &trusting, "/bucket/k");
+    assert_eq!(
+        (status(&get).as_str(), body(&get).as_str()),
+        ("200", "sealed")
+    );
+    let untrusting = g.signed(10, &[], "/bucket/k");
+    assert_eq!(
+        status(&untrusting),
+        "000",
+        "a client without the CA refuses it: {untrusting:?}"
+    );
+    let plain = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .arg(format!("http://{}/bucket/k", g.address()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "000", "{plain:?}");
+    assert_eq!(std::fs::read(m.p("bucket/k")).unwrap(), b"sealed");
+    // a key that is not the certificate's, or no certificate, says so
+    let other = dir.join("other.pem");
+    ok(Command::new("openssl")
+        .args(["genrsa", "-out"])
+        .arg(&other)
+        .arg("2048"));
+    let log = dir.join("refused.log");
+    let o = other.display().to_string();
+    let refused = Command::new(jfs().get_program())
+        .args([
+            "gateway",
+            &v.url,
+            "127.0.0.1:0",
+            "--access-key",
+            GATEWAY_KEYS.0,
+        ])
+        .args(["--tls-cert", &c, "--tls-key", &o])
+        .env("JFS_GATEWAY_SECRET_KEY", GATEWAY_KEYS.1)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("the certificate and the private key"),
+        "{said}"
+    );
+}
