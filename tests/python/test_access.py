@@ -101,9 +101,9 @@ def test_handles_do_what_they_were_opened_for_and_makedirs_passes_others_dirs(me
     assert fs.info(f"{scratch}/mine/deeper")["uid"] == NOBODY
 
 
-def test_only_root_acts_as_another_user(meta_url):
-    """A user cannot borrow another's access: asking is refused before the
-    client connects."""
+def refused_to_nobody(meta_url, message, **options):
+    """Whether jfs.Client(meta_url, **options) made by a process of user
+    nobody is refused with a PermissionError saying `message`."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -112,13 +112,19 @@ def test_only_root_acts_as_another_user(meta_url):
             os.setgid(NOBODY)
             os.setuid(NOBODY)
             try:
-                jfs.Client(meta_url, uid=0, gid=0)
+                jfs.Client(meta_url, **options)
             except PermissionError as e:
-                code = 0 if "only root may act as another user" in str(e) else 2
+                code = 0 if message in str(e) else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def test_only_root_acts_as_another_user(meta_url):
+    """A user cannot borrow another's access: asking is refused before the
+    client connects."""
+    assert refused_to_nobody(meta_url, "only root may act as another user", uid=0, gid=0)
 
 
 def test_a_quota_refuses_what_crosses_it(admin_url, volume, scratch):
@@ -230,21 +236,7 @@ def test_acls_and_supplementary_groups_decide_as_the_kernel_does(meta_url, volum
         f"denied {errno.EACCES}", "team T", "group-bits g"], run.stdout
 
     # a user cannot claim groups: it acts with its own
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                jfs.Client(meta_url, groups=[0])
-            except PermissionError as e:
-                code = 0 if "only root may give the groups" in str(e) else 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert refused_to_nobody(meta_url, "only root may give the groups", groups=[0])
 
 
 def test_a_fork_while_another_thread_attaches_does_not_hang(meta_url):

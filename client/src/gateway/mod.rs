@@ -278,15 +278,7 @@ mod tests {
             mode: 0o40700,
             uid: 7,
             gid: 7,
-            atime: 0,
-            mtime: 0,
-            ctime: 0,
-            nlink: 2,
-            length: 0,
-            rdev: 0,
-            parent: 1,
-            tier: 0,
-            used: 0,
+            ..crate::vfs::control_attr()
         };
         assert_eq!(not_own_dir(&attr, 7), None);
         attr.mode = 0o42700;

@@ -403,19 +403,10 @@ mod tests {
     fn attr(mode: u32, uid: u32, gid: u32) -> Attr {
         Attr {
             inode: 9,
-            kind: NodeType::File,
             mode: 0o100000 | mode,
             uid,
             gid,
-            atime: 0,
-            mtime: 0,
-            ctime: 0,
-            nlink: 1,
-            length: 0,
-            rdev: 0,
-            parent: 1,
-            tier: 0,
-            used: 0,
+            ..crate::vfs::control::control_attr()
         }
     }
 

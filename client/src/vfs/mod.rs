@@ -35,7 +35,7 @@ pub use crate::meta::{
     ns_to_time, time_to_ns, Attr, LockRange, NewNode, NodeType, SetAttr, Statfs, TimeSet,
 };
 pub use compact::{Compacted, COMPACT_AT};
-pub use control::{Caller, CONTROL_INODE};
+pub use control::{control_attr, Caller, CONTROL_INODE};
 pub use lookahead::LOOKUP_AHEAD;
 pub use ops::ListedEntry;
 pub use squash::{Need, Squash, Who};
