@@ -11,7 +11,7 @@ tests=false; [ "${1:-}" = --tests ] && tests=true
 step() { printf '\n==> %s\n' "$*"; }
 
 packages=(build-essential pkg-config clang libclang-dev cmake postgresql-15
-          postgresql-server-dev-15 postgresql-contrib fuse3 sudo)
+          postgresql-server-dev-15 postgresql-contrib fuse3 sudo libssl-dev)
 ! $tests || packages+=(python3-venv acl rsync pgbouncer time openssl postgresql-15-auto-failover pg-auto-failover-cli)
 need_apt=()
 for pkg in "${packages[@]}"; do

@@ -175,10 +175,12 @@ impl ConnectError {
 
 /// What to check when the server's certificate was refused.
 fn tls_hint(cause: &str) -> &'static str {
-    if cause.contains("invalid peer certificate") {
+    if cause.contains("certificate verify failed") {
         " (the server's TLS certificate was refused: sslrootcert in META_URL names the CA \
-         that signed it, and with sslmode=verify-full the host in META_URL must be one the \
-         certificate is for)"
+         that signed it)"
+    } else if cause.contains("does not match host name") {
+        " (with sslmode=verify-full the host in META_URL must be one the server's \
+         certificate is for; sslmode=verify-ca checks only who signed it)"
     } else {
         ""
     }

@@ -45,7 +45,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use tokio_postgres_rustls::MakeRustlsConnect;
+use tls::Connector;
 
 pub use acl::{
     AclEntry, AclKind, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ,
@@ -77,7 +77,7 @@ pub struct Meta {
     pool: Pool,
     config: tokio_postgres::Config,
     /// TLS as META_URL asks for it (see `tls`).
-    tls: MakeRustlsConnect,
+    tls: Connector,
     /// No named prepared statements (META_URL's `pgbouncer=true`): each
     /// call is one unnamed statement with its parameters' types, which
     /// PgBouncer in transaction mode can send to any server connection.

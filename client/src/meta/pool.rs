@@ -4,9 +4,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::tls::Connector;
 use deadpool_postgres::Hook;
 use deadpool_postgres::{HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::call::unix_ms;
 use super::durability::Incarnations;
@@ -103,7 +103,7 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// reached, so that a commit sent on it is stamped with the right epoch.
 pub(super) fn build_pool(
     config: &tokio_postgres::Config,
-    tls: &MakeRustlsConnect,
+    tls: &Connector,
     max_connections: usize,
     incarnations: &Arc<Incarnations>,
 ) -> std::result::Result<Pool, ConnectError> {

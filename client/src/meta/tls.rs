@@ -1,35 +1,64 @@
-//! TLS to PostgreSQL, asked for in META_URL with libpq's options: sslmode, sslrootcert, sslcert, sslkey.
+//! TLS to PostgreSQL, asked for in META_URL with libpq's options and meaning what they mean in libpq: sslmode, sslrootcert, sslcert, sslkey.
 //!
-//! `sslmode` as libpq reads it: `disable` never, `prefer` (the default)
-//! when the server offers it, `require` always (the certificate checked
-//! against `sslrootcert` only if that is given), `verify-ca` always with a
-//! certificate signed by `sslrootcert`, `verify-full` as verify-ca and for
-//! the host name in META_URL. `sslrootcert=system` trusts the system's CAs;
-//! without `sslrootcert` the verify modes use `~/.postgresql/root.crt`, as
-//! libpq does. `sslcert`/`sslkey` give a client certificate. Over a unix
-//! socket there is no TLS (nor a need for it).
+//! OpenSSL does the TLS, as in libpq, so that what `psql` accepts jfs
+//! accepts (X.509 v1 certificates, certificates named by their CN only)
+//! and what `psql` refuses jfs refuses. As libpq (PostgreSQL 15/16):
+//! - `sslmode`: `disable` never, `allow`/`prefer` (the default) when the
+//!   server offers it, `require` always, `verify-ca` always with a chain to
+//!   a trusted CA, `verify-full` as verify-ca and for the host connected to.
+//! - The CA file is `sslrootcert`, else `~/.postgresql/root.crt`. When it
+//!   exists the certificate is checked in every mode (so `require` acts as
+//!   `verify-ca`); when it does not, the verify modes are refused and the
+//!   others go on unchecked. `sslrootcert=system` trusts the system's CAs
+//!   and asks for `verify-full` (weaker modes are refused).
+//! - The host name is matched as libpq matches it: against the subject
+//!   alternative names of the host's type (DNS or IP address), and against
+//!   the common name only if there is none of that type; a leading `*.`
+//!   stands for one label.
+//! - A client certificate is `sslcert` (else `~/.postgresql/postgresql.crt`
+//!   if it exists) with `sslkey` (else `~/.postgresql/postgresql.key`); a
+//!   key readable by group or others is refused.
+//!
+//! Over a unix socket there is no TLS (nor a need for it).
+use std::error::Error;
+use std::fmt::Debug;
+use std::future::Future;
+use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use openssl::error::ErrorStack;
+use openssl::nid::Nid;
+use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode, SslVersion};
+use openssl::x509::{X509Ref, X509VerifyResult};
+use postgres_openssl::{TlsConnector, TlsStream};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::config::SslMode;
-use tokio_postgres_rustls::MakeRustlsConnect;
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 /// How far the server's certificate is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Check {
-    /// Not at all (sslmode prefer or require without sslrootcert): TLS
+    /// Not at all (no CA file, sslmode weaker than verify-ca): TLS
     /// against eavesdroppers only.
     Nothing,
-    /// Signed by a trusted CA (verify-ca, or require with sslrootcert).
+    /// A chain to a trusted CA (verify-ca, or any mode with a CA file).
     Ca,
-    /// Signed by a trusted CA and for the host connected to (verify-full).
+    /// A chain to a trusted CA, for the host connected to (verify-full).
     Full,
+}
+
+/// Where the trusted CAs come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Roots {
+    /// None: the certificate is not checked.
+    None,
+    /// A PEM file of CA certificates.
+    File(PathBuf),
+    /// The system's trusted CAs (`sslrootcert=system`).
+    System,
 }
 
 /// The TLS options of a META_URL.
@@ -76,91 +105,145 @@ impl TlsOptions {
 
     /// The ssl mode to give tokio-postgres, and the connector that does
     /// the TLS these options ask for.
-    pub fn connector(&self) -> anyhow::Result<(SslMode, MakeRustlsConnect)> {
-        let (mode, check) = match self.mode.as_deref().unwrap_or("prefer") {
-            "disable" => (SslMode::Disable, Check::Nothing),
-            "allow" | "prefer" => (SslMode::Prefer, Check::Nothing),
-            "require" if self.root_cert.is_some() => (SslMode::Require, Check::Ca),
-            "require" => (SslMode::Require, Check::Nothing),
-            "verify-ca" => (SslMode::Require, Check::Ca),
-            "verify-full" => (SslMode::Require, Check::Full),
+    pub fn connector(&self) -> anyhow::Result<(SslMode, Connector)> {
+        let system = self.root_cert.as_deref() == Some("system");
+        let mode = match (self.mode.as_deref(), system) {
+            (None, true) => "verify-full",
+            (None, false) => "prefer",
+            (Some(mode), _) => mode,
+        };
+        let ssl_mode = match mode {
+            "disable" => SslMode::Disable,
+            "allow" | "prefer" => SslMode::Prefer,
+            "require" | "verify-ca" | "verify-full" => SslMode::Require,
             other => anyhow::bail!(
-                "sslmode={other} in META_URL: use disable, prefer, require, verify-ca or verify-full"
+                "sslmode={other} in META_URL: use disable, allow, prefer, require, verify-ca \
+                 or verify-full"
             ),
         };
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()?;
-        let verifier: Arc<dyn ServerCertVerifier> = match check {
-            Check::Nothing => Arc::new(Unchecked(provider)),
-            Check::Ca | Check::Full => {
-                let roots = Arc::new(self.roots()?);
-                let webpki =
-                    WebPkiServerVerifier::builder_with_provider(roots, provider).build()?;
-                match check {
-                    Check::Full => webpki,
-                    _ => Arc::new(AnyName(webpki)),
-                }
-            }
+        anyhow::ensure!(
+            !system || mode == "verify-full",
+            "weak sslmode \"{mode}\" may not be used with sslrootcert=system (use \"verify-full\")"
+        );
+        let verify = mode.starts_with("verify-");
+        let roots = self.roots(verify)?;
+        let check = match (&roots, mode) {
+            (Roots::None, _) => Check::Nothing,
+            (_, "verify-full") => Check::Full,
+            _ => Check::Ca,
         };
-        let builder = builder
-            .dangerous()
-            .with_custom_certificate_verifier(verifier);
-        let config = match (&self.cert, &self.key) {
-            (Some(cert), Some(key)) => {
-                let certs = CertificateDer::pem_file_iter(cert)
-                    .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                    .map_err(|e| anyhow::anyhow!("sslcert {}: {e}", cert.display()))?;
-                let key = PrivateKeyDer::from_pem_file(key)
-                    .map_err(|e| anyhow::anyhow!("sslkey {}: {e}", key.display()))?;
-                builder.with_client_auth_cert(certs, key)?
-            }
-            (None, None) => builder.with_no_client_auth(),
-            _ => anyhow::bail!("META_URL gives sslcert or sslkey without the other"),
-        };
-        Ok((mode, MakeRustlsConnect::new(config)))
-    }
-
-    /// The CAs the verify modes trust.
-    fn roots(&self) -> anyhow::Result<RootCertStore> {
-        let mut roots = RootCertStore::empty();
-        if self.root_cert.as_deref() == Some("system") {
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-            anyhow::ensure!(
-                !roots.is_empty(),
-                "sslrootcert=system: no CA certificate found on this system"
-            );
-            return Ok(roots);
-        }
-        let file = match &self.root_cert {
-            Some(f) => PathBuf::from(f),
-            None => default_root_cert().ok_or_else(|| {
+        let mut builder = SslConnector::builder(SslMethod::tls_client())?;
+        builder.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        match &roots {
+            Roots::None => builder.set_verify(SslVerifyMode::NONE),
+            Roots::File(file) => builder.set_ca_file(file).map_err(|e| {
                 anyhow::anyhow!(
-                    "sslmode {} checks the server's certificate: give its CA with \
-                     sslrootcert=FILE (or sslrootcert=system) in META_URL",
-                    self.mode.as_deref().unwrap_or_default()
+                    "could not read root certificate file \"{}\": {e}",
+                    file.display()
                 )
             })?,
+            Roots::System => builder.set_default_verify_paths()?,
+        }
+        if let Some((cert, key)) = self.client_cert()? {
+            builder.set_certificate_chain_file(&cert).map_err(|e| {
+                anyhow::anyhow!(
+                    "could not read certificate file \"{}\": {e}",
+                    cert.display()
+                )
+            })?;
+            builder
+                .set_private_key_file(&key, SslFiletype::PEM)
+                .map_err(|e| {
+                    anyhow::anyhow!("could not load private key file \"{}\": {e}", key.display())
+                })?;
+            builder.check_private_key().map_err(|e| {
+                anyhow::anyhow!(
+                    "certificate does not match private key file \"{}\": {e}",
+                    key.display()
+                )
+            })?;
+        }
+        let connector = Connector {
+            ssl: builder.build(),
+            check,
         };
-        let certs = CertificateDer::pem_file_iter(&file)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| anyhow::anyhow!("sslrootcert {}: {e}", file.display()))?;
-        let (added, _) = roots.add_parsable_certificates(certs);
+        Ok((ssl_mode, connector))
+    }
+
+    /// The CAs to check the server's certificate against, as libpq finds
+    /// them: the verify modes need them, the others use them if they exist.
+    fn roots(&self, verify: bool) -> anyhow::Result<Roots> {
+        if self.root_cert.as_deref() == Some("system") {
+            return Ok(Roots::System);
+        }
+        let file = match &self.root_cert {
+            Some(file) => Some(PathBuf::from(file)),
+            None => home_file("root.crt"),
+        };
+        match file {
+            Some(file) if file.exists() => Ok(Roots::File(file)),
+            _ if !verify => Ok(Roots::None),
+            Some(file) => anyhow::bail!(
+                "root certificate file \"{}\" does not exist: give the server's CA with \
+                 sslrootcert=FILE (or sslrootcert=system) in META_URL, or change sslmode to \
+                 disable server certificate verification",
+                file.display()
+            ),
+            None => anyhow::bail!(
+                "sslmode {} checks the server's certificate: give its CA with sslrootcert=FILE \
+                 (or sslrootcert=system) in META_URL",
+                self.mode.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+
+    /// The client certificate and key to present, if any: `sslcert` (or
+    /// libpq's default file if it exists) with `sslkey` (or its default).
+    fn client_cert(&self) -> anyhow::Result<Option<(PathBuf, PathBuf)>> {
+        let cert = match &self.cert {
+            Some(cert) => cert.clone(),
+            None => match home_file("postgresql.crt") {
+                Some(cert) if cert.exists() => cert,
+                _ => return Ok(None),
+            },
+        };
         anyhow::ensure!(
-            added > 0,
-            "sslrootcert {}: no CA certificate in it",
-            file.display()
+            cert.exists(),
+            "could not open certificate file \"{}\": it does not exist",
+            cert.display()
         );
-        Ok(roots)
+        let key = match &self.key {
+            Some(key) => key.clone(),
+            None => home_file("postgresql.key").unwrap_or_default(),
+        };
+        let meta = std::fs::metadata(&key).map_err(|e| {
+            anyhow::anyhow!(
+                "certificate present, but not private key file \"{}\": {e}",
+                key.display()
+            )
+        })?;
+        anyhow::ensure!(
+            meta.is_file(),
+            "private key file \"{}\" is not a regular file",
+            key.display()
+        );
+        let owner_only = meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 != 0;
+        let root_group_read = meta.uid() == 0 && meta.mode() & 0o037 != 0;
+        anyhow::ensure!(
+            !owner_only && !root_group_read,
+            "private key file \"{}\" has group or world access; file must have permissions \
+             u=rw (0600) or less if owned by the current user, or permissions u=rw,g=r (0640) \
+             or less if owned by root",
+            key.display()
+        );
+        Ok(Some((cert, key)))
     }
 }
 
-/// libpq's default CA file, if there is one.
-fn default_root_cert() -> Option<PathBuf> {
+/// `~/.postgresql/NAME`, libpq's default for its TLS files.
+fn home_file(name: &str) -> Option<PathBuf> {
     let home = std::env::var_os("HOME")?;
-    let file = Path::new(&home).join(".postgresql/root.crt");
-    file.exists().then_some(file)
+    Some(Path::new(&home).join(".postgresql").join(name))
 }
 
 /// `%XX` escapes of a URL query value decoded (paths with spaces).
@@ -187,105 +270,165 @@ fn percent_decoded(v: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Accepts any certificate (the handshake's signatures are still checked).
-#[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
+/// Makes the TLS connection of each new PostgreSQL connection, checking
+/// the server's certificate as the options ask.
+#[derive(Clone)]
+pub struct Connector {
+    ssl: SslConnector,
+    check: Check,
+}
 
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
+impl<S> MakeTlsConnect<S> for Connector
+where
+    S: AsyncRead + AsyncWrite + Unpin + Debug + Send + Sync + 'static,
+{
+    type Stream = TlsStream<S>;
+    type TlsConnect = Connect;
+    type Error = ErrorStack;
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+    fn make_tls_connect(&mut self, host: &str) -> Result<Connect, ErrorStack> {
+        let mut ssl = self.ssl.configure()?;
+        // the host name is checked below, as libpq checks it
+        ssl.set_verify_hostname(false);
+        let refusal = Arc::new(Mutex::new(None));
+        if self.check == Check::Full {
+            let (host, said) = (host.to_string(), refusal.clone());
+            ssl.set_verify_callback(SslVerifyMode::PEER, move |chain_ok, store| {
+                if !chain_ok || store.error_depth() != 0 {
+                    return chain_ok;
+                }
+                let Some(cert) = store.current_cert() else {
+                    return false;
+                };
+                match certificate_names_host(cert, &host) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        *said.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                        store.set_error(X509VerifyResult::APPLICATION_VERIFICATION);
+                        false
+                    }
+                }
+            });
+        }
+        Ok(Connect {
+            handshake: TlsConnector::new(ssl, host),
+            refusal,
+        })
     }
 }
 
-/// A CA-signed certificate for any host name (verify-ca).
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
+/// One connection's TLS handshake, and why its certificate was refused.
+pub struct Connect {
+    handshake: TlsConnector,
+    refusal: Arc<Mutex<Option<String>>>,
+}
 
-impl ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
+type Handshake<S> =
+    Pin<Box<dyn Future<Output = Result<TlsStream<S>, Box<dyn Error + Send + Sync>>> + Send>>;
+
+impl<S> TlsConnect<S> for Connect
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = TlsStream<S>;
+    type Error = Box<dyn Error + Send + Sync>;
+    type Future = Handshake<S>;
+
+    fn connect(self, stream: S) -> Handshake<S> {
+        let Connect { handshake, refusal } = self;
+        let handshake = handshake.connect(stream);
+        Box::pin(async move {
+            handshake.await.map_err(|e| {
+                let why = refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
+                why.map_or(e, Into::into)
+            })
+        })
+    }
+}
+
+/// Whether `cert` is for `host`, decided as libpq decides it: the subject
+/// alternative names (DNS names and IP addresses) are tried, and the common
+/// name only when no alternative name is of the host's own type.
+fn certificate_names_host(cert: &X509Ref, host: &str) -> Result<(), String> {
+    let host_ip: Option<IpAddr> = host.parse().ok();
+    let mut examined = Vec::new();
+    let mut check_common_name = true;
+    for name in cert.subject_alt_names().iter().flatten() {
+        if let Some(dns) = name.dnsname() {
+            check_common_name &= host_ip.is_some();
+            if !dns.contains('\0') && name_matches(dns, host) {
+                return Ok(());
+            }
+            examined.push(dns.to_string());
+        } else if let Some(octets) = name.ipaddress() {
+            check_common_name &= host_ip.is_none();
+            let address = match octets.len() {
+                4 => <[u8; 4]>::try_from(octets).ok().map(IpAddr::from),
+                16 => <[u8; 16]>::try_from(octets).ok().map(IpAddr::from),
+                _ => None,
+            };
+            if address.is_some() && address == host_ip {
+                return Ok(());
+            }
+            examined.push(address.map_or("?".into(), |a| a.to_string()));
         }
     }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+    if check_common_name {
+        let common = cert.subject_name().entries_by_nid(Nid::COMMONNAME).next();
+        // a name with a NUL in it matches no host (libpq refuses it)
+        if let Some(common) = common.and_then(|c| std::str::from_utf8(c.data().as_slice()).ok()) {
+            if !common.contains('\0') && name_matches(common, host) {
+                return Ok(());
+            }
+            examined.push(common.to_string());
+        }
     }
+    Err(match examined.as_slice() {
+        [] => "could not get server's host name from server certificate".into(),
+        [only] => format!("server certificate for \"{only}\" does not match host name \"{host}\""),
+        [first, others @ ..] => format!(
+            "server certificate for \"{first}\" (and {} other name{}) does not match host \
+             name \"{host}\"",
+            others.len(),
+            if others.len() == 1 { "" } else { "s" }
+        ),
+    })
+}
 
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+/// A certificate's name against the host name: equal ignoring case, or a
+/// leading `*.` standing for the host's first label (libpq's rule).
+fn name_matches(name: &str, host: &str) -> bool {
+    if name.eq_ignore_ascii_case(host) {
+        return true;
     }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
+    let Some(suffix) = name.strip_prefix('*') else {
+        return false;
+    };
+    suffix.starts_with('.')
+        && suffix.len() > 1
+        && host.len() > suffix.len()
+        && host.is_char_boundary(host.len() - suffix.len())
+        && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+        && !host[..host.len() - suffix.len()].contains('.')
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_match_hosts_as_libpq_matches_them() {
+        assert!(name_matches("DB.example.com", "db.EXAMPLE.com"));
+        assert!(name_matches("*.example.com", "db.example.com"));
+        assert!(name_matches("*.example.com", "d.example.com"));
+        assert!(!name_matches("*.example.com", "example.com"));
+        assert!(!name_matches("*.example.com", ".example.com"));
+        assert!(!name_matches("*.example.com", "a.db.example.com"));
+        assert!(!name_matches("d*.example.com", "db.example.com"));
+        assert!(!name_matches("*", "db"));
+        assert!(!name_matches("*.", "db."));
+        assert!(!name_matches("db.example.com", "db.example.co"));
+    }
 
     #[test]
     fn tls_options_leave_the_url_and_unknown_modes_are_refused() {
