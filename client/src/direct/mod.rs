@@ -285,6 +285,14 @@ impl Direct {
 
     /// symlink(2): `path` made a link to `target`.
     pub async fn symlink(&self, target: &[u8], path: &[u8]) -> DirectResult<Attr> {
+        // (Linux takes the target in first: empty is ENOENT, PATH_MAX
+        // bytes or more ENAMETOOLONG, whatever the path)
+        if target.is_empty() {
+            return Err(libc::ENOENT);
+        }
+        if target.len() >= PATH_MAX {
+            return Err(libc::ENAMETOOLONG);
+        }
         self.make(path, NodeType::Symlink, 0o777, Some(target))
             .await
     }
@@ -305,7 +313,7 @@ impl Direct {
         mode: u32,
         target: Option<&[u8]>,
     ) -> DirectResult<Attr> {
-        let (parent, name) = self.parent_of(path).await?;
+        let (parent, name) = self.parent_of(path, Dots::MAKE).await?;
         let node = self.new_node(kind, mode, target);
         let make = self.vfs.mknod(parent, name, &node);
         match self
@@ -338,7 +346,7 @@ impl Direct {
 
     /// unlink(2) of `path` (EISDIR for a directory, as Linux says EISDIR).
     pub async fn unlink(&self, path: &[u8]) -> DirectResult<()> {
-        let (parent, name) = self.parent_of(path).await?;
+        let (parent, name) = self.parent_of(path, Dots::UNLINK).await?;
         let need = Need::Remove { parent, name };
         self.vfs
             .checked(&self.who, need, self.vfs.unlink(parent, name))
@@ -347,7 +355,7 @@ impl Direct {
 
     /// rmdir(2) of `path`.
     pub async fn rmdir(&self, path: &[u8]) -> DirectResult<()> {
-        let (parent, name) = self.parent_of(path).await?;
+        let (parent, name) = self.parent_of(path, Dots::RMDIR).await?;
         let need = Need::Remove { parent, name };
         self.vfs
             .checked(&self.who, need, self.vfs.rmdir(parent, name))
@@ -356,8 +364,8 @@ impl Direct {
 
     /// rename(2) of `from` to `to` (replacing what `to` names, atomically).
     pub async fn rename(&self, from: &[u8], to: &[u8]) -> DirectResult<()> {
-        let (parent, name) = self.parent_of(from).await?;
-        let (new_parent, new_name) = self.parent_of(to).await?;
+        let (parent, name) = self.parent_of(from, Dots::RENAME).await?;
+        let (new_parent, new_name) = self.parent_of(to, Dots::RENAME).await?;
         let need = Need::moving(parent, name, new_parent, new_name);
         let op = self.vfs.rename(parent, name, new_parent, new_name, 0);
         self.vfs.checked(&self.who, need, op).await
@@ -397,14 +405,29 @@ impl Direct {
     }
 
     async fn open_file(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {
-        let (parent, name) = self.parent_of(path).await?;
-        // (a create need not confirm a miss: the database refuses a name
-        // another client made, and the file is opened then)
-        let found = self.lookup_following(parent, name, !f.create).await;
+        // (a path ending in "." or ".." names a directory: Dots::OPEN)
+        let last = self.parent_of(path, Dots::OPEN).await;
+        let found = match last {
+            Err(libc::EISDIR) => self.resolve(path, true).await,
+            Err(e) => return Err(e),
+            // (a create need not confirm a miss: the database refuses a
+            // name another client made, and the file is opened then)
+            Ok((parent, name)) => self.lookup_following(parent, name, !f.create).await,
+        };
         let attr = match found {
             Ok(_) if f.create && f.exclusive => return Err(libc::EEXIST),
             Ok(attr) => attr,
             Err(libc::ENOENT) if f.create => {
+                let Ok((parent, name)) = last else {
+                    return Err(libc::ENOENT);
+                };
+                // (without O_EXCL a dangling symlink's target is made, as
+                // Linux makes it; with it the link itself is EEXIST)
+                let (parent, name) = match f.exclusive {
+                    true => (parent, name.to_vec()),
+                    false => self.creation_target(parent, name).await?,
+                };
+                let name = name.as_slice();
                 let node = self.new_node(NodeType::File, mode, None);
                 let create = self.vfs.create(parent, name, &node);
                 match self
@@ -420,7 +443,8 @@ impl Direct {
             }
             Err(e) => return Err(e),
         };
-        if attr.kind == NodeType::Dir && f.write {
+        // (O_CREAT on a directory is EISDIR even for reading, as in Linux)
+        if attr.kind == NodeType::Dir && (f.write || f.create) {
             return Err(libc::EISDIR);
         }
         let need = Need::Open {
@@ -453,6 +477,7 @@ impl Direct {
     /// Up to `size` bytes of handle `fh` from `offset` (fewer at the end).
     pub async fn read(&self, fh: u64, offset: u64, size: usize) -> DirectResult<Vec<u8>> {
         self.opened(fh, true, false)?;
+        file_range(offset, size)?;
         let mut data = Vec::with_capacity(size.min(64 << 20));
         while data.len() < size {
             let want = (size - data.len()).min(IO_PIECE);
@@ -468,23 +493,40 @@ impl Direct {
         Ok(data)
     }
 
-    /// Writes all of `data` to handle `fh` at `offset`.
-    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> DirectResult<()> {
+    /// Writes `data` to handle `fh` at `offset`, as pwrite(2) does: the
+    /// count written, short only where the largest file ends (the rest
+    /// would be EFBIG, which the call answers when nothing was written).
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> DirectResult<usize> {
         self.opened(fh, false, true)?;
+        file_range(offset, data.len())?;
         let mut done = 0;
         while done < data.len() {
             let end = (done + IO_PIECE).min(data.len());
             let at = offset + done as u64;
-            let n = self
+            let n = match self
                 .vfs
                 .write(fh, at, &data[done..end], self.caller())
-                .await?;
+                .await
+            {
+                Ok(n) => n as usize,
+                Err(libc::EFBIG) if done > 0 => break,
+                Err(e) => return Err(e),
+            };
             if n == 0 {
                 return Err(libc::EIO);
             }
-            done += n as usize;
+            done += n;
         }
-        Ok(())
+        Ok(done)
+    }
+
+    /// Writes all of `data` to handle `fh` at `offset` (EFBIG if the
+    /// largest file ends before it does).
+    pub async fn write_all(&self, fh: u64, offset: u64, data: &[u8]) -> DirectResult<()> {
+        match self.write(fh, offset, data).await? {
+            n if n == data.len() => Ok(()),
+            _ => Err(libc::EFBIG),
+        }
     }
 
     /// Commits the pending writes of handle `fh` (close-to-open: other
@@ -676,32 +718,82 @@ impl Direct {
     }
 
     /// The directory that holds `path`'s last component, and that name.
-    async fn parent_of<'p>(&self, path: &'p [u8]) -> DirectResult<(u64, &'p [u8])> {
+    /// A path ending in "." or "..", or naming the root, has no name to
+    /// make or remove: once its directories are walked (their errors come
+    /// first, as in Linux's walk), it answers what Linux answers that call.
+    async fn parent_of<'p>(&self, path: &'p [u8], dots: Dots) -> DirectResult<(u64, &'p [u8])> {
+        if path.len() >= PATH_MAX {
+            return Err(libc::ENAMETOOLONG);
+        }
         let trimmed = trim_slashes(path);
         let (dir, name) = match trimmed.iter().rposition(|&c| c == b'/') {
             Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
             None => (&b""[..], trimmed),
         };
-        if name.is_empty() || name == b"." || name == b".." {
-            return Err(if name.is_empty() {
-                libc::EEXIST
-            } else {
-                libc::EINVAL
-            });
-        }
-        if name.len() > 255 {
-            return Err(libc::ENAMETOOLONG);
-        }
-        let dir = self.resolve(dir, true).await?;
+        let refusal = match name {
+            b"" => Some(dots.root),
+            b"." => Some(dots.dot),
+            b".." => Some(dots.dotdot),
+            _ if name.len() > 255 => Some(libc::ENAMETOOLONG),
+            _ => None,
+        };
+        let dir = match name.is_empty() {
+            true => self.resolve(b"", true).await?,
+            false => self.resolve(dir, true).await?,
+        };
         if dir.kind != NodeType::Dir {
             return Err(libc::ENOTDIR);
         }
-        Ok((dir.inode, name))
+        match refusal {
+            Some(errno) => Err(errno),
+            None => Ok((dir.inode, name)),
+        }
+    }
+
+    /// Where an O_CREAT of `name` in `parent` makes its file: there, or
+    /// where the symlinks it names lead (a dangling one's target).
+    async fn creation_target(&self, parent: u64, name: &[u8]) -> DirectResult<(u64, Vec<u8>)> {
+        let (mut parent, mut name) = (parent, name.to_vec());
+        for _ in 0..MAX_LINKS {
+            let attr = match self.lookup(parent, &name).await {
+                Err(libc::ENOENT) => return Ok((parent, name)),
+                found => found?,
+            };
+            if attr.kind != NodeType::Symlink {
+                return Ok((parent, name));
+            }
+            let target = self.vfs.readlink(attr.inode).await?;
+            let trimmed = trim_slashes(&target);
+            let (dir, last) = match trimmed.iter().rposition(|&c| c == b'/') {
+                Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+                None => (&b""[..], trimmed),
+            };
+            if matches!(last, b"" | b"." | b"..") {
+                return Err(libc::EISDIR);
+            }
+            if last.len() > 255 {
+                return Err(libc::ENAMETOOLONG);
+            }
+            let start = match target.first() {
+                Some(b'/') => self.vfs.config.root,
+                _ => parent,
+            };
+            let start = self.vfs.getattr(start).await?;
+            let dir = self.walk(vec![start], dir, true).await?;
+            if dir.kind != NodeType::Dir {
+                return Err(libc::ENOTDIR);
+            }
+            (parent, name) = (dir.inode, last.to_vec());
+        }
+        Err(libc::ELOOP)
     }
 
     /// The node `path` names (from the root), symlinks followed on the
     /// way and, when `follow`, at the end.
     async fn resolve(&self, path: &[u8], follow: bool) -> DirectResult<Attr> {
+        if path.len() >= PATH_MAX {
+            return Err(libc::ENAMETOOLONG);
+        }
         let root = self.vfs.getattr(self.vfs.config.root).await?;
         self.walk(vec![root], path, follow).await
     }
@@ -769,6 +861,53 @@ fn process_groups(uid: u32, gid: u32) -> Option<Vec<u32>> {
 }
 
 /// `path` without leading and trailing slashes.
+/// A read or write range whose end is past the largest file offset Linux
+/// has (2^63 - 1) is EINVAL, as the kernel answers it before any file
+/// system sees it.
+fn file_range(offset: u64, len: usize) -> DirectResult<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// Linux's longest path argument, its NUL included (longer: ENAMETOOLONG).
+const PATH_MAX: usize = libc::PATH_MAX as usize;
+
+/// What a call answers when its path ends in "." (`dot`) or ".." (`dotdot`)
+/// or names the root (`root`), as Linux answers it.
+#[derive(Debug, Clone, Copy)]
+struct Dots {
+    dot: i32,
+    dotdot: i32,
+    root: i32,
+}
+
+impl Dots {
+    /// mkdir, mknod, symlink, link: the name exists.
+    const MAKE: Dots = Dots::all(libc::EEXIST);
+    /// unlink: it is a directory.
+    const UNLINK: Dots = Dots::all(libc::EISDIR);
+    /// rmdir: "." is invalid, ".." is not empty, the root is busy.
+    const RMDIR: Dots = Dots {
+        dot: libc::EINVAL,
+        dotdot: libc::ENOTEMPTY,
+        root: libc::EBUSY,
+    };
+    /// rename, from or to: busy.
+    const RENAME: Dots = Dots::all(libc::EBUSY);
+    /// open: a directory (opened by walking the whole path).
+    const OPEN: Dots = Dots::all(libc::EISDIR);
+
+    const fn all(errno: i32) -> Dots {
+        Dots {
+            dot: errno,
+            dotdot: errno,
+            root: errno,
+        }
+    }
+}
+
 fn trim_slashes(path: &[u8]) -> &[u8] {
     let start = path.iter().position(|&c| c != b'/').unwrap_or(path.len());
     let end = path

@@ -281,7 +281,7 @@ async fn write_body(d: &Direct, fh: u64, body: Option<StreamingBlob>) -> S3Resul
             md5.update(&chunk);
             pending.extend_from_slice(&chunk);
             if pending.len() >= WRITE_PIECE {
-                d.write(fh, offset, &pending)
+                d.write_all(fh, offset, &pending)
                     .await
                     .map_err(|e| s3_error(e, "writing the object"))?;
                 offset += pending.len() as u64;
@@ -290,7 +290,7 @@ async fn write_body(d: &Direct, fh: u64, body: Option<StreamingBlob>) -> S3Resul
         }
     }
     if !pending.is_empty() {
-        d.write(fh, offset, &pending)
+        d.write_all(fh, offset, &pending)
             .await
             .map_err(|e| s3_error(e, "writing the object"))?;
         offset += pending.len() as u64;

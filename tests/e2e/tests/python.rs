@@ -77,6 +77,11 @@ fn the_package_refuses_what_permissions_and_quotas_refuse() {
 }
 
 #[test]
+fn hostile_arguments_through_the_package_answer_as_the_mount_does() {
+    pytest("py-hostile", "test_hostile.py");
+}
+
+#[test]
 fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
     let v = Volume::new("py-gateway");
     let m = v.mount("m", &[]);

@@ -324,7 +324,7 @@ impl Writer for JfsWriter {
     async fn write(&mut self, data: Bytes) -> anyhow::Result<()> {
         let fh = self.fh.expect("a writer writes until it finishes");
         self.direct
-            .write(fh, self.offset, &data)
+            .write_all(fh, self.offset, &data)
             .await
             .map_err(errno)
             .with_context(|| format!("cannot write {}", self.shown))?;
