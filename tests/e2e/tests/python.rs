@@ -81,9 +81,11 @@ fn hostile_arguments_through_the_package_answer_as_the_mount_does() {
     pytest("py-hostile", "test_hostile.py");
 }
 
-#[test]
-fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
-    let v = Volume::new("py-gateway");
+/// Runs tests/python/`file` against a gateway of a fresh volume and a
+/// mount of it (JFS_TEST_S3_ENDPOINT, JFS_TEST_S3_KEYS, JFS_TEST_BLOCKS);
+/// the gateway's session ends with it.
+fn gateway_pytest(name: &str, file: &str) {
+    let v = Volume::new(name);
     let m = v.mount("m", &[]);
     let gateway = Gateway::start(&v);
     let env = [
@@ -94,10 +96,20 @@ fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
         ),
         ("JFS_TEST_BLOCKS", v.bucket().display().to_string()),
     ];
-    pytest_with(&v, &m, "test_gateway.py", &env);
+    pytest_with(&v, &m, file, &env);
     let sessions =
         || v.sql("SELECT count(*) FROM jfs.session WHERE info->>'client' LIKE 'gateway%'");
     assert_eq!(sessions(), "1");
     drop(gateway);
     assert_eq!(sessions(), "0", "the gateway's session ends with it");
+}
+
+#[test]
+fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
+    gateway_pytest("py-gateway", "test_gateway.py");
+}
+
+#[test]
+fn hostile_arguments_through_the_gateway_answer_as_the_mount_does() {
+    gateway_pytest("py-gateway-hostile", "test_gateway_hostile.py");
 }
