@@ -147,7 +147,7 @@ impl Vfs {
     async fn compact_step(&self, node: &str, who: &Requester) -> Result<String, String> {
         let text = |e: i32| std::io::Error::from_raw_os_error(e).to_string();
         let attr = self.node(node, who).await?;
-        self.may_compact(&attr, who)?;
+        self.may_compact(&attr, who).await?;
         let root = attr.inode;
         let fragmented = self
             .meta

@@ -184,6 +184,25 @@ fn os_error(e: i32) -> String {
 }
 
 impl Vfs {
+    /// Whether `who` has all of `want` on `attr`'s node: its access ACL
+    /// decides where ACLs are on, its mode bits otherwise.
+    async fn grants(&self, who: &Requester, attr: &Attr, want: u32) -> Result<bool, String> {
+        self.allows(who, attr, want).await.map_err(os_error)
+    }
+
+    /// Whether `who` may remove or rename `entry` of directory `dir`: write
+    /// and search on it (by its ACL), and the sticky bit's rule.
+    async fn may_unlink_entry(
+        &self,
+        who: &Requester,
+        dir: &Attr,
+        entry: &Attr,
+    ) -> Result<bool, String> {
+        let sticky = dir.mode & 0o1000 != 0;
+        let owns = who.is_root() || who.uid == dir.uid || who.uid == entry.uid;
+        Ok(self.grants(who, dir, WRITE | SEARCH).await? && (!sticky || owns))
+    }
+
     /// The attributes of `inode` if `who` can reach it: it lies in this
     /// mount's tree and `who` may search every directory above it (up to
     /// the mount's root).
@@ -198,7 +217,7 @@ impl Vfs {
                 ));
             }
             at = self.getattr(at.parent).await.map_err(os_error)?;
-            if !who.may(&at, SEARCH) {
+            if !self.grants(who, &at, SEARCH).await? {
                 return Err(denied("no search permission on a directory above", inode));
             }
         }
@@ -226,7 +245,7 @@ impl Vfs {
         let parent = self.inode_of(parent.parse().map_err(|_| bad())?);
         let name = super::control::hex(name).map_err(|_| bad())?;
         let dir = self.reach(parent, who).await?;
-        if !who.may(&dir, SEARCH) {
+        if !self.grants(who, &dir, SEARCH).await? {
             return Err(denied("no search permission on the directory", parent));
         }
         self.meta
@@ -246,7 +265,7 @@ impl Vfs {
         who: &Requester,
     ) -> Result<Removable, String> {
         let dir = self.reach(parent, who).await?;
-        if !who.may(&dir, SEARCH) {
+        if !self.grants(who, &dir, SEARCH).await? {
             return Err(denied("no search permission on the directory", parent));
         }
         let top = self
@@ -269,7 +288,7 @@ impl Vfs {
         name: &[u8],
         who: &Requester,
     ) -> Result<Removable, String> {
-        let itself = who.may_unlink(dir, entry);
+        let itself = self.may_unlink_entry(who, dir, entry).await?;
         let refused = || Part {
             whole: Vec::new(),
             refused: 1,
@@ -279,7 +298,7 @@ impl Vfs {
                 dir.inode
             ),
         };
-        if entry.kind != NodeType::Dir || !who.may(entry, READ | WRITE | SEARCH) {
+        if entry.kind != NodeType::Dir || !self.grants(who, entry, READ | WRITE | SEARCH).await? {
             // (a directory it may not empty is left whole)
             return Ok(match itself && entry.kind != NodeType::Dir {
                 true => Removable::Whole,
@@ -335,41 +354,38 @@ impl Vfs {
         who: &Requester,
     ) -> Result<(), String> {
         let dir = self.reach(dst_parent, who).await?;
-        if !who.may(&dir, WRITE | SEARCH) {
+        if !self.grants(who, &dir, WRITE | SEARCH).await? {
             return Err(denied("may not make entries in the directory", dst_parent));
         }
-        let readable = |attr: &Attr| match attr.kind {
-            NodeType::Dir => who.may(attr, READ | SEARCH),
-            NodeType::File => who.may(attr, READ),
-            _ => true,
-        };
-        if !readable(&source) {
+        if !self.readable(who, &source).await? {
             return Err(denied("may not read", source.inode));
         }
         if who.is_root() || source.kind != NodeType::Dir {
             return Ok(());
         }
-        self.walk(source, |_, entry| match readable(entry) {
-            true => Ok(()),
-            false => Err(denied("may not read", entry.inode)),
-        })
-        .await
+        self.all_readable(source, who).await
+    }
+
+    /// Whether `who` may read `attr`'s node as `cp -r` reads it: a
+    /// directory listed and searched, a file read.
+    async fn readable(&self, who: &Requester, attr: &Attr) -> Result<bool, String> {
+        match attr.kind {
+            NodeType::Dir => self.grants(who, attr, READ | SEARCH).await,
+            NodeType::File => self.grants(who, attr, READ).await,
+            _ => Ok(true),
+        }
     }
 
     /// Checks that `who` may ask for a compaction of `attr`'s node: write on it.
-    pub(super) fn may_compact(&self, attr: &Attr, who: &Requester) -> Result<(), String> {
-        match who.may(attr, WRITE) {
+    pub(super) async fn may_compact(&self, attr: &Attr, who: &Requester) -> Result<(), String> {
+        match self.grants(who, attr, WRITE).await? {
             true => Ok(()),
             false => Err(denied("may not write", attr.inode)),
         }
     }
 
-    /// Calls `check(directory, entry)` for every entry below directory
-    /// `top` (entries of directories the checks let through).
-    async fn walk<F>(&self, top: Attr, check: F) -> Result<(), String>
-    where
-        F: Fn(&Attr, &Attr) -> Result<(), String>,
-    {
+    /// Checks that `who` may read every entry below directory `top`.
+    async fn all_readable(&self, top: Attr, who: &Requester) -> Result<(), String> {
         let mut dirs = vec![top];
         while let Some(dir) = dirs.pop() {
             let mut cookie = 0;
@@ -380,7 +396,9 @@ impl Vfs {
                     .await
                     .map_err(|e| os_error(e.errno()))?;
                 for entry in &page {
-                    check(&dir, &entry.attr)?;
+                    if !self.readable(who, &entry.attr).await? {
+                        return Err(denied("may not read", entry.attr.inode));
+                    }
                     if entry.attr.kind == NodeType::Dir {
                         dirs.push(entry.attr.clone());
                     }

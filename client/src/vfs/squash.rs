@@ -197,7 +197,7 @@ impl Vfs {
     /// permission bits, or, on a volume with ACLs on, by its access ACL as
     /// the kernel evaluates it for a mount's callers (a call to the
     /// database unless `me` is root or the owner).
-    async fn allows(&self, me: &Requester, attr: &Attr, want: u32) -> VfsResult<bool> {
+    pub(super) async fn allows(&self, me: &Requester, attr: &Attr, want: u32) -> VfsResult<bool> {
         if !self.volume.enable_acl || me.is_root() || me.uid == attr.uid {
             return Ok(me.may(attr, want));
         }

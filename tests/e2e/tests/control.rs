@@ -41,7 +41,7 @@ fn ask_as(uid: u32, groups: &[u32], mount: &Path, request: &str) -> String {
         .unwrap();
     assert!(
         out.status.success(),
-        "uid {uid} could not use the control file: {}",
+        "uid {uid} could not use the control file for {request:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -306,4 +306,86 @@ fn summaries_show_other_users_only_what_they_could_list() {
         answer.contains(&format!(" {}\n", hex("alice/private"))),
         "{answer}"
     );
+}
+
+/// On a volume with ACLs on, a request is checked against the access ACLs
+/// as the kernel checks the system calls it stands for: a named entry
+/// refuses what the mode bits alone would grant, and grants what they
+/// alone would refuse.
+#[test]
+fn control_requests_are_checked_against_posix_acls() {
+    let v = Volume::with_options("control-acl", &["--enable-acl"]);
+    let m = v.mount("a", &["--allow-other"]);
+    let p = |rel: &str| m.p(rel);
+    let setfacl = |spec: &str, rel: &str| {
+        let out = Command::new("setfacl")
+            .args(["-m", spec])
+            .arg(p(rel))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "setfacl {spec} {rel}: {out:?}");
+    };
+    let bob = |request: String| ask_as(BOB, &[], &m.path, &request);
+    // bits that grant BOB everything, entries that refuse him
+    dir(&p("open"), 0o777, 0, 0);
+    file(&p("open/x"), 0o666, 0, 0);
+    setfacl(&format!("u:{BOB}:r-x"), "open");
+    dir(&p("hidden"), 0o755, 0, 0);
+    dir(&p("hidden/sub"), 0o777, 0, 0);
+    file(&p("hidden/sub/f"), 0o666, 0, 0);
+    setfacl(&format!("u:{BOB}:---"), "hidden");
+    file(&p("readonly"), 0o666, 0, 0);
+    setfacl(&format!("u:{BOB}:r--"), "readonly");
+    dir(&p("unreadable"), 0o755, 0, 0);
+    file(&p("unreadable/f"), 0o644, 0, 0);
+    setfacl(&format!("u:{BOB}:---"), "unreadable");
+    dir(&p("bobs"), 0o755, BOB, BOB);
+
+    let answer = bob(format!("rmr {} {}", ino(&p("open")), hex("x")));
+    assert!(refused(&answer), "rmr where an ACL refuses write: {answer}");
+    assert!(p("open/x").exists());
+    let answer = bob(format!("info {}", node(&p("hidden/sub/f"))));
+    assert!(
+        refused(&answer),
+        "info below an ACL refusing search: {answer}"
+    );
+    let answer = bob(format!("rmr {} {}", ino(&p("hidden/sub")), hex("f")));
+    assert!(
+        refused(&answer),
+        "rmr below an ACL refusing search: {answer}"
+    );
+    let answer = bob(format!("compact {}", node(&p("readonly"))));
+    assert!(
+        refused(&answer),
+        "compact where an ACL refuses write: {answer}"
+    );
+    let answer = bob(format!(
+        "clone {} {} {}",
+        ino(&p("unreadable")),
+        ino(&p("bobs")),
+        hex("copy")
+    ));
+    assert!(
+        refused(&answer),
+        "clone where an ACL refuses read: {answer}"
+    );
+    assert!(!p("bobs/copy").exists());
+
+    // bits that refuse BOB, an entry that grants him
+    file(&p("granted"), 0o600, 0, 0);
+    setfacl(&format!("u:{BOB}:rw-"), "granted");
+    let answer = bob(format!("compact {}", node(&p("granted"))));
+    assert!(
+        answer.starts_with("compacted"),
+        "compact where an ACL grants write: {answer}"
+    );
+    dir(&p("team"), 0o700, 0, 0);
+    file(&p("team/f"), 0o600, 0, 0);
+    setfacl(&format!("u:{BOB}:rwx"), "team");
+    let answer = bob(format!("rmr {} {}", ino(&p("team")), hex("f")));
+    assert!(
+        answer.contains("done"),
+        "rmr where an ACL grants write: {answer}"
+    );
+    assert!(!p("team/f").exists());
 }

@@ -2,7 +2,7 @@
 //! `system.posix_acl_*` xattrs (stored as ACL rows when the volume has
 //! them on; see `vfs/acl.rs`).
 use crate::meta::SetAttr;
-use crate::vfs::{acl, errno, Caller, Vfs, VfsResult};
+use crate::vfs::{acl, errno, Caller, Vfs, VfsResult, CONTROL_INODE};
 
 /// The xattr the kernel asks for before a file's first write (to strip
 /// file capabilities), which a file this mount just made cannot have.
@@ -16,6 +16,11 @@ const CAPABILITY_VIEW_AGE: std::time::Duration = std::time::Duration::from_secs(
 
 impl Vfs {
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> VfsResult<Vec<u8>> {
+        // (the control file is no node of the volume: it has no xattr, and
+        // no ACL for the kernel to check beyond its mode)
+        if inode == CONTROL_INODE {
+            return Err(libc::ENODATA);
+        }
         if acl::is_acl(name) {
             if !self.volume.enable_acl {
                 // no ACL beyond the mode is kept (see acl.rs)
@@ -77,6 +82,9 @@ impl Vfs {
         flags: i32,
     ) -> VfsResult<()> {
         self.writable()?;
+        if inode == CONTROL_INODE {
+            return Err(libc::EPERM);
+        }
         if acl::is_acl(name) {
             return self.set_acl(caller, inode, name, value).await;
         }
@@ -189,6 +197,9 @@ impl Vfs {
     }
 
     pub async fn listxattr(&self, inode: u64) -> VfsResult<Vec<Vec<u8>>> {
+        if inode == CONTROL_INODE {
+            return Ok(Vec::new());
+        }
         self.settle_created(inode).await?;
         // with ACLs on, the procedure lists the ACLs a node has
         self.meta.listxattr(inode).await.map_err(errno)
@@ -196,6 +207,9 @@ impl Vfs {
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
+        if inode == CONTROL_INODE {
+            return Err(libc::EPERM);
+        }
         if acl::is_acl(name) && !self.volume.enable_acl {
             // there is none beyond the mode to remove
             return Ok(());
