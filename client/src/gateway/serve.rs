@@ -133,6 +133,15 @@ impl Drop for BusyGuard {
     }
 }
 
+/// Whether a request has a body (which the answer may leave unread).
+fn has_body<B>(req: &hyper::Request<B>) -> bool {
+    let headers = req.headers();
+    headers.contains_key(hyper::header::TRANSFER_ENCODING)
+        || headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .is_some_and(|n| n.as_bytes() != b"0")
+}
+
 /// A response body that keeps its connection counted busy until it is
 /// sent (a large GET streams long after the service answered).
 pub struct Counted {
@@ -289,9 +298,20 @@ pub async fn serve(
         tokio::spawn(async move {
             let counted = hyper::service::service_fn(move |req| {
                 let guard = BusyGuard::new(&busy);
+                let has_body = has_body(&req);
                 let call = hyper::service::Service::call(&service, req);
                 async move {
-                    let response = call.await?;
+                    let mut response = call.await?;
+                    // an error may come before the body is read (a client
+                    // waiting on Expect: 100-continue never sends it): the
+                    // connection ends with it, so that no byte of the next
+                    // request is read as this one's body
+                    if has_body && !response.status().is_success() {
+                        response.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            hyper::header::HeaderValue::from_static("close"),
+                        );
+                    }
                     Ok::<_, s3s::HttpError>(response.map(|body| Counted {
                         inner: Box::pin(body),
                         _busy: guard,
