@@ -36,6 +36,8 @@ NAMES = [
     b" ",
     b"-rf",
     "caf\u00e9 \U0001F600".encode(),
+    b"plain/",
+    b"-rf//",
 ]
 
 # (0x7FFFFFFF: every bit os.chmod passes on; the kernel keeps 0o7777 of them)

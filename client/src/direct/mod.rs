@@ -314,6 +314,14 @@ impl Direct {
         target: Option<&[u8]>,
     ) -> DirectResult<Attr> {
         let (parent, name) = self.parent_of(path, Dots::MAKE).await?;
+        // a trailing slash asks for a directory: only mkdir makes one
+        if kind != NodeType::Dir && trailing_slash(path) {
+            return match self.lookup(parent, name).await {
+                Ok(_) => Err(libc::EEXIST),
+                Err(libc::ENOENT) => Err(libc::ENOENT),
+                Err(e) => Err(e),
+            };
+        }
         let node = self.new_node(kind, mode, target);
         let make = self.vfs.mknod(parent, name, &node);
         match self
@@ -347,6 +355,13 @@ impl Direct {
     /// unlink(2) of `path` (EISDIR for a directory, as Linux says EISDIR).
     pub async fn unlink(&self, path: &[u8]) -> DirectResult<()> {
         let (parent, name) = self.parent_of(path, Dots::UNLINK).await?;
+        if trailing_slash(path) {
+            let found = self.lookup(parent, name).await?;
+            return Err(match found.kind {
+                NodeType::Dir => libc::EISDIR,
+                _ => libc::ENOTDIR,
+            });
+        }
         let need = Need::Remove { parent, name };
         self.vfs
             .checked(&self.who, need, self.vfs.unlink(parent, name))
@@ -366,6 +381,12 @@ impl Direct {
     pub async fn rename(&self, from: &[u8], to: &[u8]) -> DirectResult<()> {
         let (parent, name) = self.parent_of(from, Dots::RENAME).await?;
         let (new_parent, new_name) = self.parent_of(to, Dots::RENAME).await?;
+        // a trailing slash on either side asks for a directory to move
+        if (trailing_slash(from) || trailing_slash(to))
+            && self.lookup(parent, name).await?.kind != NodeType::Dir
+        {
+            return Err(libc::ENOTDIR);
+        }
         let need = Need::moving(parent, name, new_parent, new_name);
         let op = self.vfs.rename(parent, name, new_parent, new_name, 0);
         self.vfs.checked(&self.who, need, op).await
@@ -407,6 +428,20 @@ impl Direct {
     async fn open_file(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {
         // (a path ending in "." or ".." names a directory: Dots::OPEN)
         let last = self.parent_of(path, Dots::OPEN).await;
+        if trailing_slash(path) {
+            if let Ok((parent, name)) = last {
+                // a directory is asked for: O_CREAT is EISDIR whatever the
+                // name holds (Linux checks it before looking), else it
+                // must be one
+                if f.create {
+                    return Err(libc::EISDIR);
+                }
+                return match self.lookup_following(parent, name, true).await? {
+                    attr if attr.kind != NodeType::Dir => Err(libc::ENOTDIR),
+                    attr => self.open_found(attr, f).await,
+                };
+            }
+        }
         let found = match last {
             Err(libc::EISDIR) => self.resolve(path, true).await,
             Err(e) => return Err(e),
@@ -443,7 +478,12 @@ impl Direct {
             }
             Err(e) => return Err(e),
         };
-        // (O_CREAT on a directory is EISDIR even for reading, as in Linux)
+        self.open_found(attr, f).await
+    }
+
+    /// Opens the node `attr` an open of `f` found (O_CREAT on a directory
+    /// is EISDIR even for reading, as in Linux).
+    async fn open_found(&self, attr: Attr, f: OpenFlags) -> DirectResult<(u64, Attr)> {
         if attr.kind == NodeType::Dir && (f.write || f.create) {
             return Err(libc::EISDIR);
         }
@@ -795,6 +835,14 @@ impl Direct {
             return Err(libc::ENAMETOOLONG);
         }
         let root = self.vfs.getattr(self.vfs.config.root).await?;
+        // a trailing slash follows a last symlink and asks for a directory
+        if trailing_slash(path) {
+            let attr = self.walk(vec![root], path, true).await?;
+            return match attr.kind {
+                NodeType::Dir => Ok(attr),
+                _ => Err(libc::ENOTDIR),
+            };
+        }
         self.walk(vec![root], path, follow).await
     }
 
@@ -906,6 +954,12 @@ impl Dots {
             root: errno,
         }
     }
+}
+
+/// Whether `path` names something and ends in "/" (Linux then asks for a
+/// directory).
+fn trailing_slash(path: &[u8]) -> bool {
+    path.last() == Some(&b'/') && !trim_slashes(path).is_empty()
 }
 
 fn trim_slashes(path: &[u8]) -> &[u8] {
