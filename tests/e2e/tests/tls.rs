@@ -154,25 +154,35 @@ fn serve_certificate(pg: &Cluster, dir: &Path, name: &str) {
     );
 }
 
-#[test]
-fn mounts_speak_tls_to_postgres_and_check_whom_they_speak_to() {
+/// A directory (readable by the postgres user) with two CAs: `ca`, which
+/// signs the certificates made in it, and `other`.
+fn certificates() -> tempfile::TempDir {
     let certs = tempfile::tempdir().unwrap();
-    let dir = certs.path();
-    ok(Command::new("chmod").arg("755").arg(dir));
-    make_ca(dir, "ca");
-    make_ca(dir, "other");
-    make_server_cert(dir, "server", Some("subjectAltName=DNS:localhost"));
-    let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    ok(Command::new("chmod").arg("755").arg(certs.path()));
+    make_ca(certs.path(), "ca");
+    make_ca(certs.path(), "other");
+    certs
+}
+
+/// A volume on a private cluster serving certificate `cert` (of `dir`)
+/// whose TCP connections must be TLS (the unix socket stays for the
+/// test's own psql).
+fn tls_only_volume(name: &str, dir: &Path, cert: &str) -> PrivateVolume {
+    let file = |ext: &str| {
+        dir.join(format!("{cert}.{ext}"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
     let s = PrivateVolume::new(
-        "tls",
+        name,
         &[
             "ssl = on",
-            &format!("ssl_cert_file = '{}'", file("server.crt")),
-            &format!("ssl_key_file = '{}'", file("server.key")),
+            &format!("ssl_cert_file = '{}'", file("crt")),
+            &format!("ssl_key_file = '{}'", file("key")),
             "listen_addresses = '127.0.0.1'",
         ],
     );
-    // TCP takes TLS only; the unix socket stays for the test's own psql
     let hba = s.pg.dir.join("data/pg_hba.conf");
     fs::write(
         &hba,
@@ -181,6 +191,16 @@ fn mounts_speak_tls_to_postgres_and_check_whom_they_speak_to() {
     .unwrap();
     ok(Command::new("chown").arg("postgres").arg(&hba));
     s.pg.pg_ctl("reload");
+    s
+}
+
+#[test]
+fn mounts_speak_tls_to_postgres_and_check_whom_they_speak_to() {
+    let certs = certificates();
+    let dir = certs.path();
+    make_server_cert(dir, "server", Some("subjectAltName=DNS:localhost"));
+    let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let s = tls_only_volume("tls", dir, "server");
     let url = |host: &str, options: &str| {
         format!(
             "postgres://{PRIVATE_CLIENT}@{host}:{}/vol?{options}",
@@ -220,34 +240,15 @@ fn mounts_speak_tls_to_postgres_and_check_whom_they_speak_to() {
 /// both or refused by both, for the same reason in the host name cases.
 #[test]
 fn tls_options_mean_what_they_mean_in_libpq() {
-    let certs = tempfile::tempdir().unwrap();
+    let certs = certificates();
     let dir = certs.path();
-    ok(Command::new("chmod").arg("755").arg(dir));
-    make_ca(dir, "ca");
-    make_ca(dir, "other");
     make_server_cert(dir, "san", Some("subjectAltName=DNS:localhost"));
     make_server_cert(dir, "v1", None);
     make_server_cert(dir, "cn", Some("basicConstraints=CA:FALSE"));
     make_server_cert(dir, "ip", Some("subjectAltName=IP:127.0.0.1"));
     make_client_cert(dir);
     let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
-    let s = PrivateVolume::new(
-        "tls-cases",
-        &[
-            "ssl = on",
-            &format!("ssl_cert_file = '{}'", file("san.crt")),
-            &format!("ssl_key_file = '{}'", file("san.key")),
-            "listen_addresses = '127.0.0.1'",
-        ],
-    );
-    let hba = s.pg.dir.join("data/pg_hba.conf");
-    fs::write(
-        &hba,
-        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 reject\n",
-    )
-    .unwrap();
-    ok(Command::new("chown").arg("postgres").arg(&hba));
-    s.pg.pg_ctl("reload");
+    let s = tls_only_volume("tls-cases", dir, "san");
     // no ~/.postgresql: each case says what it trusts
     let home = tempfile::tempdir().unwrap();
     let ca = format!("sslrootcert={}", file("ca.crt"));
