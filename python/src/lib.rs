@@ -224,13 +224,9 @@ impl Client {
     }
 
     fn chown(&self, py: Python<'_>, path: PathArg, uid: i64, gid: i64) -> PyResult<()> {
-        // -1 leaves an id as it is, as os.chown
-        let change = SetAttr {
-            uid: u32::try_from(uid).ok(),
-            gid: u32::try_from(gid).ok(),
-            ..SetAttr::default()
-        };
-        self.set_attr(py, &path, change)
+        let (uid, gid) = (chown_id(uid)?, chown_id(gid)?);
+        self.run(py, &path, async |d| d.chown(&path, uid, gid).await)
+            .map(drop)
     }
 
     fn truncate(&self, py: Python<'_>, path: PathArg, length: i64) -> PyResult<()> {
@@ -491,6 +487,21 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PathArg {
         let os = obj.py().import("os")?;
         let bytes = os.call_method1("fsencode", (obj,))?;
         Ok(PathArg(bytes.cast::<PyBytes>()?.as_bytes().to_vec()))
+    }
+}
+
+/// An id of os.chown: -1 (or its 32-bit form) leaves it as it is; one
+/// past 32 bits is an OverflowError, as os.chown raises it.
+fn chown_id(id: i64) -> PyResult<Option<u32>> {
+    match id {
+        -1 => Ok(None),
+        id => match u32::try_from(id) {
+            Ok(u32::MAX) => Ok(None),
+            Ok(id) => Ok(Some(id)),
+            Err(_) => Err(pyo3::exceptions::PyOverflowError::new_err(format!(
+                "id {id} is not a 32-bit user or group id"
+            ))),
+        },
     }
 }
 

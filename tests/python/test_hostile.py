@@ -4,9 +4,10 @@ The core's random hostile-argument run (tests/e2e/tests/hostile.rs) made
 through ``jfs.Client`` and, alike, through ``os`` on the FUSE mount of the
 same volume: names of 255 and 256 bytes, not UTF-8 (as Python spells them,
 ``os.fsdecode`` of the bytes), ".", "..", with control characters;
-symlinks in loops and with targets of 4095 and 4096 bytes; modes with
-file-type and unknown bits; offsets and lengths near every power of two up
-to 2**63, and negative ones. Each call must answer as the mount answers
+symlinks in loops and with targets of 4095 and 4096 bytes; trailing
+slashes; modes with file-type and unknown bits; times at the ends of an
+i64 of nanoseconds; ids of 32 bits and past them; offsets and lengths
+near every power of two up to 2**63, and negative ones. Each call must answer as the mount answers
 (the same errno, or success), a file written at hostile offsets must hold
 the same bytes as its twin written through the mount, and the two
 directories must list the same names. A failure prints the seed and the
@@ -99,7 +100,7 @@ def run(client, mount, seed, ops):
     trail = []
     for op in range(ops):
         name = rng.choice(NAMES)
-        what = rng.randrange(10)
+        what = rng.randrange(12)
         said = f"seed {seed}, op {op}: {what} {name!r}"
         trail = (trail + [said])[-12:]
         context = f"{said}; last ops {trail}"
@@ -175,6 +176,24 @@ def run(client, mount, seed, ops):
             same(context + " (stat after chmod)",
                  answer(lambda: kind(client.stat(jpath(name))[1])),
                  answer(lambda: kind(os.stat(mpath(name)).st_mode)))
+        elif what == 10:
+            # times at the ends of what a 64-bit count of nanoseconds holds
+            ns = rng.choice([0, -1, 1, 2**31, 2**32, 2**62, 2**63 - 1, -2**63, 10**18 + 5])
+            same(context + f" (utime {ns})",
+                 answer(lambda: client.utime(jpath(name), ns, ns)),
+                 answer(lambda: os.utime(mpath(name), ns=(ns, ns))))
+            same(context + f" (mtime after utime {ns})",
+                 answer(lambda: client.stat(jpath(name))[6]),
+                 answer(lambda: os.stat(mpath(name)).st_mtime_ns))
+        elif what == 11:
+            # (-1 leaves an id as it is; ids are 32 bits)
+            uid = rng.choice([-1, 0, 1000, 2**31 - 1, 2**32 - 2, 2**32 - 1, 2**32])
+            same(context + f" (chown {uid})",
+                 answer(lambda: client.chown(jpath(name), uid, -1)),
+                 answer(lambda: os.chown(mpath(name), uid, -1)))
+            same(context + f" (uid after chown {uid})",
+                 answer(lambda: client.stat(jpath(name))[2]),
+                 answer(lambda: os.stat(mpath(name)).st_uid))
         else:
             same(context + " (lstat)",
                  answer(lambda: kind(client.stat(jpath(name), False)[1])),

@@ -412,6 +412,37 @@ impl Direct {
             .await
     }
 
+    /// chown(2) of `path` (None leaves an id as it is). As in Linux, a chown
+    /// of anything but a directory, by anyone, also clears its setuid bit,
+    /// and its setgid bit where group execution is on: in the same change,
+    /// which needs only what the chown needs.
+    pub async fn chown(
+        &self,
+        path: &[u8],
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> DirectResult<Attr> {
+        let attr = self.resolve(path, true).await?;
+        let chown = SetAttr {
+            uid,
+            gid,
+            ..SetAttr::default()
+        };
+        let need = Need::set_attr(attr.inode, &chown);
+        let mut change = chown;
+        if attr.kind != NodeType::Dir {
+            let mode = self.vfs.getattr_fresh(attr.inode).await?.mode & 0o7777;
+            let group_exec = mode & libc::S_IXGRP != 0;
+            let kill = (mode & libc::S_ISUID) | if group_exec { mode & libc::S_ISGID } else { 0 };
+            if kill != 0 {
+                change.mode = Some(mode & !kill);
+            }
+        }
+        self.vfs
+            .checked(&self.who, need, self.vfs.setattr(attr.inode, &change))
+            .await
+    }
+
     /// Opens (and with `create`, makes with `mode`) file `path`: a handle
     /// for `read`, `write`, `flush`, `fsync` and `close`, and its attributes.
     pub async fn open(&self, path: &[u8], f: OpenFlags, mode: u32) -> DirectResult<(u64, Attr)> {

@@ -179,8 +179,11 @@ fn kernel_time_to_ns(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(_) => time_to_ns(t),
         Err(e) => {
+            // (in i128: -2^63 ns is -9223372037 s + 145224192 ns, whose
+            // seconds alone are past an i64 of nanoseconds)
             let d = e.duration();
-            -(d.as_secs() as i64).saturating_mul(1_000_000_000) + i64::from(d.subsec_nanos())
+            let ns = -(d.as_secs() as i128) * 1_000_000_000 + i128::from(d.subsec_nanos());
+            ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64
         }
     }
 }
@@ -246,5 +249,11 @@ mod tests {
         assert_eq!(kernel_time_to_ns(whole), -5_000_000_000);
         let after = UNIX_EPOCH + Duration::new(5, 7);
         assert_eq!(kernel_time_to_ns(after), 5_000_000_007);
+        // the earliest time an i64 of nanoseconds holds, as utimensat
+        // sends it: (-9223372037 s, 145224192 ns)
+        let earliest = UNIX_EPOCH - Duration::new(9_223_372_037, 145_224_192);
+        assert_eq!(kernel_time_to_ns(earliest), i64::MIN);
+        let before = UNIX_EPOCH - Duration::new(9_223_372_038, 0);
+        assert_eq!(kernel_time_to_ns(before), i64::MIN, "clamped");
     }
 }

@@ -62,12 +62,14 @@ pub fn ns_to_time(ns: i64) -> SystemTime {
     }
 }
 
-/// A `SystemTime` as nanoseconds since the epoch.
+/// A `SystemTime` as nanoseconds since the epoch (exact where an i64
+/// holds it, the nearest end of that range beyond).
 pub fn time_to_ns(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_nanos() as i64,
-        Err(e) => -(e.duration().as_nanos() as i64),
-    }
+    let ns = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    };
+    ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// Turns an errno column into an error.
@@ -98,4 +100,29 @@ pub(super) fn attr_from_row(row: &Row) -> Result<Attr> {
         tier: row.try_get::<_, Option<i16>>("tier")?.unwrap_or(0) as u8,
         used: row.try_get::<_, Option<i64>>("used")?.unwrap_or(0).max(0) as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_to_the_ends_of_an_i64_and_clamp_beyond() {
+        for ns in [
+            i64::MIN,
+            i64::MIN + 1,
+            -1_000_000_001,
+            -1,
+            0,
+            1,
+            i64::MAX - 1,
+            i64::MAX,
+        ] {
+            assert_eq!(time_to_ns(ns_to_time(ns)), ns, "{ns}");
+        }
+        let past = ns_to_time(i64::MIN) - Duration::from_secs(1);
+        assert_eq!(time_to_ns(past), i64::MIN);
+        let future = ns_to_time(i64::MAX) + Duration::from_secs(1);
+        assert_eq!(time_to_ns(future), i64::MAX);
+    }
 }
