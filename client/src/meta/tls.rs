@@ -6,7 +6,8 @@
 //! - `sslmode`: `disable` never, `allow`/`prefer` (the default) when the
 //!   server offers it, `require` always, `verify-ca` always with a chain to
 //!   a trusted CA, `verify-full` as verify-ca and for the host connected to.
-//! - The CA file is `sslrootcert`, else `~/.postgresql/root.crt`. When it
+//! - The CA file is `sslrootcert`, else `~/.postgresql/root.crt`, and only
+//!   its CAs are trusted (not the system's). When it
 //!   exists the certificate is checked in every mode (so `require` acts as
 //!   `verify-ca`); when it does not, the verify modes are refused and the
 //!   others go on unchecked. `sslrootcert=system` trusts the system's CAs
@@ -32,7 +33,8 @@ use std::sync::{Arc, Mutex};
 use openssl::error::ErrorStack;
 use openssl::nid::Nid;
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode, SslVersion};
-use openssl::x509::{X509Ref, X509VerifyResult};
+use openssl::x509::store::{X509Store, X509StoreBuilder};
+use openssl::x509::{X509Ref, X509VerifyResult, X509};
 use postgres_openssl::{TlsConnector, TlsStream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::config::SslMode;
@@ -134,14 +136,11 @@ impl TlsOptions {
         };
         let mut builder = SslConnector::builder(SslMethod::tls_client())?;
         builder.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        // (the builder starts out trusting the system's CAs: libpq trusts
+        // only the file given, so the store is replaced by one holding it)
         match &roots {
             Roots::None => builder.set_verify(SslVerifyMode::NONE),
-            Roots::File(file) => builder.set_ca_file(file).map_err(|e| {
-                anyhow::anyhow!(
-                    "could not read root certificate file \"{}\": {e}",
-                    file.display()
-                )
-            })?,
+            Roots::File(file) => builder.set_cert_store(ca_store(file)?),
             Roots::System => builder.set_default_verify_paths()?,
         }
         if let Some((cert, key)) = self.client_cert()? {
@@ -238,6 +237,29 @@ impl TlsOptions {
         );
         Ok(Some((cert, key)))
     }
+}
+
+/// A certificate store holding the CA certificates of PEM file `file`
+/// and nothing else.
+fn ca_store(file: &Path) -> anyhow::Result<X509Store> {
+    let unreadable = |e: &dyn std::fmt::Display| {
+        anyhow::anyhow!(
+            "could not read root certificate file \"{}\": {e}",
+            file.display()
+        )
+    };
+    let pem = std::fs::read(file).map_err(|e| unreadable(&e))?;
+    let certs = X509::stack_from_pem(&pem).map_err(|e| unreadable(&e))?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "could not read root certificate file \"{}\": no certificate in it",
+        file.display()
+    );
+    let mut store = X509StoreBuilder::new()?;
+    for cert in certs {
+        store.add_cert(cert)?;
+    }
+    Ok(store.build())
 }
 
 /// `~/.postgresql/NAME`, libpq's default for its TLS files.

@@ -96,12 +96,17 @@ fn make_client_cert(dir: &Path) {
         .arg(dir.join("client.key")));
 }
 
+/// The file under HOME that psql and jfs are told holds the system's CAs
+/// (OpenSSL's SSL_CERT_FILE).
+const SYSTEM_CAS: &str = "system-cas.pem";
+
 /// `jfs status META_URL` with HOME at `home`: its exit status and what
 /// it said.
 fn status(url: &str, home: &Path) -> (bool, String) {
     let out = jfs()
         .args(["status", url])
         .env("HOME", home)
+        .env("SSL_CERT_FILE", home.join(SYSTEM_CAS))
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -119,6 +124,7 @@ fn psql(url: &str, home: &Path) -> (bool, String) {
     let out = Command::new("psql")
         .args(["-XAtq", url, "-c", "SELECT 1"])
         .env("HOME", home)
+        .env("SSL_CERT_FILE", home.join(SYSTEM_CAS))
         .env("PGCONNECT_TIMEOUT", "5")
         .output()
         .unwrap();
@@ -249,8 +255,11 @@ fn tls_options_mean_what_they_mean_in_libpq() {
     make_client_cert(dir);
     let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let s = tls_only_volume("tls-cases", dir, "san");
-    // no ~/.postgresql: each case says what it trusts
+    // no ~/.postgresql: each case says what it trusts; the system's CAs
+    // include the one that signed the server's certificates, which a
+    // verify mode given another CA file must not trust (libpq does not)
     let home = tempfile::tempdir().unwrap();
+    fs::copy(dir.join("ca.crt"), home.path().join(SYSTEM_CAS)).unwrap();
     let ca = format!("sslrootcert={}", file("ca.crt"));
     let other = format!("sslrootcert={}", file("other.crt"));
     let client = format!(
