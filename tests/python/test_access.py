@@ -241,6 +241,41 @@ def test_acls_and_supplementary_groups_decide_as_the_kernel_does(meta_url, volum
     assert refused_to_nobody(meta_url, "only root may give the groups", groups=[0])
 
 
+def test_write_on_a_directory_from_its_acl_lets_another_users_files_go(
+        meta_url, volume, mount, scratch):
+    """Write permission on a directory granted by an ACL entry alone (its
+    mode 0755, another user's) lets nobody remove and rename files it does
+    not own there, as the kernel does on the mount; a sticky directory
+    still keeps them (EPERM)."""
+    volume.chmod(scratch, 0o755)
+    for d, mode in (("open", 0o755), ("sticky", 0o1755)):
+        volume.makedirs(f"{scratch}/{d}", exist_ok=True)
+        volume.chmod(f"{scratch}/{d}", mode)
+        setfacl(mount, f"{scratch}/{d}", "u:65534:rwx")
+        for f in ("by-kernel", "by-package", "moved"):
+            volume.pipe_file(f"{scratch}/{d}/{f}", b"r")
+
+    def kernel_rm(path):
+        return subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534",
+                               "--clear-groups", "rm", "-f", f"{mount}{path}"],
+                              capture_output=True).returncode
+
+    assert kernel_rm(f"{scratch}/open/by-kernel") == 0
+    assert kernel_rm(f"{scratch}/sticky/by-kernel") != 0
+    fs = as_nobody(meta_url)
+    got = [
+        outcome(lambda: fs.rm(f"{scratch}/open/by-package")),
+        outcome(lambda: fs.mv(f"{scratch}/open/moved", f"{scratch}/open/moved-by-nobody")),
+        outcome(lambda: fs.rm(f"{scratch}/sticky/by-package")),
+        outcome(lambda: fs.mv(f"{scratch}/sticky/moved", f"{scratch}/sticky/moved-by-nobody")),
+    ]
+    assert got == ["ok", "ok", "EPERM", "EPERM"], got
+    assert sorted(volume.ls(f"{scratch}/open", detail=False)) == [
+        f"{scratch}/open/moved-by-nobody"]
+    assert sorted(volume.ls(f"{scratch}/sticky", detail=False)) == [
+        f"{scratch}/sticky/{f}" for f in ("by-kernel", "by-package", "moved")]
+
+
 def test_a_fork_while_another_thread_attaches_does_not_hang(meta_url):
     """A worker forked while a thread of the parent is attaching attaches
     for itself at its first call (it once hung on the lock the parent's

@@ -162,12 +162,12 @@ impl Requester {
         bits & want == want
     }
 
-    /// Whether it may remove or rename entry `entry` of directory `dir`
-    /// (write and search on it, and the sticky bit's rule).
-    pub fn may_unlink(&self, dir: &Attr, entry: &Attr) -> bool {
-        let sticky = dir.mode & 0o1000 != 0;
-        self.may(dir, WRITE | SEARCH)
-            && (!sticky || self.is_root() || self.uid == dir.uid || self.uid == entry.uid)
+    /// Whether the sticky bit's rule lets it remove or rename `entry` of
+    /// `dir` (the directory not sticky, or it owns one of them, or root):
+    /// the rule beside the permission check, which is the mode bits' or
+    /// the ACL's.
+    pub fn sticky_allows(&self, dir: &Attr, entry: &Attr) -> bool {
+        dir.mode & 0o1000 == 0 || self.is_root() || self.uid == dir.uid || self.uid == entry.uid
     }
 }
 
@@ -198,9 +198,7 @@ impl Vfs {
         dir: &Attr,
         entry: &Attr,
     ) -> Result<bool, String> {
-        let sticky = dir.mode & 0o1000 != 0;
-        let owns = who.is_root() || who.uid == dir.uid || who.uid == entry.uid;
-        Ok(self.grants(who, dir, WRITE | SEARCH).await? && (!sticky || owns))
+        Ok(self.grants(who, dir, WRITE | SEARCH).await? && who.sticky_allows(dir, entry))
     }
 
     /// The attributes of `inode` if `who` can reach it: it lies in this

@@ -213,11 +213,12 @@ impl Vfs {
         let dir = self.getattr(parent).await?;
         allowed(self.allows(me, &dir, WRITE | SEARCH).await?)?;
         let entry = self.lookup(parent, name).await?;
-        // (the sticky bit's refusal is EPERM, as the kernel's)
-        owner_only(me, entry.uid).or_else(|e| match me.may_unlink(&dir, &entry) {
+        // (the sticky bit's refusal is EPERM, as the kernel's; the write
+        // permission was the ACL's, checked above)
+        match me.sticky_allows(&dir, &entry) {
             true => Ok(()),
-            false => Err(e),
-        })
+            false => Err(libc::EPERM),
+        }
     }
 
     /// chmod and utimes with a time are the owner's; chown another's;
