@@ -10,6 +10,7 @@ pub mod fuse;
 pub mod gateway;
 pub mod meta;
 pub mod metrics;
+pub mod ns;
 pub mod object;
 pub mod sync;
 pub mod vfs;

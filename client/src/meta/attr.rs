@@ -32,7 +32,7 @@ impl NodeType {
 }
 
 /// A node's attributes as the procedures return them (`jfs.attr`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {
     pub inode: u64,
     pub kind: NodeType,

@@ -16,6 +16,7 @@ mod control;
 mod control_auth;
 mod debug;
 mod handles;
+mod lease_commit;
 mod leases;
 pub use leases::LEASE_WINDOW;
 

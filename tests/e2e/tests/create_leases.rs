@@ -621,3 +621,89 @@ fn a_create_refused_at_its_commit_is_kept_in_lost_found_and_reported() {
     }
     panic!("a's batch was committed before a was stopped, 20 times in a row");
 }
+
+/// Leases asked for by another mount while their commits are answered, and
+/// unlinks through PostgreSQL in other directories, all at once for a few
+/// seconds: every lease path of the mount keeps answering (the mount's
+/// leases are kept under one lock: no order of locks to get wrong), and in
+/// the end both mounts show the same files.
+#[test]
+fn hand_overs_and_unlinks_through_postgresql_at_once_do_not_hang_the_mount() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::{Duration, Instant};
+    let v = Volume::new("create-lease-race");
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    for d in ["c0", "c1", "u0", "u1"] {
+        fs::create_dir(a.p(d)).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, finished) = mpsc::channel();
+    let mut workers = 0;
+    // creates in c0 and c1 on a: their leases, committed every window
+    for d in ["c0", "c1"] {
+        let (dir, stop, done) = (a.p(d), stop.clone(), done.clone());
+        workers += 1;
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                fs::File::create(dir.join(format!("f{i}"))).unwrap();
+                i += 1;
+            }
+            done.send(()).unwrap();
+        });
+    }
+    // unlinks through PostgreSQL on a, taking turns between u0 and u1 (no
+    // run earns a lease there: each is counted)
+    {
+        let (u0, u1, stop, done) = (a.p("u0"), a.p("u1"), stop.clone(), done.clone());
+        workers += 1;
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                for dir in [&u0, &u1] {
+                    let f = dir.join(format!("x{i}"));
+                    fs::File::create(&f).unwrap();
+                    fs::remove_file(&f).unwrap();
+                }
+                i += 1;
+            }
+            done.send(()).unwrap();
+        });
+    }
+    // b asks for c0's and c1's leases again and again: a's commits are
+    // answered "wanted", and the leases refused for a while
+    {
+        let (c0, c1, stop, done) = (b.p("c0"), b.p("c1"), stop.clone(), done.clone());
+        workers += 1;
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                for dir in [&c0, &c1] {
+                    fs::File::create(dir.join(format!("b{i}"))).unwrap();
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done.send(()).unwrap();
+        });
+    }
+    std::thread::sleep(Duration::from_secs(8));
+    stop.store(true, Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for n in 0..workers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            finished.recv_timeout(left).is_ok(),
+            "{} of {workers} workers still stuck a minute after they were told to stop",
+            workers - n
+        );
+    }
+    for d in ["c0", "c1", "u0", "u1"] {
+        let on_a = a.names(d);
+        assert!(eventually(10, || b.names(d) == on_a), "{d} differs on b");
+    }
+    assert_eq!(a.log_warnings(5), "", "a's warnings");
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}

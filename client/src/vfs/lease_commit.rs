@@ -1,0 +1,260 @@
+//! Commits of what a mount answered under its directory leases
+//! (`jfs.lease_commit`, `jfs.lease_unlink`, or `jfs.mknod` for one create
+//! alone): the batch the lease's state machine gives, sent, and its answer
+//! taken back into the lease and the caches.
+use std::sync::atomic::Ordering;
+
+use crate::meta::{Attr, LeaseCommitted, LeasedCreate};
+use crate::ns::lease::{Commit, Committed, Keep};
+use crate::ns::leases::Gate;
+use crate::vfs::{errno, Vfs, VfsResult};
+
+impl Vfs {
+    /// Commits the pending unlinks of every lease; a lease with none since
+    /// the last commit, or that another mount asked for, is given up.
+    pub async fn commit_leases(&self) {
+        for dir in self.leases.dirs() {
+            if let Err(e) = self.commit_lease(dir, Keep::IfBusy).await {
+                tracing::warn!(
+                    "directory {dir}: committing unlinks: errno {e} (kept to try again)"
+                );
+            }
+        }
+    }
+
+    /// Sends `dir`'s pending unlinks and creates; the lease is kept as
+    /// `keep` says, if nobody asked for it. On an error they stay pending
+    /// and the lease held.
+    pub(super) async fn commit_lease(&self, dir: u64, keep: Keep) -> VfsResult<()> {
+        let Some(gate) = self.leases.gate_of(dir) else {
+            return Ok(());
+        };
+        let one_at_a_time = gate.lock().await;
+        self.commit_gated(dir, &gate, keep, one_at_a_time).await
+    }
+
+    /// [`Vfs::commit_lease`] with the lease's gate taken (`_one_at_a_time`).
+    pub(super) async fn commit_gated(
+        &self,
+        dir: u64,
+        gate: &Gate,
+        keep: Keep,
+        _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
+    ) -> VfsResult<()> {
+        let mut keep = keep;
+        // (a commit that held the lease found it asked for, or one that
+        // lost it left what was answered while it was in flight: that is
+        // committed now, and the lease given up)
+        while self.commit_once(dir, gate, keep).await? {
+            keep = Keep::No;
+        }
+        Ok(())
+    }
+
+    /// One commit of [`Vfs::commit_gated`]; true when another must follow.
+    async fn commit_once(&self, dir: u64, gate: &Gate, keep: Keep) -> VfsResult<bool> {
+        let hold_known = self.leases.hold_known.load(Ordering::Relaxed);
+        // (the lease committed and given up by another caller meanwhile, and
+        // maybe taken again: that one's own)
+        let Some(commit) = self
+            .leases
+            .with_own(dir, gate, |l| l.begin_commit(keep, hold_known))
+        else {
+            return Ok(false);
+        };
+        let batch = &commit.batch;
+        let (names, inodes, creates) = (&batch.unlink_names, &batch.unlink_inodes, &batch.creates);
+        let ticket = self.attrs.ticket();
+        // (a file's creation alone, settled for a call about it: its data's
+        // commit, mostly, as in cp -a and tar; mknod leaves the lease as
+        // it is)
+        let (sent, made_by_mknod) =
+            if keep == Keep::Settle && names.is_empty() && creates.len() == 1 {
+                self.mknod_one(dir, &creates[0], commit.may_create).await
+            } else {
+                let ask = keep == Keep::Ask;
+                let sent = self.send_lease_commit(dir, &commit, ask).await;
+                (sent, None)
+            };
+        let Some(answered) = self.committed(dir, gate, sent, commit.keep) else {
+            return Ok(false);
+        };
+        let (answer, done) = answered?;
+        if let Some(attr) = made_by_mknod {
+            if let Some((_, answered)) = done.made.first() {
+                super::leases::prediction_holds(answered, &attr, 0o7777);
+            }
+            // as a create through PostgreSQL: the node and the directory's
+            // times as the procedure left them
+            self.attrs.child_made(dir, &creates[0].name, &attr, ticket);
+            return Ok(done.again);
+        }
+        match answer.dir_times {
+            // nothing sent (the lease renewed, or given up): nothing moved
+            _ if names.is_empty() && creates.is_empty() => {}
+            // files made, none removed: the nodes are as answered (while
+            // nothing that would change them applies: `creates`), the
+            // directory's times as the commit tells them
+            Some(times) if names.is_empty() && answer.creates => {
+                let made: Vec<(&[u8], &Attr)> =
+                    done.made.iter().map(|(n, a)| (n.as_slice(), a)).collect();
+                self.attrs.children_committed(dir, &made, times, ticket);
+            }
+            _ => {
+                // the directory's times are the commit's now, not those
+                // answered; nothing read meanwhile keeps a removed name
+                self.attrs.forget(dir);
+                self.forget_attributes(dir);
+                for name in names {
+                    self.attrs.forget_entry(dir, name);
+                }
+                for (name, attr) in &done.made {
+                    self.attrs.forget(attr.inode);
+                    self.attrs.forget_entry(dir, name);
+                }
+            }
+        }
+        for &inode in inodes {
+            // (opened meanwhile through a name elsewhere: kept until closed)
+            self.mark_unlinked(inode as u64).await;
+        }
+        for (name, e) in names.iter().zip(&answer.unlink_errnos) {
+            if *e != 0 {
+                // the lease was lost meanwhile (this mount silent for
+                // seconds) and the name went or was made again elsewhere
+                tracing::warn!(
+                    "directory {dir}: the unlink of {:?} answered here found it changed by \
+                     another mount at its commit (errno {e})",
+                    String::from_utf8_lossy(name)
+                );
+            }
+        }
+        for (create, e) in &done.refused {
+            self.keep_refused_create(dir, create, *e).await;
+        }
+        Ok(done.again)
+    }
+
+    /// The commit of one pending create alone, through `jfs.mknod` (the
+    /// lease stays as it is, and `creates_now` with it); the node as made.
+    async fn mknod_one(
+        &self,
+        dir: u64,
+        create: &LeasedCreate,
+        creates_now: bool,
+    ) -> (crate::meta::Result<LeaseCommitted>, Option<Attr>) {
+        let made = self
+            .meta
+            .mknod(dir, &create.name, &create.node(), create.inode)
+            .await;
+        let (errno, attr) = match made {
+            Ok(attr) => (0, Some(attr)),
+            Err(crate::meta::MetaError::Errno(e)) => (e, None),
+            Err(e) => return (Err(e), None),
+        };
+        let answer = LeaseCommitted {
+            unlink_errnos: Vec::new(),
+            create_errnos: vec![errno],
+            kept: true,
+            creates: creates_now,
+            dir_times: None,
+            wanted: false,
+        };
+        (Ok(answer), attr)
+    }
+
+    /// One commit of `dir`'s batch: `jfs.lease_commit` when creates are
+    /// pending or `ask`ed about (holding the lease if the commit says so
+    /// and the extension can); else `jfs.lease_unlink`, which costs the
+    /// server less (what PostgreSQL said of creates then stands), as it
+    /// does where the former may not be called (then no create is
+    /// pending).
+    async fn send_lease_commit(
+        &self,
+        dir: u64,
+        commit: &Commit,
+        ask: bool,
+    ) -> crate::meta::Result<LeaseCommitted> {
+        let open = self.open_inodes();
+        let batch = &commit.batch;
+        let creates = &batch.creates;
+        let mut hold = (!self.leases.no_hold.load(Ordering::Relaxed)).then_some(commit.hold);
+        while (ask || !creates.is_empty()) && !self.leases.no_lease_commit.load(Ordering::Relaxed) {
+            let sent = self
+                .meta
+                .lease_commit(self.sid(), dir, batch, &open, commit.keep, hold)
+                .await;
+            match sent {
+                Err(e) if e.is_undefined_or_denied() && hold.is_some() => {
+                    // an extension before 0.2.22 (nothing was committed)
+                    tracing::info!("no commits that hold a lease: {e}");
+                    self.leases.no_hold.store(true, Ordering::Relaxed);
+                    hold = None;
+                }
+                Err(e) if e.is_undefined_or_denied() && creates.is_empty() => {
+                    // an extension before 0.2.20, or a role not granted it
+                    // again since (jfs.grant_client)
+                    tracing::info!("no write-back creates: {e}");
+                    self.leases.no_lease_commit.store(true, Ordering::Relaxed);
+                }
+                Ok(answer) => {
+                    if hold.is_some() {
+                        self.leases.hold_known.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(answer);
+                }
+                sent => return sent,
+            }
+        }
+        let (unlink_errnos, kept) = self
+            .meta
+            .lease_unlink(
+                self.sid(),
+                dir,
+                &batch.unlink_names,
+                &batch.unlink_inodes,
+                &open,
+                commit.keep,
+            )
+            .await?;
+        let no_lease_commit = self.leases.no_lease_commit.load(Ordering::Relaxed);
+        Ok(LeaseCommitted {
+            unlink_errnos,
+            create_errnos: Vec::new(),
+            kept,
+            creates: commit.may_create && kept && !no_lease_commit,
+            dir_times: None,
+            wanted: false,
+        })
+    }
+
+    /// Takes the answer of the commit in flight of `dir` into its lease
+    /// (None: not the lease `gate` guards, which sent it): the answer, and
+    /// what the lease says to do.
+    fn committed(
+        &self,
+        dir: u64,
+        gate: &Gate,
+        answer: crate::meta::Result<LeaseCommitted>,
+        keep: bool,
+    ) -> Option<VfsResult<(LeaseCommitted, Committed)>> {
+        let done = self
+            .leases
+            .commit_over(dir, gate, answer.as_ref().map_err(|_| ()), keep)?;
+        let answer = match (answer, done) {
+            (Ok(answer), Ok(done)) => (answer, done),
+            (Err(e), _) => return Some(Err(errno(e))),
+            (Ok(_), Err(())) => unreachable!("a commit answered taken as failed"),
+        };
+        if answer.1.again {
+            tracing::debug!(
+                "directory {dir}: {} (another commit now)",
+                match answer.0.wanted {
+                    true => "asked for while a commit holding it was in flight",
+                    false => "lost with more answered while its commit was in flight",
+                }
+            );
+        }
+        Some(Ok(answer))
+    }
+}
