@@ -157,20 +157,40 @@ const LEASE_PAUSE_MIN: Duration = Duration::from_millis(2);
 const LEASE_PAUSE_MAX: Duration = Duration::from_millis(20);
 
 impl Meta {
-    /// Learns which jfs procedures only read (declared STABLE or IMMUTABLE).
-    pub(super) async fn load_read_only_procedures(&self) -> Result<()> {
+    /// Learns, once at connect, which jfs procedures this role may call
+    /// (the extension has them and the role is granted them) and which only
+    /// read (declared STABLE or IMMUTABLE): what the client does not
+    /// learn from errors.
+    pub(super) async fn load_procedures(&self) -> Result<()> {
         let client = self.pool.get().await?;
         let rows = client
             .query_typed(
-                "SELECT proname::text FROM pg_catalog.pg_proc \
-                  WHERE pronamespace = 'jfs'::regnamespace AND provolatile <> 'v'",
+                "SELECT proname::text, provolatile <> 'v', \
+                        pg_catalog.has_function_privilege(oid, 'EXECUTE') \
+                   FROM pg_catalog.pg_proc WHERE pronamespace = 'jfs'::regnamespace",
                 &[],
             )
             .await?;
-        let _ = self
-            .read_only
-            .set(rows.iter().map(|r| r.get::<_, String>(0)).collect());
+        let mut procedures = super::Procedures::default();
+        for row in &rows {
+            let name: String = row.get(0);
+            if row.get::<_, bool>(1) {
+                procedures.read_only.insert(name.clone());
+            }
+            if row.get::<_, bool>(2) {
+                procedures.callable.insert(name);
+            }
+        }
+        let _ = self.procedures.set(procedures);
         Ok(())
+    }
+
+    /// Whether this role may call jfs procedure `procedure` (as learnt at
+    /// connect; true when nothing was learnt, as for `jfs format`).
+    pub fn may_call(&self, procedure: &str) -> bool {
+        self.procedures
+            .get()
+            .is_none_or(|p| p.callable.contains(procedure))
     }
 
     /// Calls are retried for this long while the database is unavailable
@@ -283,9 +303,9 @@ impl Meta {
         position: Position,
     ) -> Result<(Vec<Row>, Epoch)> {
         let read_only = self
-            .read_only
+            .procedures
             .get()
-            .is_some_and(|names| names.contains(procedure));
+            .is_some_and(|p| p.read_only.contains(procedure));
         let note_position = self.notes_position(procedure, read_only, position);
         let mut conflicts = 0;
         let mut outage: Option<Instant> = None;

@@ -1,5 +1,4 @@
 //! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
-use std::sync::atomic::Ordering;
 use std::sync::LazyLock;
 
 use super::durability::{Incarnation, INCARNATION_SQL};
@@ -180,31 +179,7 @@ impl Meta {
         durable: bool,
     ) -> Result<CommittedSlices> {
         let inode = made.create.inode;
-        if !self.no_mknod_with_slices.load(Ordering::Relaxed) {
-            match self
-                .commit_slices(inode, Some(made), slices, attrs, durable)
-                .await
-            {
-                Err(e) if e.is_undefined_or_denied() => {
-                    tracing::info!("files made under a lease are made before their data: {e}");
-                    self.no_mknod_with_slices.store(true, Ordering::Relaxed);
-                }
-                committed => return committed,
-            }
-        }
-        // (an extension before 0.2.21, or a role not granted it again
-        // since: made first; found made, when sent again after a lost answer)
-        let c = &made.create;
-        match self.mknod(made.dir, &c.name, &c.node(), inode).await {
-            Ok(_) => {}
-            Err(MetaError::Errno(_))
-                if self
-                    .lookup(made.dir, &c.name)
-                    .await
-                    .is_ok_and(|a| a.inode == inode) => {}
-            Err(e) => return Err(e),
-        }
-        self.commit_slices(inode, None, slices, attrs, durable)
+        self.commit_slices(inode, Some(made), slices, attrs, durable)
             .await
     }
 

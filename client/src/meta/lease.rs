@@ -80,8 +80,8 @@ pub struct LeaseCommitted {
 
 impl Meta {
     /// Takes directory `dir`'s lease for session `sid`: its entries (name
-    /// order) and whether creates may be answered there (None: not told,
-    /// by an extension before 0.2.21), or the errno saying why not (EAGAIN:
+    /// order) and whether creates may be answered there, or the errno
+    /// saying why not (EAGAIN:
     /// another session holds it and was asked for it; EFBIG: more than
     /// `limit` entries).
     pub async fn take_lease(
@@ -89,7 +89,7 @@ impl Meta {
         sid: i64,
         dir: u64,
         limit: i32,
-    ) -> Result<(Vec<(Vec<u8>, LeasedEntry)>, Option<bool>)> {
+    ) -> Result<(Vec<(Vec<u8>, LeasedEntry)>, bool)> {
         let row = self
             .call_one(
                 "SELECT * FROM jfs.take_lease($1, $2, $3)",
@@ -101,7 +101,7 @@ impl Meta {
         let inodes: Vec<i64> = row.try_get("inodes")?;
         let types: Vec<i16> = row.try_get("types")?;
         let nlinks: Vec<i32> = row.try_get("nlinks")?;
-        let creates = row.try_get::<_, Option<bool>>("creates").ok().flatten();
+        let creates = row.try_get::<_, Option<bool>>("creates")?.unwrap_or(false);
         let entries = names
             .into_iter()
             .zip(inodes)
@@ -150,10 +150,9 @@ impl Meta {
     /// Commits, in one transaction, `batch`'s unlinks (`open`: the inodes
     /// this session has open) and then its creates, answered under
     /// directory `dir`'s lease; the lease is kept if `keep` and nobody
-    /// asked for it; with `hold` (Some(true)), even if asked for within
-    /// the last second (`wanted` then). None: the call of extensions before
-    /// 0.2.22, which know no `hold`. Each create is journaled as the mknod
-    /// it is (sent again to a server that lost it).
+    /// asked for it; with `hold`, even if asked for within the last second
+    /// (`wanted` then). Each create is journaled as the mknod it is (sent
+    /// again to a server that lost it).
     pub async fn lease_commit(
         &self,
         sid: i64,
@@ -161,7 +160,7 @@ impl Meta {
         batch: &LeaseBatch,
         open: &[i64],
         keep: bool,
-        hold: Option<bool>,
+        hold: bool,
     ) -> Result<LeaseCommitted> {
         let creates = &batch.creates;
         let column = |f: fn(&LeasedCreate) -> i64| creates.iter().map(f).collect::<Vec<i64>>();
@@ -178,7 +177,7 @@ impl Meta {
             column32(|c| (c.umask & 0o7777) as i32),
         );
         let dir_id = dir as i64;
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        let params: Vec<&(dyn ToSql + Sync)> = vec![
             &sid,
             &dir_id,
             &batch.unlink_names,
@@ -192,18 +191,11 @@ impl Meta {
             &gids,
             &times,
             &keep,
+            &hold,
         ];
-        let sql = match &hold {
-            Some(hold) => {
-                params.push(hold);
-                "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-            }
-            None => "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-        };
+        let sql = "SELECT * FROM jfs.lease_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
         let (mut rows, sent_in) = self.call_journaled_by_caller(sql, &params).await?;
         let row = rows.pop().ok_or(super::MetaError::Errno(libc::EIO))?;
-        // (a column of 0.2.22 on; a hold needs it)
-        let told_wanted = row.columns().iter().any(|c| c.name() == "wanted");
         let committed = LeaseCommitted {
             unlink_errnos: row.try_get("unlink_errnos")?,
             create_errnos: row.try_get("errnos")?,
@@ -212,7 +204,7 @@ impl Meta {
             dir_times: row
                 .try_get::<_, Option<i64>>("dir_mtime")?
                 .zip(row.try_get::<_, Option<i64>>("dir_ctime")?),
-            wanted: told_wanted && row.try_get("wanted")?,
+            wanted: row.try_get("wanted")?,
         };
         if !self.in_replay {
             if !batch.unlink_names.is_empty() {

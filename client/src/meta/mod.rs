@@ -40,7 +40,7 @@ mod volume;
 mod xattr;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -85,9 +85,8 @@ pub struct Meta {
     /// The server incarnations this client's commits went to (shared by
     /// every pool made from this one).
     incarnations: Arc<Incarnations>,
-    /// The jfs procedures that only read (not VOLATILE): retried even when
-    /// the answer was lost.
-    read_only: Arc<OnceLock<HashSet<String>>>,
+    /// The jfs procedures this role may call, and those that only read.
+    procedures: Arc<OnceLock<Procedures>>,
     /// How long calls are retried while the database is unavailable.
     retry_for: Duration,
     /// Since when this client has reached the database without a break, in
@@ -104,10 +103,16 @@ pub struct Meta {
     replica: Option<Arc<replica::Replica>>,
     /// Which of a thread's own connections this client's calls take.
     thread_slot: pool::ThreadSlot,
-    /// `jfs.mknod_with_slices` may not be called (an extension before
-    /// 0.2.21, or a role not granted it again since): a file's creation is
-    /// committed before its data, in a call of its own.
-    no_mknod_with_slices: Arc<AtomicBool>,
+}
+
+/// What a client learns of the jfs procedures when it connects.
+#[derive(Debug, Default)]
+pub struct Procedures {
+    /// Those the role may execute (granted: `jfs.grant_client`).
+    callable: HashSet<String>,
+    /// Those that only read (not VOLATILE): retried even when the answer
+    /// was lost.
+    read_only: HashSet<String>,
 }
 
 /// How many times in a row the answer to a change may be lost (the server

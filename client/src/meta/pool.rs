@@ -164,7 +164,7 @@ impl Meta {
                 })
             }
         }
-        meta.load_read_only_procedures().await?;
+        meta.load_procedures().await?;
         Ok(meta)
     }
 
@@ -228,14 +228,13 @@ impl Meta {
             tls,
             unnamed_statements,
             incarnations,
-            read_only: Arc::default(),
+            procedures: Arc::default(),
             retry_for: DEFAULT_META_RETRY,
             reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
             replaying: Arc::default(),
             in_replay: false,
             replica: None,
             thread_slot: ThreadSlot::Primary,
-            no_mknod_with_slices: Arc::default(),
         })
     }
 

@@ -15,7 +15,7 @@ use super::{redact_url, Meta};
 /// macro so that [`VERSION_TEXT`] can spell it out at compile time).
 macro_rules! extension_min {
     () => {
-        "0.2.14"
+        "0.2.22"
     };
 }
 

@@ -52,8 +52,6 @@ pub enum Keep {
     /// its create alone goes through `jfs.mknod`, which costs the server a
     /// third of a lease commit.
     Settle,
-    /// Yes, and learn whether creates may be answered (`jfs.lease_commit`).
-    Ask,
     /// If unlinks or creates were answered since the last such commit (the
     /// committer's, every window).
     IfBusy,
@@ -290,7 +288,7 @@ impl LeaseState {
 
     /// A commit begins (the keeper holds the lease's gate: nothing else is
     /// in flight): what to send, and how.
-    pub fn begin_commit(&mut self, keep: Keep, hold_known: bool) -> Commit {
+    pub fn begin_commit(&mut self, keep: Keep) -> Commit {
         debug_assert_eq!(
             self.phase,
             Phase::Open,
@@ -298,7 +296,7 @@ impl LeaseState {
         );
         let keep_now = match keep {
             Keep::No => false,
-            Keep::Settle | Keep::Ask => true,
+            Keep::Settle => true,
             Keep::IfBusy => std::mem::take(&mut self.busy),
         };
         let creates = self.creates.clone();
@@ -309,7 +307,7 @@ impl LeaseState {
             unlinks: self.unlinks.len(),
             creates: creates.len(),
         };
-        self.phase = match hold && hold_known {
+        self.phase = match hold {
             true => Phase::Holding(sent),
             false => Phase::Committing(sent),
         };

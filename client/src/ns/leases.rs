@@ -70,17 +70,9 @@ impl Table {
 /// The leases this mount holds, and the runs of unlinks that may earn one.
 #[derive(Default)]
 pub struct Leases {
-    /// Whether leases are taken (a committer runs: `Vfs::commit_leases`).
+    /// Whether leases are taken (a committer runs: `Vfs::commit_leases`,
+    /// and the role may call the lease procedures).
     pub enabled: AtomicBool,
-    /// Whether `jfs.lease_commit` may be called (an extension before 0.2.20,
-    /// or a role not granted it again since, has `jfs.lease_unlink` only:
-    /// no create is then answered here).
-    pub no_lease_commit: AtomicBool,
-    /// Whether `jfs.lease_commit` takes a hold: known from its first
-    /// answer (0.2.22 on); until then no commit holds a lease.
-    pub hold_known: AtomicBool,
-    /// Whether it does not (an extension before 0.2.22).
-    pub no_hold: AtomicBool,
     table: Mutex<Table>,
     /// Wakes [`Leases::any_held`] when a lease is taken.
     taken: tokio::sync::Notify,
@@ -423,9 +415,7 @@ mod tests {
         leases.taken(7, LeaseState::new([], true));
         let gate = leases.gate_of(7).unwrap();
         let commit = leases
-            .with_own(7, &gate, |l| {
-                l.begin_commit(crate::ns::lease::Keep::Ask, true)
-            })
+            .with_own(7, &gate, |l| l.begin_commit(crate::ns::lease::Keep::Settle))
             .unwrap();
         let answer = LeaseCommitted {
             unlink_errnos: Vec::new(),

@@ -2,7 +2,6 @@
 //! (`jfs.lease_commit`, `jfs.lease_unlink`, or `jfs.mknod` for one create
 //! alone): the batch the lease's state machine gives, sent, and its answer
 //! taken back into the lease and the caches.
-use std::sync::atomic::Ordering;
 
 use crate::meta::{Attr, LeaseCommitted, LeasedCreate};
 use crate::ns::lease::{Commit, Committed, Keep};
@@ -53,13 +52,9 @@ impl Vfs {
 
     /// One commit of [`Vfs::commit_gated`]; true when another must follow.
     async fn commit_once(&self, dir: u64, gate: &Gate, keep: Keep) -> VfsResult<bool> {
-        let hold_known = self.leases.hold_known.load(Ordering::Relaxed);
         // (the lease committed and given up by another caller meanwhile, and
         // maybe taken again: that one's own)
-        let Some(commit) = self
-            .leases
-            .with_own(dir, gate, |l| l.begin_commit(keep, hold_known))
-        else {
+        let Some(commit) = self.leases.with_own(dir, gate, |l| l.begin_commit(keep)) else {
             return Ok(false);
         };
         let batch = &commit.batch;
@@ -72,8 +67,7 @@ impl Vfs {
             if keep == Keep::Settle && names.is_empty() && creates.len() == 1 {
                 self.mknod_one(dir, &creates[0], commit.may_create).await
             } else {
-                let ask = keep == Keep::Ask;
-                let sent = self.send_lease_commit(dir, &commit, ask).await;
+                let sent = self.send_lease_commit(dir, &commit).await;
                 (sent, None)
             };
         let Some(answered) = self.committed(dir, gate, sent, commit.keep) else {
@@ -164,47 +158,21 @@ impl Vfs {
     }
 
     /// One commit of `dir`'s batch: `jfs.lease_commit` when creates are
-    /// pending or `ask`ed about (holding the lease if the commit says so
-    /// and the extension can); else `jfs.lease_unlink`, which costs the
-    /// server less (what PostgreSQL said of creates then stands), as it
-    /// does where the former may not be called (then no create is
-    /// pending).
+    /// pending (holding the lease if the commit says so); else
+    /// `jfs.lease_unlink`, which costs the server less (what PostgreSQL
+    /// said of creates then stands).
     async fn send_lease_commit(
         &self,
         dir: u64,
         commit: &Commit,
-        ask: bool,
     ) -> crate::meta::Result<LeaseCommitted> {
         let open = self.open_inodes();
         let batch = &commit.batch;
-        let creates = &batch.creates;
-        let mut hold = (!self.leases.no_hold.load(Ordering::Relaxed)).then_some(commit.hold);
-        while (ask || !creates.is_empty()) && !self.leases.no_lease_commit.load(Ordering::Relaxed) {
-            let sent = self
+        if !batch.creates.is_empty() {
+            return self
                 .meta
-                .lease_commit(self.sid(), dir, batch, &open, commit.keep, hold)
+                .lease_commit(self.sid(), dir, batch, &open, commit.keep, commit.hold)
                 .await;
-            match sent {
-                Err(e) if e.is_undefined_or_denied() && hold.is_some() => {
-                    // an extension before 0.2.22 (nothing was committed)
-                    tracing::info!("no commits that hold a lease: {e}");
-                    self.leases.no_hold.store(true, Ordering::Relaxed);
-                    hold = None;
-                }
-                Err(e) if e.is_undefined_or_denied() && creates.is_empty() => {
-                    // an extension before 0.2.20, or a role not granted it
-                    // again since (jfs.grant_client)
-                    tracing::info!("no write-back creates: {e}");
-                    self.leases.no_lease_commit.store(true, Ordering::Relaxed);
-                }
-                Ok(answer) => {
-                    if hold.is_some() {
-                        self.leases.hold_known.store(true, Ordering::Relaxed);
-                    }
-                    return Ok(answer);
-                }
-                sent => return sent,
-            }
         }
         let (unlink_errnos, kept) = self
             .meta
@@ -217,12 +185,11 @@ impl Vfs {
                 commit.keep,
             )
             .await?;
-        let no_lease_commit = self.leases.no_lease_commit.load(Ordering::Relaxed);
         Ok(LeaseCommitted {
             unlink_errnos,
             create_errnos: Vec::new(),
             kept,
-            creates: commit.may_create && kept && !no_lease_commit,
+            creates: commit.may_create && kept,
             dir_times: None,
             wanted: false,
         })

@@ -76,12 +76,21 @@ pub struct LeasedUnlink {
 }
 
 impl Vfs {
-    /// Starts taking leases; the caller commits them every
+    /// Starts taking leases, if the role may (as the procedures it may call
+    /// say, learnt at connect); the caller commits them every
     /// [`LEASE_WINDOW`] ([`Vfs::commit_leases`]).
     pub fn enable_leases(&self) {
-        if self.has_session() {
-            self.leases.enabled.store(true, Ordering::Relaxed);
+        // (a mount's role may call every procedure a mount uses, or it does
+        // not start: Meta::require_client_grants)
+        let calls = ["take_lease", "lease_unlink", "lease_commit"];
+        if !self.has_session() {
+            return;
         }
+        if let Some(denied) = calls.iter().find(|p| !self.meta.may_call(p)) {
+            tracing::info!("no directory leases: this role may not call jfs.{denied}");
+            return;
+        }
+        self.leases.enabled.store(true, Ordering::Relaxed);
     }
 
     /// Waits until a lease is held (at once if one is).
@@ -364,10 +373,7 @@ impl Vfs {
         {
             return;
         }
-        if self.leases.enabled.load(Ordering::Relaxed)
-            && !self.leases.no_lease_commit.load(Ordering::Relaxed)
-            && self.leases.earned(dir, true)
-        {
+        if self.leases.enabled.load(Ordering::Relaxed) && self.leases.earned(dir, true) {
             self.take_lease(dir, true).await;
         }
     }
@@ -393,22 +399,10 @@ impl Vfs {
                 }
             }
             Ok((entries, creates)) => {
-                // (told by take_lease from 0.2.21 on; else asked below)
-                let told = creates.filter(|_| !self.leases.no_lease_commit.load(Ordering::Relaxed));
-                self.leases
-                    .taken(dir, LeaseState::new(entries, told == Some(true)));
-                match told {
-                    _ if !for_creates => {}
-                    Some(true) => {}
-                    Some(false) => self.no_creates_here(dir).await,
-                    None => self.ask_creates(dir).await,
+                self.leases.taken(dir, LeaseState::new(entries, creates));
+                if for_creates && !creates {
+                    self.no_creates_here(dir).await;
                 }
-            }
-            Err(e) if e.is_undefined_or_denied() => {
-                // an extension before 0.2.17, or a role not granted it again
-                // since (jfs.grant_client)
-                tracing::info!("no directory leases: {e}");
-                self.leases.enabled.store(false, Ordering::Relaxed);
             }
             Err(e) => {
                 // another mount holds it, the directory is big, a mount of
@@ -439,17 +433,6 @@ impl Vfs {
             self.commit_lease(dir, Keep::No).await?;
         }
         Ok(())
-    }
-
-    /// Asks PostgreSQL whether creates may be answered under `dir`'s lease
-    /// (an empty commit); if not, the lease is given up and not taken again
-    /// for a while.
-    async fn ask_creates(&self, dir: u64) {
-        let asked = self.commit_lease(dir, Keep::Ask).await;
-        let creates = self.leases.with(dir, |l| l.may_create()) == Some(true);
-        if asked.is_ok() && !creates {
-            self.no_creates_here(dir).await;
-        }
     }
 
     /// A lease taken for creates that may not be answered in `dir`: given

@@ -509,36 +509,6 @@ fn creates_answered_while_a_commit_is_in_flight_survive_hand_overs() {
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
 
-/// A mount of this version on a volume of 0.2.21, whose `lease_commit`
-/// takes no hold: creates under a lease wait for each commit in flight, as
-/// before, and none is lost.
-#[test]
-fn creates_under_a_lease_on_an_extension_without_holds_wait_for_each_commit() {
-    let v = Volume::on_release("create-lease-no-hold", "0.2.21");
-    let (a, addr) = v.mount_with_caches("a", "1", &[]);
-    let b = v.mount("b", &[]);
-    fs::create_dir(a.p("d")).unwrap();
-    for i in 0..2000 {
-        fs::File::create(a.p(&format!("d/f{i}"))).unwrap();
-    }
-    let want: BTreeSet<String> = (0..2000).map(|i| format!("f{i}")).collect();
-    assert_eq!(b.names("d"), want, "d on b");
-    assert!(
-        procedure_calls(&addr, "lease_commit") > 0.0,
-        "creates answered under the lease"
-    );
-    assert_eq!(
-        jfs_e2e::metric_sum(&addr, "jfs_lease_creates_in_flight_total", ""),
-        Some(0.0),
-        "no create answered while a commit was in flight"
-    );
-    assert!(
-        a.log_text().contains("no commits that hold a lease"),
-        "a's log"
-    );
-    assert_eq!(a.log_warnings(5), "", "a's warnings");
-}
-
 /// A create answered under a lease and refused at its commit (the holder
 /// stopped past 5 s, another mount took the directory and made the same
 /// name): nothing acknowledged is dropped. The file and what was written

@@ -73,7 +73,7 @@ fn an_unlink_of_a_known_file_is_answered_and_sent_with_the_next_commit() {
     let mut l = lease();
     assert_eq!(l.unlink(b"a", CLOSED), Unlink::Answered { inode: 10 });
     assert_eq!(l.lookup(b"a"), Lookup::Missing);
-    let commit = l.begin_commit(Keep::IfBusy, true);
+    let commit = l.begin_commit(Keep::IfBusy);
     assert_eq!(commit.batch.unlink_names, vec![b"a".to_vec()]);
     assert_eq!(commit.batch.unlink_inodes, vec![10]);
     assert!(commit.keep, "busy: kept");
@@ -126,7 +126,7 @@ fn a_create_is_answered_once_and_its_node_is_known_until_committed() {
     assert_eq!(l.created_as(b"new"), Some(20));
     assert_eq!(l.lookup(b"new"), Lookup::Made(attr(20)));
     assert_eq!(l.lookup(b"a"), Lookup::Known);
-    let commit = l.begin_commit(Keep::IfBusy, true);
+    let commit = l.begin_commit(Keep::IfBusy);
     assert_eq!(commit.batch.creates.len(), 1);
     assert!(commit.hold, "a batch of creates kept holds the lease");
     assert_eq!(
@@ -155,19 +155,19 @@ fn a_create_unlinked_before_it_was_sent_is_forgotten() {
 fn a_create_unlinked_while_its_commit_holds_the_lease_is_unlinked_after_it() {
     let mut l = lease();
     create(&mut l, b"tmp", 20);
-    let commit = l.begin_commit(Keep::IfBusy, true);
+    let commit = l.begin_commit(Keep::IfBusy);
     assert!(matches!(l.phase(), Phase::Holding(_)));
     assert_eq!(l.unlink(b"tmp", CLOSED), Unlink::Answered { inode: 20 });
     let done = l.commit_answered(&answer(1, true, false), commit.keep);
     assert_eq!(done.made.len(), 1);
-    let next = l.begin_commit(Keep::IfBusy, true);
+    let next = l.begin_commit(Keep::IfBusy);
     assert_eq!(next.batch.unlink_inodes, vec![20]);
 }
 
 #[test]
 fn answers_wait_for_a_commit_that_may_end_the_lease() {
     let mut l = lease();
-    l.begin_commit(Keep::No, true);
+    l.begin_commit(Keep::No);
     assert!(matches!(l.phase(), Phase::Committing(_)));
     assert_eq!(l.unlink(b"a", CLOSED), Unlink::Wait);
     assert_eq!(create(&mut l, b"new", 20), Create::Wait);
@@ -179,7 +179,7 @@ fn answers_wait_for_a_commit_that_may_end_the_lease() {
 fn creates_go_on_while_a_holding_commit_is_in_flight() {
     let mut l = lease();
     create(&mut l, b"one", 20);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     assert_eq!(
         create(&mut l, b"two", 21),
         Create::Answered { meanwhile: true }
@@ -193,13 +193,13 @@ fn creates_go_on_while_a_holding_commit_is_in_flight() {
 fn a_holding_commit_asked_for_commits_again_and_gives_the_lease_up() {
     let mut l = lease();
     create(&mut l, b"one", 20);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     create(&mut l, b"two", 21);
     let done = l.commit_answered(&answer(1, true, true), true);
     assert!(done.again && done.refuse && !done.released, "{done:?}");
     assert!(!l.may_create(), "no create answered until given up");
     assert_eq!(create(&mut l, b"three", 22), Create::ToDatabase);
-    let last = l.begin_commit(Keep::No, true);
+    let last = l.begin_commit(Keep::No);
     assert_eq!(
         last.batch.creates.len(),
         1,
@@ -214,7 +214,7 @@ fn a_holding_commit_asked_for_commits_again_and_gives_the_lease_up() {
 fn a_lease_lost_with_creates_answered_meanwhile_sends_them_before_it_ends() {
     let mut l = lease();
     create(&mut l, b"one", 20);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     create(&mut l, b"two", 21);
     let done = l.commit_answered(&answer(1, false, false), true);
     assert!(done.again && !done.released, "{done:?}");
@@ -226,12 +226,12 @@ fn a_failed_commit_keeps_everything_and_answers_nothing_until_one_succeeds() {
     let mut l = lease();
     create(&mut l, b"new", 20);
     l.unlink(b"a", CLOSED);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     l.commit_failed();
     assert!(l.made_here(20) && l.has_pending());
     assert_eq!(l.unlink(b"new", CLOSED), Unlink::ToDatabase);
     assert_eq!(create(&mut l, b"other", 21), Create::ToDatabase);
-    let again = l.begin_commit(Keep::IfBusy, true);
+    let again = l.begin_commit(Keep::IfBusy);
     assert_eq!(again.batch.creates.len(), 1);
     assert_eq!(again.batch.unlink_names.len(), 1);
     assert!(again.keep, "a failure counts as busy");
@@ -248,10 +248,10 @@ fn a_create_unlinked_while_its_failed_commit_held_the_lease_is_not_made_again() 
     // and the unlink of one node in one batch would leave it made)
     let mut l = lease();
     create(&mut l, b"tmp", 20);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     assert_eq!(l.unlink(b"tmp", CLOSED), Unlink::Answered { inode: 20 });
     l.commit_failed();
-    let again = l.begin_commit(Keep::IfBusy, true);
+    let again = l.begin_commit(Keep::IfBusy);
     assert!(again.batch.creates.is_empty(), "{again:?}");
     // (the failed commit may have made it: its answer lost)
     assert_eq!(again.batch.unlink_inodes, vec![20]);
@@ -262,7 +262,7 @@ fn a_create_unlinked_while_its_failed_commit_held_the_lease_is_not_made_again() 
 fn a_refused_create_is_reported_and_its_name_forgotten() {
     let mut l = lease();
     create(&mut l, b"new", 20);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     let mut refused = answer(1, true, false);
     refused.create_errnos = vec![libc::EEXIST];
     let done = l.commit_answered(&refused, true);
@@ -277,7 +277,7 @@ fn a_refused_create_is_reported_and_its_name_forgotten() {
 fn creates_an_answer_does_not_mention_are_reported_lost() {
     let mut l = lease();
     create(&mut l, b"new", 20);
-    l.begin_commit(Keep::IfBusy, true);
+    l.begin_commit(Keep::IfBusy);
     let done = l.commit_answered(&answer(0, true, false), true);
     assert_eq!(done.refused.len(), 1);
     assert_eq!(done.refused[0].1, libc::EIO);
@@ -287,7 +287,7 @@ fn creates_an_answer_does_not_mention_are_reported_lost() {
 fn a_settle_commit_keeps_the_lease_without_holding_it() {
     let mut l = lease();
     create(&mut l, b"new", 20);
-    let commit = l.begin_commit(Keep::Settle, true);
+    let commit = l.begin_commit(Keep::Settle);
     assert!(commit.keep && !commit.hold);
     assert!(matches!(l.phase(), Phase::Committing(_)));
 }
@@ -295,10 +295,10 @@ fn a_settle_commit_keeps_the_lease_without_holding_it() {
 #[test]
 fn an_idle_lease_is_given_up_by_the_committer() {
     let mut l = lease();
-    let first = l.begin_commit(Keep::IfBusy, true);
+    let first = l.begin_commit(Keep::IfBusy);
     assert!(first.keep, "just taken: busy");
     l.commit_answered(&answer(0, true, false), true);
-    let idle = l.begin_commit(Keep::IfBusy, true);
+    let idle = l.begin_commit(Keep::IfBusy);
     assert!(!idle.keep, "nothing answered for a window");
 }
 
@@ -455,8 +455,8 @@ fn random_run(seed: u64, steps: usize) -> Result<(), Broken> {
                 _ => {}
             },
             5..=6 if in_flight.is_none() && gated.is_none() => {
-                let keep = [Keep::No, Keep::Settle, Keep::Ask, Keep::IfBusy][rng.gen_range(0..4)];
-                in_flight = Some(lease.begin_commit(keep, true));
+                let keep = [Keep::No, Keep::Settle, Keep::IfBusy][rng.gen_range(0..3)];
+                in_flight = Some(lease.begin_commit(keep));
             }
             7..=8 if in_flight.is_some() => {
                 let commit = in_flight.take().unwrap();
@@ -479,7 +479,7 @@ fn random_run(seed: u64, steps: usize) -> Result<(), Broken> {
                     break;
                 }
                 if done.again {
-                    in_flight = Some(lease.begin_commit(Keep::No, true));
+                    in_flight = Some(lease.begin_commit(Keep::No));
                 }
             }
             9 if in_flight.is_none() && gated.is_none() => {
@@ -533,7 +533,7 @@ fn random_run(seed: u64, steps: usize) -> Result<(), Broken> {
         answer.kept = true;
         lease.commit_answered(&answer, commit.keep);
     }
-    let last = lease.begin_commit(Keep::No, true);
+    let last = lease.begin_commit(Keep::No);
     let mut answer = db.apply(&last.batch)?;
     answer.kept = false;
     if lease.commit_answered(&answer, false).again {
