@@ -484,8 +484,13 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PathArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<PathArg> {
-        let os = obj.py().import("os")?;
-        let bytes = os.call_method1("fsencode", (obj,))?;
+        if let Ok(bytes) = obj.cast::<PyBytes>() {
+            return Ok(PathArg(bytes.as_bytes().to_vec()));
+        }
+        // (os.fsencode, looked up once)
+        static FSENCODE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+        let fsencode = FSENCODE.import(obj.py(), "os", "fsencode")?;
+        let bytes = fsencode.call1((obj,))?;
         Ok(PathArg(bytes.cast::<PyBytes>()?.as_bytes().to_vec()))
     }
 }

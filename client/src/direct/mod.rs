@@ -392,17 +392,20 @@ impl Direct {
         self.vfs.checked(&self.who, need, op).await
     }
 
-    /// Changes attributes of `path` (chmod, chown, truncate, utimes).
-    /// A setgid bit in a chmod by a caller outside the node's group (the
-    /// new one, with a chgrp) is cleared, as the kernel clears it.
+    /// Changes attributes of `path` (chmod, truncate, utimes; owners change
+    /// through [`Direct::chown`], which also clears set-id bits: ids here
+    /// are EINVAL). A setgid bit in a chmod by a caller outside the node's
+    /// group is cleared, as the kernel clears it.
     pub async fn set_attr(&self, path: &[u8], change: &SetAttr) -> DirectResult<Attr> {
+        if change.uid.is_some() || change.gid.is_some() {
+            return Err(libc::EINVAL);
+        }
         let attr = self.resolve(path, true).await?;
         let mut change = *change;
         if let Some(mode) = change.mode.filter(|m| m & libc::S_ISGID != 0) {
             // (its group as it is now: another client may have changed it)
             let now = self.vfs.getattr_fresh(attr.inode).await?;
-            let group = change.gid.unwrap_or(now.gid);
-            if !self.vfs.may_keep_setgid(&self.who, group) {
+            if !self.vfs.may_keep_setgid(&self.who, now.gid) {
                 change.mode = Some(mode & !libc::S_ISGID);
             }
         }
@@ -796,11 +799,7 @@ impl Direct {
         if path.len() >= PATH_MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        let trimmed = trim_slashes(path);
-        let (dir, name) = match trimmed.iter().rposition(|&c| c == b'/') {
-            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-            None => (&b""[..], trimmed),
-        };
+        let (dir, name) = split_last(path);
         let refusal = match name {
             b"" => Some(dots.root),
             b"." => Some(dots.dot),
@@ -834,11 +833,7 @@ impl Direct {
                 return Ok((parent, name));
             }
             let target = self.vfs.readlink(attr.inode).await?;
-            let trimmed = trim_slashes(&target);
-            let (dir, last) = match trimmed.iter().rposition(|&c| c == b'/') {
-                Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-                None => (&b""[..], trimmed),
-            };
+            let (dir, last) = split_last(&target);
             if matches!(last, b"" | b"." | b"..") {
                 return Err(libc::EISDIR);
             }
@@ -1002,6 +997,16 @@ fn trim_slashes(path: &[u8]) -> &[u8] {
     &path[start..end.max(start)]
 }
 
+/// `path` (slashes around it trimmed) as the directory part and its last
+/// name (empty for the root).
+fn split_last(path: &[u8]) -> (&[u8], &[u8]) {
+    let trimmed = trim_slashes(path);
+    match trimmed.iter().rposition(|&c| c == b'/') {
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (&b""[..], trimmed),
+    }
+}
+
 /// The names along `path`, empty ones (repeated slashes) left out.
 fn components(path: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
     path.split(|&c| c == b'/')
@@ -1018,6 +1023,9 @@ mod tests {
         assert_eq!(trim_slashes(b"//a/b//"), b"a/b");
         assert_eq!(trim_slashes(b"/"), b"");
         assert_eq!(trim_slashes(b""), b"");
+        assert_eq!(split_last(b"/a//b/c/"), (&b"a//b"[..], &b"c"[..]));
+        assert_eq!(split_last(b"c"), (&b""[..], &b"c"[..]));
+        assert_eq!(split_last(b"///"), (&b""[..], &b""[..]));
         let names: Vec<_> = components(b"/a//b/./c/").collect();
         assert_eq!(
             names,
