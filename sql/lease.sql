@@ -329,7 +329,7 @@ BEGIN
     END IF;
 
     IF v_count > 0 THEN
-        -- each entry checked and its node worked out as mknod does
+        -- each entry checked and its node worked out as mknod does (_made_node)
         -- (-1: made by an earlier send of this batch, whose answer was lost)
         SELECT array_agg(CASE WHEN EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dir AND e.name = u.name
                                                                  AND e.inode = u.inode) THEN -1
@@ -341,15 +341,13 @@ BEGIN
                                    OR EXISTS (SELECT 1 FROM node x WHERE x.inode = u.inode)
                                    OR u.inode = ANY (p_inodes[:u.i::integer - 1]) THEN 22
                               ELSE 0 END ORDER BY u.i),
-               array_agg(CASE WHEN v_acl_tags IS NULL THEN u.mode & 4095 & ~coalesce(u.umask, 0)
-                              ELSE _acl_create_mode(u.mode & 4095, v_acl_tags, v_acl_perms) END ORDER BY u.i),
-               array_agg(_squashed(u.uid, v_squash.kind, v_squash.uid) ORDER BY u.i),
-               array_agg(CASE WHEN par.mode & 1024 <> 0 THEN par.gid
-                              ELSE _squashed(u.gid, v_squash.kind, v_squash.gid) END ORDER BY u.i),
+               array_agg(m.mode ORDER BY u.i), array_agg(m.uid ORDER BY u.i), array_agg(m.gid ORDER BY u.i),
                array_agg(least(u.at, v_now) ORDER BY u.i)
           INTO errnos, v_modes, v_uids, v_gids, v_times
           FROM unnest(p_names, p_inodes, p_modes, p_umasks, p_uids, p_gids, p_times)
-               WITH ORDINALITY u(name, inode, mode, umask, uid, gid, at, i);
+               WITH ORDINALITY u(name, inode, mode, umask, uid, gid, at, i)
+         CROSS JOIN LATERAL _made_node(1, u.mode, u.umask, u.uid, u.gid, par.mode, par.gid, v_acl_tags,
+                                       v_acl_perms, v_squash.kind, v_squash.uid, v_squash.gid) m;
         -- the names still free (a name twice: its first)
         WITH made AS (
             INSERT INTO edge (parent, name, inode, type)

@@ -146,6 +146,27 @@ BEGIN
 END
 $$;
 
+-- The mode and owner of a node of type p_type asked for with mode p_mode
+-- less p_umask, as p_uid:p_gid, in a directory of mode p_dir_mode and group
+-- p_dir_gid: the directory's default ACL (p_acl_tags, p_acl_perms; NULL:
+-- none) replaces the umask, the caller's squash (p_squash_kind 'none',
+-- 'root' or 'all', to p_squash_uid:p_squash_gid) applies to the ids, and
+-- a setgid directory gives its group (and, to a directory, the bit). The
+-- one definition of what mknod and lease_commit make (a regress test runs
+-- both over a matrix: tests/regress/sql/make_file.sql).
+CREATE FUNCTION _made_node(p_type integer, p_mode integer, p_umask integer, p_uid bigint, p_gid bigint,
+                           p_dir_mode integer, p_dir_gid bigint, p_acl_tags smallint[], p_acl_perms smallint[],
+                           p_squash_kind text, p_squash_uid bigint, p_squash_gid bigint)
+RETURNS TABLE (mode integer, uid bigint, gid bigint)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_acl_tags IS NULL THEN p_mode & 4095 & ~coalesce(p_umask, 0)
+                ELSE _acl_create_mode(p_mode & 4095, p_acl_tags, p_acl_perms) END
+           | CASE WHEN p_type = 2 AND p_dir_mode & 1024 <> 0 THEN 1024 ELSE 0 END,
+           _squashed(p_uid, p_squash_kind, p_squash_uid),
+           CASE WHEN p_dir_mode & 1024 <> 0 THEN p_dir_gid
+                ELSE _squashed(p_gid, p_squash_kind, p_squash_gid) END
+$$;
+
 -- Creates a node of any type in p_parent: 1 file, 2 directory, 3 symlink
 -- (p_target), 4 fifo, 5 block and 6 char device (p_rdev), 7 socket.
 -- p_inode is an id from a range the client reserved with alloc_ids (another
@@ -232,25 +253,15 @@ BEGIN
 
     n.inode := coalesce(p_inode, _next_ids('inode', 1));
     n.type := p_type::smallint;
-    IF v_acl_tags IS NULL THEN
-        n.mode := p_mode & 4095 & ~coalesce(p_umask, 0);
-    ELSE
-        n.mode := _acl_create_mode(p_mode & 4095, v_acl_tags, v_acl_perms);
-    END IF;
-    n.uid := p_uid;
-    n.gid := p_gid;
     IF par.squash_roles AND NOT (p_type = 2 AND p_mode & 4095 = 448 AND p_uid = 0 AND p_gid = 0
                                  AND (p_inode = _trash_inode() OR p_parent = _trash_inode())) THEN
         v_squash := _caller_squash();
-        n.uid := _squashed(p_uid, v_squash.kind, v_squash.uid);
-        n.gid := _squashed(p_gid, v_squash.kind, v_squash.gid);
+    ELSE
+        SELECT 'none'::text AS kind, NULL::bigint AS uid, NULL::bigint AS gid INTO v_squash;
     END IF;
-    IF par.mode & 1024 <> 0 THEN
-        n.gid := par.gid;
-        IF p_type = 2 THEN
-            n.mode := n.mode | 1024;
-        END IF;
-    END IF;
+    SELECT m.mode, m.uid, m.gid INTO n.mode, n.uid, n.gid
+      FROM _made_node(p_type, p_mode, p_umask, p_uid, p_gid, par.mode, par.gid, v_acl_tags, v_acl_perms,
+                      v_squash.kind, v_squash.uid, v_squash.gid) m;
     n.atime := v_now; n.mtime := v_now; n.ctime := v_now;
     n.nlink := CASE WHEN p_type = 2 THEN 2 ELSE 1 END;
     n.length := CASE WHEN p_type = 3 THEN length(p_target) ELSE 0 END;
