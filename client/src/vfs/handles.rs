@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::attrs::{AttrCache, Ticket};
 use super::writer::Writer;
 use super::{Vfs, VfsResult};
 use crate::meta::{Attr, DirEntry, Epoch, Meta};
+use crate::ns::attrs::{AttrCache, Ticket};
 
 /// Ids of one kind reserved in ranges from the database.
 pub(super) struct IdRange {
@@ -215,7 +215,7 @@ pub(super) struct DirPage {
     /// The attribute cache's ticket when `entries` were fetched: one
     /// changed since (here, or by another mount as the change log says) is
     /// not given to the kernel, which would keep its name and attributes.
-    pub(super) fetched: Option<crate::vfs::attrs::Ticket>,
+    pub(super) fetched: Option<crate::ns::attrs::Ticket>,
     pub(super) listing: Option<ListingRead>,
     /// Past its first page, a listing shows no entry with a cookie newer
     /// than this (`jfs.listing_ceiling`, asked then; None: not yet, or the
@@ -227,7 +227,7 @@ pub(super) struct DirPage {
 /// A directory read from its start, page after page, to be kept whole in
 /// the mount's listings once its end is reached (`listings`).
 pub(super) struct ListingRead {
-    pub(super) started: super::listings::Started,
+    pub(super) started: crate::ns::listings::Started,
     pub(super) parent: u64,
     pub(super) names: Vec<Vec<u8>>,
     /// The cookie the next page must start from for the pages to join.

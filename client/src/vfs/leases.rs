@@ -29,10 +29,10 @@
 use std::sync::atomic::Ordering;
 
 use crate::meta::{Attr, CreateWithData, LeasedCreate, NewNode, NodeType};
+use crate::ns::attrs::Ticket;
 use crate::ns::lease::{Create, Keep, LeaseState, Lookup, Unlink};
 use crate::ns::leases::{leased_entry, Gate};
 pub use crate::ns::leases::{DirOp, Leases, MakeInDir, LEASE_WINDOW};
-use crate::vfs::attrs::Ticket;
 use crate::vfs::handles::FileState;
 use crate::vfs::writer::WriteTarget;
 use crate::vfs::{Vfs, VfsResult};

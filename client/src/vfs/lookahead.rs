@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::attrs::Ticket;
 use super::Vfs;
 use crate::meta::Attr;
+use crate::ns::attrs::Ticket;
 
 /// Misses in one directory, each within [`WALK_GAP`] of the one before,
 /// after which a lookup there reads ahead.

@@ -6,7 +6,6 @@
 //! types it needs through this module's re-exports.
 mod acl;
 mod atime;
-mod attrs;
 pub mod background;
 pub mod backup;
 mod block_buf;
@@ -20,7 +19,6 @@ mod lease_commit;
 mod leases;
 pub use leases::LEASE_WINDOW;
 
-mod listings;
 mod lookahead;
 mod lost_found;
 mod ops;
@@ -130,16 +128,16 @@ pub struct Vfs {
     tier_classes: std::sync::RwLock<[String; 4]>,
     /// Set by the FUSE layer: makes the kernel forget what it cached.
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
-    attrs: attrs::AttrCache,
+    attrs: crate::ns::attrs::AttrCache,
     /// When reads move atimes, and whether the database lets them.
     atime: atime::AtimeKeeper,
-    listings: listings::Listings,
+    listings: crate::ns::listings::Listings,
     /// Directories whose unlinks this mount answers and commits in batches.
     leases: leases::Leases,
     /// Which directories callers are walking name by name (see `lookahead`).
     walks: lookahead::Walks,
     /// When the change log was last read: what both caches answer by.
-    log: Arc<listings::LogFreshness>,
+    log: Arc<crate::ns::listings::LogFreshness>,
     /// Polls of the change log, for lock barriers.
     log_polls: changes::LogPolls,
     /// Wakes the background committer to commit every file's pending
@@ -214,10 +212,10 @@ impl Vfs {
         sid: i64,
     ) -> Vfs {
         meta.set_async_commits(volume.meta_durability == "fsync");
-        let log = Arc::new(listings::LogFreshness::default());
+        let log = Arc::new(crate::ns::listings::LogFreshness::default());
         Vfs {
             cache: BlockCache::new(config.buffer_size / 2),
-            attrs: attrs::AttrCache::new(
+            attrs: crate::ns::attrs::AttrCache::new(
                 config.attr_ttl,
                 config.follow_changes && !config.attr_ttl.is_zero(),
                 !config.entry_ttl.is_zero(),
@@ -230,7 +228,7 @@ impl Vfs {
             leases: leases::Leases::default(),
             commit_now: tokio::sync::Notify::new(),
             space_limited: Mutex::new(None),
-            listings: listings::Listings::new(
+            listings: crate::ns::listings::Listings::new(
                 config.follow_changes && !config.entry_ttl.is_zero(),
                 log.clone(),
             ),
@@ -258,7 +256,7 @@ impl Vfs {
     pub fn missing_name_ttl(&self, parent: u64, name: &[u8]) -> Option<Duration> {
         let cache = self.config.follow_changes
             && !self.config.entry_ttl.is_zero()
-            && !listings::is_trash_entry(parent, name);
+            && !crate::ns::listings::is_trash_entry(parent, name);
         cache.then_some(self.config.entry_ttl)
     }
 

@@ -1,8 +1,8 @@
 //! Directory operations: opendir, readdir (pages of entries with their
 //! attributes), releasedir; statfs.
 use crate::meta::{Attr, NodeType, Statfs};
+use crate::ns::listings::MAX_LISTED;
 use crate::vfs::handles::{DirPage, Handle, ListingRead};
-use crate::vfs::listings::MAX_LISTED;
 use crate::vfs::{errno, Vfs, VfsResult};
 
 /// Entries fetched from the database per readdir round trip.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::meta::{Attr, MetaError, NewNode, NodeType};
 use crate::metrics::METRICS;
-use crate::vfs::attrs::Ticket;
+use crate::ns::attrs::Ticket;
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{control, errno, Caller, Vfs, VfsResult};
 use crate::volume::layout::CHUNK_SIZE;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::meta::{Attr, SetAttr};
-use crate::vfs::attrs::Ticket;
+use crate::ns::attrs::Ticket;
 use crate::vfs::handles::{FileState, Handle, OpenFile};
 use crate::vfs::{errno, Vfs, VfsResult};
 
