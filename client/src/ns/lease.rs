@@ -435,14 +435,14 @@ impl LeaseState {
     }
 
     /// The commit a create went with is over: `made` if it made the file
-    /// (then no longer pending: returned, with its node as answered here),
-    /// else it stays pending for the next batch.
-    pub fn created_with_data(&mut self, inode: u64, made: bool) -> Option<(LeasedCreate, Attr)> {
+    /// (then no longer pending: returned), else it stays pending for the
+    /// next batch.
+    pub fn created_with_data(&mut self, inode: u64, made: bool) -> Option<LeasedCreate> {
         self.end_gate();
         let at = self.creates.iter().position(|c| c.inode == inode);
-        let create = at.filter(|_| made).and_then(|at| {
-            let attr = self.created.remove(&inode)?;
-            Some((self.creates.remove(at), attr))
+        let create = at.filter(|_| made).map(|at| {
+            self.created.remove(&inode);
+            self.creates.remove(at)
         });
         self.check();
         create

@@ -76,7 +76,7 @@ impl Vfs {
         let (answer, done) = answered?;
         if let Some(attr) = made_by_mknod {
             if let Some((_, answered)) = done.made.first() {
-                super::leases::prediction_holds(answered, &attr, 0o7777);
+                super::leases::prediction_holds(answered, &attr);
             }
             // as a create through PostgreSQL: the node and the directory's
             // times as the procedure left them

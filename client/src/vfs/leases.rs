@@ -284,12 +284,10 @@ impl Vfs {
         let create = self
             .leases
             .with_own(dir, &flight.gate, |l| l.created_with_data(inode, made));
-        let Some((create, answered)) = create.flatten() else {
+        let Some(create) = create.flatten() else {
             return;
         };
         if let Some(attr) = attr.filter(|a| a.inode == inode) {
-            // (its data written since: its mode's set-id bits may be gone)
-            prediction_holds(&answered, attr, 0o777);
             // as a create through PostgreSQL: the node as the commit left
             // it, the directory's times as the create moved them
             self.attrs
@@ -450,11 +448,12 @@ impl Vfs {
 }
 
 /// The node PostgreSQL made for a create this mount answered under a lease
-/// is the node it answered (checked in debug builds): the lease's
-/// prediction and `jfs.mknod` agree on its type, owner, group, links, tier
-/// and the `mode_bits` of its mode.
-pub(super) fn prediction_holds(answered: &Attr, made: &Attr, mode_bits: u32) {
-    let node = |a: &Attr| (a.kind, a.mode & mode_bits, a.uid, a.gid, a.nlink, a.tier);
+/// is the node it answered (checked in debug builds, where `jfs.mknod`
+/// made it alone: `jfs.mknod_with_slices` also applies the mode, owner and
+/// times set since, which the answer then shows): the lease's prediction
+/// and mknod agree on its type, mode, owner, group, links and tier.
+pub(super) fn prediction_holds(answered: &Attr, made: &Attr) {
+    let node = |a: &Attr| (a.kind, a.mode, a.uid, a.gid, a.nlink, a.tier);
     debug_assert_eq!(
         node(answered),
         node(made),

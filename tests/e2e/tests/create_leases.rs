@@ -317,9 +317,14 @@ fn written_files_under_a_lease_survive_postgres_crashes() {
         procedure_calls(&addr, "mknod_with_slices"),
         m.log_warnings(5)
     );
+    // (most are: about two in three here, alike at 5b015dc and after; how
+    // many a batch commits first instead depends on how the committer's
+    // window falls against each close, and on a loaded machine a third did
+    // once: the path must be taken across the crashes, not in a ratio)
+    let with_data = procedure_calls(&addr, "mknod_with_slices");
     assert!(
-        procedure_calls(&addr, "mknod_with_slices") >= made as f64 / 2.0,
-        "files made with their data's commit"
+        with_data >= 1.0 && with_data >= made as f64 / 4.0,
+        "files made with their data's commit: {with_data} of {made}"
     );
     let other = s.mount("b", &[]);
     let want: BTreeSet<String> = (0..made).map(|i| format!("f{i}")).collect();
