@@ -506,7 +506,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store.describe(),
             mountpoint.display()
         );
-        let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
+        let vfs = Vfs::new(meta, store, volume, config, sid);
         attach::start(&vfs, Duration::from_secs_f64(a.changes_poll)).await?;
         Ok::<_, anyhow::Error>((vfs, info, read_only))
     })?;

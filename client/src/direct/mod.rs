@@ -176,7 +176,7 @@ impl Direct {
             // (the gateway is a direct client: it makes it)
             reserve_gateway_dir: false,
         };
-        let vfs = Arc::new(Vfs::new(meta, store, volume, config, sid));
+        let vfs = Vfs::new(meta, store, volume, config, sid);
         attach::start(&vfs, o.changes_poll).await?;
         attach::spawn_background(
             vfs.clone(),
@@ -752,7 +752,7 @@ impl Direct {
     async fn lookup(&self, dir: u64, name: &[u8]) -> DirectResult<Attr> {
         match self.lookup_cached(dir, name).await {
             Err(libc::ENOENT) => {
-                self.vfs.catch_up_with_log().await;
+                self.vfs.ns.catch_up_with_log().await;
                 self.lookup_cached(dir, name).await
             }
             found => found,

@@ -66,6 +66,7 @@ pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
 pub use pool::redact_url;
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit, SummaryRow};
+pub use range::Copied;
 pub use session::session_application_name;
 pub use tier::TierSlice;
 pub use version::VERSION_TEXT;

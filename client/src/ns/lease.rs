@@ -1,7 +1,7 @@
 //! A directory lease's state as a pure state machine: the entries the lease
 //! gives this mount, what it answered under the lease and has not committed,
 //! and what it may answer now. No I/O and no locks: its keeper
-//! (`vfs/leases.rs`) feeds it events (an unlink or a create to answer, a
+//! (`ns/keeper.rs`) feeds it events (an unlink or a create to answer, a
 //! commit to send, its answer or its failure, an operation through
 //! PostgreSQL that makes an entry or goes with a file's data) and does what
 //! it is told (send this batch, wait, ask PostgreSQL, give the lease up,

@@ -2,7 +2,7 @@
 //! the gate its commits take, and what decides when a lease is taken (runs
 //! of unlinks or creates in one directory, refusals, operations in flight),
 //! all under one lock, so that there is no order of locks to get wrong.
-//! The keeper that talks to PostgreSQL is `vfs/leases.rs`.
+//! The keeper that talks to PostgreSQL is `ns/keeper.rs`.
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;

@@ -1,10 +1,247 @@
-//! The namespace layer: the mount's view of names and nodes between the
-//! operations (`vfs/`) and the namespace procedures. Being moved here from
-//! `vfs/` (issue 55); so far it holds the caches of attributes and entries
-//! (`attrs`) and of whole listings (`listings`), one directory lease's
-//! state machine (`lease`) and the mount's table of leases (`leases`),
-//! which `vfs/` fills and runs against PostgreSQL.
+//! The namespace layer: the mount's view of names and nodes, between the
+//! operations (`vfs/`, and through them the control file, `direct/` and
+//! the gateway) and PostgreSQL. [`Namespace`] is the one road from the
+//! operations to the metadata procedures: it owns the connection pool
+//! (`Meta`), the caches of attributes and entries (`attrs`) and of whole
+//! listings (`listings`), the change-log follower (`changes`), lookups
+//! that read ahead (`lookahead`), the id ranges (`ids`) and the directory
+//! leases: one lease's pure state machine (`lease`), the mount's table of
+//! them (`leases`) and their keeper, which answers and commits what a
+//! lease lets this mount answer (`keeper`, `lease_commit`).
+//!
+//! The contract with the operations, on one page:
+//! - **Nodes** ([`nodes`]): every procedure that names an inode is a
+//!   method here, and each one first settles that inode: a file this mount
+//!   made under a lease and has not committed yet is committed before
+//!   PostgreSQL is asked about it (the rule no operation has to remember).
+//! - **Directory operations** ([`keeper`]): what changes a directory's
+//!   entries says so first: `create_leased`/`unlink_leased` (answered here
+//!   under a lease, or None: go to PostgreSQL), `create_begins`,
+//!   `unlink_begins`, `make_begins` (a mkdir, symlink or device node with
+//!   the lease kept) and `settle_dir` (anything else: the lease committed
+//!   and given up); each returns a guard the operation holds until it is
+//!   answered, and `created_directly`/`unlinked_directly` report what went
+//!   through PostgreSQL.
+//! - **Caches**: [`Namespace::attrs`] and [`Namespace::listings`] are read
+//!   by the operations and filled with tickets (a reply older than a change
+//!   is not kept); the change-log follower keeps them exact.
+//! - **What it asks of the mount above** is the [`Mount`] trait: whether a
+//!   file is open, what the kernel is to forget, a file unlinked while open
+//!   here, a create refused at its commit.
+//!
+//! Procedures that name no node (sessions, statfs, maintenance, the
+//! journal) go through [`Namespace::meta_of_mount`].
 pub mod attrs;
+pub mod changes;
+pub mod ids;
+pub mod keeper;
 pub mod lease;
+mod lease_commit;
 pub mod leases;
 pub mod listings;
+pub mod lookahead;
+pub mod nodes;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::meta::{LeasedCreate, Meta};
+use attrs::AttrCache;
+use ids::IdRange;
+use leases::Leases;
+use listings::{Listings, LogFreshness};
+
+pub use keeper::{CreateInFlight, LeasedUnlink};
+pub use leases::{DirOp, MakeInDir, LEASE_WINDOW};
+
+/// A result whose error is an errno value.
+pub type NsResult<T> = Result<T, i32>;
+
+/// The errno of a failed procedure call (logged unless it is one the
+/// procedure answered).
+pub fn errno(e: crate::meta::MetaError) -> i32 {
+    if !matches!(e, crate::meta::MetaError::Errno(_)) {
+        tracing::error!("{e}");
+    }
+    e.errno()
+}
+
+/// Inode and slice ids reserved from the database in one call.
+const ID_BATCH: i32 = 1000;
+
+/// The session id of a mount that has none (a mount of a hot standby).
+pub const NO_SESSION: i64 = 0;
+
+/// What the kernel is to forget (volume inode numbers: the mount maps
+/// them to the kernel's).
+pub enum Forget<'a> {
+    /// The entry `name` of directory `parent`, asked while answering a
+    /// request: waited for a moment only (the kernel may hold the
+    /// directory's lock until that request is answered).
+    Entry { parent: u64, name: &'a [u8] },
+    /// The same from a thread that answers no request: waited for.
+    EntryNow { parent: u64, name: &'a [u8] },
+    /// The attributes of an inode.
+    Attributes { inode: u64 },
+    /// The attributes and the cached pages of a file.
+    Data { inode: u64 },
+}
+
+/// What the namespace layer asks of the mount above it (`Vfs`).
+pub trait Mount: Send + Sync {
+    /// Whether `inode` is open here.
+    fn is_open(&self, inode: u64) -> bool;
+    /// The inodes open here (a commit's unlinks and removals by other
+    /// mounts keep them alive).
+    fn open_inodes(&self) -> Vec<i64>;
+    /// `inode`, open here, lost its last name: kept until closed.
+    fn unlinked_while_open(&self, inode: u64) -> BoxFuture<'_, ()>;
+    /// Makes the kernel forget `what`.
+    fn forget_in_kernel(&self, what: Forget<'_>);
+    /// The metadata server crashed or failed over: what the open files
+    /// keep of their slices is forgotten; their inodes.
+    fn forget_open_files(&self) -> BoxFuture<'_, Vec<u64>>;
+    /// A create this mount answered under `dir`'s lease was refused at its
+    /// commit with `errno`: its file and data are kept elsewhere and the
+    /// loss reported to the application.
+    fn keep_refused_create<'a>(
+        &'a self,
+        dir: u64,
+        create: &'a LeasedCreate,
+        errno: i32,
+    ) -> BoxFuture<'a, ()>;
+}
+
+/// How the namespace caches and reads ahead (from the mount's options).
+pub struct Settings {
+    /// How long attributes are kept (`--attr-cache`).
+    pub attr_ttl: Duration,
+    /// Whether names are cached (`--entry-cache` above 0).
+    pub keep_names: bool,
+    /// Whether the change log is followed (`--changes-poll` above 0).
+    pub follow_changes: bool,
+    /// `setting.skip_dir_mtime_ns` of the volume.
+    pub skip_dir_mtime_ns: i64,
+    /// Entries a lookup in a directory being walked reads ahead.
+    pub lookup_ahead: u32,
+}
+
+/// The mount's namespace: see the module's documentation.
+pub struct Namespace {
+    meta: Meta,
+    mount: Weak<dyn Mount>,
+    sid: AtomicI64,
+    pub attrs: AttrCache,
+    pub listings: Listings,
+    /// Directories whose unlinks and creates this mount answers and
+    /// commits in batches.
+    leases: Leases,
+    /// Which directories callers are walking name by name.
+    walks: lookahead::Walks,
+    lookup_ahead: u32,
+    follow_changes: bool,
+    /// When the change log was last read: what both caches answer by.
+    log: Arc<LogFreshness>,
+    /// Polls of the change log, for lock barriers.
+    log_polls: changes::LogPolls,
+    inode_ids: IdRange,
+    slice_ids: IdRange,
+}
+
+impl Namespace {
+    /// The namespace of a mount with session `sid` (or [`NO_SESSION`]),
+    /// which `mount` is (a weak reference: the mount owns this).
+    pub fn new(meta: Meta, settings: Settings, sid: i64, mount: Weak<dyn Mount>) -> Namespace {
+        let log = Arc::new(LogFreshness::default());
+        let keep_attrs = settings.follow_changes && !settings.attr_ttl.is_zero();
+        Namespace {
+            attrs: AttrCache::new(
+                settings.attr_ttl,
+                keep_attrs,
+                settings.keep_names,
+                settings.skip_dir_mtime_ns,
+                log.clone(),
+            ),
+            listings: Listings::new(settings.follow_changes && settings.keep_names, log.clone()),
+            log,
+            meta,
+            mount,
+            sid: AtomicI64::new(sid),
+            leases: Leases::default(),
+            walks: lookahead::Walks::default(),
+            lookup_ahead: settings.lookup_ahead,
+            follow_changes: settings.follow_changes,
+            log_polls: changes::LogPolls::default(),
+            inode_ids: IdRange::new("inode", ID_BATCH),
+            slice_ids: IdRange::new("slice", ID_BATCH),
+        }
+    }
+
+    /// The metadata procedures that name no node of the namespace (the
+    /// session, statfs, the journal, maintenance, slices of a file the
+    /// caller settled).
+    pub fn meta_of_mount(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// The mount above (None once it is gone).
+    fn mount(&self) -> Option<Arc<dyn Mount>> {
+        self.mount.upgrade()
+    }
+
+    pub fn sid(&self) -> i64 {
+        self.sid.load(Ordering::Relaxed)
+    }
+
+    pub fn set_sid(&self, sid: i64) {
+        self.sid.store(sid, Ordering::Relaxed);
+    }
+
+    /// Whether this mount has a session (a mount of a hot standby has
+    /// none: it writes nothing to the database).
+    pub fn has_session(&self) -> bool {
+        self.sid() != NO_SESSION
+    }
+
+    /// A new inode number of this mount's range.
+    pub async fn new_inode(&self) -> Result<u64, i32> {
+        self.inode_ids.next(&self.meta).await
+    }
+
+    /// A new slice id of this mount's range.
+    pub async fn new_slice(&self) -> Result<u64, i32> {
+        self.slice_ids.next(&self.meta).await
+    }
+
+    /// Whether `inode` is open in the mount.
+    fn is_open(&self, inode: u64) -> bool {
+        self.mount().is_some_and(|m| m.is_open(inode))
+    }
+
+    /// The inodes open in the mount.
+    fn open_inodes(&self) -> Vec<i64> {
+        self.mount().map(|m| m.open_inodes()).unwrap_or_default()
+    }
+
+    /// `inode` lost its last name: if open in the mount, kept until closed.
+    async fn unlinked_while_open(&self, inode: u64) {
+        if let Some(mount) = self.mount() {
+            mount.unlinked_while_open(inode).await;
+        }
+    }
+
+    /// Makes the kernel forget `what`.
+    fn forget_in_kernel(&self, what: Forget<'_>) {
+        if let Some(mount) = self.mount() {
+            mount.forget_in_kernel(what);
+        }
+    }
+
+    /// Whether the change log is followed.
+    pub fn follows_changes(&self) -> bool {
+        self.follow_changes
+    }
+}

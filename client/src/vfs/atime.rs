@@ -89,14 +89,14 @@ impl Vfs {
             return;
         }
         let now = crate::meta::time_to_ns(std::time::SystemTime::now());
-        if let Some(a) = self.attrs.get(inode) {
+        if let Some(a) = self.ns.attrs.get(inode) {
             if !atime_due(keeper.mode, a.atime, a.mtime, a.ctime, now) {
                 return;
             }
         }
         let strict = keeper.mode == AtimeMode::Strictatime;
-        match self.meta.touch_atime(inode, strict).await {
-            Ok(_) => self.attrs.forget(inode),
+        match self.ns.meta_of_mount().touch_atime(inode, strict).await {
+            Ok(_) => self.ns.attrs.forget(inode),
             Err(e) if e.is_undefined_or_denied() => {
                 if !keeper.refused.swap(true, Ordering::Relaxed) {
                     tracing::warn!(

@@ -51,8 +51,8 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
     // a mount of a hot standby, or one that reads from one, reports how
     // far behind it reads
     let standby = match vfs.has_session() {
-        false => Some(vfs.meta.clone()),
-        true => vfs.meta.replica(),
+        false => Some(vfs.ns.meta_of_mount().clone()),
+        true => vfs.ns.meta_of_mount().replica(),
     };
     if let Some(standby) = standby {
         tokio::spawn(async move {
@@ -66,13 +66,13 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
         });
     }
     // the unlinks answered under directory leases, every window
-    let v = vfs.clone();
-    vfs.enable_leases();
+    let ns = vfs.ns.clone();
+    vfs.ns.enable_leases();
     tokio::spawn(async move {
         loop {
-            v.lease_held().await;
+            ns.lease_held().await;
             tokio::time::sleep(crate::vfs::LEASE_WINDOW).await;
-            v.commit_leases().await;
+            ns.commit_leases().await;
         }
     });
     let v = vfs.clone();
@@ -81,15 +81,15 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
         if !v.has_session() {
             return;
         }
-        let mut state_losses = v.meta.state_losses();
+        let mut state_losses = v.ns.meta_of_mount().state_losses();
         loop {
             tokio::time::sleep(c.heartbeat).await;
-            if v.meta.state_losses() != state_losses {
-                state_losses = v.meta.state_losses();
+            if v.ns.meta_of_mount().state_losses() != state_losses {
+                state_losses = v.ns.meta_of_mount().state_losses();
                 v.session_lost("may have been erased by a crash of the metadata server")
                     .await;
             }
-            match v.meta.session_heartbeat(v.sid()).await {
+            match v.ns.meta_of_mount().session_heartbeat(v.sid()).await {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::warn!(
@@ -98,7 +98,8 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                         c.session_timeout
                     );
                     match v
-                        .meta
+                        .ns
+                        .meta_of_mount()
                         .session_register(
                             &host,
                             std::process::id() as i32,
@@ -162,11 +163,20 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             // after an outage every session looks dead until the live ones
             // heartbeat again: only a mount that has reached the database
             // for a whole timeout judges the others
-            if v.meta.reached_for().is_none_or(|d| d < c.session_timeout) {
+            if v.ns
+                .meta_of_mount()
+                .reached_for()
+                .is_none_or(|d| d < c.session_timeout)
+            {
                 tracing::debug!("session cleanup waits: the database was out of reach lately");
                 continue;
             }
-            match v.meta.session_cleanup(c.session_timeout.as_secs()).await {
+            match v
+                .ns
+                .meta_of_mount()
+                .session_cleanup(c.session_timeout.as_secs())
+                .await
+            {
                 Ok(0) => {}
                 Ok(n) => {
                     METRICS.sessions_cleaned.inc_by(n as u64);
@@ -184,7 +194,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 tracing::warn!("reading the tier classes: {e}");
             }
             if vfs.volume.trash_days > 0 && !vfs.config.read_only {
-                match vfs.meta.trash_purge(10_000).await {
+                match vfs.ns.meta_of_mount().trash_purge(10_000).await {
                     Ok(0) => {}
                     Ok(n) => {
                         METRICS.trash_purged.inc_by(n);
@@ -194,7 +204,12 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 }
             }
             if !vfs.config.read_only {
-                match vfs.meta.free_unlinked(UNLINKED_FREE_STEP).await {
+                match vfs
+                    .ns
+                    .meta_of_mount()
+                    .free_unlinked(UNLINKED_FREE_STEP)
+                    .await
+                {
                     Ok(0) => {}
                     Ok(n) => {
                         METRICS.unlinked_freed.inc_by(n as u64);
@@ -202,7 +217,12 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                     }
                     Err(e) => tracing::warn!("freeing removed files: {e}"),
                 }
-                match vfs.meta.changelog_prune(CHANGELOG_PRUNE_STEP).await {
+                match vfs
+                    .ns
+                    .meta_of_mount()
+                    .changelog_prune(CHANGELOG_PRUNE_STEP)
+                    .await
+                {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!("pruned {n} change-log rows"),
                     Err(e) => tracing::warn!("pruning the change log: {e}"),
@@ -211,7 +231,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             if !vfs.config.read_only {
                 warn_if_store_disk_low(&vfs, &mut low_disk_warned).await;
                 if let Err(e) = crate::volume::gc::drain_delslices(
-                    &vfs.meta,
+                    vfs.ns.meta_of_mount(),
                     vfs.store.as_ref(),
                     &vfs.volume,
                     cfg.gc_delay,
@@ -245,7 +265,7 @@ async fn warn_if_store_disk_low(vfs: &Vfs, warned: &mut Option<std::time::Instan
         return;
     }
     *warned = Some(std::time::Instant::now());
-    let waiting = match vfs.meta.delete_queue().await {
+    let waiting = match vfs.ns.meta_of_mount().delete_queue().await {
         Ok(Some(q)) => format!(
             "; {} MiB of it is freed data waiting for deletion (jfs config --delete-queue-cap \
              deletes it sooner)",

@@ -18,7 +18,7 @@ pub async fn backup_if_due(
     interval: Duration,
     keep: usize,
 ) -> anyhow::Result<Option<String>> {
-    let Some(stamp) = vfs.meta.backup_claim(interval).await? else {
+    let Some(stamp) = vfs.ns.meta_of_mount().backup_claim(interval).await? else {
         return Ok(None);
     };
     match write_backup(vfs, &stamp, keep).await {
@@ -28,7 +28,7 @@ pub async fn backup_if_due(
         }
         Err(e) => {
             // the next mount to ask tries again
-            if let Err(r) = vfs.meta.backup_release(&stamp).await {
+            if let Err(r) = vfs.ns.meta_of_mount().backup_release(&stamp).await {
                 tracing::warn!("giving back the metadata backup's turn: {r}");
             }
             Err(e)
@@ -42,7 +42,7 @@ async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<Str
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     // (the key kept, as before: a backup is what a lost database is
     // loaded back from)
-    let dumped = dump(&vfs.meta, &mut gz, None, true, |_| {}).await?;
+    let dumped = dump(vfs.ns.meta_of_mount(), &mut gz, None, true, |_| {}).await?;
     let bytes = gz.finish()?;
     let size = bytes.len();
     vfs.store

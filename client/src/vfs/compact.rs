@@ -221,10 +221,10 @@ impl Vfs {
         let file = self.open_file(inode);
         let tier = match &file {
             Some(f) => f.state.lock().await.tier,
-            None => self.meta.getattr(inode).await.map_err(errno)?.tier,
+            None => self.ns.getattr_now(inode).await.map_err(errno)?.tier,
         };
         let target = self.target(tier);
-        let done = compact_chunk(&target, inode, chunk, || self.slice_ids.next(&self.meta)).await?;
+        let done = compact_chunk(&target, inode, chunk, || self.ns.new_slice()).await?;
         if let (Compacted::Done { .. }, Some(f)) = (done, file) {
             // the slice lists kept here name the old slices
             f.state.lock().await.changed();

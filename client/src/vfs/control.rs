@@ -64,7 +64,7 @@ impl Vfs {
         }
         let who = self.requester(caller);
         // what a command reads or changes includes the unlinks answered here
-        if let Err(e) = self.settle_all().await {
+        if let Err(e) = self.ns.settle_all().await {
             return format!("error: {}\n", std::io::Error::from_raw_os_error(e));
         }
         let mut words = request.split_whitespace();
@@ -134,7 +134,7 @@ impl Vfs {
         };
         // rmr and clone change what the attribute cache holds (and a clone
         // adds names: see clone_tree); reads that started before are not kept
-        self.attrs.forget_all();
+        self.ns.attrs.forget_all();
         match answer {
             Ok(text) => text,
             Err(e) => format!("error: {e}\n"),
@@ -150,7 +150,8 @@ impl Vfs {
         self.may_compact(&attr, who).await?;
         let root = attr.inode;
         let fragmented = self
-            .meta
+            .ns
+            .meta_of_mount()
             .fragmented_chunks(root, 2)
             .await
             .map_err(|e| text(e.errno()))?;
@@ -188,7 +189,8 @@ impl Vfs {
             return self.remove_part(part).await;
         }
         let (removed, done) = self
-            .meta
+            .ns
+            .meta_of_mount()
             .rmr(parent, name, RMR_STEP, self.sid(), &self.open_inodes())
             .await
             .map_err(|e| e.to_string())?;
@@ -209,7 +211,8 @@ impl Vfs {
         for (dir, name) in &part.whole {
             loop {
                 let (n, done) = self
-                    .meta
+                    .ns
+                    .meta_of_mount()
                     .rmr(*dir, name, RMR_STEP, self.sid(), &self.open_inodes())
                     .await
                     .map_err(|e| format!("removed {removed}, then: {e}"))?;
@@ -248,11 +251,12 @@ impl Vfs {
         self.may_clone(source, dst_parent, who).await?;
         let owner = (!preserve || !who.is_root()).then_some((who.uid, who.gid));
         let (inode, nodes, space) = self
-            .meta
+            .ns
+            .meta_of_mount()
             .clone_node(src, dst_parent, name, owner)
             .await
             .map_err(|e| e.to_string())?;
-        self.listings.added(dst_parent, name);
+        self.ns.listings.added(dst_parent, name);
         self.forget_entry(dst_parent, name);
         Ok(format!("cloned {inode} {nodes} {space}\n"))
     }
@@ -274,7 +278,8 @@ impl Vfs {
         let mut objects = 0;
         for chunk in 0..chunks {
             let slices = self
-                .meta
+                .ns
+                .meta_of_mount()
                 .read_chunk(inode, chunk as u32)
                 .await
                 .map_err(|e| e.to_string())?;

@@ -246,7 +246,8 @@ impl Vfs {
         if !self.grants(who, &dir, SEARCH).await? {
             return Err(denied("no search permission on the directory", parent));
         }
-        self.meta
+        self.ns
+            .meta_of_mount()
             .lookup(parent, &name)
             .await
             .map_err(|e| os_error(e.errno()))
@@ -267,7 +268,8 @@ impl Vfs {
             return Err(denied("no search permission on the directory", parent));
         }
         let top = self
-            .meta
+            .ns
+            .meta_of_mount()
             .lookup(parent, name)
             .await
             .map_err(|e| os_error(e.errno()))?;
@@ -308,7 +310,8 @@ impl Vfs {
         let mut cookie = 0;
         loop {
             let page = self
-                .meta
+                .ns
+                .meta_of_mount()
                 .readdirplus(entry.inode, cookie, PAGE)
                 .await
                 .map_err(|e| os_error(e.errno()))?;
@@ -389,7 +392,8 @@ impl Vfs {
             let mut cookie = 0;
             loop {
                 let page = self
-                    .meta
+                    .ns
+                    .meta_of_mount()
                     .readdirplus(dir.inode, cookie, PAGE)
                     .await
                     .map_err(|e| os_error(e.errno()))?;

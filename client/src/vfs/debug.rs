@@ -52,7 +52,7 @@ impl Vfs {
             c.compact_at
         );
         let _ = writeln!(r, "\n== sessions of the volume");
-        match self.meta.sessions().await {
+        match self.ns.meta_of_mount().sessions().await {
             Ok(sessions) => {
                 for s in sessions {
                     let mine = if s.sid == self.sid() {
@@ -72,7 +72,7 @@ impl Vfs {
             }
         }
         let _ = writeln!(r, "\n== jfs.fsck()");
-        match self.meta.fsck().await {
+        match self.ns.meta_of_mount().fsck().await {
             Ok(problems) if problems.is_empty() => {
                 let _ = writeln!(r, "no problems");
             }

@@ -8,38 +8,8 @@ use std::sync::Arc;
 
 use super::writer::Writer;
 use super::{Vfs, VfsResult};
-use crate::meta::{Attr, DirEntry, Epoch, Meta};
+use crate::meta::{Attr, DirEntry, Epoch};
 use crate::ns::attrs::{AttrCache, Ticket};
-
-/// Ids of one kind reserved in ranges from the database.
-pub(super) struct IdRange {
-    kind: &'static str,
-    batch: i32,
-    next_end: tokio::sync::Mutex<(u64, u64)>,
-}
-
-impl IdRange {
-    pub(super) fn new(kind: &'static str, batch: i32) -> IdRange {
-        IdRange {
-            kind,
-            batch,
-            next_end: tokio::sync::Mutex::new((0, 0)),
-        }
-    }
-
-    pub(super) async fn next(&self, meta: &Meta) -> Result<u64, i32> {
-        let mut r = self.next_end.lock().await;
-        if r.0 >= r.1 {
-            let first = meta
-                .alloc_ids(self.kind, self.batch)
-                .await
-                .map_err(|e| e.errno())?;
-            *r = (first, first + self.batch as u64);
-        }
-        r.0 += 1;
-        Ok(r.0 - 1)
-    }
-}
 
 /// State of a file that is open in this mount, shared by its handles.
 ///

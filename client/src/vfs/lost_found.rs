@@ -27,9 +27,9 @@ impl Vfs {
     /// its data, still to be committed, is kept), its handles answer EIO
     /// at every fsync and close, and the mount counts a loss.
     pub(super) async fn keep_refused_create(&self, dir: u64, create: &LeasedCreate, refused: i32) {
-        self.meta.lost_an_answer();
-        self.attrs.forget_entry(dir, &create.name);
-        self.attrs.forget(create.inode);
+        self.ns.meta_of_mount().lost_an_answer();
+        self.ns.attrs.forget_entry(dir, &create.name);
+        self.ns.attrs.forget(create.inode);
         if let Some(file) = self.open_file(create.inode) {
             file.create_lost.store(true, Ordering::SeqCst);
         }
@@ -56,7 +56,8 @@ impl Vfs {
     async fn make_in_lost_found(&self, dir: u64, create: &LeasedCreate) -> VfsResult<Vec<u8>> {
         let lost_found = self.lost_found_dir().await?;
         let kept = lost_name(dir, create.inode, &create.name);
-        self.meta
+        self.ns
+            .meta_of_mount()
             .mknod(lost_found, &kept, &create.node(), create.inode)
             .await
             .map_err(errno)?;
@@ -67,10 +68,15 @@ impl Vfs {
     /// is not a directory of root's, mode 0700, is not used: what it keeps
     /// would be readable by others than the files' owners.
     async fn lost_found_dir(&self) -> VfsResult<u64> {
-        let attr = match self.meta.lookup(super::VOLUME_ROOT, LOST_FOUND).await {
+        let attr = match self
+            .ns
+            .meta_of_mount()
+            .lookup(super::VOLUME_ROOT, LOST_FOUND)
+            .await
+        {
             Ok(attr) => attr,
             Err(crate::meta::MetaError::Errno(libc::ENOENT)) => {
-                let inode = self.inode_ids.next(&self.meta).await?;
+                let inode = self.ns.new_inode().await?;
                 let node = NewNode {
                     kind: NodeType::Dir,
                     mode: 0o700,
@@ -81,21 +87,24 @@ impl Vfs {
                     target: None,
                 };
                 let made = self
-                    .meta
+                    .ns
+                    .meta_of_mount()
                     .mknod(super::VOLUME_ROOT, LOST_FOUND, &node, inode)
                     .await;
                 let attr = match made {
                     Ok(attr) => attr,
                     // (made meanwhile by another mount)
                     Err(crate::meta::MetaError::Errno(libc::EEXIST)) => self
-                        .meta
+                        .ns
+                        .meta_of_mount()
                         .lookup(super::VOLUME_ROOT, LOST_FOUND)
                         .await
                         .map_err(errno)?,
                     Err(e) => return Err(errno(e)),
                 };
-                self.attrs.forget_entry(super::VOLUME_ROOT, LOST_FOUND);
-                self.leased_entry_made(super::VOLUME_ROOT, LOST_FOUND, &attr);
+                self.ns.attrs.forget_entry(super::VOLUME_ROOT, LOST_FOUND);
+                self.ns
+                    .leased_entry_made(super::VOLUME_ROOT, LOST_FOUND, &attr);
                 attr
             }
             Err(e) => return Err(errno(e)),

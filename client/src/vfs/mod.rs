@@ -1,5 +1,5 @@
-//! The virtual file system over `meta` and `object`: the `Vfs` a mount
-//! serves, its operations by family in `ops/` (namespace, files,
+//! The virtual file system over the namespace layer (`ns`, the only road
+//! to the metadata procedures) and `object`: the `Vfs` a mount serves, its operations by family in `ops/` (namespace, files,
 //! directories, xattrs), open files and handles in `handles`, write buffers
 //! in `writer`, the read path in `reader`. Nothing here knows about FUSE;
 //! errors are errno values. The layer above (fuse) names the metadata
@@ -9,17 +9,13 @@ mod atime;
 pub mod background;
 pub mod backup;
 mod block_buf;
-pub mod changes;
 mod compact;
 mod control;
 mod control_auth;
 mod debug;
 mod handles;
-mod lease_commit;
-mod leases;
-pub use leases::LEASE_WINDOW;
+pub use crate::ns::LEASE_WINDOW;
 
-mod lookahead;
 mod lost_found;
 mod ops;
 mod reader;
@@ -33,30 +29,27 @@ mod writer;
 pub use crate::meta::{
     ns_to_time, time_to_ns, Attr, LockRange, NewNode, NodeType, SetAttr, Statfs, TimeSet,
 };
+pub use crate::ns::lookahead::LOOKUP_AHEAD;
+pub use crate::ns::{Forget, NO_SESSION};
 pub use compact::{Compacted, COMPACT_AT};
 pub use control::{control_attr, Caller, CONTROL_INODE};
-pub use lookahead::LOOKUP_AHEAD;
 pub use ops::ListedEntry;
 pub use squash::{Need, Squash, Who};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::meta::{Meta, VolumeInfo};
+use crate::ns::Namespace;
 use crate::object::ObjectStore;
 pub use atime::AtimeMode;
 use compact::CompactionQueue;
-use handles::{Handle, IdRange, OpenFile};
+use futures_util::future::BoxFuture;
+use handles::{Handle, OpenFile};
 use reader::BlockCache;
 use writer::WriteTarget;
-
-/// Inode and slice ids reserved from the database in one call.
-const ID_BATCH: i32 = 1000;
-
-/// The session id of a mount that has none (a mount of a hot standby).
-pub const NO_SESSION: i64 = 0;
 
 /// The volume's root directory's inode.
 pub const VOLUME_ROOT: u64 = 1;
@@ -113,13 +106,11 @@ impl VfsConfig {
 }
 
 pub struct Vfs {
-    meta: Meta,
+    /// The namespace: the only road to the metadata procedures.
+    pub ns: Arc<Namespace>,
     store: Arc<dyn ObjectStore>,
     pub volume: VolumeInfo,
     pub config: VfsConfig,
-    sid: AtomicI64,
-    inode_ids: IdRange,
-    slice_ids: IdRange,
     files: Mutex<HashMap<u64, Arc<OpenFile>>>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
@@ -128,18 +119,8 @@ pub struct Vfs {
     tier_classes: std::sync::RwLock<[String; 4]>,
     /// Set by the FUSE layer: makes the kernel forget what it cached.
     kernel_forget: std::sync::OnceLock<KernelForgetter>,
-    attrs: crate::ns::attrs::AttrCache,
     /// When reads move atimes, and whether the database lets them.
     atime: atime::AtimeKeeper,
-    listings: crate::ns::listings::Listings,
-    /// Directories whose unlinks this mount answers and commits in batches.
-    leases: leases::Leases,
-    /// Which directories callers are walking name by name (see `lookahead`).
-    walks: lookahead::Walks,
-    /// When the change log was last read: what both caches answer by.
-    log: Arc<crate::ns::listings::LogFreshness>,
-    /// Polls of the change log, for lock barriers.
-    log_polls: changes::LogPolls,
     /// Wakes the background committer to commit every file's pending
     /// writes now (the write buffers are full).
     commit_now: tokio::sync::Notify,
@@ -151,31 +132,12 @@ pub struct Vfs {
     space_limited: Mutex<Option<(std::time::Instant, bool)>>,
 }
 
-/// What the kernel is to forget (kernel inode numbers).
-pub enum Forget<'a> {
-    /// The entry `name` of directory `parent`, asked while answering a
-    /// request: waited for a moment only (the kernel may hold the
-    /// directory's lock until that request is answered).
-    Entry { parent: u64, name: &'a [u8] },
-    /// The same from a thread that answers no request: waited for.
-    EntryNow { parent: u64, name: &'a [u8] },
-    /// The attributes of an inode.
-    Attributes { inode: u64 },
-    /// The attributes and the cached pages of a file.
-    Data { inode: u64 },
-}
-
-/// Makes the kernel drop what it cached.
+/// Makes the kernel drop what it cached (kernel inode numbers).
 pub type KernelForgetter = Box<dyn Fn(Forget<'_>) + Send + Sync>;
 
 pub type VfsResult<T> = Result<T, i32>;
 
-fn errno(e: crate::meta::MetaError) -> i32 {
-    if !matches!(e, crate::meta::MetaError::Errno(_)) {
-        tracing::error!("{e}");
-    }
-    e.errno()
-}
+use crate::ns::errno;
 
 /// The longest name of a directory entry, in bytes (NAME_MAX; the database
 /// refuses longer ones too).
@@ -210,44 +172,32 @@ impl Vfs {
         volume: VolumeInfo,
         config: VfsConfig,
         sid: i64,
-    ) -> Vfs {
+    ) -> Arc<Vfs> {
         meta.set_async_commits(volume.meta_durability == "fsync");
-        let log = Arc::new(crate::ns::listings::LogFreshness::default());
-        Vfs {
+        let settings = crate::ns::Settings {
+            attr_ttl: config.attr_ttl,
+            keep_names: !config.entry_ttl.is_zero(),
+            follow_changes: config.follow_changes,
+            skip_dir_mtime_ns: volume.skip_dir_mtime_ns,
+            lookup_ahead: config.lookup_ahead,
+        };
+        Arc::new_cyclic(|mount: &std::sync::Weak<Vfs>| Vfs {
+            ns: Arc::new(Namespace::new(meta, settings, sid, mount.clone())),
             cache: BlockCache::new(config.buffer_size / 2),
-            attrs: crate::ns::attrs::AttrCache::new(
-                config.attr_ttl,
-                config.follow_changes && !config.attr_ttl.is_zero(),
-                !config.entry_ttl.is_zero(),
-                volume.skip_dir_mtime_ns,
-                log.clone(),
-            ),
             atime: atime::AtimeKeeper::new(config.atime, config.read_only),
-            log_polls: changes::LogPolls::default(),
-            walks: lookahead::Walks::default(),
-            leases: leases::Leases::default(),
             commit_now: tokio::sync::Notify::new(),
             space_limited: Mutex::new(None),
-            listings: crate::ns::listings::Listings::new(
-                config.follow_changes && !config.entry_ttl.is_zero(),
-                log.clone(),
-            ),
-            log,
             runtime: tokio::runtime::Handle::current(),
-            meta,
             store,
             volume,
             config,
-            sid: AtomicI64::new(sid),
-            inode_ids: IdRange::new("inode", ID_BATCH),
-            slice_ids: IdRange::new("slice", ID_BATCH),
             files: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             kernel_forget: std::sync::OnceLock::new(),
             tier_classes: std::sync::RwLock::new(Default::default()),
             compactions: CompactionQueue::new(),
-        }
+        })
     }
 
     /// How long the kernel may keep that entry `name` of `parent` is
@@ -285,38 +235,47 @@ impl Vfs {
     }
 
     fn forget_entry(&self, parent: u64, name: &[u8]) {
-        self.tell_kernel(Forget::Entry {
-            parent: self.kernel_ino(parent),
-            name,
-        });
+        self.tell_kernel(Forget::Entry { parent, name });
     }
 
     fn forget_attributes(&self, inode: u64) {
-        self.tell_kernel(Forget::Attributes {
-            inode: self.kernel_ino(inode),
+        self.tell_kernel(Forget::Attributes { inode });
+    }
+
+    /// Makes the kernel forget `what`, named by volume inode numbers
+    /// (nothing before the FUSE session is up: the kernel has cached
+    /// nothing yet).
+    fn tell_kernel(&self, what: Forget<'_>) {
+        let Some(f) = self.kernel_forget.get() else {
+            return;
+        };
+        let ino = |inode| self.kernel_ino(inode);
+        f(match what {
+            Forget::Entry { parent, name } => Forget::Entry {
+                parent: ino(parent),
+                name,
+            },
+            Forget::EntryNow { parent, name } => Forget::EntryNow {
+                parent: ino(parent),
+                name,
+            },
+            Forget::Attributes { inode } => Forget::Attributes { inode: ino(inode) },
+            Forget::Data { inode } => Forget::Data { inode: ino(inode) },
         });
     }
 
-    /// Makes the kernel forget `what` (nothing before the FUSE session is up:
-    /// the kernel has cached nothing yet).
-    fn tell_kernel(&self, what: Forget<'_>) {
-        if let Some(f) = self.kernel_forget.get() {
-            f(what);
-        }
-    }
-
     pub fn sid(&self) -> i64 {
-        self.sid.load(Ordering::Relaxed)
+        self.ns.sid()
     }
 
     /// Whether this mount has a session (a mount of a hot standby has
     /// none: it writes nothing to the database).
     pub fn has_session(&self) -> bool {
-        self.sid() != NO_SESSION
+        self.ns.has_session()
     }
 
     pub fn set_sid(&self, sid: i64) {
-        self.sid.store(sid, Ordering::Relaxed);
+        self.ns.set_sid(sid);
     }
 
     fn writable(&self) -> VfsResult<()> {
@@ -330,7 +289,7 @@ impl Vfs {
     /// Where a file of storage tier `tier` writes.
     fn target(&self, tier: u8) -> WriteTarget<'_> {
         WriteTarget {
-            meta: &self.meta,
+            meta: self.ns.meta_of_mount(),
             store: &self.store,
             volume: &self.volume.name,
             block_size: self.volume.block_size,
@@ -354,7 +313,7 @@ impl Vfs {
 
     /// Takes the tier -> class mapping anew from the database.
     pub async fn reload_tier_classes(&self) -> crate::meta::Result<()> {
-        let classes = self.meta.tier_classes().await?;
+        let classes = self.ns.meta_of_mount().tier_classes().await?;
         *self.tier_classes.write().unwrap() = classes;
         Ok(())
     }
@@ -364,12 +323,52 @@ impl Vfs {
         if !self.has_session() {
             return Ok(());
         }
-        self.meta.session_close(self.sid()).await
+        self.ns.meta_of_mount().session_close(self.sid()).await
     }
 
     /// Gives the calling thread its own connection (FUSE threads: see
     /// `Meta::use_thread_connection`).
     pub fn use_thread_connection(&self) -> anyhow::Result<()> {
-        Ok(self.meta.use_thread_connection()?)
+        Ok(self.ns.meta_of_mount().use_thread_connection()?)
+    }
+}
+
+/// What the namespace asks of the mount: its open files and its kernel.
+impl crate::ns::Mount for Vfs {
+    fn is_open(&self, inode: u64) -> bool {
+        self.files.lock().unwrap().contains_key(&inode)
+    }
+
+    fn open_inodes(&self) -> Vec<i64> {
+        Vfs::open_inodes(self)
+    }
+
+    fn unlinked_while_open(&self, inode: u64) -> BoxFuture<'_, ()> {
+        Box::pin(self.mark_unlinked(inode))
+    }
+
+    fn forget_in_kernel(&self, what: Forget<'_>) {
+        self.tell_kernel(what)
+    }
+
+    fn forget_open_files(&self) -> BoxFuture<'_, Vec<u64>> {
+        Box::pin(async move {
+            let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
+            let mut inodes = Vec::with_capacity(files.len());
+            for file in files {
+                file.state.lock().await.chunks.clear();
+                inodes.push(file.inode);
+            }
+            inodes
+        })
+    }
+
+    fn keep_refused_create<'a>(
+        &'a self,
+        dir: u64,
+        create: &'a crate::meta::LeasedCreate,
+        errno: i32,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(Vfs::keep_refused_create(self, dir, create, errno))
     }
 }

@@ -246,7 +246,7 @@ impl Vfs {
         let data = match got {
             Ok(data) => data,
             Err(e) if e.to_string().contains("InvalidObjectState") => {
-                let path = match self.meta.path_of(f.inode).await {
+                let path = match self.ns.path_of(f.inode).await {
                     Ok(Some(p)) => p,
                     _ => format!("inode {}", f.inode),
                 };
@@ -372,7 +372,8 @@ impl Vfs {
             state.generation
         };
         let slices = Arc::new(
-            self.meta
+            self.ns
+                .meta_of_mount()
                 .read_chunk(file.inode, chunk)
                 .await
                 .map_err(|e| e.errno())?,

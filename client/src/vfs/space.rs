@@ -38,7 +38,12 @@ impl Vfs {
                 return Ok(len);
             }
         }
-        let limit = self.meta.space_limit(inode).await.map_err(errno)?;
+        let limit = self
+            .ns
+            .meta_of_mount()
+            .space_limit(inode)
+            .await
+            .map_err(errno)?;
         state.space_limit = Some((Instant::now(), limit));
         let Some(max) = limit.max_length else {
             return Ok(len);
@@ -63,7 +68,12 @@ impl Vfs {
                 return Ok(limited);
             }
         }
-        let limited = self.meta.space_limited().await.map_err(errno)?;
+        let limited = self
+            .ns
+            .meta_of_mount()
+            .space_limited()
+            .await
+            .map_err(errno)?;
         *self.space_limited.lock().unwrap() = Some((Instant::now(), limited));
         Ok(limited)
     }

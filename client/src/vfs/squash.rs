@@ -201,8 +201,7 @@ impl Vfs {
         if !self.volume.enable_acl || me.is_root() || me.uid == attr.uid {
             return Ok(me.may(attr, want));
         }
-        self.settle_created(attr.inode).await?;
-        match self.meta.get_acl(attr.inode, AclKind::Access).await {
+        match self.ns.get_acl(attr.inode, AclKind::Access).await {
             Ok(acl) => Ok(me.acl_allows(attr, &acl, want)),
             Err(e) if e.errno() == libc::ENODATA => Ok(me.may(attr, want)),
             Err(e) => Err(super::errno(e)),

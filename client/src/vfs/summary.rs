@@ -30,7 +30,8 @@ impl Vfs {
             ));
         }
         let rows = self
-            .meta
+            .ns
+            .meta_of_mount()
             .summary_of(attr.inode, depth.clamp(0, 1000))
             .await
             .map_err(|e| e.to_string())?;

@@ -36,7 +36,8 @@ impl Vfs {
         let mut blocks: Vec<(String, u32)> = Vec::new();
         for chunk in 0..attr.length.div_ceil(CHUNK_SIZE) as u32 {
             let slices = self
-                .meta
+                .ns
+                .meta_of_mount()
                 .read_chunk(attr.inode, chunk)
                 .await
                 .map_err(|e| text(e.errno()))?;

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::meta::{Meta, MetaError, Squash};
+use crate::ns::changes;
 use crate::vfs::background::{self, BackgroundConfig};
-use crate::vfs::{changes, Vfs, NO_SESSION};
+use crate::vfs::{Vfs, NO_SESSION};
 
 /// Seconds between session heartbeats.
 pub const DEFAULT_HEARTBEAT_SECS: u64 = 12;
@@ -118,7 +119,7 @@ pub async fn register(
 pub async fn start(vfs: &Arc<Vfs>, changes_poll: Duration) -> anyhow::Result<()> {
     let mut started = vfs.reload_tier_classes().await;
     if started.is_ok() && !changes_poll.is_zero() {
-        started = changes::spawn(vfs.clone(), changes_poll).await;
+        started = changes::spawn(vfs.ns.clone(), changes_poll).await;
     }
     if let Err(e) = started {
         let _ = vfs.close_session().await;

@@ -18,8 +18,8 @@ pub struct ListedEntry {
 impl Vfs {
     pub async fn opendir(&self, inode: u64) -> VfsResult<u64> {
         // a listing shows what PostgreSQL holds: unlinks answered here first
-        drop(self.settle_dir(inode).await?);
-        let attr = self.meta.getattr_replicable(inode).await;
+        drop(self.ns.settle_dir(inode).await?);
+        let attr = self.ns.meta_of_mount().getattr_replicable(inode).await;
         let attr = attr.map_err(errno)?;
         if attr.kind != NodeType::Dir {
             return Err(libc::ENOTDIR);
@@ -27,7 +27,7 @@ impl Vfs {
         let fh = self.add_handle(Handle::Dir {
             inode,
             page: tokio::sync::Mutex::new(DirPage::default()),
-            losses_seen: self.meta.losses().into(),
+            losses_seen: self.ns.meta_of_mount().losses().into(),
             opened_as: attr,
         });
         Ok(fh)
@@ -54,7 +54,7 @@ impl Vfs {
             if offset == 0 {
                 page.ceiling = None;
                 page.listing = Some(ListingRead {
-                    started: self.listings.start(),
+                    started: self.ns.listings.start(),
                     parent: dir.parent,
                     names: Vec::new(),
                     next: 0,
@@ -89,12 +89,12 @@ impl Vfs {
             }
             page.entries.retain(|e| e.cookie > cookie);
             page.after = page.after.max(cookie);
-            if let Some(fetched) = page.fetched.filter(|t| *t != self.attrs.ticket()) {
+            if let Some(fetched) = page.fetched.filter(|t| *t != self.ns.attrs.ticket()) {
                 // entries kept from an earlier call, of which one changed
                 // since: read again (the kernel keeps what it is given)
                 let changed = |e: &crate::meta::DirEntry| {
-                    self.attrs.forgot_since(e.attr.inode, fetched)
-                        || self.attrs.entry_forgot_since(inode, &e.name, fetched)
+                    self.ns.attrs.forgot_since(e.attr.inode, fetched)
+                        || self.ns.attrs.entry_forgot_since(inode, &e.name, fetched)
                 };
                 if page.entries.iter().any(changed) {
                     page.entries.clear();
@@ -102,13 +102,14 @@ impl Vfs {
             }
             if page.entries.is_empty() {
                 // (unlinks answered here since the listing began go first)
-                let _listing = self.settle_dir(inode).await?;
+                let _listing = self.ns.settle_dir(inode).await?;
                 if cookie > 0 && page.ceiling.is_none() {
-                    page.ceiling = self.meta.listing_ceiling().await;
+                    page.ceiling = self.ns.meta_of_mount().listing_ceiling().await;
                 }
-                let ticket = self.attrs.ticket();
+                let ticket = self.ns.attrs.ticket();
                 let mut entries = self
-                    .meta
+                    .ns
+                    .meta_of_mount()
                     .readdirplus(inode, cookie, READDIR_PAGE)
                     .await
                     .map_err(errno)?;
@@ -118,13 +119,14 @@ impl Vfs {
                     entries.retain(|e| e.cookie <= ceiling);
                 }
                 for e in &entries {
-                    self.attrs.put_entry(inode, &e.name, &e.attr, ticket);
-                    self.attrs.put_xattrs(e.attr.inode, e.xattrs, ticket);
+                    self.ns.attrs.put_entry(inode, &e.name, &e.attr, ticket);
+                    self.ns.attrs.put_xattrs(e.attr.inode, e.xattrs, ticket);
                 }
                 let read = page.listing.take();
                 if entries.is_empty() {
                     if let Some(read) = read.filter(|r| r.next == cookie) {
-                        self.listings
+                        self.ns
+                            .listings
                             .install(inode, read.parent, read.started, read.names);
                     }
                     return Ok(());
@@ -164,6 +166,10 @@ impl Vfs {
     }
 
     pub async fn statfs(&self) -> VfsResult<Statfs> {
-        self.meta.statfs(self.config.root).await.map_err(errno)
+        self.ns
+            .meta_of_mount()
+            .statfs(self.config.root)
+            .await
+            .map_err(errno)
     }
 }

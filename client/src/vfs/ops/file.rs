@@ -28,7 +28,7 @@ impl Vfs {
     pub(in crate::vfs) async fn overlay(&self, mut attr: Attr) -> Attr {
         if attr.kind == NodeType::File {
             if let Some(file) = self.open_file(attr.inode) {
-                attr = file.state.lock().await.view(attr, &self.attrs);
+                attr = file.state.lock().await.view(attr, &self.ns.attrs);
             }
         }
         attr
@@ -61,37 +61,40 @@ impl Vfs {
         let target = self.target(state.tier);
         // (a file made here under a lease: PostgreSQL must know it first,
         // or make it with the first commit)
-        let mut in_flight = self.create_with_data(inode, state, &target).await?;
+        let has_data = state.writer.has_slices();
+        let store = state.writer.store(&target);
+        let mut in_flight = self.ns.create_with_data(inode, has_data, store).await?;
         let mut create = in_flight.as_mut().and_then(|f| f.made.take());
         let pending = state.writer.slices_per_chunk();
-        let before = self.attrs.ticket();
+        let before = self.ns.attrs.ticket();
         let result = state
             .writer
             .flush(&target, inode, durable, &mut create)
             .await;
         // (a change of the file read from the log meanwhile: the commit's
         // answer may be older than it)
-        let raced = self.attrs.forgot_since(inode, before);
+        let raced = self.ns.attrs.forgot_since(inode, before);
         // (the file's creation, sent with its data, refused: its name
         // taken after the lease was lost, or a limit set meanwhile)
         let create_refused = create.is_some() && result.is_err();
         if let Some(mut flight) = in_flight {
             flight.made = create;
-            self.created_with_data(flight, result.as_ref().ok().and_then(Option::as_ref));
+            self.ns
+                .created_with_data(flight, result.as_ref().ok().and_then(Option::as_ref));
         }
         let result = match result {
             Err(e) if create_refused => {
                 // the directory's batch commits it, or keeps it in
                 // /lost+found (vfs::lost_found); its data follows it
                 tracing::debug!("inode {inode}: its creation with its data refused (errno {e})");
-                self.settle_created(inode).await?;
+                self.ns.settle_created(inode).await?;
                 state.writer.flush(&target, inode, durable, &mut None).await
             }
             other => other,
         };
         // its length and times moved (or may have, on an error)
-        self.attrs.forget(inode);
-        let ticket = self.attrs.ticket();
+        self.ns.attrs.forget(inode);
+        let ticket = self.ns.attrs.ticket();
         state.changed();
         if result.is_ok() {
             for (chunk, n) in pending {
@@ -113,8 +116,8 @@ impl Vfs {
                 if !raced {
                     // the commit's answer is the file now (a stat after
                     // cp -a or tar asks no more)
-                    self.attrs.replace(&attr, ticket);
-                    state.saw(attr, self.attrs.ticket(), &self.attrs);
+                    self.ns.attrs.replace(&attr, ticket);
+                    state.saw(attr, self.ns.attrs.ticket(), &self.ns.attrs);
                 }
                 Ok(())
             }
@@ -123,7 +126,7 @@ impl Vfs {
                 if !state.writer.has_slices() {
                     // writes were given up: the length they made is not
                     // the file's (nothing reads as silent zeros)
-                    if let Ok(attr) = self.meta.getattr(inode).await {
+                    if let Ok(attr) = self.ns.getattr_now(inode).await {
                         state.length = attr.length;
                     }
                 }
@@ -137,7 +140,7 @@ impl Vfs {
     pub(in crate::vfs) async fn flush_file(&self, file: &OpenFile, sync: bool) -> VfsResult<()> {
         if sync {
             // (its creation, if made here under a lease, is promised too)
-            self.settle_created(file.inode).await?;
+            self.ns.settle_created(file.inode).await?;
         }
         let mut state = file.state.lock().await;
         state.usable()?;
@@ -161,10 +164,11 @@ impl Vfs {
         // (an fsync syncs even when no commit of the file is known: it
         // also promises the file's creation, its extended attributes...)
         if durable && (sync || state.unsynced.is_some()) {
-            let by_commit = durable_in.and_then(|e| self.meta.committed_durably(e, state.unsynced));
+            let by_commit = durable_in
+                .and_then(|e| self.ns.meta_of_mount().committed_durably(e, state.unsynced));
             let result = match by_commit {
                 Some(result) => result,
-                None => self.meta.sync_file(state.unsynced).await,
+                None => self.ns.meta_of_mount().sync_file(state.unsynced).await,
             };
             if let Err(MetaError::NotDurable) = &result {
                 tracing::error!(
@@ -197,10 +201,9 @@ impl Vfs {
         if write {
             self.writable()?;
         }
-        self.settle_created(inode).await?;
         let seen = self.file_generation(inode).await;
-        let ticket = self.attrs.ticket();
-        let attr = self.meta.getattr(inode).await.map_err(errno)?;
+        let ticket = self.ns.attrs.ticket();
+        let attr = self.ns.getattr_now(inode).await.map_err(errno)?;
         self.open_with(attr, seen, ticket).await
     }
 
@@ -254,8 +257,8 @@ impl Vfs {
     ) -> VfsResult<Attr> {
         let mut state = file.state.lock().await;
         if !state.writer.is_empty() {
-            state.saw(attr.clone(), ticket, &self.attrs);
-            return Ok(state.view(attr, &self.attrs));
+            state.saw(attr.clone(), ticket, &self.ns.attrs);
+            return Ok(state.view(attr, &self.ns.attrs));
         }
         // generation 0: not changed here since it was opened
         let unchanged = match seen {
@@ -265,11 +268,14 @@ impl Vfs {
         let (attr, ticket) = if unchanged {
             (attr, ticket)
         } else {
-            let ticket = self.attrs.ticket();
-            (self.meta.getattr(file.inode).await.map_err(errno)?, ticket)
+            let ticket = self.ns.attrs.ticket();
+            (
+                self.ns.getattr_now(file.inode).await.map_err(errno)?,
+                ticket,
+            )
         };
         state.length = attr.length;
-        state.saw(attr.clone(), ticket, &self.attrs);
+        state.saw(attr.clone(), ticket, &self.ns.attrs);
         state.changed();
         Ok(attr)
     }
@@ -284,7 +290,7 @@ impl Vfs {
         let attr = self.mknod(parent, name, node).await?;
         // (after the create's own forget of the new inode, which nobody
         // else can have changed yet)
-        let ticket = self.attrs.ticket();
+        let ticket = self.ns.attrs.ticket();
         let (fh, attr) = self.open_with(attr, None, ticket).await?;
         if let Some(file) = self.open_file(attr.inode) {
             file.state.lock().await.xattr_free = Some(ticket);
@@ -307,7 +313,7 @@ impl Vfs {
         else {
             return Err(libc::EISDIR);
         };
-        self.settle_created(file.inode).await?;
+        self.ns.settle_created(file.inode).await?;
         let sequential = last_read_end.load(Ordering::Relaxed) == offset;
         let data = match self.read_file(file, offset, size, sequential).await {
             Err(libc::EIO) => {
@@ -357,14 +363,12 @@ impl Vfs {
             // (a file made here under a lease, not yet committed: writing
             // on into the next chunk commits its data, which PostgreSQL
             // takes only for a file it knows)
-            self.settle_created(file.inode).await?;
+            self.ns.settle_created(file.inode).await?;
         }
         let target = self.target(state.tier);
         state
             .writer
-            .write(&target, file.inode, offset, data, || {
-                self.slice_ids.next(&self.meta)
-            })
+            .write(&target, file.inode, offset, data, || self.ns.new_slice())
             .await?;
         state.length = state.length.max(offset + data.len() as u64);
         state.changed();
@@ -424,8 +428,12 @@ impl Vfs {
             Handle::Dir {
                 inode, losses_seen, ..
             } => {
-                drop(self.settle_dir(*inode).await?);
-                self.meta.sync_dir(losses_seen).await.map_err(errno)
+                drop(self.ns.settle_dir(*inode).await?);
+                self.ns
+                    .meta_of_mount()
+                    .sync_dir(losses_seen)
+                    .await
+                    .map_err(errno)
             }
             Handle::Control { .. } => Ok(()),
         }
@@ -454,7 +462,8 @@ impl Vfs {
             );
         }
         if last && state.unlinked {
-            self.meta
+            self.ns
+                .meta_of_mount()
                 .release(self.sid(), file.inode)
                 .await
                 .map_err(errno)?;
@@ -483,7 +492,7 @@ impl Vfs {
             if state.locks_lost {
                 continue;
             }
-            let unlocked = self.meta.unlock_owner(inode, self.locker(owner)).await;
+            let unlocked = self.ns.unlock_owner(inode, self.locker(owner)).await;
             if let Err(e) = unlocked {
                 result = Err(errno(e));
             }
@@ -534,7 +543,7 @@ impl Vfs {
     /// Commits every open file's pending writes and the unlinks answered
     /// under leases (unmount, shutdown).
     pub async fn flush_all(&self) {
-        if let Err(e) = self.settle_all().await {
+        if let Err(e) = self.ns.settle_all().await {
             tracing::error!("unlinks and creates answered here lost at unmount: errno {e}");
         }
         let files: Vec<Arc<OpenFile>> = self.files.lock().unwrap().values().cloned().collect();

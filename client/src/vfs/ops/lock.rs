@@ -28,8 +28,7 @@ impl Vfs {
     /// fcntl(F_GETLK): the first conflicting lock of another owner (on any
     /// mount), or `F_UNLCK`.
     pub async fn getlk(&self, inode: u64, owner: u64, range: &LockRange) -> VfsResult<LockRange> {
-        self.settle_created(inode).await?;
-        self.meta
+        self.ns
             .getlk(inode, self.locker(owner), range)
             .await
             .map_err(errno)
@@ -51,7 +50,6 @@ impl Vfs {
         tid: u32,
     ) -> VfsResult<()> {
         let file = self.open_file(inode).ok_or(libc::EBADF)?;
-        self.settle_created(inode).await?;
         {
             // what was written under the lock reaches the next holder
             let mut state = file.state.lock().await;
@@ -63,15 +61,11 @@ impl Vfs {
         }
         let mut pause = WAIT_FIRST;
         loop {
-            match self
-                .meta
-                .setlk(inode, self.locker(owner), range, wait)
-                .await
-            {
+            match self.ns.setlk(inode, self.locker(owner), range, wait).await {
                 Ok(()) => break,
                 Err(MetaError::Errno(libc::EAGAIN)) if wait => {
                     if interrupted(tid) {
-                        let _ = self.meta.cancel_lock_wait(inode, self.locker(owner)).await;
+                        let _ = self.ns.cancel_lock_wait(inode, self.locker(owner)).await;
                         return Err(libc::EINTR);
                     }
                     tokio::time::sleep(pause).await;
@@ -83,7 +77,7 @@ impl Vfs {
         if range.typ != libc::F_UNLCK {
             // what other mounts changed before (a file the last holder
             // removed, say) shows from now on
-            self.catch_up_with_log().await;
+            self.ns.catch_up_with_log().await;
             {
                 let mut state = file.state.lock().await;
                 state.locked = true;
@@ -92,9 +86,7 @@ impl Vfs {
             }
             // the kernel drops its pages of the file: not under the file's
             // lock, which a read holding one of those pages waits for
-            self.tell_kernel(Forget::Data {
-                inode: self.kernel_ino(inode),
-            });
+            self.tell_kernel(Forget::Data { inode });
         }
         Ok(())
     }
@@ -116,7 +108,7 @@ impl Vfs {
                 );
             }
         }
-        self.hold_open_files().await;
+        self.ns.hold_open_files().await;
     }
 
     /// A close by lock owner `owner` (flush, or the last close of an open
@@ -129,7 +121,7 @@ impl Vfs {
             // never locked through this mount while open: nothing to drop
             return Ok(());
         }
-        self.meta
+        self.ns
             .unlock_owner(inode, self.locker(owner))
             .await
             .map(|_| ())
@@ -143,9 +135,9 @@ impl Vfs {
         inode: u64,
         state: &mut crate::vfs::handles::FileState,
     ) -> VfsResult<()> {
-        self.attrs.forget(inode);
+        self.ns.attrs.forget(inode);
         if state.writer.is_empty() {
-            let attr = self.meta.getattr(inode).await.map_err(errno)?;
+            let attr = self.ns.getattr_now(inode).await.map_err(errno)?;
             state.length = attr.length;
         }
         // cached slice lists go

@@ -19,34 +19,7 @@ impl Vfs {
         if name.len() > NAME_MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        // (a lease's entries are the directory's: the unlinks answered here
-        // gone, the creates answered here there)
-        if let Some(answer) = self.lookup_leased(parent, name) {
-            return Ok(self.overlay(answer?).await);
-        }
-        if self.listings.absent(parent, name) {
-            return Err(libc::ENOENT);
-        }
-        let attr = match self.attrs.lookup(parent, name) {
-            Some(attr) => attr,
-            None => {
-                let ticket = self.attrs.ticket();
-                // (not where unlinks are pending: it would bring them back)
-                let ahead = match self.holds_lease(parent) {
-                    true => None,
-                    false => self.lookup_ahead(parent, name, ticket).await,
-                };
-                match ahead {
-                    Some(attr) => attr,
-                    None => {
-                        let attr = self.meta.lookup_replicable(parent, name).await;
-                        let attr = attr.map_err(errno)?;
-                        self.attrs.put_entry(parent, name, &attr, ticket);
-                        attr
-                    }
-                }
-            }
-        };
+        let attr = self.ns.lookup(parent, name).await?;
         Ok(self.overlay(attr).await)
     }
 
@@ -74,20 +47,9 @@ impl Vfs {
         if inode == control::CONTROL_INODE {
             return Ok(control::control_attr());
         }
-        if let Some(attr) = self.created_attr(inode) {
-            return Ok(self.overlay(attr).await);
-        }
-        let attr = match self.attrs.get(inode) {
-            Some(attr) => attr,
-            None => {
-                let ticket = self.attrs.ticket();
-                let attr = match self.meta.getattr_replicable(inode).await.map_err(errno) {
-                    Err(libc::ENOENT) => return self.removed_dir_attr(inode),
-                    other => other?,
-                };
-                self.attrs.put(&attr, ticket);
-                attr
-            }
+        let attr = match self.ns.attr_of(inode).await {
+            Err(libc::ENOENT) => return self.removed_dir_attr(inode),
+            other => other?,
         };
         Ok(self.overlay(attr).await)
     }
@@ -96,7 +58,7 @@ impl Vfs {
     /// client cached forgotten first), for decisions another client's
     /// change must not escape.
     pub async fn getattr_fresh(&self, inode: u64) -> VfsResult<Attr> {
-        self.attrs.forget(inode);
+        self.ns.attrs.forget(inode);
         self.getattr(inode).await
     }
 
@@ -114,61 +76,61 @@ impl Vfs {
     pub async fn mknod(&self, parent: u64, name: &[u8], node: &NewNode<'_>) -> VfsResult<Attr> {
         self.writable()?;
         self.reserved_name(parent, name)?;
-        if let Some(attr) = self.create_leased(parent, name, node).await? {
+        if let Some(attr) = self.ns.create_leased(parent, name, node).await? {
             // answered here, committed with the next batch (see `leases`)
-            self.listings.added(parent, name);
+            self.ns.listings.added(parent, name);
             return Ok(attr);
         }
         let (in_parent, making) = match node.kind {
-            NodeType::File => (Some(self.create_begins(parent).await?), None),
-            _ => (None, Some(self.make_begins(parent, name).await?)),
+            NodeType::File => (Some(self.ns.create_begins(parent).await?), None),
+            _ => (None, Some(self.ns.make_begins(parent, name).await?)),
         };
-        let inode = self.inode_ids.next(&self.meta).await?;
-        let started = self.listings.start();
-        let ticket = self.attrs.ticket();
+        let inode = self.ns.new_inode().await?;
+        let started = self.ns.listings.start();
+        let ticket = self.ns.attrs.ticket();
         let attr = self
-            .meta
+            .ns
+            .meta_of_mount()
             .mknod(parent, name, node, inode)
             .await
             .map_err(|e| self.name_taken(parent, name, e))?;
-        self.listings.added(parent, name);
+        self.ns.listings.added(parent, name);
         if node.kind == NodeType::Dir {
             // its nlink grew
-            self.attrs.forget(parent);
-            self.attrs.put_entry(parent, name, &attr, ticket);
+            self.ns.attrs.forget(parent);
+            self.ns.attrs.put_entry(parent, name, &attr, ticket);
             // a new directory is known whole: empty
-            self.listings.install(attr.inode, parent, started, []);
+            self.ns.listings.install(attr.inode, parent, started, []);
         } else {
-            self.attrs.child_made(parent, name, &attr, ticket);
+            self.ns.attrs.child_made(parent, name, &attr, ticket);
         }
         if let Some(making) = making {
             making.made(name, &attr);
         }
         drop(in_parent);
         if node.kind == NodeType::File {
-            self.created_directly(parent, name, attr.inode).await;
+            self.ns.created_directly(parent, name, attr.inode).await;
         }
         Ok(attr)
     }
 
     pub async fn readlink(&self, inode: u64) -> VfsResult<Vec<u8>> {
-        self.meta.readlink(inode).await.map_err(errno)
+        self.ns.readlink(inode).await.map_err(errno)
     }
 
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
         self.reserved_name(parent, name)?;
-        self.settle_created(inode).await?;
-        let _in_parent = self.settle_dir(parent).await?;
-        let ticket = self.attrs.ticket();
+        let _in_parent = self.ns.settle_dir(parent).await?;
+        let ticket = self.ns.attrs.ticket();
         let attr = self
-            .meta
+            .ns
             .link(inode, parent, name)
             .await
             .map_err(|e| self.name_taken(parent, name, e))?;
-        self.listings.added(parent, name);
+        self.ns.listings.added(parent, name);
         // (its nlink and ctime moved: replaced by the procedure's answer)
-        self.attrs.child_made(parent, name, &attr, ticket);
+        self.ns.attrs.child_made(parent, name, &attr, ticket);
         Ok(self.overlay(attr).await)
     }
 
@@ -178,7 +140,7 @@ impl Vfs {
     fn name_taken(&self, parent: u64, name: &[u8], e: crate::meta::MetaError) -> i32 {
         let e = errno(e);
         if e == libc::EEXIST || e == libc::ENOTEMPTY {
-            self.listings.added(parent, name);
+            self.ns.listings.added(parent, name);
         }
         e
     }
@@ -193,39 +155,34 @@ impl Vfs {
     pub async fn unlink(&self, parent: u64, name: &[u8]) -> VfsResult<()> {
         self.writable()?;
         self.reserved_name(parent, name)?;
-        let ticket = self.attrs.ticket();
-        if let Some(gone) = self.unlink_leased(parent, name).await {
+        let ticket = self.ns.attrs.ticket();
+        if let Some(gone) = self.ns.unlink_leased(parent, name).await {
             // answered here, committed with the next batch (see `leases`)
-            self.listings.removed(parent, name);
+            self.ns.listings.removed(parent, name);
             let now = crate::meta::time_to_ns(std::time::SystemTime::now());
-            self.attrs
+            self.ns
+                .attrs
                 .child_removed_at(parent, name, gone.inode, now, ticket);
             return Ok(());
         }
-        if let Some(inode) = self.created_as(parent, name) {
-            // made here, open, not committed yet: PostgreSQL must know it
-            self.settle_created(inode).await?;
-        }
-        let in_parent = self.unlink_begins(parent);
-        let attr = self
-            .meta
-            .unlink(parent, name, self.sid(), &self.open_inodes())
-            .await
-            .map_err(errno)?;
-        self.listings.removed(parent, name);
+        let in_parent = self.ns.unlink_begins(parent);
+        let attr = self.ns.unlink(parent, name).await.map_err(errno)?;
+        self.ns.listings.removed(parent, name);
         match &attr {
             // its last name went: the directory's times moved to its new
             // ctime, and the kernel's question for them after the unlink
             // is answered here
-            Some(attr) if attr.nlink == 0 => self.attrs.child_removed(parent, name, attr, ticket),
+            Some(attr) if attr.nlink == 0 => {
+                self.ns.attrs.child_removed(parent, name, attr, ticket)
+            }
             // its nlink and ctime moved, or it went to the trash (None:
             // the answer was lost, the name found gone, the inode not
             // known: a file open here that lost its last name is then
             // released when this mount's session ends)
             _ => {
-                self.attrs.forget_entry(parent, name);
+                self.ns.attrs.forget_entry(parent, name);
                 if let Some(attr) = &attr {
-                    self.attrs.forget(attr.inode);
+                    self.ns.attrs.forget(attr.inode);
                 }
             }
         }
@@ -233,7 +190,7 @@ impl Vfs {
             self.mark_unlinked(attr.inode).await;
         }
         drop(in_parent);
-        self.unlinked_directly(parent, name).await;
+        self.ns.unlinked_directly(parent, name).await;
         Ok(())
     }
 
@@ -241,14 +198,19 @@ impl Vfs {
         self.writable()?;
         self.reserved_name(parent, name)?;
         // (the directory removed may be leased here: its unlinks go first)
-        let _in_parent = self.settle_dir(parent).await?;
-        self.settle_all().await?;
-        let attr = self.meta.rmdir(parent, name).await.map_err(errno)?;
-        self.listings.removed(parent, name);
+        let _in_parent = self.ns.settle_dir(parent).await?;
+        self.ns.settle_all().await?;
+        let attr = self
+            .ns
+            .meta_of_mount()
+            .rmdir(parent, name)
+            .await
+            .map_err(errno)?;
+        self.ns.listings.removed(parent, name);
         // the parent's nlink and times, and the directory itself is gone
-        self.attrs.forget_entry(parent, name);
+        self.ns.attrs.forget_entry(parent, name);
         if let Some(attr) = attr {
-            self.attrs.forget(attr.inode);
+            self.ns.attrs.forget(attr.inode);
         }
         Ok(())
     }
@@ -264,13 +226,14 @@ impl Vfs {
         self.writable()?;
         self.reserved_name(parent, name)?;
         self.reserved_name(new_parent, new_name)?;
-        let _in_parent = self.settle_dir(parent).await?;
-        let _in_new_parent = self.settle_dir(new_parent).await?;
+        let _in_parent = self.ns.settle_dir(parent).await?;
+        let _in_new_parent = self.ns.settle_dir(new_parent).await?;
         // (a directory it replaces may be leased here: its unlinks go first,
         // or it is not empty in PostgreSQL)
-        self.settle_all().await?;
+        self.ns.settle_all().await?;
         let r = self
-            .meta
+            .ns
+            .meta_of_mount()
             .rename(
                 parent,
                 name,
@@ -283,15 +246,15 @@ impl Vfs {
             .await
             .map_err(|e| self.name_taken(new_parent, new_name, e))?;
         if flags & libc::RENAME_EXCHANGE == 0 {
-            self.listings.removed(parent, name);
+            self.ns.listings.removed(parent, name);
         }
-        self.listings.added(new_parent, new_name);
+        self.ns.listings.added(new_parent, new_name);
         // both entries and parents (times, nlink), the moved node (ctime,
         // a directory's ".."), the replaced or exchanged one
-        self.attrs.forget_entry(parent, name);
-        self.attrs.forget_entry(new_parent, new_name);
-        self.attrs.forget(r.moved);
-        self.attrs.forget(r.replaced);
+        self.ns.attrs.forget_entry(parent, name);
+        self.ns.attrs.forget_entry(new_parent, new_name);
+        self.ns.attrs.forget(r.moved);
+        self.ns.attrs.forget(r.replaced);
         if r.replaced != 0 && r.replaced_nlink == 0 {
             self.mark_unlinked(r.replaced).await;
         }
@@ -319,18 +282,17 @@ impl Vfs {
             }
             self.flush_locked(inode, state).await?;
         }
-        self.settle_created(inode).await?;
-        let ticket = self.attrs.ticket();
+        let ticket = self.ns.attrs.ticket();
         if let Some(state) = state.as_mut() {
             // (marked before the call: a lost answer may hide a commit)
-            state.committed_in(self.meta.epoch());
+            state.committed_in(self.ns.meta_of_mount().epoch());
         }
-        let attr = self.meta.setattr(inode, change).await.map_err(errno)?;
-        let raced = self.attrs.forgot_since(inode, ticket);
-        self.attrs.replace(&attr, ticket);
+        let attr = self.ns.setattr(inode, change).await.map_err(errno)?;
+        let raced = self.ns.attrs.forgot_since(inode, ticket);
+        self.ns.attrs.replace(&attr, ticket);
         if let Some(state) = state.as_mut() {
             if !raced {
-                state.saw(attr.clone(), self.attrs.ticket(), &self.attrs);
+                state.saw(attr.clone(), self.ns.attrs.ticket(), &self.ns.attrs);
             }
             if change.length.is_some() {
                 state.length = attr.length;
@@ -369,7 +331,7 @@ impl Vfs {
         let mode_ok = |m: u32| m & !0o7777 == 0 || m & libc::S_IFMT == libc::S_IFREG;
         if !self.config.defer_attrs
             || !self.config.follow_changes
-            || !self.attrs.log_read_within(DEFER_VIEW_AGE)
+            || !self.ns.attrs.log_read_within(DEFER_VIEW_AGE)
             || !state.writer.has_slices()
             || change.mask() == 0
             || change.length.is_some()
@@ -377,9 +339,9 @@ impl Vfs {
         {
             return None;
         }
-        let seen = || state.fresh_seen(&self.attrs).map(|(a, _)| a.clone());
-        let cached = self.attrs.get(inode).or_else(seen)?;
-        let shown = state.view(cached.clone(), &self.attrs);
+        let seen = || state.fresh_seen(&self.ns.attrs).map(|(a, _)| a.clone());
+        let cached = self.ns.attrs.get(inode).or_else(seen)?;
+        let shown = state.view(cached.clone(), &self.ns.attrs);
         let takes_away = change.mode.is_some_and(|m| shown.mode & !m & 0o7077 != 0);
         if shown.kind != NodeType::File
             || takes_away
@@ -397,6 +359,6 @@ impl Vfs {
         if change.mask() != 0 {
             state.writer.defer_attrs(&change, shown.mode);
         }
-        Some(state.view(cached, &self.attrs))
+        Some(state.view(cached, &self.ns.attrs))
     }
 }

@@ -21,7 +21,6 @@ impl Vfs {
     pub async fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> VfsResult<()> {
         self.writable()?;
         let file = self.open_file_of(fh)?;
-        self.settle_created(file.inode).await?;
         let keep_size = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         match mode & !libc::FALLOC_FL_KEEP_SIZE {
             0 if keep_size => Ok(()),
@@ -46,9 +45,9 @@ impl Vfs {
         if end <= state.length {
             return Ok(());
         }
-        let ticket = self.attrs.ticket();
-        state.committed_in(self.meta.epoch());
-        let attr = self.meta.setattr(file.inode, &SetAttr::length(end)).await;
+        let ticket = self.ns.attrs.ticket();
+        state.committed_in(self.ns.meta_of_mount().epoch());
+        let attr = self.ns.setattr(file.inode, &SetAttr::length(end)).await;
         self.size_changed(&mut state, attr, ticket)
     }
 
@@ -62,7 +61,7 @@ impl Vfs {
         ticket: Ticket,
     ) -> VfsResult<()> {
         let attr = attr.map_err(errno)?;
-        self.attrs.replace(&attr, ticket);
+        self.ns.attrs.replace(&attr, ticket);
         state.length = attr.length;
         state.changed();
         Ok(())
@@ -80,10 +79,10 @@ impl Vfs {
     ) -> VfsResult<()> {
         let mut state = file.state.lock().await;
         self.flush_locked(file.inode, &mut state).await?;
-        let ticket = self.attrs.ticket();
-        state.committed_in(self.meta.epoch());
+        let ticket = self.ns.attrs.ticket();
+        state.committed_in(self.ns.meta_of_mount().epoch());
         let attr = self
-            .meta
+            .ns
             .zero_range(file.inode, offset, length, keep_size)
             .await;
         self.size_changed(&mut state, attr, ticket)
@@ -94,7 +93,6 @@ impl Vfs {
     /// committed.
     pub async fn seek_data(&self, fh: u64, offset: i64, whence: i32) -> VfsResult<i64> {
         let file = self.open_file_of(fh)?;
-        self.settle_created(file.inode).await?;
         let hole = match whence {
             libc::SEEK_DATA => false,
             libc::SEEK_HOLE => true,
@@ -105,7 +103,7 @@ impl Vfs {
         self.flush_locked(file.inode, &mut state).await?;
         drop(state);
         let at = self
-            .meta
+            .ns
             .seek_data(file.inode, offset, hole)
             .await
             .map_err(errno)?;
@@ -127,8 +125,6 @@ impl Vfs {
         self.writable()?;
         let src = self.open_file_of(fh_in)?;
         let dst = self.open_file_of(fh_out)?;
-        self.settle_created(src.inode).await?;
-        self.settle_created(dst.inode).await?;
         let length = length.min(MAX_COPY);
         // both files' locks, in inode order (one lock when they are one file)
         let (mut src_state, mut dst_state) = if src.inode == dst.inode {
@@ -144,13 +140,13 @@ impl Vfs {
             self.flush_locked(src.inode, state).await?;
         }
         self.flush_locked(dst.inode, &mut dst_state).await?;
-        dst_state.committed_in(self.meta.epoch());
+        dst_state.committed_in(self.ns.meta_of_mount().epoch());
         let copied = self
-            .meta
+            .ns
             .copy_range(src.inode, offset_in, dst.inode, offset_out, length)
             .await
             .map_err(errno)?;
-        self.attrs.forget(dst.inode);
+        self.ns.attrs.forget(dst.inode);
         dst_state.length = copied.length;
         dst_state.changed();
         Ok(copied.bytes as u32)

@@ -26,11 +26,10 @@ impl Vfs {
                 // no ACL beyond the mode is kept (see acl.rs)
                 return Err(libc::ENODATA);
             }
-            self.settle_created(inode).await?;
             // (an access ACL shows the mode, which may wait for a commit)
             self.commit_deferred_attrs(inode).await?;
             let entries = self
-                .meta
+                .ns
                 .get_acl(inode, acl::kind_of(name))
                 .await
                 .map_err(errno)?;
@@ -39,8 +38,7 @@ impl Vfs {
         if self.known_xattr_free(inode, name).await {
             return Err(libc::ENODATA);
         }
-        self.settle_created(inode).await?;
-        self.meta.getxattr(inode, name).await.map_err(errno)
+        self.ns.getxattr(inode, name).await.map_err(errno)
     }
 
     /// Whether the node is known to have no xattr, so that getxattr of
@@ -52,12 +50,12 @@ impl Vfs {
     /// setcap; a file open here that this mount made is known too.
     async fn known_xattr_free(&self, inode: u64, name: &[u8]) -> bool {
         if name != CAPABILITY {
-            return self.attrs.xattr_free(inode);
+            return self.ns.attrs.xattr_free(inode);
         }
-        if !self.config.follow_changes || !self.attrs.log_read_within(CAPABILITY_VIEW_AGE) {
+        if !self.config.follow_changes || !self.ns.attrs.log_read_within(CAPABILITY_VIEW_AGE) {
             return false;
         }
-        self.attrs.xattr_free(inode) || self.made_xattr_free(inode).await
+        self.ns.attrs.xattr_free(inode) || self.made_xattr_free(inode).await
     }
 
     /// Whether a file open here was made by this mount and nothing of it
@@ -68,7 +66,7 @@ impl Vfs {
             return false;
         };
         let made = file.state.lock().await.xattr_free;
-        made.is_some_and(|t| !self.attrs.forgot_since(inode, t))
+        made.is_some_and(|t| !self.ns.attrs.forgot_since(inode, t))
     }
 
     /// Sets xattr `name` of `inode` for `caller` (whose groups decide
@@ -88,14 +86,13 @@ impl Vfs {
         if acl::is_acl(name) {
             return self.set_acl(caller, inode, name, value).await;
         }
-        self.settle_created(inode).await?;
         // (before the call too: its answer may be lost after it committed)
-        self.attrs.forget(inode);
+        self.ns.attrs.forget(inode);
         let set = self
-            .committing(inode, self.meta.setxattr(inode, name, value, flags))
+            .committing(inode, self.ns.setxattr(inode, name, value, flags))
             .await;
         // its ctime moved, or may have (an answer lost after the commit)
-        self.attrs.forget(inode);
+        self.ns.attrs.forget(inode);
         set.map_err(errno)
     }
 
@@ -116,7 +113,6 @@ impl Vfs {
     ) -> VfsResult<()> {
         if self.volume.enable_acl {
             let entries = acl::parse(value).ok_or(libc::EINVAL)?;
-            self.settle_created(inode).await?;
             // (a mode waiting for a commit is made first, then the ACL's)
             self.commit_deferred_attrs(inode).await?;
             if name == acl::ACCESS {
@@ -129,10 +125,10 @@ impl Vfs {
                     self.setattr(inode, &mode).await?;
                 }
             }
-            let set = self.meta.set_acl(inode, acl::kind_of(name), Some(&entries));
+            let set = self.ns.set_acl(inode, acl::kind_of(name), Some(&entries));
             self.committing(inode, set).await.map_err(errno)?;
             // its mode and ctime moved
-            self.attrs.forget(inode);
+            self.ns.attrs.forget(inode);
             self.forget_attributes(inode);
             return Ok(());
         }
@@ -143,10 +139,7 @@ impl Vfs {
         // the commit of its writes, and this change then goes with it)
         let attr = match self.open_file(inode) {
             Some(_) => self.getattr(inode).await?,
-            None => {
-                self.settle_created(inode).await?;
-                self.meta.getattr(inode).await.map_err(errno)?
-            }
+            None => self.ns.getattr_now(inode).await.map_err(errno)?,
         };
         let mut mode = (attr.mode & !0o777) | perm;
         if self.setgid_killed(caller, &attr) {
@@ -179,7 +172,7 @@ impl Vfs {
             None => None,
         };
         if let Some(state) = state.as_mut() {
-            state.committed_in(self.meta.epoch());
+            state.committed_in(self.ns.meta_of_mount().epoch());
         }
         commit.await
     }
@@ -200,9 +193,8 @@ impl Vfs {
         if inode == CONTROL_INODE {
             return Ok(Vec::new());
         }
-        self.settle_created(inode).await?;
         // with ACLs on, the procedure lists the ACLs a node has
-        self.meta.listxattr(inode).await.map_err(errno)
+        self.ns.listxattr(inode).await.map_err(errno)
     }
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> VfsResult<()> {
@@ -214,19 +206,18 @@ impl Vfs {
             // there is none beyond the mode to remove
             return Ok(());
         }
-        self.settle_created(inode).await?;
         if acl::is_acl(name) {
             self.commit_deferred_attrs(inode).await?;
-            let removed = self.meta.set_acl(inode, acl::kind_of(name), None);
+            let removed = self.ns.set_acl(inode, acl::kind_of(name), None);
             self.committing(inode, removed).await.map_err(errno)?;
         } else {
             // (before the call too: its answer may be lost after it committed)
-            self.attrs.forget(inode);
-            let removed = self.meta.removexattr(inode, name);
+            self.ns.attrs.forget(inode);
+            let removed = self.ns.removexattr(inode, name);
             self.committing(inode, removed).await.map_err(errno)?;
         }
         // its ctime moved
-        self.attrs.forget(inode);
+        self.ns.attrs.forget(inode);
         Ok(())
     }
 }

@@ -21,17 +21,17 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Forget, Vfs};
+use super::{Forget, Namespace};
 use crate::meta::LoggedChange;
 
 /// When a change is applied the second time.
 const REAPPLY_AFTER: Duration = Duration::from_secs(1);
 
-/// How long [`Vfs::catch_up_with_log`] waits for a poll at most.
+/// How long [`Namespace::catch_up_with_log`] waits for a poll at most.
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(2);
 
 /// The polls of the change log, counted, for those who wait until every
-/// change committed before a moment is applied ([`Vfs::catch_up_with_log`]).
+/// change committed before a moment is applied ([`Namespace::catch_up_with_log`]).
 #[derive(Default)]
 pub struct LogPolls {
     /// Polls started.
@@ -46,10 +46,10 @@ pub struct LogPolls {
 /// told from a thread of its own (a notification may wait for the kernel's
 /// locks of a directory). Returns once the first horizon is read, so that
 /// nothing cached after this call misses a change.
-pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()> {
-    let (first_horizon, _) = vfs.meta.mount_changes(vfs.sid(), None).await?;
+pub async fn spawn(ns: Arc<Namespace>, interval: Duration) -> crate::meta::Result<()> {
+    let (first_horizon, _) = ns.meta.mount_changes(ns.sid(), None).await?;
     let (tx, rx) = mpsc::channel::<(u64, Vec<LoggedChange>)>();
-    let v = vfs.clone();
+    let v = ns.clone();
     std::thread::Builder::new()
         .name("jfs-changes".into())
         .spawn(move || apply_loop(&v, rx))
@@ -57,43 +57,43 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
     tokio::spawn(async move {
         let mut horizon = first_horizon;
         // the server incarnation the horizon belongs to
-        let mut horizon_epoch = vfs.meta.epoch();
+        let mut horizon_epoch = ns.meta.epoch();
         // (one warning per outage, not one per poll)
         let mut failing = false;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
-                _ = vfs.log_polls.wake.notified() => {}
+                _ = ns.log_polls.wake.notified() => {}
             }
-            let poll = vfs.log_polls.started.fetch_add(1, Ordering::SeqCst) + 1;
-            let epoch = vfs.meta.epoch();
+            let poll = ns.log_polls.started.fetch_add(1, Ordering::SeqCst) + 1;
+            let epoch = ns.meta.epoch();
             if epoch != horizon_epoch {
                 // the server crashed or failed over: it may have lost
                 // changes this mount applied, and hands their transaction
                 // ids out again (a later change could pass for one seen)
-                match vfs.meta.mount_changes(vfs.sid(), None).await {
+                match ns.meta.mount_changes(ns.sid(), None).await {
                     Ok((fresh, _)) => {
                         horizon = fresh;
                         horizon_epoch = epoch;
-                        let forgotten = vfs.server_changed().await;
+                        let forgotten = ns.server_changed().await;
                         if tx.send((poll, forgotten)).is_err() {
                             return;
                         }
                     }
-                    Err(_) => vfs.log_unread(),
+                    Err(_) => ns.log_unread(),
                 }
                 continue;
             }
-            match vfs.meta.mount_changes(vfs.sid(), Some(&horizon)).await {
+            match ns.meta.mount_changes(ns.sid(), Some(&horizon)).await {
                 Ok((next, fresh)) => {
                     horizon = next;
                     for c in &fresh {
-                        vfs.learn_names(c);
-                        vfs.forget_cached(c);
+                        ns.learn_names(c);
+                        ns.forget_cached(c);
                     }
-                    vfs.log_read();
+                    ns.log_read();
                     if fresh.iter().any(removes_names) {
-                        vfs.hold_open_files().await;
+                        ns.hold_open_files().await;
                     }
                     if failing {
                         tracing::info!("reading the change log again");
@@ -104,11 +104,11 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
                     }
                 }
                 Err(e) if !failing => {
-                    vfs.log_unread();
+                    ns.log_unread();
                     tracing::warn!("reading the change log: {e} (other mounts' changes show when the kernel's caches expire until it works again)");
                     failing = true;
                 }
-                Err(_) => vfs.log_unread(),
+                Err(_) => ns.log_unread(),
             }
         }
     });
@@ -116,7 +116,7 @@ pub async fn spawn(vfs: Arc<Vfs>, interval: Duration) -> crate::meta::Result<()>
 }
 
 /// Applies batches as they come and each change again after [`REAPPLY_AFTER`].
-fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
+fn apply_loop(ns: &Namespace, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
     let mut again: VecDeque<(Instant, Vec<LoggedChange>)> = VecDeque::new();
     loop {
         let wait = again
@@ -126,9 +126,9 @@ fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
         match rx.recv_timeout(wait) {
             Ok((poll, batch)) => {
                 for c in &batch {
-                    vfs.forget_change(c);
+                    ns.forget_change(c);
                 }
-                vfs.log_polls.applied.store(poll, Ordering::SeqCst);
+                ns.log_polls.applied.store(poll, Ordering::SeqCst);
                 if !batch.is_empty() {
                     again.push_back((Instant::now() + REAPPLY_AFTER, batch));
                 }
@@ -139,7 +139,7 @@ fn apply_loop(vfs: &Vfs, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
         while again.front().is_some_and(|(at, _)| *at <= Instant::now()) {
             if let Some((_, batch)) = again.pop_front() {
                 for c in &batch {
-                    vfs.forget_change(c);
+                    ns.forget_change(c);
                 }
             }
         }
@@ -155,14 +155,14 @@ fn removes_names(c: &LoggedChange) -> bool {
     }
 }
 
-impl Vfs {
+impl Namespace {
     /// Waits until every change committed before this call is applied
     /// here and in the kernel (a poll started after it is done): what a
     /// lock's new holder must see of what the previous holder did. Gives
     /// up after [`CATCH_UP_LIMIT`] (the log cannot be read), and returns at
     /// once when the log is not followed.
     pub async fn catch_up_with_log(&self) {
-        if !self.config.follow_changes {
+        if !self.follow_changes {
             return;
         }
         let target = self.log_polls.started.load(Ordering::SeqCst) + 1;
@@ -181,7 +181,7 @@ impl Vfs {
     /// their last name are held by this session (they stay readable and
     /// writable until closed here, as on a local file system; the
     /// database keeps such a file a moment for this: jfs.sustain).
-    pub(super) async fn hold_open_files(&self) {
+    pub async fn hold_open_files(&self) {
         let open = self.open_inodes();
         if open.is_empty() || !self.has_session() {
             // (a mount of a hot standby holds nothing: see docs/deploy.md)
@@ -190,7 +190,7 @@ impl Vfs {
         match self.meta.sustain(self.sid(), &open).await {
             Ok(held) => {
                 for inode in held {
-                    self.mark_unlinked(inode as u64).await;
+                    self.unlinked_while_open(inode as u64).await;
                 }
             }
             Err(e) => tracing::warn!("holding files open here that another mount removed: {e}"),
@@ -228,10 +228,8 @@ impl Vfs {
     async fn server_changed(&self) -> Vec<LoggedChange> {
         let (mut inodes, names) = self.attrs.forget_all_known();
         self.listings.forget_all();
-        let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
-        for file in files {
-            file.state.lock().await.chunks.clear();
-            inodes.push(file.inode);
+        if let Some(mount) = self.mount() {
+            inodes.extend(mount.forget_open_files().await);
         }
         tracing::warn!(
             "the metadata server crashed or failed over: what this mount and its kernel cached \
@@ -289,22 +287,19 @@ impl Vfs {
     /// made, removed or moved, the attributes of their directories and of
     /// the nodes it touched, a file's cached pages when its data changed.
     fn forget_change(&self, c: &LoggedChange) {
+        let Some(mount) = self.mount() else {
+            return;
+        };
         for (dir, name) in changed_entries(c) {
-            self.tell_kernel(Forget::EntryNow {
-                parent: self.kernel_ino(dir),
-                name,
-            });
-            self.tell_kernel(Forget::Attributes {
-                inode: self.kernel_ino(dir),
-            });
+            mount.forget_in_kernel(Forget::EntryNow { parent: dir, name });
+            mount.forget_in_kernel(Forget::Attributes { inode: dir });
         }
         let data_changed = matches!(c.op.as_str(), "write" | "truncate");
-        for node in changed_nodes(c) {
-            let kernel = self.kernel_ino(node);
-            self.tell_kernel(if data_changed {
-                Forget::Data { inode: kernel }
+        for inode in changed_nodes(c) {
+            mount.forget_in_kernel(if data_changed {
+                Forget::Data { inode }
             } else {
-                Forget::Attributes { inode: kernel }
+                Forget::Attributes { inode }
             });
         }
     }

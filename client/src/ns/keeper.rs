@@ -13,37 +13,36 @@
 //! applies there (the node is then made here as mknod would make it, with
 //! an inode of this mount's range); lookups of the directory are answered
 //! from the lease's entries, and the new file's attributes from the lease.
-//! The committer ([`Vfs::commit_leases`]) sends the pending ones every
+//! The committer ([`Namespace::commit_leases`]) sends the pending ones every
 //! [`LEASE_WINDOW`], and gives the lease up after a window without any or
 //! when another mount asked for it. A mkdir, symlink or device node there
-//! goes through PostgreSQL with the lease kept ([`Vfs::make_begins`]); any
+//! goes through PostgreSQL with the lease kept ([`Namespace::make_begins`]); any
 //! other operation on the directory's entries here (a rename, an rmdir, a
 //! listing, an fsyncdir) first commits them and gives the lease up
-//! ([`Vfs::settle_dir`]). The first commit of the data of a file made here
+//! ([`Namespace::settle_dir`]). The first commit of the data of a file made here
 //! and not yet committed makes it too, when it is the only change pending
-//! in its directory ([`Vfs::create_with_data`]); any other operation that
+//! in its directory ([`Namespace::create_with_data`]); any other operation that
 //! PostgreSQL must answer about such a file (an fsync, a setattr, a link,
 //! a lock...) first commits the directory's batch
-//! ([`Vfs::settle_created`]). A crash of this mount loses what was pending
+//! ([`Namespace::settle_created`]). A crash of this mount loses what was pending
 //! (at most one window), never half of a batch.
 use std::sync::atomic::Ordering;
 
+use std::future::Future;
+
+use super::attrs::Ticket;
+use super::lease::{Create, Keep, LeaseState, Lookup, Unlink};
+use super::leases::{leased_entry, DirOp, Gate, Leases, MakeInDir};
+use super::{Namespace, NsResult};
 use crate::meta::{Attr, CreateWithData, LeasedCreate, NewNode, NodeType};
-use crate::ns::attrs::Ticket;
-use crate::ns::lease::{Create, Keep, LeaseState, Lookup, Unlink};
-use crate::ns::leases::{leased_entry, Gate};
-pub use crate::ns::leases::{DirOp, Leases, MakeInDir, LEASE_WINDOW};
-use crate::vfs::handles::FileState;
-use crate::vfs::writer::WriteTarget;
-use crate::vfs::{Vfs, VfsResult};
 
 /// Directories with more entries are not leased (the lease sends them all).
 const LEASE_MAX_ENTRIES: i32 = 10_000;
 
 /// A file made under a lease whose creation goes with its data's commit
-/// ([`Vfs::create_with_data`]): the lease's gate is held (its commits, and
+/// ([`Namespace::create_with_data`]): the lease's gate is held (its commits, and
 /// creates and unlinks answered in the directory, wait) until it is handed
-/// back to [`Vfs::created_with_data`], or dropped (the create then stays
+/// back to [`Namespace::created_with_data`], or dropped (the create then stays
 /// pending).
 pub struct CreateInFlight<'a> {
     /// The creation, for the commit to take (None once made).
@@ -75,10 +74,10 @@ pub struct LeasedUnlink {
     pub inode: u64,
 }
 
-impl Vfs {
+impl Namespace {
     /// Starts taking leases, if the role may (as the procedures it may call
     /// say, learnt at connect); the caller commits them every
-    /// [`LEASE_WINDOW`] ([`Vfs::commit_leases`]).
+    /// [`LEASE_WINDOW`] ([`Namespace::commit_leases`]).
     pub fn enable_leases(&self) {
         // (a mount's role may call every procedure a mount uses, or it does
         // not start: Meta::require_client_grants)
@@ -103,7 +102,7 @@ impl Vfs {
     /// a directory, one link, not open here. A file made here and not yet
     /// committed is forgotten (nothing to commit). A commit in flight is
     /// waited for (the lease may end with it). None: send it to PostgreSQL.
-    pub(super) async fn unlink_leased(&self, dir: u64, name: &[u8]) -> Option<LeasedUnlink> {
+    pub async fn unlink_leased(&self, dir: u64, name: &[u8]) -> Option<LeasedUnlink> {
         loop {
             let asked = self
                 .leases
@@ -121,19 +120,19 @@ impl Vfs {
     /// the directory's lease, if this mount holds it and may answer creates
     /// there: the node made as mknod would make it (EEXIST for a name the
     /// lease knows). None: send it to PostgreSQL.
-    pub(super) async fn create_leased(
+    pub async fn create_leased(
         &self,
         dir: u64,
         name: &[u8],
         node: &NewNode<'_>,
-    ) -> VfsResult<Option<Attr>> {
+    ) -> NsResult<Option<Attr>> {
         if node.kind != NodeType::File || self.leases.with(dir, |l| l.may_create()) != Some(true) {
             return Ok(None);
         }
-        let Ok(parent) = self.getattr(dir).await else {
+        let Ok(parent) = self.attr_of(dir).await else {
             return Ok(None);
         };
-        let inode = self.inode_ids.next(&self.meta).await?;
+        let inode = self.new_inode().await?;
         let time = crate::meta::time_to_ns(std::time::SystemTime::now());
         let attr = Attr {
             inode,
@@ -187,14 +186,14 @@ impl Vfs {
 
     /// The node of `inode`, if this mount made it under a lease and has not
     /// committed it yet.
-    pub(super) fn created_attr(&self, inode: u64) -> Option<Attr> {
+    pub fn created_attr(&self, inode: u64) -> Option<Attr> {
         self.leases.created_attr(inode)
     }
 
     /// A lookup of `name` in `dir` answered by the lease this mount holds of
     /// it: a file made here and not yet committed, or "missing" for a name
     /// the lease does not know. None: ask as usual.
-    pub(super) fn lookup_leased(&self, dir: u64, name: &[u8]) -> Option<VfsResult<Attr>> {
+    pub fn lookup_leased(&self, dir: u64, name: &[u8]) -> Option<NsResult<Attr>> {
         match self.leases.with(dir, |l| l.lookup(name))? {
             Lookup::Missing => Some(Err(libc::ENOENT)),
             Lookup::Made(attr) => Some(Ok(attr)),
@@ -204,14 +203,14 @@ impl Vfs {
 
     /// The inode `name` of `dir` names, if this mount made it under the
     /// directory's lease and has not committed it yet.
-    pub(super) fn created_as(&self, dir: u64, name: &[u8]) -> Option<u64> {
+    pub fn created_as(&self, dir: u64, name: &[u8]) -> Option<u64> {
         self.leases.with(dir, |l| l.created_as(name)).flatten()
     }
 
     /// Before PostgreSQL is asked anything about `inode`: if this mount made
     /// it under a lease and has not committed it yet, the directory's batch
     /// is committed now (the lease kept).
-    pub(super) async fn settle_created(&self, inode: u64) -> VfsResult<()> {
+    pub async fn settle_created(&self, inode: u64) -> NsResult<()> {
         loop {
             let Some((dir, gate)) = self.leases.maker_of(inode) else {
                 return Ok(());
@@ -226,28 +225,28 @@ impl Vfs {
         }
     }
 
-    /// Before the first commit of the data of `inode`, written through
-    /// `state`: if this mount made the file under a lease and has not
-    /// committed it yet, either its creation goes with that commit
-    /// ([`CreateInFlight`]: when it is the only change pending in its
-    /// directory, and data is written: what is written is stored first, so
-    /// the lease waits only for the commit) or the directory's batch is
-    /// committed now.
-    pub(in crate::vfs) async fn create_with_data(
+    /// Before the first commit of the data of `inode` (`has_data`: with
+    /// data written, which `store` stores): if this mount made the file
+    /// under a lease and has not committed it yet, either its creation
+    /// goes with that commit ([`CreateInFlight`]: when it is the only
+    /// change pending in its directory, and data is written: what is
+    /// written is stored first, so the lease waits only for the commit) or
+    /// the directory's batch is committed now.
+    pub async fn create_with_data(
         &self,
         inode: u64,
-        state: &mut FileState,
-        target: &WriteTarget<'_>,
-    ) -> VfsResult<Option<CreateInFlight<'_>>> {
+        has_data: bool,
+        store: impl Future<Output = ()>,
+    ) -> NsResult<Option<CreateInFlight<'_>>> {
         let Some((dir, gate)) = self.leases.maker_of(inode) else {
             return Ok(None);
         };
-        if !state.writer.has_slices() {
+        if !has_data {
             // (an attribute change alone: setattr's, for a file it knows)
             self.settle_created(inode).await?;
             return Ok(None);
         }
-        state.writer.store(target).await;
+        store.await;
         let one_at_a_time = gate.clone().lock_owned().await;
         let ticket = self.attrs.ticket();
         let alone = self
@@ -274,11 +273,7 @@ impl Vfs {
     /// None if it made the file, whose node is then `attr` (the commit's
     /// answer, when there is one). A file not made stays pending, for the
     /// directory's next batch.
-    pub(in crate::vfs) fn created_with_data(
-        &self,
-        mut flight: CreateInFlight<'_>,
-        attr: Option<&Attr>,
-    ) {
+    pub fn created_with_data(&self, mut flight: CreateInFlight<'_>, attr: Option<&Attr>) {
         flight.over = true;
         let (dir, inode, made) = (flight.dir, flight.inode, flight.made.is_none());
         let create = self
@@ -302,9 +297,9 @@ impl Vfs {
     /// mkdir, a symlink, a device node). A lease this mount holds of `dir`
     /// is kept, and its commits, creates and unlinks wait until the
     /// returned [`MakeInDir`] is dropped (EEXIST at once for a name the
-    /// lease knows); with none, as [`Vfs::settle_dir`]. (A lease with the
+    /// lease knows); with none, as [`Namespace::settle_dir`]. (A lease with the
     /// unlink of `name` pending is committed and given up first.)
-    pub(super) async fn make_begins(&self, dir: u64, name: &[u8]) -> VfsResult<MakeInDir<'_>> {
+    pub async fn make_begins(&self, dir: u64, name: &[u8]) -> NsResult<MakeInDir<'_>> {
         if let Some(gate) = self.leases.gate_of(dir) {
             let one_at_a_time = gate.clone().lock_owned().await;
             let kept = self.leases.with_own(dir, &gate, |l| l.begin_make(name));
@@ -317,27 +312,27 @@ impl Vfs {
     }
 
     /// Whether this mount holds `dir`'s lease.
-    pub(super) fn holds_lease(&self, dir: u64) -> bool {
+    pub fn holds_lease(&self, dir: u64) -> bool {
         self.leases.holds(dir)
     }
 
     /// Entry `name` of `dir` was made through PostgreSQL by this mount
     /// outside the operations (`/lost+found`): the lease of `dir`, if held
     /// here, knows it.
-    pub(super) fn leased_entry_made(&self, dir: u64, name: &[u8], attr: &Attr) {
+    pub fn leased_entry_made(&self, dir: u64, name: &[u8], attr: &Attr) {
         let entry = leased_entry(attr.inode, attr.kind, attr.nlink);
         self.leases.with(dir, |l| l.entry_made(name, entry));
     }
 
     /// An unlink in `dir` that goes through PostgreSQL begins.
-    pub(super) fn unlink_begins(&self, dir: u64) -> DirOp<'_> {
+    pub fn unlink_begins(&self, dir: u64) -> DirOp<'_> {
         self.leases.begin(dir)
     }
 
     /// An unlink of `name` in `dir` went through PostgreSQL (its [`DirOp`]
     /// dropped): the lease's entries, if held, lose it; the directory's
     /// lease is taken when the run of such unlinks earns it.
-    pub(super) async fn unlinked_directly(&self, dir: u64, name: &[u8]) {
+    pub async fn unlinked_directly(&self, dir: u64, name: &[u8]) {
         if self.leases.with(dir, |l| l.entry_gone(name)).is_some() {
             return;
         }
@@ -350,7 +345,7 @@ impl Vfs {
     /// PostgreSQL: a lease held of the directory (one whose creates this
     /// mount may not answer) is given up first, and not taken again for a
     /// while; the run of unlinks and creates goes on.
-    pub(super) async fn create_begins(&self, dir: u64) -> VfsResult<DirOp<'_>> {
+    pub async fn create_begins(&self, dir: u64) -> NsResult<DirOp<'_>> {
         let op = self.leases.begin(dir);
         if self.leases.holds(dir) {
             self.commit_lease(dir, Keep::No).await?;
@@ -362,7 +357,7 @@ impl Vfs {
     /// A create of regular file `inode` as `name` in `dir` went through
     /// PostgreSQL (its [`DirOp`] dropped): the lease's entries, if held,
     /// gain it; the directory's lease is taken when the run earns it.
-    pub(super) async fn created_directly(&self, dir: u64, name: &[u8], inode: u64) {
+    pub async fn created_directly(&self, dir: u64, name: &[u8], inode: u64) {
         let entry = leased_entry(inode, NodeType::File, 1);
         if self
             .leases
@@ -415,7 +410,7 @@ impl Vfs {
     /// An operation on `dir`'s entries begins: the unlinks answered under
     /// its lease, if this mount holds it, are committed and the lease given
     /// up, and none is taken until the returned [`DirOp`] is dropped.
-    pub(super) async fn settle_dir(&self, dir: u64) -> VfsResult<DirOp<'_>> {
+    pub async fn settle_dir(&self, dir: u64) -> NsResult<DirOp<'_>> {
         let op = self.leases.begin(dir);
         self.leases.run_broken(dir);
         if self.leases.holds(dir) {
@@ -424,9 +419,9 @@ impl Vfs {
         Ok(op)
     }
 
-    /// [`Vfs::settle_dir`] for every lease (rmdir, whose directory may be
+    /// [`Namespace::settle_dir`] for every lease (rmdir, whose directory may be
     /// one; unmount).
-    pub async fn settle_all(&self) -> VfsResult<()> {
+    pub async fn settle_all(&self) -> NsResult<()> {
         for dir in self.leases.dirs() {
             self.commit_lease(dir, Keep::No).await?;
         }
@@ -441,10 +436,6 @@ impl Vfs {
         }
         self.leases.refuse(dir);
     }
-
-    fn is_open(&self, inode: u64) -> bool {
-        self.files.lock().unwrap().contains_key(&inode)
-    }
 }
 
 /// The node PostgreSQL made for a create this mount answered under a lease
@@ -452,7 +443,7 @@ impl Vfs {
 /// made it alone: `jfs.mknod_with_slices` also applies the mode, owner and
 /// times set since, which the answer then shows): the lease's prediction
 /// and mknod agree on its type, mode, owner, group, links and tier.
-pub(super) fn prediction_holds(answered: &Attr, made: &Attr) {
+pub fn prediction_holds(answered: &Attr, made: &Attr) {
     let node = |a: &Attr| (a.kind, a.mode, a.uid, a.gid, a.nlink, a.tier);
     debug_assert_eq!(
         node(answered),

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Vfs;
+use super::attrs::Ticket;
+use super::Namespace;
 use crate::meta::Attr;
-use crate::ns::attrs::Ticket;
 
 /// Misses in one directory, each within [`WALK_GAP`] of the one before,
 /// after which a lookup there reads ahead.
@@ -29,7 +29,7 @@ const MAX_WALKS: usize = 1024;
 
 /// Recent lookup misses by directory: which directories are being walked.
 #[derive(Default)]
-pub(super) struct Walks(Mutex<HashMap<u64, (u32, Instant)>>);
+pub struct Walks(Mutex<HashMap<u64, (u32, Instant)>>);
 
 impl Walks {
     /// Counts a miss in `dir`; whether a walk of it is going on.
@@ -49,7 +49,7 @@ impl Walks {
     }
 }
 
-impl Vfs {
+impl Namespace {
     /// Entry `name` of `parent` with the names after it, when `parent` is
     /// being walked and the attribute cache keeps what it is given; None
     /// when this lookup does not read ahead, or the name was not among
@@ -60,7 +60,7 @@ impl Vfs {
         name: &[u8],
         ticket: Ticket,
     ) -> Option<Attr> {
-        let ahead = self.config.lookup_ahead.min(10_000) as i32;
+        let ahead = self.lookup_ahead.min(10_000) as i32;
         if ahead == 0 || !self.attrs.keeps() || !self.walks.missed(parent) {
             return None;
         }

@@ -3,12 +3,12 @@
 //! alone): the batch the lease's state machine gives, sent, and its answer
 //! taken back into the lease and the caches.
 
+use super::lease::{Commit, Committed, Keep};
+use super::leases::Gate;
+use super::{errno, Forget, Namespace, NsResult};
 use crate::meta::{Attr, LeaseCommitted, LeasedCreate};
-use crate::ns::lease::{Commit, Committed, Keep};
-use crate::ns::leases::Gate;
-use crate::vfs::{errno, Vfs, VfsResult};
 
-impl Vfs {
+impl Namespace {
     /// Commits the pending unlinks of every lease; a lease with none since
     /// the last commit, or that another mount asked for, is given up.
     pub async fn commit_leases(&self) {
@@ -24,7 +24,7 @@ impl Vfs {
     /// Sends `dir`'s pending unlinks and creates; the lease is kept as
     /// `keep` says, if nobody asked for it. On an error they stay pending
     /// and the lease held.
-    pub(super) async fn commit_lease(&self, dir: u64, keep: Keep) -> VfsResult<()> {
+    pub async fn commit_lease(&self, dir: u64, keep: Keep) -> NsResult<()> {
         let Some(gate) = self.leases.gate_of(dir) else {
             return Ok(());
         };
@@ -32,14 +32,14 @@ impl Vfs {
         self.commit_gated(dir, &gate, keep, one_at_a_time).await
     }
 
-    /// [`Vfs::commit_lease`] with the lease's gate taken (`_one_at_a_time`).
-    pub(super) async fn commit_gated(
+    /// [`Namespace::commit_lease`] with the lease's gate taken (`_one_at_a_time`).
+    pub async fn commit_gated(
         &self,
         dir: u64,
         gate: &Gate,
         keep: Keep,
         _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
-    ) -> VfsResult<()> {
+    ) -> NsResult<()> {
         let mut keep = keep;
         // (a commit that held the lease found it asked for, or one that
         // lost it left what was answered while it was in flight: that is
@@ -50,8 +50,8 @@ impl Vfs {
         Ok(())
     }
 
-    /// One commit of [`Vfs::commit_gated`]; true when another must follow.
-    async fn commit_once(&self, dir: u64, gate: &Gate, keep: Keep) -> VfsResult<bool> {
+    /// One commit of [`Namespace::commit_gated`]; true when another must follow.
+    async fn commit_once(&self, dir: u64, gate: &Gate, keep: Keep) -> NsResult<bool> {
         // (the lease committed and given up by another caller meanwhile, and
         // maybe taken again: that one's own)
         let Some(commit) = self.leases.with_own(dir, gate, |l| l.begin_commit(keep)) else {
@@ -76,7 +76,7 @@ impl Vfs {
         let (answer, done) = answered?;
         if let Some(attr) = made_by_mknod {
             if let Some((_, answered)) = done.made.first() {
-                super::leases::prediction_holds(answered, &attr);
+                super::keeper::prediction_holds(answered, &attr);
             }
             // as a create through PostgreSQL: the node and the directory's
             // times as the procedure left them
@@ -98,7 +98,7 @@ impl Vfs {
                 // the directory's times are the commit's now, not those
                 // answered; nothing read meanwhile keeps a removed name
                 self.attrs.forget(dir);
-                self.forget_attributes(dir);
+                self.forget_in_kernel(Forget::Attributes { inode: dir });
                 for name in names {
                     self.attrs.forget_entry(dir, name);
                 }
@@ -110,7 +110,7 @@ impl Vfs {
         }
         for &inode in inodes {
             // (opened meanwhile through a name elsewhere: kept until closed)
-            self.mark_unlinked(inode as u64).await;
+            self.unlinked_while_open(inode as u64).await;
         }
         for (name, e) in names.iter().zip(&answer.unlink_errnos) {
             if *e != 0 {
@@ -124,7 +124,9 @@ impl Vfs {
             }
         }
         for (create, e) in &done.refused {
-            self.keep_refused_create(dir, create, *e).await;
+            if let Some(mount) = self.mount() {
+                mount.keep_refused_create(dir, create, *e).await;
+            }
         }
         Ok(done.again)
     }
@@ -204,7 +206,7 @@ impl Vfs {
         gate: &Gate,
         answer: crate::meta::Result<LeaseCommitted>,
         keep: bool,
-    ) -> Option<VfsResult<(LeaseCommitted, Committed)>> {
+    ) -> Option<NsResult<(LeaseCommitted, Committed)>> {
         let done = self
             .leases
             .commit_over(dir, gate, answer.as_ref().map_err(|_| ()), keep)?;

@@ -1,0 +1,185 @@
+//! The procedures that name a node, as the operations call them: each one
+//! first settles the node ([`Namespace::settle_created`]: a file this mount
+//! made under a lease and has not committed yet is committed), so that
+//! PostgreSQL is never asked about a node it does not know yet. The
+//! operations reach these procedures only here.
+use super::{errno, Namespace, NsResult};
+use crate::meta::{AclEntry, AclKind, Attr, Copied, LockRange, Locker, MetaError, Result, SetAttr};
+
+/// A settle that failed, as a procedure's error.
+fn unsettled(e: i32) -> MetaError {
+    MetaError::Errno(e)
+}
+
+impl Namespace {
+    /// Settles `inode` (see the module's documentation).
+    async fn settled(&self, inode: u64) -> Result<()> {
+        self.settle_created(inode).await.map_err(unsettled)
+    }
+
+    /// The attributes of `inode` as this mount knows them: a file made
+    /// here under a lease and not committed yet, a copy in the cache, or
+    /// read (and cached).
+    pub async fn attr_of(&self, inode: u64) -> NsResult<Attr> {
+        if let Some(attr) = self.created_attr(inode) {
+            return Ok(attr);
+        }
+        if let Some(attr) = self.attrs.get(inode) {
+            return Ok(attr);
+        }
+        let ticket = self.attrs.ticket();
+        let attr = self.meta.getattr_replicable(inode).await.map_err(errno)?;
+        self.attrs.put(&attr, ticket);
+        Ok(attr)
+    }
+
+    /// Entry `name` of `parent` as this mount knows it: under a lease held
+    /// here, from the caches, read ahead when the directory is being walked
+    /// name by name, or read (and cached).
+    pub async fn lookup(&self, parent: u64, name: &[u8]) -> NsResult<Attr> {
+        // (a lease's entries are the directory's: the unlinks answered here
+        // gone, the creates answered here there)
+        if let Some(answer) = self.lookup_leased(parent, name) {
+            return answer;
+        }
+        if self.listings.absent(parent, name) {
+            return Err(libc::ENOENT);
+        }
+        if let Some(attr) = self.attrs.lookup(parent, name) {
+            return Ok(attr);
+        }
+        let ticket = self.attrs.ticket();
+        // (not where unlinks are pending: it would bring them back)
+        if !self.holds_lease(parent) {
+            if let Some(attr) = self.lookup_ahead(parent, name, ticket).await {
+                return Ok(attr);
+            }
+        }
+        let attr = self.meta.lookup_replicable(parent, name).await;
+        let attr = attr.map_err(errno)?;
+        self.attrs.put_entry(parent, name, &attr, ticket);
+        Ok(attr)
+    }
+
+    /// The attributes of `inode` as the primary has them now.
+    pub async fn getattr_now(&self, inode: u64) -> Result<Attr> {
+        self.settled(inode).await?;
+        self.meta.getattr(inode).await
+    }
+
+    pub async fn setattr(&self, inode: u64, change: &SetAttr) -> Result<Attr> {
+        self.settled(inode).await?;
+        self.meta.setattr(inode, change).await
+    }
+
+    pub async fn readlink(&self, inode: u64) -> Result<Vec<u8>> {
+        self.settled(inode).await?;
+        self.meta.readlink(inode).await
+    }
+
+    /// A new name for `inode` (the caller settles `parent`: an operation
+    /// on its entries).
+    pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> Result<Attr> {
+        self.settled(inode).await?;
+        self.meta.link(inode, parent, name).await
+    }
+
+    /// Removes entry `name` of `parent` through PostgreSQL (the caller
+    /// holds the operation's [`super::DirOp`]); a file open here that
+    /// loses its last name is kept by this session until closed.
+    pub async fn unlink(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
+        if let Some(inode) = self.created_as(parent, name) {
+            // made here (and open), not committed yet
+            self.settled(inode).await?;
+        }
+        let open = self.open_inodes();
+        self.meta.unlink(parent, name, self.sid(), &open).await
+    }
+
+    pub async fn zero_range(&self, inode: u64, offset: u64, len: u64, keep: bool) -> Result<Attr> {
+        self.settled(inode).await?;
+        self.meta.zero_range(inode, offset, len, keep).await
+    }
+
+    pub async fn seek_data(&self, inode: u64, offset: u64, hole: bool) -> Result<u64> {
+        self.settled(inode).await?;
+        self.meta.seek_data(inode, offset, hole).await
+    }
+
+    pub async fn copy_range(
+        &self,
+        src: u64,
+        src_offset: u64,
+        dst: u64,
+        dst_offset: u64,
+        length: u64,
+    ) -> Result<Copied> {
+        self.settled(src).await?;
+        self.settled(dst).await?;
+        self.meta
+            .copy_range(src, src_offset, dst, dst_offset, length)
+            .await
+    }
+
+    pub async fn getlk(&self, inode: u64, who: Locker, range: &LockRange) -> Result<LockRange> {
+        self.settled(inode).await?;
+        self.meta.getlk(inode, who, range).await
+    }
+
+    pub async fn setlk(
+        &self,
+        inode: u64,
+        who: Locker,
+        range: &LockRange,
+        wait: bool,
+    ) -> Result<()> {
+        self.settled(inode).await?;
+        self.meta.setlk(inode, who, range, wait).await
+    }
+
+    pub async fn cancel_lock_wait(&self, inode: u64, who: Locker) -> Result<()> {
+        self.settled(inode).await?;
+        self.meta.cancel_lock_wait(inode, who).await
+    }
+
+    pub async fn unlock_owner(&self, inode: u64, who: Locker) -> Result<i32> {
+        self.settled(inode).await?;
+        self.meta.unlock_owner(inode, who).await
+    }
+
+    pub async fn getxattr(&self, inode: u64, name: &[u8]) -> Result<Vec<u8>> {
+        self.settled(inode).await?;
+        self.meta.getxattr(inode, name).await
+    }
+
+    pub async fn setxattr(&self, inode: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.settled(inode).await?;
+        self.meta.setxattr(inode, name, value, flags).await
+    }
+
+    pub async fn listxattr(&self, inode: u64) -> Result<Vec<Vec<u8>>> {
+        self.settled(inode).await?;
+        self.meta.listxattr(inode).await
+    }
+
+    pub async fn removexattr(&self, inode: u64, name: &[u8]) -> Result<()> {
+        self.settled(inode).await?;
+        self.meta.removexattr(inode, name).await
+    }
+
+    pub async fn get_acl(&self, inode: u64, kind: AclKind) -> Result<Vec<AclEntry>> {
+        self.settled(inode).await?;
+        self.meta.get_acl(inode, kind).await
+    }
+
+    pub async fn set_acl(&self, inode: u64, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
+        self.settled(inode).await?;
+        self.meta.set_acl(inode, kind, acl).await
+    }
+
+    /// A path of `inode` (for messages).
+    pub async fn path_of(&self, inode: u64) -> Result<Option<String>> {
+        self.settled(inode).await?;
+        self.meta.path_of(inode).await
+    }
+}
