@@ -8,6 +8,9 @@
 //! directory, joined by copy_file_range (shared slices, no bytes moved);
 //! CopyObject is a copy_file_range too. ETags are kept in an xattr.
 pub mod list;
+mod listing;
+mod multipart;
+mod object_io;
 mod objects;
 pub mod serve;
 
