@@ -63,7 +63,7 @@ pub use lease::{CreateWithData, LeaseBatch, LeaseCommitted, LeasedCreate, Leased
 pub use limits::Squash;
 pub use load::{LoadRequest, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};
-pub use namespace::{DirEntry, NewNode, SetAttr, TimeSet};
+pub use namespace::{DirEntry, NewNode, RenameResult, SetAttr, TimeSet};
 pub use pool::redact_url;
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit, SummaryRow};
 pub use range::Copied;

@@ -32,26 +32,50 @@ impl Namespace {
         self.commit_gated(dir, &gate, keep, one_at_a_time).await
     }
 
-    /// [`Namespace::commit_lease`] with the lease's gate taken (`_one_at_a_time`).
+    /// [`Namespace::commit_lease`] with the lease's gate taken
+    /// (`one_at_a_time`). Files the commits unlinked that are open here
+    /// (opened meanwhile through a name elsewhere) are marked once the gate
+    /// is released: a file's lock is never waited for under a gate (the
+    /// order is a file's lock, then a gate, then the table of leases).
     pub async fn commit_gated(
         &self,
         dir: u64,
         gate: &Gate,
         keep: Keep,
-        _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
+        one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
     ) -> NsResult<()> {
         let mut keep = keep;
+        let mut unlinked = Vec::new();
+        let mut result = Ok(());
         // (a commit that held the lease found it asked for, or one that
         // lost it left what was answered while it was in flight: that is
         // committed now, and the lease given up)
-        while self.commit_once(dir, gate, keep).await? {
-            keep = Keep::No;
+        loop {
+            match self.commit_once(dir, gate, keep, &mut unlinked).await {
+                Ok(true) => keep = Keep::No,
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
-        Ok(())
+        drop(one_at_a_time);
+        for inode in unlinked {
+            self.unlinked_while_open(inode).await;
+        }
+        result
     }
 
-    /// One commit of [`Namespace::commit_gated`]; true when another must follow.
-    async fn commit_once(&self, dir: u64, gate: &Gate, keep: Keep) -> NsResult<bool> {
+    /// One commit of [`Namespace::commit_gated`]; true when another must
+    /// follow. The inodes it unlinked go to `unlinked`.
+    async fn commit_once(
+        &self,
+        dir: u64,
+        gate: &Gate,
+        keep: Keep,
+        unlinked: &mut Vec<u64>,
+    ) -> NsResult<bool> {
         // (the lease committed and given up by another caller meanwhile, and
         // maybe taken again: that one's own)
         let Some(commit) = self.leases.with_own(dir, gate, |l| l.begin_commit(keep)) else {
@@ -108,10 +132,8 @@ impl Namespace {
                 }
             }
         }
-        for &inode in inodes {
-            // (opened meanwhile through a name elsewhere: kept until closed)
-            self.unlinked_while_open(inode as u64).await;
-        }
+        // (opened meanwhile through a name elsewhere: kept until closed)
+        unlinked.extend(inodes.iter().map(|&inode| inode as u64));
         for (name, e) in names.iter().zip(&answer.unlink_errnos) {
             if *e != 0 {
                 // the lease was lost meanwhile (this mount silent for
@@ -124,9 +146,7 @@ impl Namespace {
             }
         }
         for (create, e) in &done.refused {
-            if let Some(mount) = self.mount() {
-                mount.keep_refused_create(dir, create, *e).await;
-            }
+            self.keep_refused_create(dir, create, *e).await;
         }
         Ok(done.again)
     }

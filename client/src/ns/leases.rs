@@ -3,6 +3,16 @@
 //! of unlinks or creates in one directory, refusals, operations in flight),
 //! all under one lock, so that there is no order of locks to get wrong.
 //! The keeper that talks to PostgreSQL is `ns/keeper.rs`.
+//!
+//! The locks a lease path takes, in the only order any path takes them
+//! (each one is never waited for while a later one is held):
+//! 1. an open file's state (`vfs::handles::FileState`: a flush, a setattr);
+//! 2. a lease's gate ([`Gate`], async: a commit, a create going with its
+//!    data, a mkdir kept under the lease), one at a time (no path holds
+//!    two gates; the commit marks the files it unlinked after releasing it);
+//! 3. the id ranges (`ns::ids`, async, briefly: a new inode);
+//! 4. the table (this module, a plain mutex never held across an await),
+//!    and under it only the mount's map of open files (`Mount::is_open`).
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -336,6 +346,24 @@ pub fn leased_entry(inode: u64, kind: NodeType, nlink: u32) -> LeasedEntry {
 pub struct DirOp<'a> {
     leases: &'a Leases,
     dir: u64,
+}
+
+/// The guard of an operation on directory [`InDir::dir`]'s entries, which
+/// the procedures that change or list them take ([`DirOp`], [`MakeInDir`]).
+pub trait InDir: Sync {
+    fn dir(&self) -> u64;
+}
+
+impl InDir for DirOp<'_> {
+    fn dir(&self) -> u64 {
+        self.dir
+    }
+}
+
+impl InDir for MakeInDir<'_> {
+    fn dir(&self) -> u64 {
+        self.dir
+    }
 }
 
 impl Drop for DirOp<'_> {

@@ -33,6 +33,7 @@
 //! journal) go through [`Namespace::meta_of_mount`].
 pub mod attrs;
 pub mod changes;
+pub mod entries;
 pub mod ids;
 pub mod keeper;
 pub mod lease;
@@ -40,6 +41,7 @@ mod lease_commit;
 pub mod leases;
 pub mod listings;
 pub mod lookahead;
+mod lost_found;
 pub mod nodes;
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -48,14 +50,14 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::meta::{LeasedCreate, Meta};
+use crate::meta::Meta;
 use attrs::AttrCache;
 use ids::IdRange;
 use leases::Leases;
 use listings::{Listings, LogFreshness};
 
 pub use keeper::{CreateInFlight, LeasedUnlink};
-pub use leases::{DirOp, MakeInDir, LEASE_WINDOW};
+pub use leases::{DirOp, InDir, MakeInDir, LEASE_WINDOW};
 
 /// A result whose error is an errno value.
 pub type NsResult<T> = Result<T, i32>;
@@ -68,6 +70,9 @@ pub fn errno(e: crate::meta::MetaError) -> i32 {
     }
     e.errno()
 }
+
+/// The volume's root directory's inode.
+pub const VOLUME_ROOT: u64 = 1;
 
 /// Inode and slice ids reserved from the database in one call.
 const ID_BATCH: i32 = 1000;
@@ -104,15 +109,10 @@ pub trait Mount: Send + Sync {
     /// The metadata server crashed or failed over: what the open files
     /// keep of their slices is forgotten; their inodes.
     fn forget_open_files(&self) -> BoxFuture<'_, Vec<u64>>;
-    /// A create this mount answered under `dir`'s lease was refused at its
-    /// commit with `errno`: its file and data are kept elsewhere and the
-    /// loss reported to the application.
-    fn keep_refused_create<'a>(
-        &'a self,
-        dir: u64,
-        create: &'a LeasedCreate,
-        errno: i32,
-    ) -> BoxFuture<'a, ()>;
+    /// The create of `inode`, answered under a lease, was refused at its
+    /// commit (its node is kept in `/lost+found`): if it is open here,
+    /// every later fsync and close of it answers EIO.
+    fn create_lost(&self, inode: u64);
 }
 
 /// How the namespace caches and reads ahead (from the mount's options).

@@ -4,16 +4,19 @@
 //! PostgreSQL is never asked about a node it does not know yet. The
 //! operations reach these procedures only here.
 use super::{errno, Namespace, NsResult};
-use crate::meta::{AclEntry, AclKind, Attr, Copied, LockRange, Locker, MetaError, Result, SetAttr};
+use crate::meta::{
+    AclEntry, AclKind, Attr, Copied, LockRange, Locker, MetaError, Result, SetAttr, SpaceLimit,
+    SummaryRow,
+};
 
 /// A settle that failed, as a procedure's error.
-fn unsettled(e: i32) -> MetaError {
+pub(super) fn unsettled(e: i32) -> MetaError {
     MetaError::Errno(e)
 }
 
 impl Namespace {
     /// Settles `inode` (see the module's documentation).
-    async fn settled(&self, inode: u64) -> Result<()> {
+    pub(super) async fn settled(&self, inode: u64) -> Result<()> {
         self.settle_created(inode).await.map_err(unsettled)
     }
 
@@ -75,25 +78,6 @@ impl Namespace {
     pub async fn readlink(&self, inode: u64) -> Result<Vec<u8>> {
         self.settled(inode).await?;
         self.meta.readlink(inode).await
-    }
-
-    /// A new name for `inode` (the caller settles `parent`: an operation
-    /// on its entries).
-    pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> Result<Attr> {
-        self.settled(inode).await?;
-        self.meta.link(inode, parent, name).await
-    }
-
-    /// Removes entry `name` of `parent` through PostgreSQL (the caller
-    /// holds the operation's [`super::DirOp`]); a file open here that
-    /// loses its last name is kept by this session until closed.
-    pub async fn unlink(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
-        if let Some(inode) = self.created_as(parent, name) {
-            // made here (and open), not committed yet
-            self.settled(inode).await?;
-        }
-        let open = self.open_inodes();
-        self.meta.unlink(parent, name, self.sid(), &open).await
     }
 
     pub async fn zero_range(&self, inode: u64, offset: u64, len: u64, keep: bool) -> Result<Attr> {
@@ -175,6 +159,32 @@ impl Namespace {
     pub async fn set_acl(&self, inode: u64, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
         self.settled(inode).await?;
         self.meta.set_acl(inode, kind, acl).await
+    }
+
+    /// The attributes of `inode`, read where reads may go (a replica).
+    pub async fn getattr_replicable(&self, inode: u64) -> Result<Attr> {
+        self.settled(inode).await?;
+        self.meta.getattr_replicable(inode).await
+    }
+
+    /// Moves `inode`'s atime (`strict`: even where relatime would not);
+    /// the atime set, if it moved.
+    pub async fn touch_atime(&self, inode: u64, strict: bool) -> Result<Option<i64>> {
+        self.settled(inode).await?;
+        self.meta.touch_atime(inode, strict).await
+    }
+
+    /// The space limits that apply to `inode`.
+    pub async fn space_limit(&self, inode: u64) -> Result<SpaceLimit> {
+        self.settled(inode).await?;
+        self.meta.space_limit(inode).await
+    }
+
+    /// The usage summary of the tree at `inode` to `depth` (every lease
+    /// committed first: its files count).
+    pub async fn summary_of(&self, inode: u64, depth: i32) -> Result<Vec<SummaryRow>> {
+        self.settle_all().await.map_err(unsettled)?;
+        self.meta.summary_of(inode, depth).await
     }
 
     /// A path of `inode` (for messages).

@@ -95,7 +95,7 @@ impl Vfs {
             }
         }
         let strict = keeper.mode == AtimeMode::Strictatime;
-        match self.ns.meta_of_mount().touch_atime(inode, strict).await {
+        match self.ns.touch_atime(inode, strict).await {
             Ok(_) => self.ns.attrs.forget(inode),
             Err(e) if e.is_undefined_or_denied() => {
                 if !keeper.refused.swap(true, Ordering::Relaxed) {

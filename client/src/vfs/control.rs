@@ -3,7 +3,7 @@
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
-use super::control_auth::{Part, Removable, Requester, READ};
+use super::control_auth::{os_error as os_text, Part, Removable, Requester, READ};
 use super::warmup::Warmup;
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
@@ -188,10 +188,10 @@ impl Vfs {
         if let Removable::Part(part) = self.removable_tree(parent, name, who).await? {
             return self.remove_part(part).await;
         }
+        let in_parent = self.ns.settle_dir(parent).await.map_err(os_text)?;
         let (removed, done) = self
             .ns
-            .meta_of_mount()
-            .rmr(parent, name, RMR_STEP, self.sid(), &self.open_inodes())
+            .rmr(&in_parent, parent, name, RMR_STEP)
             .await
             .map_err(|e| e.to_string())?;
         if done {
@@ -209,11 +209,11 @@ impl Vfs {
     async fn remove_part(&self, part: Part) -> Result<String, String> {
         let mut removed = 0;
         for (dir, name) in &part.whole {
+            let in_dir = self.ns.settle_dir(*dir).await.map_err(os_text)?;
             loop {
                 let (n, done) = self
                     .ns
-                    .meta_of_mount()
-                    .rmr(*dir, name, RMR_STEP, self.sid(), &self.open_inodes())
+                    .rmr(&in_dir, *dir, name, RMR_STEP)
                     .await
                     .map_err(|e| format!("removed {removed}, then: {e}"))?;
                 removed += n;
@@ -250,10 +250,10 @@ impl Vfs {
         let src = source.inode;
         self.may_clone(source, dst_parent, who).await?;
         let owner = (!preserve || !who.is_root()).then_some((who.uid, who.gid));
+        let in_parent = self.ns.settle_dir(dst_parent).await.map_err(os_text)?;
         let (inode, nodes, space) = self
             .ns
-            .meta_of_mount()
-            .clone_node(src, dst_parent, name, owner)
+            .clone_node(&in_parent, src, dst_parent, name, owner)
             .await
             .map_err(|e| e.to_string())?;
         self.ns.listings.added(dst_parent, name);

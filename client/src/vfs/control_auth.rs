@@ -179,7 +179,7 @@ fn denied(what: &str, inode: u64) -> String {
     )
 }
 
-fn os_error(e: i32) -> String {
+pub(super) fn os_error(e: i32) -> String {
     std::io::Error::from_raw_os_error(e).to_string()
 }
 
@@ -246,9 +246,9 @@ impl Vfs {
         if !self.grants(who, &dir, SEARCH).await? {
             return Err(denied("no search permission on the directory", parent));
         }
+        let in_parent = self.ns.settle_dir(parent).await.map_err(os_error)?;
         self.ns
-            .meta_of_mount()
-            .lookup(parent, &name)
+            .lookup_now(&in_parent, parent, &name)
             .await
             .map_err(|e| os_error(e.errno()))
     }
@@ -267,10 +267,10 @@ impl Vfs {
         if !self.grants(who, &dir, SEARCH).await? {
             return Err(denied("no search permission on the directory", parent));
         }
+        let in_parent = self.ns.settle_dir(parent).await.map_err(os_error)?;
         let top = self
             .ns
-            .meta_of_mount()
-            .lookup(parent, name)
+            .lookup_now(&in_parent, parent, name)
             .await
             .map_err(|e| os_error(e.errno()))?;
         if who.is_root() {
@@ -308,11 +308,11 @@ impl Vfs {
         let mut whole_here = Vec::new();
         let mut part: Option<Part> = None;
         let mut cookie = 0;
+        let listing = self.ns.settle_dir(entry.inode).await.map_err(os_error)?;
         loop {
             let page = self
                 .ns
-                .meta_of_mount()
-                .readdirplus(entry.inode, cookie, PAGE)
+                .readdirplus(&listing, entry.inode, cookie, PAGE)
                 .await
                 .map_err(|e| os_error(e.errno()))?;
             for child in &page {
@@ -390,11 +390,11 @@ impl Vfs {
         let mut dirs = vec![top];
         while let Some(dir) = dirs.pop() {
             let mut cookie = 0;
+            let listing = self.ns.settle_dir(dir.inode).await.map_err(os_error)?;
             loop {
                 let page = self
                     .ns
-                    .meta_of_mount()
-                    .readdirplus(dir.inode, cookie, PAGE)
+                    .readdirplus(&listing, dir.inode, cookie, PAGE)
                     .await
                     .map_err(|e| os_error(e.errno()))?;
                 for entry in &page {

@@ -148,7 +148,7 @@ pub(super) struct OpenFile {
     /// the last release and a new open agree on whether it is still there.
     pub(super) opens: AtomicU32,
     /// Made here under a lease and refused at its commit: kept in
-    /// `/lost+found` (`vfs::lost_found`), its writes committed there, and
+    /// `/lost+found` (`ns::lost_found`), its writes committed there, and
     /// every fsync and close of it answers EIO. (Not in `state`: a commit
     /// that finds it out may run for a caller holding that.)
     pub(super) create_lost: AtomicBool,

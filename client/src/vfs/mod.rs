@@ -16,7 +16,6 @@ mod debug;
 mod handles;
 pub use crate::ns::LEASE_WINDOW;
 
-mod lost_found;
 mod ops;
 mod reader;
 mod space;
@@ -51,8 +50,7 @@ use handles::{Handle, OpenFile};
 use reader::BlockCache;
 use writer::WriteTarget;
 
-/// The volume's root directory's inode.
-pub const VOLUME_ROOT: u64 = 1;
+pub use crate::ns::VOLUME_ROOT;
 
 /// Mount options that shape the VFS.
 #[derive(Clone)]
@@ -363,12 +361,10 @@ impl crate::ns::Mount for Vfs {
         })
     }
 
-    fn keep_refused_create<'a>(
-        &'a self,
-        dir: u64,
-        create: &'a crate::meta::LeasedCreate,
-        errno: i32,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(Vfs::keep_refused_create(self, dir, create, errno))
+    fn create_lost(&self, inode: u64) {
+        if let Some(file) = self.open_file(inode) {
+            file.create_lost
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 }

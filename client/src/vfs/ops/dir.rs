@@ -19,7 +19,7 @@ impl Vfs {
     pub async fn opendir(&self, inode: u64) -> VfsResult<u64> {
         // a listing shows what PostgreSQL holds: unlinks answered here first
         drop(self.ns.settle_dir(inode).await?);
-        let attr = self.ns.meta_of_mount().getattr_replicable(inode).await;
+        let attr = self.ns.getattr_replicable(inode).await;
         let attr = attr.map_err(errno)?;
         if attr.kind != NodeType::Dir {
             return Err(libc::ENOTDIR);
@@ -102,15 +102,14 @@ impl Vfs {
             }
             if page.entries.is_empty() {
                 // (unlinks answered here since the listing began go first)
-                let _listing = self.ns.settle_dir(inode).await?;
+                let listing = self.ns.settle_dir(inode).await?;
                 if cookie > 0 && page.ceiling.is_none() {
                     page.ceiling = self.ns.meta_of_mount().listing_ceiling().await;
                 }
                 let ticket = self.ns.attrs.ticket();
                 let mut entries = self
                     .ns
-                    .meta_of_mount()
-                    .readdirplus(inode, cookie, READDIR_PAGE)
+                    .readdirplus(&listing, inode, cookie, READDIR_PAGE)
                     .await
                     .map_err(errno)?;
                 if let Some(ceiling) = page.ceiling {

@@ -85,7 +85,7 @@ impl Vfs {
         let result = match result {
             Err(e) if create_refused => {
                 // the directory's batch commits it, or keeps it in
-                // /lost+found (vfs::lost_found); its data follows it
+                // /lost+found (ns::lost_found); its data follows it
                 tracing::debug!("inode {inode}: its creation with its data refused (errno {e})");
                 self.ns.settle_created(inode).await?;
                 state.writer.flush(&target, inode, durable, &mut None).await
@@ -153,7 +153,7 @@ impl Vfs {
         let refused = state.writer.take_attrs_refused();
         flushed?;
         if file.create_lost.load(Ordering::SeqCst) {
-            // (its writes were kept in /lost+found: see vfs::lost_found)
+            // (its writes were kept in /lost+found: see ns::lost_found)
             return Err(libc::EIO);
         }
         if let Some(errno) = refused {

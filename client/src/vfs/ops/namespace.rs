@@ -85,13 +85,17 @@ impl Vfs {
             NodeType::File => (Some(self.ns.create_begins(parent).await?), None),
             _ => (None, Some(self.ns.make_begins(parent, name).await?)),
         };
+        let guard: &dyn crate::ns::InDir = match (&in_parent, &making) {
+            (Some(op), _) => op,
+            (_, Some(making)) => making,
+            (None, None) => unreachable!("one guard or the other"),
+        };
         let inode = self.ns.new_inode().await?;
         let started = self.ns.listings.start();
         let ticket = self.ns.attrs.ticket();
         let attr = self
             .ns
-            .meta_of_mount()
-            .mknod(parent, name, node, inode)
+            .mknod(guard, parent, name, node, inode)
             .await
             .map_err(|e| self.name_taken(parent, name, e))?;
         self.ns.listings.added(parent, name);
@@ -121,11 +125,11 @@ impl Vfs {
     pub async fn link(&self, inode: u64, parent: u64, name: &[u8]) -> VfsResult<Attr> {
         self.writable()?;
         self.reserved_name(parent, name)?;
-        let _in_parent = self.ns.settle_dir(parent).await?;
+        let in_parent = self.ns.settle_dir(parent).await?;
         let ticket = self.ns.attrs.ticket();
         let attr = self
             .ns
-            .link(inode, parent, name)
+            .link(&in_parent, inode, parent, name)
             .await
             .map_err(|e| self.name_taken(parent, name, e))?;
         self.ns.listings.added(parent, name);
@@ -166,7 +170,8 @@ impl Vfs {
             return Ok(());
         }
         let in_parent = self.ns.unlink_begins(parent);
-        let attr = self.ns.unlink(parent, name).await.map_err(errno)?;
+        let attr = self.ns.unlink(&in_parent, parent, name).await;
+        let attr = attr.map_err(errno)?;
         self.ns.listings.removed(parent, name);
         match &attr {
             // its last name went: the directory's times moved to its new
@@ -198,14 +203,9 @@ impl Vfs {
         self.writable()?;
         self.reserved_name(parent, name)?;
         // (the directory removed may be leased here: its unlinks go first)
-        let _in_parent = self.ns.settle_dir(parent).await?;
-        self.ns.settle_all().await?;
-        let attr = self
-            .ns
-            .meta_of_mount()
-            .rmdir(parent, name)
-            .await
-            .map_err(errno)?;
+        let in_parent = self.ns.settle_dir(parent).await?;
+        let attr = self.ns.rmdir(&in_parent, parent, name).await;
+        let attr = attr.map_err(errno)?;
         self.ns.listings.removed(parent, name);
         // the parent's nlink and times, and the directory itself is gone
         self.ns.attrs.forget_entry(parent, name);
@@ -226,23 +226,12 @@ impl Vfs {
         self.writable()?;
         self.reserved_name(parent, name)?;
         self.reserved_name(new_parent, new_name)?;
-        let _in_parent = self.ns.settle_dir(parent).await?;
-        let _in_new_parent = self.ns.settle_dir(new_parent).await?;
-        // (a directory it replaces may be leased here: its unlinks go first,
-        // or it is not empty in PostgreSQL)
-        self.ns.settle_all().await?;
+        let in_parent = self.ns.settle_dir(parent).await?;
+        let in_new_parent = self.ns.settle_dir(new_parent).await?;
+        let (from, to) = (&in_parent, &in_new_parent);
         let r = self
             .ns
-            .meta_of_mount()
-            .rename(
-                parent,
-                name,
-                new_parent,
-                new_name,
-                flags,
-                self.sid(),
-                &self.open_inodes(),
-            )
+            .rename(from, to, parent, name, new_parent, new_name, flags)
             .await
             .map_err(|e| self.name_taken(new_parent, new_name, e))?;
         if flags & libc::RENAME_EXCHANGE == 0 {

@@ -4,10 +4,8 @@
 //! its data committed there as it would have been under its name, and
 //! every later fsync and close of it answers EIO, as does the next fsync
 //! of any directory: what was answered as done is never only logged.
-use std::sync::atomic::Ordering;
-
+use super::{errno, Namespace, NsResult, VOLUME_ROOT};
 use crate::meta::{LeasedCreate, NewNode, NodeType};
-use crate::vfs::{errno, Vfs, VfsResult};
 
 /// The directory in the volume's root that keeps refused creates.
 pub const LOST_FOUND: &[u8] = b"lost+found";
@@ -21,17 +19,17 @@ pub fn lost_name(dir: u64, inode: u64, name: &[u8]) -> Vec<u8> {
     kept
 }
 
-impl Vfs {
+impl Namespace {
     /// Create `create` in `dir`, answered here, was refused at its commit
     /// with `refused`: the node is made in `/lost+found` instead (so that
     /// its data, still to be committed, is kept), its handles answer EIO
     /// at every fsync and close, and the mount counts a loss.
     pub(super) async fn keep_refused_create(&self, dir: u64, create: &LeasedCreate, refused: i32) {
-        self.ns.meta_of_mount().lost_an_answer();
-        self.ns.attrs.forget_entry(dir, &create.name);
-        self.ns.attrs.forget(create.inode);
-        if let Some(file) = self.open_file(create.inode) {
-            file.create_lost.store(true, Ordering::SeqCst);
+        self.meta.lost_an_answer();
+        self.attrs.forget_entry(dir, &create.name);
+        self.attrs.forget(create.inode);
+        if let Some(mount) = self.mount() {
+            mount.create_lost(create.inode);
         }
         let name = String::from_utf8_lossy(&create.name).into_owned();
         match self.make_in_lost_found(dir, create).await {
@@ -53,11 +51,10 @@ impl Vfs {
     }
 
     /// Makes `create`'s node in `/lost+found`; the name it got there.
-    async fn make_in_lost_found(&self, dir: u64, create: &LeasedCreate) -> VfsResult<Vec<u8>> {
+    async fn make_in_lost_found(&self, dir: u64, create: &LeasedCreate) -> NsResult<Vec<u8>> {
         let lost_found = self.lost_found_dir().await?;
         let kept = lost_name(dir, create.inode, &create.name);
-        self.ns
-            .meta_of_mount()
+        self.meta
             .mknod(lost_found, &kept, &create.node(), create.inode)
             .await
             .map_err(errno)?;
@@ -67,16 +64,11 @@ impl Vfs {
     /// `/lost+found`'s inode, made (root's, 0700) when missing. One that
     /// is not a directory of root's, mode 0700, is not used: what it keeps
     /// would be readable by others than the files' owners.
-    async fn lost_found_dir(&self) -> VfsResult<u64> {
-        let attr = match self
-            .ns
-            .meta_of_mount()
-            .lookup(super::VOLUME_ROOT, LOST_FOUND)
-            .await
-        {
+    async fn lost_found_dir(&self) -> NsResult<u64> {
+        let attr = match self.meta.lookup(VOLUME_ROOT, LOST_FOUND).await {
             Ok(attr) => attr,
             Err(crate::meta::MetaError::Errno(libc::ENOENT)) => {
-                let inode = self.ns.new_inode().await?;
+                let inode = self.new_inode().await?;
                 let node = NewNode {
                     kind: NodeType::Dir,
                     mode: 0o700,
@@ -86,25 +78,19 @@ impl Vfs {
                     rdev: 0,
                     target: None,
                 };
-                let made = self
-                    .ns
-                    .meta_of_mount()
-                    .mknod(super::VOLUME_ROOT, LOST_FOUND, &node, inode)
-                    .await;
+                let made = self.meta.mknod(VOLUME_ROOT, LOST_FOUND, &node, inode).await;
                 let attr = match made {
                     Ok(attr) => attr,
                     // (made meanwhile by another mount)
                     Err(crate::meta::MetaError::Errno(libc::EEXIST)) => self
-                        .ns
-                        .meta_of_mount()
-                        .lookup(super::VOLUME_ROOT, LOST_FOUND)
+                        .meta
+                        .lookup(VOLUME_ROOT, LOST_FOUND)
                         .await
                         .map_err(errno)?,
                     Err(e) => return Err(errno(e)),
                 };
-                self.ns.attrs.forget_entry(super::VOLUME_ROOT, LOST_FOUND);
-                self.ns
-                    .leased_entry_made(super::VOLUME_ROOT, LOST_FOUND, &attr);
+                self.attrs.forget_entry(VOLUME_ROOT, LOST_FOUND);
+                self.leased_entry_made(VOLUME_ROOT, LOST_FOUND, &attr);
                 attr
             }
             Err(e) => return Err(errno(e)),

@@ -1,0 +1,149 @@
+//! The procedures that change or list a directory's entries, as the
+//! operations call them: each takes the guard of the operation on that
+//! directory ([`InDir`]: a [`super::DirOp`] from `settle_dir`,
+//! `unlink_begins` or `create_begins`, or a [`super::MakeInDir`] from
+//! `make_begins`), so no entry changes or listing goes to PostgreSQL while
+//! this mount holds the directory's lease with answers not committed, and
+//! no lease is taken while it is in flight. The types keep the rule.
+use super::leases::InDir;
+use super::Namespace;
+use crate::meta::{Attr, DirEntry, NewNode, RenameResult, Result};
+
+/// Checks that `guard` is of `dir` (debug builds).
+fn guards(guard: &(impl InDir + ?Sized), dir: u64) {
+    debug_assert_eq!(
+        guard.dir(),
+        dir,
+        "an operation guarded by another directory's guard"
+    );
+}
+
+impl Namespace {
+    /// Makes `node` (inode `inode`) as entry `name` of `parent`.
+    pub async fn mknod(
+        &self,
+        guard: &dyn InDir,
+        parent: u64,
+        name: &[u8],
+        node: &NewNode<'_>,
+        inode: u64,
+    ) -> Result<Attr> {
+        guards(guard, parent);
+        self.meta.mknod(parent, name, node, inode).await
+    }
+
+    /// A new name for `inode` in `parent` (settled first).
+    pub async fn link(
+        &self,
+        guard: &impl InDir,
+        inode: u64,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<Attr> {
+        guards(guard, parent);
+        self.settled(inode).await?;
+        self.meta.link(inode, parent, name).await
+    }
+
+    /// Removes entry `name` of `parent`; a file open here that loses its
+    /// last name is kept by this session until closed.
+    pub async fn unlink(
+        &self,
+        guard: &impl InDir,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<Option<Attr>> {
+        guards(guard, parent);
+        if let Some(inode) = self.created_as(parent, name) {
+            // made here (and open), not committed yet
+            self.settled(inode).await?;
+        }
+        let open = self.open_inodes();
+        self.meta.unlink(parent, name, self.sid(), &open).await
+    }
+
+    /// Removes directory `name` of `parent` (which may be leased here: every
+    /// lease is committed and given up first).
+    pub async fn rmdir(
+        &self,
+        guard: &impl InDir,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<Option<Attr>> {
+        guards(guard, parent);
+        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        self.meta.rmdir(parent, name).await
+    }
+
+    /// Moves entry `name` of `parent` to `new_name` of `new_parent` (a
+    /// directory it replaces may be leased here: every lease is committed
+    /// and given up first).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn rename(
+        &self,
+        from: &impl InDir,
+        to: &impl InDir,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+    ) -> Result<RenameResult> {
+        guards(from, parent);
+        guards(to, new_parent);
+        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        let open = self.open_inodes();
+        let sid = self.sid();
+        self.meta
+            .rename(parent, name, new_parent, new_name, flags, sid, &open)
+            .await
+    }
+
+    /// A page of `dir`'s listing after `cookie`.
+    pub async fn readdirplus(
+        &self,
+        guard: &impl InDir,
+        dir: u64,
+        cookie: u64,
+        limit: i32,
+    ) -> Result<Vec<DirEntry>> {
+        guards(guard, dir);
+        self.meta.readdirplus(dir, cookie, limit).await
+    }
+
+    /// Removes up to `step` entries of the tree at entry `name` of
+    /// `parent`; how many, and whether it is gone.
+    pub async fn rmr(
+        &self,
+        guard: &impl InDir,
+        parent: u64,
+        name: &[u8],
+        step: i32,
+    ) -> Result<(u64, bool)> {
+        guards(guard, parent);
+        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        let open = self.open_inodes();
+        self.meta.rmr(parent, name, step, self.sid(), &open).await
+    }
+
+    /// Clones `src` (settled first) as entry `name` of `parent`; the new
+    /// inode, the nodes made and the space they take.
+    pub async fn clone_node(
+        &self,
+        guard: &impl InDir,
+        src: u64,
+        parent: u64,
+        name: &[u8],
+        owner: Option<(u32, u32)>,
+    ) -> Result<(u64, u64, u64)> {
+        guards(guard, parent);
+        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        self.meta.clone_node(src, parent, name, owner).await
+    }
+
+    /// Entry `name` of `parent` as the database has it now.
+    pub async fn lookup_now(&self, guard: &impl InDir, parent: u64, name: &[u8]) -> Result<Attr> {
+        guards(guard, parent);
+        self.meta.lookup(parent, name).await
+    }
+}
