@@ -39,6 +39,10 @@ if wants lint; then
   echo "==> sql/ calls only what loads before it (extension/src/lib.rs)"
   python3 tests/lint/sql_call_order.py
   python3 scripts/gen-reference.py procedures --check
+  echo "==> CONTRIBUTING.md's layout names every folder and SQL file"
+  python3 tests/lint/layout.py
+  echo "==> no Rust file over 600 lines"
+  python3 tests/lint/file_size.py
 fi
 
 echo "==> building the client and the end-to-end tests"

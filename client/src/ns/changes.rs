@@ -159,7 +159,7 @@ impl Namespace {
     /// Waits until every change committed before this call is applied
     /// here and in the kernel (a poll started after it is done): what a
     /// lock's new holder must see of what the previous holder did. Gives
-    /// up after [`CATCH_UP_LIMIT`] (the log cannot be read), and returns at
+    /// up after `CATCH_UP_LIMIT` (the log cannot be read), and returns at
     /// once when the log is not followed.
     pub async fn catch_up_with_log(&self) {
         if !self.follow_changes {

@@ -3,7 +3,7 @@
 //! may read or change the directory (`jfs.take_lease`, `jfs.lease_commit`:
 //! sql/lease.sql).
 //!
-//! After [`OPS_BEFORE_LEASE`] unlinks, or creates of regular files, in a row
+//! After `OPS_BEFORE_LEASE` unlinks, or creates of regular files, in a row
 //! in one directory, each through PostgreSQL and with no other operation on
 //! its entries between, the mount takes the directory's lease, which gives
 //! it every entry. An unlink of a name the lease found, not a directory,
@@ -14,7 +14,7 @@
 //! an inode of this mount's range); lookups of the directory are answered
 //! from the lease's entries, and the new file's attributes from the lease.
 //! The committer ([`Namespace::commit_leases`]) sends the pending ones every
-//! [`LEASE_WINDOW`], and gives the lease up after a window without any or
+//! [`super::LEASE_WINDOW`], and gives the lease up after a window without any or
 //! when another mount asked for it. A mkdir, symlink or device node there
 //! goes through PostgreSQL with the lease kept ([`Namespace::make_begins`]); any
 //! other operation on the directory's entries here (a rename, an rmdir, a
@@ -77,7 +77,7 @@ pub struct LeasedUnlink {
 impl Namespace {
     /// Starts taking leases, if the role may (as the procedures it may call
     /// say, learnt at connect); the caller commits them every
-    /// [`LEASE_WINDOW`] ([`Namespace::commit_leases`]).
+    /// [`super::LEASE_WINDOW`] ([`Namespace::commit_leases`]).
     pub fn enable_leases(&self) {
         // (a mount's role may call every procedure a mount uses, or it does
         // not start: Meta::require_client_grants)

@@ -10,27 +10,39 @@
 //! lease lets this mount answer (`keeper`, `lease_commit`).
 //!
 //! The contract with the operations, on one page:
-//! - **Nodes** ([`nodes`]): every procedure that names an inode is a
-//!   method here, and each one first settles that inode: a file this mount
-//!   made under a lease and has not committed yet is committed before
+//! - **Nodes** ([`nodes`]): every procedure that names a node is a method
+//!   here (getattr, setattr, xattrs, ACLs, locks, ranges, readlink, atime,
+//!   limits), and each one first settles that node: a file this mount made
+//!   under a lease and has not committed yet is committed before
 //!   PostgreSQL is asked about it (the rule no operation has to remember).
-//! - **Directory operations** ([`keeper`]): what changes a directory's
-//!   entries says so first: `create_leased`/`unlink_leased` (answered here
-//!   under a lease, or None: go to PostgreSQL), `create_begins`,
-//!   `unlink_begins`, `make_begins` (a mkdir, symlink or device node with
-//!   the lease kept) and `settle_dir` (anything else: the lease committed
-//!   and given up); each returns a guard the operation holds until it is
-//!   answered, and `created_directly`/`unlinked_directly` report what went
-//!   through PostgreSQL.
+//!   [`Namespace::attr_of`] and [`Namespace::lookup`] answer from the
+//!   leases and the caches first.
+//! - **Directories** ([`entries`]): an operation on a directory's entries
+//!   begins by saying so ([`keeper`]): `create_leased`/`unlink_leased`
+//!   (answered here under a lease, or None: go to PostgreSQL), then
+//!   `create_begins`, `unlink_begins`, `make_begins` (a mkdir, symlink or
+//!   device node, the lease kept) or `settle_dir` (anything else: the lease
+//!   committed and given up). Each returns a guard ([`InDir`]) that the
+//!   procedures changing or listing the directory's entries take as an
+//!   argument (mknod, link, unlink, rmdir, rename, readdirplus, rmr, clone):
+//!   the types keep the rule. `created_directly`/`unlinked_directly` report
+//!   what went through PostgreSQL (runs of them earn a lease).
+//! - **Data** (the write path, `vfs::writer`): the first commit of a file
+//!   made under a lease goes with its creation
+//!   ([`Namespace::create_with_data`]); a read, an fsync, a write past the
+//!   first chunk and the retry of a refused creation settle the file
+//!   themselves (`settle_created`), because a commit that carries the
+//!   creation must not wait for its own lease's gate.
 //! - **Caches**: [`Namespace::attrs`] and [`Namespace::listings`] are read
 //!   by the operations and filled with tickets (a reply older than a change
-//!   is not kept); the change-log follower keeps them exact.
+//!   is not kept); the change-log follower ([`changes`]) keeps them exact.
 //! - **What it asks of the mount above** is the [`Mount`] trait: whether a
 //!   file is open, what the kernel is to forget, a file unlinked while open
-//!   here, a create refused at its commit.
+//!   here, a create lost.
 //!
-//! Procedures that name no node (sessions, statfs, maintenance, the
-//! journal) go through [`Namespace::meta_of_mount`].
+//! Procedures that name no node of the namespace (the session, statfs, the
+//! journal, maintenance, the data path's slices) go through
+//! [`Namespace::meta_of_mount`].
 pub mod attrs;
 pub mod changes;
 pub mod entries;
