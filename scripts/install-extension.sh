@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the jfs extension and installs it into a PostgreSQL: the library,
 # the control file, the current version's install script (generated from
-# sql/ by cargo pgrx), and every script of migrations/ (frozen releases and
-# upgrades), so that ALTER EXTENSION jfs UPDATE finds its way from any
-# released version.
+# sql/ by cargo pgrx), and every script of migrations/ (the current
+# release and every upgrade), so that ALTER EXTENSION jfs UPDATE finds its
+# way from any released version; in a git clone also the old releases'
+# install scripts, rebuilt from its history (scripts/old-releases.sh), so
+# that CREATE EXTENSION jfs VERSION 'OLD' works (tests make such volumes).
 #
 #   bash scripts/install-extension.sh [--release]      into /usr/bin/pg_config's PostgreSQL
 #   PG_CONFIG=/path/to/pg_config bash scripts/install-extension.sh --release
@@ -26,4 +28,10 @@ if [ -f "migrations/jfs--$version.sql" ] &&
 fi
 SUDO=""; [ -w "$extdir" ] || SUDO=sudo
 $SUDO install -m 644 migrations/jfs--*.sql "$extdir/"
-echo "installed jfs $(sed -n "s/^default_version = '\(.*\)'/\1/p" "$extdir/jfs.control") and $(ls migrations/jfs--*.sql | wc -l) migration script(s) into $extdir"
+old=$(mktemp -d); trap 'rm -rf "$old"' EXIT
+if bash scripts/old-releases.sh "$old" >/dev/null; then
+  $SUDO install -m 644 "$old"/jfs--*.sql "$extdir/"
+else
+  echo "(old releases not installed: CREATE EXTENSION jfs VERSION of one will not work here; updates do)" >&2
+fi
+echo "installed jfs $(sed -n "s/^default_version = '\(.*\)'/\1/p" "$extdir/jfs.control"), $(ls migrations/jfs--*.sql | wc -l) script(s) of migrations/ and $(ls "$old" | wc -l) old release(s) into $extdir"

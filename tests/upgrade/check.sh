@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Upgrade equals install: for every frozen release in migrations/ (jfs--X.sql),
+# Upgrade equals install: for every release (migrations/RELEASES; the old
+# ones' install scripts rebuilt from git history by scripts/old-releases.sh),
 # CREATE EXTENSION jfs VERSION 'X' then ALTER EXTENSION jfs UPDATE must give
 # exactly the schema of a fresh CREATE EXTENSION jfs of the current version:
 # the same members, config-dump registrations, DDL, privileges (initial ones
 # too: pg_dump leaves those out) and seed rows.
-# Also checks that frozen scripts are unchanged (migrations/SHA256SUMS).
+# Also checks that frozen scripts are unchanged (migrations/SHA256SUMS), the
+# ones rebuilt from git history included.
 #
 # Roles granted with jfs.grant_client / grant_reader before the upgrade and
 # again after it (as README's "Upgrading" says) must hold what the same
@@ -19,12 +21,20 @@ out=${1:?usage: tests/upgrade/check.sh OUTDIR}
 mkdir -p "$out"
 q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
 
-echo "-- frozen install scripts are unchanged"
-(cd migrations && sha256sum --quiet -c SHA256SUMS) || {
+echo "-- frozen scripts are unchanged (old releases rebuilt from git history)"
+old="$out/old-releases"; rm -rf "$old"
+bash scripts/old-releases.sh "$old"
+(cd migrations && sha256sum --quiet --ignore-missing -c SHA256SUMS) || {
   echo "FAILED: a frozen script in migrations/ differs from migrations/SHA256SUMS:" \
        "released scripts are never edited; put the change in a new upgrade script" >&2
   exit 1
 }
+while read -r sum script; do
+  [ -e "migrations/$script" ] || [ -e "$old/$script" ] || {
+    echo "FAILED: $script is listed in migrations/SHA256SUMS but neither in migrations/ nor a release of migrations/RELEASES" >&2
+    exit 1
+  }
+done < migrations/SHA256SUMS
 for f in migrations/jfs--*.sql; do
   grep -q "  ${f#migrations/}\$" migrations/SHA256SUMS || {
     case "$f" in
@@ -130,9 +140,16 @@ compare_with_fresh() {
   done
   checked=$((checked + 1))
 }
-for script in migrations/jfs--*.sql; do
-  name=${script#migrations/jfs--}; name=${name%.sql}
-  case "$name" in *--*) continue ;; esac   # upgrade scripts
+extdir="$(q -d postgres -c "SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")/extension"
+[ -d "$extdir" ] || {
+  echo "FAILED: the server's extension directory $extdir is not on this machine: run the upgrade suite against a local cluster" >&2
+  exit 1
+}
+SUDO=""; [ -w "$extdir" ] || SUDO=sudo
+# the old releases' install scripts as rebuilt and checked here
+$SUDO install -m 644 "$old"/jfs--*.sql "$extdir/"
+releases=$(sed -e '/^#/d' -e '/^$/d' migrations/RELEASES | cut -d' ' -f1)
+for name in $releases; do
   [ "$name" != "$current" ] || continue
   echo "-- $name -> $current"
   fresh_db jfs_upgrade_from
@@ -147,12 +164,6 @@ done
 # it was: a volume of A takes it (as version B-withdrawn, from the
 # extension directory), reports B as such a volume did, and every update
 # from there must give a fresh install's schema too
-extdir="$(q -d postgres -c "SELECT setting FROM pg_config WHERE name = 'SHAREDIR'")/extension"
-[ -d "$extdir" ] || {
-  echo "FAILED: the server's extension directory $extdir is not on this machine: run the upgrade suite against a local cluster" >&2
-  exit 1
-}
-SUDO=""; [ -w "$extdir" ] || SUDO=sudo
 installed=""
 trap '[ -z "$installed" ] || $SUDO rm -f "$installed"' EXIT
 for script in tests/upgrade/withdrawn/jfs--*--*.sql; do
@@ -180,6 +191,6 @@ for script in tests/upgrade/withdrawn/jfs--*--*.sql; do
 done
 q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_fresh WITH (FORCE)"
 q -d postgres -c "DROP DATABASE IF EXISTS jfs_upgrade_from WITH (FORCE)"
-[ "$checked" -gt 0 ] || { echo "FAILED: no frozen release older than $current in migrations/" >&2; exit 1; }
+[ "$checked" -gt 0 ] || { echo "FAILED: no release older than $current in migrations/RELEASES" >&2; exit 1; }
 [ "$failed" -eq 0 ] || exit 1
 echo "ok: $checked release(s) upgrade to $current exactly as a fresh install"

@@ -13,18 +13,18 @@ use jfs_e2e::{
 /// The version this build installs (the workspace version).
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
 
-/// Released versions older than the current one: the frozen full install
-/// scripts `migrations/jfs--X.sql`.
+/// Released versions older than the current one (migrations/RELEASES; their
+/// install scripts are rebuilt from git history and installed by
+/// scripts/install-extension.sh).
 fn releases() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
-    let mut out: Vec<String> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let version = name.strip_prefix("jfs--")?.strip_suffix(".sql")?;
-            (!version.contains("--") && version != CURRENT).then(|| version.to_string())
-        })
+    let index = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/RELEASES");
+    let text = fs::read_to_string(&index).unwrap_or_else(|e| panic!("{}: {e}", index.display()));
+    let mut out: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|version| *version != CURRENT)
+        .map(str::to_string)
         .collect();
     out.sort();
     out
@@ -134,7 +134,7 @@ fn a_volume_made_on_every_release_survives_the_update() {
     let releases = releases();
     assert!(
         !releases.is_empty(),
-        "no release older than {CURRENT} in migrations/"
+        "no release older than {CURRENT} in migrations/RELEASES"
     );
     for release in releases {
         let volume = format!("release-{}", release.replace('.', "-"));
