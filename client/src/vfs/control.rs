@@ -3,7 +3,8 @@
 //! mount that serves a path, without a META_URL. Write one request line, read the answer.
 use std::fmt::Write as _;
 
-use super::control_auth::{os_error as os_text, Part, Removable, Requester, READ};
+use super::access::{Caller, Requester, READ};
+use super::control_auth::{hex, os_error as os_text, Part, Removable};
 use super::warmup::Warmup;
 use super::{Compacted, Vfs};
 use crate::meta::{Attr, NodeType};
@@ -16,15 +17,6 @@ const RMR_STEP: i32 = 100_000;
 pub const CONTROL_NAME: &[u8] = b".jfs.control";
 /// Its inode: far above any id the database hands out.
 pub const CONTROL_INODE: u64 = 0x7FFF_FFFF_FFFF_0001;
-
-/// Who wrote a control request (from the FUSE request, not from the
-/// request text; see `control_auth`).
-#[derive(Debug, Clone, Copy)]
-pub struct Caller {
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: u32,
-}
 
 /// The control file's attributes.
 pub fn control_attr() -> Attr {
@@ -306,25 +298,4 @@ impl Vfs {
         let _ = writeln!(out, "objects: {objects}");
         Ok(out)
     }
-}
-
-/// Hex digits of bytes (how names and paths travel in answers).
-pub(super) fn hex_encode(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
-/// Bytes from hex digits (names travel in hex: they may hold any byte but "/" and NUL).
-pub(super) fn hex(s: &str) -> Result<Vec<u8>, ()> {
-    if !s.len().is_multiple_of(2) {
-        return Err(());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| ()))
-        .collect()
 }

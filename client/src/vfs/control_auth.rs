@@ -13,16 +13,11 @@
 //! such a request is refused; a named entry that denies less than the
 //! class bits would is a known gap.)
 
-use super::control::Caller;
-use super::Vfs;
-use crate::meta::{
-    AclEntry, Attr, NodeType, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER,
-};
+use std::fmt::Write as _;
 
-/// read, write, search (execute) bits.
-pub(super) const READ: u32 = 4;
-pub(super) const WRITE: u32 = 2;
-pub(super) const SEARCH: u32 = 1;
+use super::access::{Requester, READ, SEARCH, WRITE};
+use super::Vfs;
+use crate::meta::{Attr, NodeType};
 
 /// Entries read per page when a tree is checked.
 const PAGE: i32 = 1000;
@@ -51,123 +46,6 @@ impl Part {
     fn merge(&mut self, other: Part) {
         self.whole.extend(other.whole);
         self.refused += other.refused;
-    }
-}
-
-/// The writer of a control request, with its supplementary groups.
-#[derive(Debug, Clone)]
-pub(super) struct Requester {
-    pub uid: u32,
-    pub gid: u32,
-    groups: Vec<u32>,
-}
-
-impl Requester {
-    /// The writer of a request: its groups from `/proc/PID/status` (none if
-    /// the process is gone: fewer rights, never more).
-    pub fn of(caller: Caller) -> Requester {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", caller.pid));
-        let groups = status
-            .ok()
-            .and_then(|s| {
-                s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
-                    g.split_whitespace()
-                        .filter_map(|n| n.parse().ok())
-                        .collect()
-                })
-            })
-            .unwrap_or_default();
-        Requester {
-            uid: caller.uid,
-            gid: caller.gid,
-            groups,
-        }
-    }
-
-    /// A request acting as `uid`/`gid` alone (a squashed one: see `squash`).
-    pub fn acting_as(uid: u32, gid: u32) -> Requester {
-        Requester::with_groups(uid, gid, Vec::new())
-    }
-
-    /// A request acting as `uid`/`gid` with supplementary groups `groups`.
-    pub fn with_groups(uid: u32, gid: u32, groups: Vec<u32>) -> Requester {
-        Requester { uid, gid, groups }
-    }
-
-    /// Whether `gid` is its group or one of its supplementary groups.
-    pub fn in_group(&self, gid: u32) -> bool {
-        self.gid == gid || self.groups.contains(&gid)
-    }
-
-    pub fn is_root(&self) -> bool {
-        self.uid == 0
-    }
-
-    /// Whether it is in group `gid` (its own or a supplementary one) or is
-    /// root: what the kernel's `in_group_or_capable` asks before it lets a
-    /// chmod, or an ACL that sets the mode, keep the setgid bit.
-    pub fn in_group_or_root(&self, gid: u32) -> bool {
-        self.is_root() || self.in_group(gid)
-    }
-
-    /// Whether it has all of `want` on a node with `attr` whose access ACL
-    /// is `acl` (as `jfs.get_acl` gives it, the owner, mask and other
-    /// entries from the mode), by POSIX.1e's algorithm as Linux applies it
-    /// (`posix_acl_permission`): root always; the owner by its entry; a
-    /// named user by its entry within the mask; then the owning group and
-    /// named groups it is in, within the mask: any one granting all of
-    /// `want` grants, and being in one that does not refuses; then other.
-    pub fn acl_allows(&self, attr: &Attr, acl: &[AclEntry], want: u32) -> bool {
-        if self.is_root() || self.uid == attr.uid {
-            return self.may(attr, want);
-        }
-        let perm = |tag: u16| acl.iter().find(|e| e.tag == tag).map(|e| e.perm as u32);
-        let mask = perm(TAG_MASK).unwrap_or(7);
-        let grants = |p: u32| p & mask & want == want;
-        if let Some(e) = acl
-            .iter()
-            .find(|e| e.tag == TAG_USER && e.id == Some(self.uid))
-        {
-            return grants(e.perm as u32);
-        }
-        let mut in_a_group = false;
-        for e in acl {
-            let member = match e.tag {
-                TAG_GROUP_OBJ => self.in_group(attr.gid),
-                TAG_GROUP => e.id.is_some_and(|g| self.in_group(g)),
-                _ => false,
-            };
-            if member {
-                if grants(e.perm as u32) {
-                    return true;
-                }
-                in_a_group = true;
-            }
-        }
-        !in_a_group && perm(TAG_OTHER).unwrap_or(attr.mode & 7) & want == want
-    }
-
-    /// Whether it has all of `want` on a node by its owner, group and
-    /// other bits (root always).
-    pub fn may(&self, attr: &Attr, want: u32) -> bool {
-        let bits = if self.is_root() {
-            return true;
-        } else if self.uid == attr.uid {
-            attr.mode >> 6
-        } else if self.gid == attr.gid || self.groups.contains(&attr.gid) {
-            attr.mode >> 3
-        } else {
-            attr.mode
-        };
-        bits & want == want
-    }
-
-    /// Whether the sticky bit's rule lets it remove or rename `entry` of
-    /// `dir` (the directory not sticky, or it owns one of them, or root):
-    /// the rule beside the permission check, which is the mode bits' or
-    /// the ACL's.
-    pub fn sticky_allows(&self, dir: &Attr, entry: &Attr) -> bool {
-        dir.mode & 0o1000 == 0 || self.is_root() || self.uid == dir.uid || self.uid == entry.uid
     }
 }
 
@@ -241,7 +119,7 @@ impl Vfs {
             return Ok(attr);
         };
         let parent = self.inode_of(parent.parse().map_err(|_| bad())?);
-        let name = super::control::hex(name).map_err(|_| bad())?;
+        let name = hex(name).map_err(|_| bad())?;
         let dir = self.reach(parent, who).await?;
         if !self.grants(who, &dir, SEARCH).await? {
             return Err(denied("no search permission on the directory", parent));
@@ -415,103 +293,23 @@ impl Vfs {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::meta::TAG_USER_OBJ;
+/// Hex digits of bytes (how names and paths travel in answers).
+pub(super) fn hex_encode(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
 
-    fn attr(mode: u32, uid: u32, gid: u32) -> Attr {
-        Attr {
-            inode: 9,
-            mode: 0o100000 | mode,
-            uid,
-            gid,
-            ..crate::vfs::control::control_attr()
-        }
+/// Bytes from hex digits (names travel in hex: they may hold any byte but "/" and NUL).
+pub(super) fn hex(s: &str) -> Result<Vec<u8>, ()> {
+    if !s.len().is_multiple_of(2) {
+        return Err(());
     }
-
-    fn entry(tag: u16, id: Option<u32>, perm: u16) -> AclEntry {
-        AclEntry { tag, id, perm }
-    }
-
-    /// The ACL `jfs.get_acl` gives for a file of mode `mode` (the mask is
-    /// its group bits) with `named` entries and owning group's `group` perm.
-    fn acl(mode: u32, group: u16, named: &[AclEntry]) -> Vec<AclEntry> {
-        let mut v = vec![
-            entry(TAG_USER_OBJ, None, (mode >> 6 & 7) as u16),
-            entry(TAG_GROUP_OBJ, None, group),
-            entry(TAG_MASK, None, (mode >> 3 & 7) as u16),
-            entry(TAG_OTHER, None, (mode & 7) as u16),
-        ];
-        v.extend_from_slice(named);
-        v.sort_by_key(|e| (e.tag, e.id));
-        v
-    }
-
-    #[test]
-    fn a_named_user_entry_refuses_what_other_would_grant() {
-        // 0644 with user:65534:--- (mask r--): nobody may not read
-        let a = attr(0o644, 0, 0);
-        let l = acl(0o644, 4, &[entry(TAG_USER, Some(65534), 0)]);
-        let nobody = Requester::acting_as(65534, 65534);
-        assert!(nobody.may(&a, READ), "the bits alone grant it");
-        assert!(!nobody.acl_allows(&a, &l, READ));
-        assert!(
-            Requester::acting_as(1000, 1000).acl_allows(&a, &l, READ),
-            "other reads"
-        );
-        assert!(Requester::acting_as(0, 0).acl_allows(&a, &l, WRITE), "root");
-        assert!(Requester::acting_as(0, 0).acl_allows(&attr(0o600, 7, 7), &l, READ));
-    }
-
-    #[test]
-    fn named_entries_are_bounded_by_the_mask() {
-        // 0640 (mask r--) with user:1000:rw-: 1000 reads, may not write
-        let a = attr(0o640, 0, 0);
-        let l = acl(0o640, 4, &[entry(TAG_USER, Some(1000), 6)]);
-        let u = Requester::acting_as(1000, 1000);
-        assert!(u.acl_allows(&a, &l, READ));
-        assert!(!u.acl_allows(&a, &l, WRITE));
-        assert!(!u.acl_allows(&a, &l, READ | WRITE));
-    }
-
-    #[test]
-    fn groups_count_by_supplementary_membership_and_a_matching_group_refuses() {
-        // 0674 (mask rwx, other r--), group::--- and group:5000:rw-
-        let a = attr(0o674, 0, 100);
-        let l = acl(0o674, 0, &[entry(TAG_GROUP, Some(5000), 6)]);
-        let plain = Requester::acting_as(1000, 1000);
-        let in_5000 = Requester::with_groups(1000, 1000, vec![5000]);
-        let in_owning = Requester::with_groups(1000, 1000, vec![100]);
-        assert!(plain.acl_allows(&a, &l, READ), "other");
-        assert!(!plain.acl_allows(&a, &l, WRITE));
-        assert!(
-            in_5000.acl_allows(&a, &l, READ | WRITE),
-            "by the named group"
-        );
-        assert!(
-            !in_owning.acl_allows(&a, &l, READ),
-            "in the owning group (---): other's r-- is not consulted"
-        );
-        let both = Requester::with_groups(1000, 100, vec![5000]);
-        assert!(
-            both.acl_allows(&a, &l, WRITE),
-            "any matching group that grants"
-        );
-        // the owner goes by the owner entry alone
-        let owner = Requester::with_groups(0x1234, 5000, vec![]);
-        let mine = attr(0o074, 0x1234, 100);
-        assert!(!owner.acl_allows(
-            &mine,
-            &acl(0o074, 0, &[entry(TAG_GROUP, Some(5000), 6)]),
-            READ
-        ));
-    }
-
-    #[test]
-    fn supplementary_groups_count_for_the_bits_too() {
-        let a = attr(0o640, 0, 5000);
-        assert!(!Requester::acting_as(1000, 1000).may(&a, READ));
-        assert!(Requester::with_groups(1000, 1000, vec![5000]).may(&a, READ));
-    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| ()))
+        .collect()
 }

@@ -4,6 +4,7 @@
 //! in `writer`, the read path in `reader`. Nothing here knows about FUSE;
 //! errors are errno values. The layer above (fuse) names the metadata
 //! types it needs through this module's re-exports.
+mod access;
 mod acl;
 mod atime;
 pub mod background;
@@ -19,7 +20,6 @@ pub use crate::ns::LEASE_WINDOW;
 mod ops;
 mod reader;
 mod space;
-mod squash;
 mod summary;
 mod warmup;
 
@@ -30,10 +30,10 @@ pub use crate::meta::{
 };
 pub use crate::ns::lookahead::LOOKUP_AHEAD;
 pub use crate::ns::{Forget, NO_SESSION};
+pub use access::{Caller, Need, Squash, Who};
 pub use compact::{Compacted, COMPACT_AT};
-pub use control::{control_attr, Caller, CONTROL_INODE};
+pub use control::{control_attr, CONTROL_INODE};
 pub use ops::ListedEntry;
-pub use squash::{Need, Squash, Who};
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

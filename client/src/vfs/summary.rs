@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use super::control::hex_encode;
-use super::control_auth::{Requester, READ, SEARCH};
+use super::access::{Requester, READ, SEARCH};
+use super::control_auth::hex_encode;
 use super::Vfs;
 use crate::meta::{Attr, NodeType};
 

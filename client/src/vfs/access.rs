@@ -1,4 +1,4 @@
-//! Root squash and all squash: the identity a request acts as, and the permission checks the kernel cannot make for it.
+//! Permission checks: the identity a request acts as (root squash, all squash), who wrote a control request, and the checks the kernel cannot make for them.
 //!
 //! With `default_permissions` the kernel checks each request for the
 //! calling process's own ids, and lets root do anything. A squashed request
@@ -13,10 +13,143 @@
 //! checked here always, with their supplementary groups and, on a volume
 //! with ACLs on, by the access ACL as the kernel evaluates it.
 
-use super::control_auth::{Requester, READ, SEARCH, WRITE};
-use super::{Caller, Vfs, VfsResult};
+use super::{Vfs, VfsResult};
 pub use crate::meta::Squash;
-use crate::meta::{AclKind, Attr, SetAttr, TimeSet};
+use crate::meta::{
+    AclEntry, AclKind, Attr, SetAttr, TimeSet, TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER,
+    TAG_USER,
+};
+
+/// read, write, search (execute) bits.
+pub(super) const READ: u32 = 4;
+pub(super) const WRITE: u32 = 2;
+pub(super) const SEARCH: u32 = 1;
+
+/// Who wrote a control request (from the FUSE request, not from the
+/// request text; see `control_auth`).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+}
+
+/// The writer of a control request, with its supplementary groups.
+#[derive(Debug, Clone)]
+pub(super) struct Requester {
+    pub uid: u32,
+    pub gid: u32,
+    groups: Vec<u32>,
+}
+
+impl Requester {
+    /// The writer of a request: its groups from `/proc/PID/status` (none if
+    /// the process is gone: fewer rights, never more).
+    pub fn of(caller: Caller) -> Requester {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", caller.pid));
+        let groups = status
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                    g.split_whitespace()
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        Requester {
+            uid: caller.uid,
+            gid: caller.gid,
+            groups,
+        }
+    }
+
+    /// A request acting as `uid`/`gid` alone (a squashed one: see `squash`).
+    pub fn acting_as(uid: u32, gid: u32) -> Requester {
+        Requester::with_groups(uid, gid, Vec::new())
+    }
+
+    /// A request acting as `uid`/`gid` with supplementary groups `groups`.
+    pub fn with_groups(uid: u32, gid: u32, groups: Vec<u32>) -> Requester {
+        Requester { uid, gid, groups }
+    }
+
+    /// Whether `gid` is its group or one of its supplementary groups.
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+
+    /// Whether it is in group `gid` (its own or a supplementary one) or is
+    /// root: what the kernel's `in_group_or_capable` asks before it lets a
+    /// chmod, or an ACL that sets the mode, keep the setgid bit.
+    pub fn in_group_or_root(&self, gid: u32) -> bool {
+        self.is_root() || self.in_group(gid)
+    }
+
+    /// Whether it has all of `want` on a node with `attr` whose access ACL
+    /// is `acl` (as `jfs.get_acl` gives it, the owner, mask and other
+    /// entries from the mode), by POSIX.1e's algorithm as Linux applies it
+    /// (`posix_acl_permission`): root always; the owner by its entry; a
+    /// named user by its entry within the mask; then the owning group and
+    /// named groups it is in, within the mask: any one granting all of
+    /// `want` grants, and being in one that does not refuses; then other.
+    pub fn acl_allows(&self, attr: &Attr, acl: &[AclEntry], want: u32) -> bool {
+        if self.is_root() || self.uid == attr.uid {
+            return self.may(attr, want);
+        }
+        let perm = |tag: u16| acl.iter().find(|e| e.tag == tag).map(|e| e.perm as u32);
+        let mask = perm(TAG_MASK).unwrap_or(7);
+        let grants = |p: u32| p & mask & want == want;
+        if let Some(e) = acl
+            .iter()
+            .find(|e| e.tag == TAG_USER && e.id == Some(self.uid))
+        {
+            return grants(e.perm as u32);
+        }
+        let mut in_a_group = false;
+        for e in acl {
+            let member = match e.tag {
+                TAG_GROUP_OBJ => self.in_group(attr.gid),
+                TAG_GROUP => e.id.is_some_and(|g| self.in_group(g)),
+                _ => false,
+            };
+            if member {
+                if grants(e.perm as u32) {
+                    return true;
+                }
+                in_a_group = true;
+            }
+        }
+        !in_a_group && perm(TAG_OTHER).unwrap_or(attr.mode & 7) & want == want
+    }
+
+    /// Whether it has all of `want` on a node by its owner, group and
+    /// other bits (root always).
+    pub fn may(&self, attr: &Attr, want: u32) -> bool {
+        let bits = if self.is_root() {
+            return true;
+        } else if self.uid == attr.uid {
+            attr.mode >> 6
+        } else if self.gid == attr.gid || self.groups.contains(&attr.gid) {
+            attr.mode >> 3
+        } else {
+            attr.mode
+        };
+        bits & want == want
+    }
+
+    /// Whether the sticky bit's rule lets it remove or rename `entry` of
+    /// `dir` (the directory not sticky, or it owns one of them, or root):
+    /// the rule beside the permission check, which is the mode bits' or
+    /// the ACL's.
+    pub fn sticky_allows(&self, dir: &Attr, entry: &Attr) -> bool {
+        dir.mode & 0o1000 == 0 || self.is_root() || self.uid == dir.uid || self.uid == entry.uid
+    }
+}
 
 /// The identity a request acts as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,27 +396,4 @@ fn owner_only(me: &Requester, owner: u32) -> VfsResult<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn root_squash_maps_root_only_and_all_squash_everyone() {
-        let root = Some(Squash {
-            all: false,
-            uid: 65534,
-            gid: 65534,
-        });
-        let who = Who::of(root, 0, 0);
-        assert_eq!((who.uid, who.gid, who.squashed), (65534, 65534, true));
-        let who = Who::of(root, 1000, 1000);
-        assert_eq!((who.uid, who.gid, who.squashed), (1000, 1000, false));
-        let all = Some(Squash {
-            all: true,
-            uid: 1500,
-            gid: 1500,
-        });
-        assert!(Who::of(all, 1000, 1000).squashed);
-        assert!(!Who::of(all, 1500, 1500).squashed);
-        assert!(!Who::of(None, 0, 0).squashed);
-    }
-}
+mod tests;
