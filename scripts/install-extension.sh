@@ -17,11 +17,13 @@ cargo pgrx install -p jfs --pg-config "$pg_config" "$@"
 extdir="$("$pg_config" --sharedir)/extension"
 # a released version names one schema: this build's SQL must be its
 # frozen script's (pgrx orders the files' blocks as it likes, so lines are
-# compared as sets)
+# compared as sets; comment lines, such as the load order pgrx writes, are
+# not the schema)
 version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$extdir/jfs.control")
+statements() { grep -v '^[[:space:]]*--' "$1" | sort; }
 if [ -f "migrations/jfs--$version.sql" ] &&
-   ! cmp -s <(sort "$extdir/jfs--$version.sql") <(sort "migrations/jfs--$version.sql"); then
-  diff <(sort "migrations/jfs--$version.sql") <(sort "$extdir/jfs--$version.sql") | head -20 >&2 || true
+   ! cmp -s <(statements "$extdir/jfs--$version.sql") <(statements "migrations/jfs--$version.sql"); then
+  diff <(statements "migrations/jfs--$version.sql") <(statements "$extdir/jfs--$version.sql") | head -20 >&2 || true
   echo "sql/ differs from the released jfs $version (migrations/jfs--$version.sql): a version names one schema;" \
        "move the workspace version on in Cargo.toml and put the change into a new upgrade script" >&2
   exit 1

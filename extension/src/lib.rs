@@ -83,7 +83,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/batch.sql",
     name = "batch",
-    requires = ["internal", "charge", "namespace", "rename"]
+    requires = ["internal", "charge", "namespace", "rename", "remove"]
 );
 pgrx::extension_sql_file!(
     "../../sql/clone.sql",

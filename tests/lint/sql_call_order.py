@@ -57,8 +57,9 @@ def code_of(text):
     return re.sub(r"'(?:[^'\n]|'')*'", "''", text)
 
 
-# a table's name before its column list is no call
-NOT_A_CALL = re.compile(r"(?:INTO|TABLE|REFERENCES|ON|UPDATE|FROM|JOIN)\s+$", re.I)
+# a table's name before its column list is no call (a name after FROM or JOIN
+# followed by "(" is a set-returning function: a call)
+NOT_A_CALL = re.compile(r"(?:INTO|TABLE|REFERENCES|ON)\s+$", re.I)
 
 
 def main():
