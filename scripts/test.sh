@@ -79,13 +79,15 @@ passed=0; failed=0
 run_suite() {
   local name=$1; shift
   local log="$tmp/out/$name.log"
+  local status=0
   "$@" --bindir="$PGBIN" --host="$PGHOST" --port="$PGPORT" --user=postgres \
        --inputdir="tests/$name" --outputdir="$tmp/out/$name" $(grep -v '^#' "tests/$name/schedule") \
-    2>&1 | tee "$log" || true
+    2>&1 | tee "$log" || status=${PIPESTATUS[0]}
   local ok bad
   ok=$(grep -cE '^(ok|test) .*\.\.\. ok|^ok [0-9]' "$log" || true)
   bad=$(grep -cE 'FAILED|failed \(|^not ok|diff command failed' "$log" || true)
-  if [ "$bad" -gt 0 ] || [ "$ok" -eq 0 ]; then
+  # (the runner's own exit status counts too: it fails without a line to grep)
+  if [ "$bad" -gt 0 ] || [ "$ok" -eq 0 ] || [ "$status" -ne 0 ]; then
     find "$tmp/out/$name" -name regression.diffs -exec head -300 {} \;
     [ "$bad" -gt 0 ] || bad=1
   fi
@@ -121,12 +123,15 @@ cargo_tests() {
   local label=$1; shift
   local log="$tmp/out/$label.log"
   echo "==> cargo test $*"
-  cargo test "$@" 2>&1 | tee "$log" || true
+  local status=0
+  cargo test "$@" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
   local p f
   p=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
   f=$(grep -oE '[0-9]+ failed;' "$log" | awk '{s += $1} END {print s + 0}')
-  if ! grep -q 'test result:' "$log" || grep -qE '^error(\[|:)' "$log"; then
-    f=$((f + 1))
+  # (cargo's own exit status counts too: a crash of a test binary leaves no count)
+  if [ "$f" -eq 0 ] && { [ "$status" -ne 0 ] || ! grep -q 'test result:' "$log" ||
+                         grep -qE '^error(\[|:)' "$log"; }; then
+    f=1
   fi
   passed=$((passed + p)); failed=$((failed + f))
 }
