@@ -3,6 +3,7 @@
 //! attaches a session to it (`volume`). The `jfs` command (`cmd`, its FUSE
 //! mount in `fuse`) the S3 gateway (`gateway`) and the Python package (`python/`) are built
 //! on it.
+pub mod attach;
 pub mod cmd;
 pub mod direct;
 pub mod dump;

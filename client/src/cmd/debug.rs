@@ -34,7 +34,7 @@ pub fn run(a: DebugArgs) -> anyhow::Result<()> {
             .map(|v| v.trim().to_string())
     };
     let pid = field("pid").context("the mount's report names no pid")?;
-    let host = crate::volume::attach::hostname();
+    let host = crate::attach::hostname();
     let stamp = chrono_free_stamp();
     let name = format!("jfs-debug-{host}-{stamp}");
     let work = tempfile_dir(&a.out_dir, &name)?;

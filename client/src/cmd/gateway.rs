@@ -36,10 +36,10 @@ pub struct GatewayArgs {
     #[arg(long, default_value_t = 10240)]
     cache_size: u64,
     /// MiB of memory for uploads in flight and recently read blocks
-    #[arg(long, default_value_t = crate::volume::attach::DEFAULT_BUFFER_MIB)]
+    #[arg(long, default_value_t = crate::attach::DEFAULT_BUFFER_MIB)]
     buffer_size: usize,
     /// Connections to PostgreSQL
-    #[arg(long, default_value_t = crate::volume::attach::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, default_value_t = crate::attach::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// Seconds after which a multipart upload never completed nor aborted,
     /// and a file a gateway wrote aside and never placed (it crashed

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 
+use crate::attach::background::BackgroundConfig;
+use crate::attach::{self, session_timeout};
 use crate::fuse::{mountpoint, session};
 use crate::meta::{redact_url, Squash};
 use crate::metrics;
 use crate::object;
-use crate::vfs::background::BackgroundConfig;
 use crate::vfs::{AtimeMode, Vfs, VfsConfig};
-use crate::volume::attach::{self, session_timeout};
 use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 /// META_URL given as this value is read from JFS_META_URL (keeps it out of the process list).

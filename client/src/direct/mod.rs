@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::attach::background::BackgroundConfig;
+use crate::attach::{self, session_timeout};
 use crate::object;
-use crate::vfs::background::BackgroundConfig;
 use crate::vfs::{Caller, Vfs, VfsConfig, Who};
-use crate::volume::attach::{self, session_timeout};
 use crate::volume::{open_volume, BucketCheck, OpenVolume};
 
 /// The result of a request: a value, or the errno it failed with.

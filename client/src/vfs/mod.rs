@@ -7,8 +7,6 @@
 mod access;
 mod acl;
 mod atime;
-pub mod background;
-pub mod backup;
 mod block_buf;
 mod compact;
 mod control;
@@ -282,6 +280,11 @@ impl Vfs {
         } else {
             Ok(())
         }
+    }
+
+    /// The object store the volume's blocks are in.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
     }
 
     /// Where a file of storage tier `tier` writes.

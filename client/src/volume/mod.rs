@@ -1,6 +1,5 @@
 //! Opening a volume: its metadata database, its settings, and its object
 //! store, checked to belong to it (the bucket's `juicefs_uuid` marker).
-pub mod attach;
 pub mod gc;
 pub mod layout;
 

@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use crate::meta::{Meta, MetaError, Squash};
 use crate::ns::changes;
-use crate::vfs::background::{self, BackgroundConfig};
+pub mod background;
+mod backup;
+
 use crate::vfs::{Vfs, NO_SESSION};
+use background::BackgroundConfig;
 
 /// Seconds between session heartbeats.
 pub const DEFAULT_HEARTBEAT_SECS: u64 = 12;

@@ -2,8 +2,8 @@
 use bytes::Bytes;
 use std::time::Duration;
 
-use super::Vfs;
 use crate::dump::write::dump;
+use crate::vfs::Vfs;
 
 /// Where backups go, under the volume's prefix: `{volume}/meta/dump-YYYY-MM-DD-HHMMSS.json.gz`.
 pub fn backup_prefix(volume: &str) -> String {
@@ -45,16 +45,16 @@ async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<Str
     let dumped = dump(vfs.ns.meta_of_mount(), &mut gz, None, true, |_| {}).await?;
     let bytes = gz.finish()?;
     let size = bytes.len();
-    vfs.store
+    vfs.store()
         .put(&key, Bytes::from(bytes), "")
         .await
-        .map_err(|e| anyhow::anyhow!("storing {key} in {}: {e}", vfs.store.describe()))?;
+        .map_err(|e| anyhow::anyhow!("storing {key} in {}: {e}", vfs.store().describe()))?;
     tracing::info!(
         "metadata backup {key}: {} entries, {size} bytes compressed",
         dumped.entries
     );
     let mut old: Vec<String> = vfs
-        .store
+        .store()
         .list(&backup_prefix(&vfs.volume.name))
         .await?
         .into_iter()
@@ -64,7 +64,7 @@ async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<Str
     old.sort();
     let drop = old.len().saturating_sub(keep.max(1));
     for k in &old[..drop] {
-        if let Err(e) = vfs.store.delete(k).await {
+        if let Err(e) = vfs.store().delete(k).await {
             tracing::warn!("deleting the old metadata backup {k}: {e}");
         }
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backup::backup_if_due;
-use super::{Compacted, Vfs};
 use crate::metrics::METRICS;
+use crate::vfs::{Compacted, Vfs};
 
 /// How often and how patiently the background jobs run.
 #[derive(Debug, Clone)]
@@ -232,7 +232,7 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                 warn_if_store_disk_low(&vfs, &mut low_disk_warned).await;
                 if let Err(e) = crate::volume::gc::drain_delslices(
                     vfs.ns.meta_of_mount(),
-                    vfs.store.as_ref(),
+                    vfs.store().as_ref(),
                     &vfs.volume,
                     cfg.gc_delay,
                 )
@@ -256,7 +256,7 @@ const LOW_DISK_WARN_EVERY: Duration = Duration::from_secs(600);
 /// under a file store is nearly full, and how much of it freed data
 /// waiting for deletion holds (at most every [`LOW_DISK_WARN_EVERY`]).
 async fn warn_if_store_disk_low(vfs: &Vfs, warned: &mut Option<std::time::Instant>) {
-    let Some((free, total)) = vfs.store.disk_space() else {
+    let Some((free, total)) = vfs.store().disk_space() else {
         return;
     };
     if free >= LOW_DISK_BYTES.max(total / LOW_DISK_SHARE)
@@ -276,7 +276,7 @@ async fn warn_if_store_disk_low(vfs: &Vfs, warned: &mut Option<std::time::Instan
     tracing::warn!(
         "the disk under the object store {} has {} MiB free of {} MiB: writes fail with ENOSPC \
          when it is full{waiting}",
-        vfs.store.describe(),
+        vfs.store().describe(),
         free >> 20,
         total >> 20
     );
