@@ -1,12 +1,13 @@
 //! Calling a procedure: one statement, retried while the database is out of reach or the transaction must be run again, and journaled until a sync covers it.
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio_postgres::types::{PgLsn, ToSql, Type};
 use tokio_postgres::Row;
 
-use super::durability::Epoch;
-use super::journal::{Entry, Redo};
+use super::journal::{Entry, Epoch, Redo};
+use super::replica::Position;
+use super::unix_ms;
 use super::{Failure, Meta, MetaError, Result};
 
 /// Procedures whose commits no fsync vouches for: losing them to a crash
@@ -44,17 +45,6 @@ const MOUNT_STATE: [&str; 5] = [
     "release",
 ];
 
-/// Whether the primary's WAL position after a call is noted for the
-/// standby that serves reads (see `replica`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Position {
-    /// When the procedure commits or reads the change log.
-    ByProcedure,
-    /// Always: a read the primary answered instead of the standby, which
-    /// may have shown this mount newer state than the mark covers.
-    Always,
-}
-
 /// How a call's commit is kept in the journal (see `journal`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Journaling {
@@ -63,14 +53,6 @@ enum Journaling {
     /// By the caller, once it knows the outcome (with what it takes to
     /// commit it again).
     ByCaller,
-}
-
-/// Milliseconds since the Unix epoch, now (at least 1).
-pub(super) fn unix_ms() -> u64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (since.as_millis() as u64).max(1)
 }
 
 /// Procedures not retried while the database is unavailable: a session

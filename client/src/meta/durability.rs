@@ -14,10 +14,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::journal::{Entry, Journal, Replay};
-
-/// The number of server incarnations a client has seen, minus one.
-pub type Epoch = u64;
+use super::journal::{Entry, Epoch, Journal, Replay};
 
 /// The server's incarnation: its address and port (empty over a unix
 /// socket) and the time its postmaster started, which a restart, a crash

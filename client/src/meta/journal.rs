@@ -14,10 +14,12 @@
 
 use std::collections::VecDeque;
 
-use super::durability::Epoch;
 use super::{
     DeferredAttrs, Failure, Meta, MetaError, NewNode, NodeType, Result, SliceRow, MAX_ANSWERS_LOST,
 };
+
+/// The number of server incarnations a client has seen, minus one.
+pub type Epoch = u64;
 
 /// A commit that can be sent again to a server that lost it.
 #[derive(Debug, Clone)]

@@ -55,10 +55,10 @@ pub use attr::{ns_to_time, time_to_ns, Attr, NodeType};
 pub use changelog::{Change, LoggedChange};
 pub use data::{CommittedSlices, DeferredAttrs, DeleteQueue, SliceRow};
 pub use dump::{AclRow, DumpNode, NodeRow, Snapshot};
-pub use durability::Epoch;
 use durability::Incarnations;
 use error::Failure;
 pub use error::{MetaError, Result};
+pub use journal::Epoch;
 pub use lease::{CreateWithData, LeaseBatch, LeaseCommitted, LeasedCreate, LeasedEntry};
 pub use limits::Squash;
 pub use load::{LoadRequest, Staged, StagedSlice};
@@ -125,3 +125,11 @@ pub const MAX_ANSWERS_LOST: u32 = 3;
 /// How long calls are retried while the database is unavailable, unless
 /// told otherwise (a failover of a replicated PostgreSQL takes 5-30 s).
 pub const DEFAULT_META_RETRY: Duration = Duration::from_secs(60);
+
+/// Milliseconds since the Unix epoch, now (at least 1).
+fn unix_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (since.as_millis() as u64).max(1)
+}

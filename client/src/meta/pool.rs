@@ -8,12 +8,12 @@ use super::tls::Connector;
 use deadpool_postgres::Hook;
 use deadpool_postgres::{HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use super::call::unix_ms;
 use super::durability::Incarnations;
 use super::durability::{Incarnation, INCARNATION_SQL};
 use super::error::ConnectError;
 use super::session_application_name;
 use super::tls::TlsOptions;
+use super::unix_ms;
 use super::{Meta, Result, DEFAULT_META_RETRY};
 
 /// The META_URL with its password replaced (in the user information and in

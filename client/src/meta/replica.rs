@@ -27,6 +27,17 @@ use super::error::ConnectError;
 use super::{Failure, Meta, Result};
 use crate::metrics::METRICS;
 
+/// Whether the primary's WAL position after a call is noted for the
+/// standby that serves reads (this module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Position {
+    /// When the procedure commits or reads the change log.
+    ByProcedure,
+    /// Always: a read the primary answered instead of the standby, which
+    /// may have shown this mount newer state than the mark covers.
+    Always,
+}
+
 /// The primary's WAL position now (asked after a commit or a log read),
 /// and the name of its WAL file, which begins with its timeline.
 pub(super) const PRIMARY_POSITION_SQL: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn(), \
@@ -368,10 +379,10 @@ impl Meta {
         &self,
         procedure: &str,
         read_only: bool,
-        position: super::call::Position,
+        position: Position,
     ) -> bool {
         self.replica.is_some()
-            && (!read_only || procedure == CHANGE_FEED || position == super::call::Position::Always)
+            && (!read_only || procedure == CHANGE_FEED || position == Position::Always)
     }
 
     /// A read whose answer may come from the standby (see the module's
