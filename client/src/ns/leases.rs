@@ -80,7 +80,7 @@ impl Table {
 /// The leases this mount holds, and the runs of unlinks that may earn one.
 #[derive(Default)]
 pub struct Leases {
-    /// Whether leases are taken (a committer runs: `Vfs::commit_leases`,
+    /// Whether leases are taken (a committer runs: `Namespace::commit_leases`,
     /// and the role may call the lease procedures).
     pub enabled: AtomicBool,
     table: Mutex<Table>,
