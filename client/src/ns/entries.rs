@@ -71,7 +71,7 @@ impl Namespace {
         name: &[u8],
     ) -> Result<Option<Attr>> {
         guards(guard, parent);
-        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        self.settled_all().await?;
         self.meta.rmdir(parent, name).await
     }
 
@@ -91,7 +91,7 @@ impl Namespace {
     ) -> Result<RenameResult> {
         guards(from, parent);
         guards(to, new_parent);
-        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        self.settled_all().await?;
         let open = self.open_inodes();
         let sid = self.sid();
         self.meta
@@ -121,7 +121,7 @@ impl Namespace {
         step: i32,
     ) -> Result<(u64, bool)> {
         guards(guard, parent);
-        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        self.settled_all().await?;
         let open = self.open_inodes();
         self.meta.rmr(parent, name, step, self.sid(), &open).await
     }
@@ -137,7 +137,7 @@ impl Namespace {
         owner: Option<(u32, u32)>,
     ) -> Result<(u64, u64, u64)> {
         guards(guard, parent);
-        self.settle_all().await.map_err(super::nodes::unsettled)?;
+        self.settled_all().await?;
         self.meta.clone_node(src, parent, name, owner).await
     }
 

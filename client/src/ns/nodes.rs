@@ -15,9 +15,22 @@ pub(super) fn unsettled(e: i32) -> MetaError {
 }
 
 impl Namespace {
-    /// Settles `inode` (see the module's documentation).
+    /// Settles `inode` (see the module's documentation). The commit that
+    /// settles it is boxed: every procedure that names a node awaits this,
+    /// and a commit's future inlined into each of theirs overflowed the
+    /// stack of the FUSE threads that block on them (debug builds).
     pub(super) async fn settled(&self, inode: u64) -> Result<()> {
-        self.settle_created(inode).await.map_err(unsettled)
+        if self.leases.maker_of(inode).is_none() {
+            return Ok(());
+        }
+        Box::pin(self.settle_created(inode))
+            .await
+            .map_err(unsettled)
+    }
+
+    /// [`Namespace::settle_all`], boxed as [`Namespace::settled`] is.
+    pub(super) async fn settled_all(&self) -> Result<()> {
+        Box::pin(self.settle_all()).await.map_err(unsettled)
     }
 
     /// The attributes of `inode` as this mount knows them: a file made
@@ -183,7 +196,7 @@ impl Namespace {
     /// The usage summary of the tree at `inode` to `depth` (every lease
     /// committed first: its files count).
     pub async fn summary_of(&self, inode: u64, depth: i32) -> Result<Vec<SummaryRow>> {
-        self.settle_all().await.map_err(unsettled)?;
+        self.settled_all().await?;
         self.meta.summary_of(inode, depth).await
     }
 
