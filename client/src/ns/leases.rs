@@ -109,6 +109,15 @@ impl Leases {
         self.table().held.contains_key(&dir)
     }
 
+    /// Whether unlinks or creates answered in `dir` under its lease wait
+    /// for a commit.
+    pub fn pending_in(&self, dir: u64) -> bool {
+        self.table()
+            .held
+            .get(&dir)
+            .is_some_and(|l| l.state.has_pending())
+    }
+
     /// The gate of `dir`'s lease, if held.
     pub fn gate_of(&self, dir: u64) -> Option<Gate> {
         self.table().held.get(&dir).map(|l| l.gate.clone())

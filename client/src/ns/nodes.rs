@@ -1,8 +1,11 @@
 //! The procedures that name a node, as the operations call them: each one
 //! first settles the node ([`Namespace::settle_created`]: a file this mount
 //! made under a lease and has not committed yet is committed), so that
-//! PostgreSQL is never asked about a node it does not know yet. The
-//! operations reach these procedures only here.
+//! PostgreSQL is never asked about a node it does not know yet; a change
+//! of a directory first commits what its lease answered in it
+//! ([`Namespace::settled_entries`]). The operations reach these procedures
+//! only here.
+use super::lease::Keep;
 use super::{errno, Namespace, NsResult};
 use crate::meta::{
     AclEntry, AclKind, Attr, Copied, LockRange, Locker, MetaError, Result, SetAttr, SpaceLimit,
@@ -24,6 +27,21 @@ impl Namespace {
             return Ok(());
         }
         Box::pin(self.settle_created(inode))
+            .await
+            .map_err(unsettled)
+    }
+
+    /// The unlinks and creates answered in directory `inode` under its
+    /// lease, committed before a change of the directory itself: their
+    /// commit moves its times, which must not overwrite times set after
+    /// them (tar and cp -a set a directory's once its files are in), and
+    /// a new mode, group or default ACL applies only to creates answered
+    /// after it. Boxed as [`Namespace::settled`] is.
+    pub(super) async fn settled_entries(&self, inode: u64) -> Result<()> {
+        if !self.leases.pending_in(inode) {
+            return Ok(());
+        }
+        Box::pin(self.commit_lease(inode, Keep::Settle))
             .await
             .map_err(unsettled)
     }
@@ -85,6 +103,7 @@ impl Namespace {
 
     pub async fn setattr(&self, inode: u64, change: &SetAttr) -> Result<Attr> {
         self.settled(inode).await?;
+        self.settled_entries(inode).await?;
         self.meta.setattr(inode, change).await
     }
 
@@ -171,6 +190,7 @@ impl Namespace {
 
     pub async fn set_acl(&self, inode: u64, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
         self.settled(inode).await?;
+        self.settled_entries(inode).await?;
         self.meta.set_acl(inode, kind, acl).await
     }
 

@@ -189,6 +189,56 @@ fn fsync_of_a_file_made_under_the_lease_commits_it() {
     }
 }
 
+/// Times set on a directory right after creates answered in it under its
+/// lease (as tar and cp -a set a directory's times once its files are in)
+/// are the times it keeps: the commit of those creates, which moves the
+/// directory's times, comes before the change, not after it.
+#[test]
+fn times_set_on_a_leased_directory_outlast_the_commit_of_its_creates() {
+    use std::time::Duration;
+    let v = Volume::new("create-lease-times");
+    let a = v.mount("a", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    let inode = fs::metadata(a.p("d")).unwrap().ino();
+    for round in 0..5u64 {
+        for i in 0..10 {
+            drop(fs::File::create(a.p(&format!("d/f{round}-{i}"))).unwrap());
+        }
+        let ns = 1_000_000_000_000_000_000 + round * 1_000_000_007;
+        // (utimensat by path, as touch -d does: opening the directory
+        // would commit its lease first)
+        let at = rustix::fs::Timespec {
+            tv_sec: (ns / 1_000_000_000) as i64,
+            tv_nsec: (ns % 1_000_000_000) as _,
+        };
+        let times = rustix::fs::Timestamps {
+            last_access: at,
+            last_modification: at,
+        };
+        rustix::fs::utimensat(
+            rustix::fs::CWD,
+            a.p("d"),
+            &times,
+            rustix::fs::AtFlags::empty(),
+        )
+        .unwrap();
+        // (past the batch window: the creates are committed by now)
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            v.sql(&format!("SELECT mtime FROM jfs.node WHERE inode = {inode}")),
+            ns.to_string(),
+            "round {round}: d's mtime in PostgreSQL"
+        );
+        let d = fs::metadata(a.p("d")).unwrap();
+        assert_eq!(
+            (d.mtime() as u64) * 1_000_000_000 + d.mtime_nsec() as u64,
+            ns,
+            "round {round}: d's mtime through the mount"
+        );
+    }
+    assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
 /// A crash of the holder loses only creates it had not committed: every
 /// file whose data a close committed is there, whole; nothing is half
 /// made; the other mount gets the directory once the dead holder's lease
