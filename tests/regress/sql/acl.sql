@@ -1,8 +1,5 @@
 -- POSIX ACLs: tags 1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 CREATE FUNCTION pg_temp.oct(m integer) RETURNS text LANGUAGE sql
 RETURN ((m >> 9) & 7)::text || ((m >> 6) & 7) || ((m >> 3) & 7) || (m & 7);
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset

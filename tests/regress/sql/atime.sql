@@ -2,11 +2,8 @@
 -- strictatime calls after a read: relatime moves an atime not after the
 -- mtime or ctime, or a day old; strictatime any atime a second old; the
 -- ctime stays; a read-only role may not call it.
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 DROP ROLE IF EXISTS jfs_regress_atime_ro;
 CREATE ROLE jfs_regress_atime_ro;
 SELECT jfs.grant_client('jfs_regress_atime_ro', p_read_only => true);

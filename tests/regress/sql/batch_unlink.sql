@@ -1,8 +1,5 @@
 -- batch_unlink: many names of one directory in one set-based call
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 0, 0) \gset

@@ -6,11 +6,8 @@
 -- rolled back (their versions and the settings naming them go together),
 -- and through another path updating the same rows in between (a quota
 -- reshare, a removal). bench/bulk_sql/run measures the time.
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 511, 0, 0) \gset
 SELECT inode AS q FROM jfs.mknod(1, 'q', 2, 511, 0, 0) \gset
 SELECT max_inodes FROM jfs.set_quota('/q', 0, 50);

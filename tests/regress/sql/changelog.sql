@@ -1,10 +1,7 @@
 -- The change log: each change a procedure makes is a row of jfs.change,
 -- written in its transaction; jfs.changes shows the rows with paths,
 -- jfs.changes_since(id) gives them after a bookmark; retention and pruning.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- a mount's connections are named jfs:SID: its changes carry the session

@@ -1,8 +1,6 @@
 -- a client role's limits (jfs.grant_client), enforced by the procedures
 -- whatever the caller sends: read-only, root squash, all squash
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 DROP ROLE IF EXISTS jfs_lim_ro;
 DROP ROLE IF EXISTS jfs_lim_member;
 DROP ROLE IF EXISTS jfs_lim_root;

@@ -1,9 +1,6 @@
 -- clone: a file or a tree copied in one transaction, data shared by reference
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- /src/{f (8 KiB, xattr), h (hard link of f), s -> f, fifo, sparse (data at chunk 2 only, then a hole),

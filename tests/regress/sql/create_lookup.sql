@@ -1,8 +1,5 @@
 -- mknod of every type, lookup, getattr, symlink/readlink, times and nlink of the parent
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 UPDATE jfs.setting SET skip_dir_mtime_ns = 0;  -- exact POSIX parent times for this test
 -- one of each type: file, dir, symlink, fifo, block dev, char dev, socket
 SELECT errno, inode, type, mode, uid, gid, nlink, length, rdev, parent FROM jfs.mknod(1, 'file', 1, 420, 1000, 1000);

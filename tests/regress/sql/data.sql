@@ -1,8 +1,5 @@
 -- write_slice / read_chunk: slices appended per chunk, length and mtime, refcounts
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 SELECT mtime AS m0 FROM jfs.getattr(:f) \gset
 SELECT jfs.alloc_ids('slice', 10) AS s \gset

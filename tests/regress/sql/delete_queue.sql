@@ -3,11 +3,8 @@
 -- holds them), and past the volume's cap (administration) freed slices are
 -- handed out for deletion whatever delay a mount asks for; fsck finds a
 -- count that drifted and fsck_repair recounts it.
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 DROP ROLE IF EXISTS jfs_regress_dq;
 CREATE ROLE jfs_regress_dq;
 SELECT jfs.grant_client('jfs_regress_dq');

@@ -1,7 +1,5 @@
 -- pg_dump / pg_restore carry the whole file system: tables, sequences, counters
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 SELECT errno FROM jfs.format('dumped', 'file', '/var/tmp/jfs-dump', p_uuid => '00000000-0000-0000-0000-0000000000d1');
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset

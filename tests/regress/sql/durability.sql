@@ -1,9 +1,6 @@
 -- meta_durability: 'fsync' commits without waiting for the WAL flush (jfs.sync() waits);
 -- 'always' leaves synchronous_commit on. Atomicity is the same in both.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT meta_durability FROM jfs.setting;
 SHOW synchronous_commit;
 -- in 'fsync' mode a mutating procedure turns synchronous_commit off for its own transaction only

@@ -1,8 +1,5 @@
 -- bad input: every procedure answers with the right errno and changes nothing
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 0, 0) \gset
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 CREATE TEMP TABLE names (label text, name bytea);

@@ -1,7 +1,5 @@
 -- format: a volume is initialised once; bad settings are refused with a reason
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 SELECT errno, message FROM jfs.format('Bad_Name');
 SELECT errno, message FROM jfs.format('vol1', p_storage => 'ftp');
 SELECT errno, message FROM jfs.format('vol1', p_block_size => 1000);

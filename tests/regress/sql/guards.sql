@@ -2,10 +2,8 @@
 -- in the root, ids a client did not get from alloc_ids (or that are being
 -- freed), ACL rows of a directory replaced by rename, and the trash's hours
 -- and long names whatever the session's time zone
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 SELECT errno FROM jfs.format('regress', p_trash_days => 1);
 
 -- /.trash and /.jfs.control are the volume's: nobody makes, links or renames

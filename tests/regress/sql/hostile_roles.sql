@@ -6,11 +6,8 @@
 -- read-only role reads past leases and asks for none; no session declares
 -- a timeout past an hour, and an administrator ends any session; a
 -- read-only role gets no store keys that can delete blocks.
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 DROP ROLE IF EXISTS jfs_regress_lease_a;
 DROP ROLE IF EXISTS jfs_regress_lease_b;
 DROP ROLE IF EXISTS jfs_regress_lease_ro;

@@ -4,11 +4,8 @@
 -- check_quota: refused to client and read-only roles), and the lock that
 -- orders directory moves (a row lock now: no role takes it outside a
 -- procedure, as any role could take the advisory lock it was).
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 DROP ROLE IF EXISTS jfs_regress_ids_a;
 DROP ROLE IF EXISTS jfs_regress_ids_b;
 DROP ROLE IF EXISTS jfs_regress_ids_reader;

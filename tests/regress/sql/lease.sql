@@ -1,11 +1,8 @@
 -- Directory leases (sql/lease.sql): take_lease's answers, lease_unlink's
 -- removals by name and inode (with and without a trash), want_lease, and
 -- the refusals a lease makes for other sessions
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 0, 0) \gset
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 SELECT count(*) FROM generate_series(1, 5) i, jfs.mknod(:d, convert_to('f' || i, 'UTF8'), 1, 420, 0, 0) m

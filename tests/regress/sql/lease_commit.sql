@@ -3,10 +3,8 @@
 -- default ACL, squash, usage, the change log), refuses each bad entry
 -- alone, says when the holder may go on answering creates, and is refused
 -- to other sessions while the lease is held
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 DROP ROLE IF EXISTS jfs_lc_all;
 CREATE ROLE jfs_lc_all;
 SELECT jfs.grant_client('jfs_lc_all', p_all_squash => '1500:1501');

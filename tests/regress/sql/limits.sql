@@ -2,11 +2,8 @@
 -- largest file (2^57 - 1 bytes) for a length, a zeroed or copied range and a
 -- slice's chunk; names, symlink targets and xattrs past their sizes; and
 -- df on a volume without a capacity, which no sparse file fills.
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 SELECT inode AS g FROM jfs.mknod(1, 'g', 1, 420, 0, 0) \gset
 -- a length: up to 2^57 - 1 bytes; 2^57 and past it (2^62, 2^63 - 1) EFBIG

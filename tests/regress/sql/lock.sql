@@ -1,8 +1,5 @@
 -- file locks shared by every mount: conflicts, split and merge, F_GETLK, deadlock, release, session end
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT jfs.session_register('host-a', 101) AS sa \gset
 SELECT jfs.session_register('host-b', 202) AS sb \gset
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset

@@ -4,11 +4,8 @@
 -- of another group, with a default ACL), umasks, modes (with set-id
 -- bits), owners, squashed roles and a quota at its limit. Times are left
 -- out (mknod's are the server's, lease_commit's those answered).
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT jfs.enable_acl();
 -- what a directory's files are, by name: node, access ACL
 CREATE FUNCTION pg_temp.files(p_dir bigint)

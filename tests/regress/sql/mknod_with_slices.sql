@@ -4,11 +4,8 @@
 -- transaction; sent again after a lost answer it finds the file made; a
 -- refused create commits nothing; another session is refused while the
 -- lease is held
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 1000, 1000) \gset
 SELECT inode AS taken FROM jfs.mknod(:d, 'taken', 1, 420, 0, 0) \gset
 SELECT jfs.alloc_ids('inode', 10) AS i \gset

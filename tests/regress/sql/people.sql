@@ -1,8 +1,5 @@
 -- SQL for people: jfs.resolve(path), jfs.path(inode), jfs.ls(path)
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS home FROM jfs.mknod(1, 'home', 2, 493, 0, 0) \gset

@@ -1,8 +1,5 @@
 -- byte ranges: zero_range (fallocate PUNCH_HOLE / ZERO_RANGE), seek_data (SEEK_DATA / SEEK_HOLE), copy_range (copy_file_range sharing slices)
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 \set chunk 67108864
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 SELECT jfs.alloc_ids('slice', 10) AS s \gset

@@ -1,8 +1,5 @@
 -- readdir / readdirplus: keyset pages over 10,000 entries
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS d FROM jfs.mknod(1, 'big', 2, 493, 0, 0) \gset
 SELECT count(*) FILTER (WHERE m.errno = 0) AS created
   FROM generate_series(1, 10000) i, jfs.mknod(:d, convert_to('entry-' || i, 'UTF8'), 1, 420, 0, 0) m;

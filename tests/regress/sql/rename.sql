@@ -1,8 +1,5 @@
 -- rename: plain, replace, RENAME_NOREPLACE (1), RENAME_EXCHANGE (2), loop check, nlink of parents
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS a FROM jfs.mknod(1, 'a', 2, 493, 0, 0) \gset

@@ -1,8 +1,5 @@
 -- rmr: a whole tree removed in bounded steps, consistent after each
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- /t/{f1..f5, s -> f1, a/{g1..g3, b/{h1, h2, c/}}, link-of-outside}; /outside/o (also linked into /t/a)

@@ -1,9 +1,6 @@
 -- privileges: PUBLIC can do nothing; a client role calls procedures but cannot write tables;
 -- a reader role reads tables and read-only functions but changes nothing
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 DROP ROLE IF EXISTS jfs_regress_client;
 DROP ROLE IF EXISTS jfs_regress_reader;
 DROP ROLE IF EXISTS jfs_regress_nobody;

@@ -1,8 +1,5 @@
 -- sessions and open-unlinked files: sustained until released or the session dies
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT jfs.session_register('host-a', 101, '{"mountpoint": "/mnt/a"}') AS sa \gset

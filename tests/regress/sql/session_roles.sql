@@ -2,11 +2,8 @@
 -- cannot heartbeat, close, lock, release or hold files for another mount's
 -- session, end it while it is alive, make its changes pass for that
 -- mount's own (which the mount would skip), or repair quotas
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 DROP ROLE IF EXISTS jfs_regress_mount_a;
 DROP ROLE IF EXISTS jfs_regress_mount_b;
 CREATE ROLE jfs_regress_mount_a;

@@ -1,9 +1,6 @@
 -- setattr: mode, owner, times with nanoseconds, size (truncate); bits: 1 mode, 2 uid, 4 gid,
 -- 8 size, 16 atime, 32 mtime, 64 ctime, 128 atime=now, 256 mtime=now
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 1000, 1000) \gset

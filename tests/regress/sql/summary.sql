@@ -1,10 +1,8 @@
 -- summary: a tree's sizes and counts from dir_stats, equal to a walk of
 -- its entries after every kind of change; destroy: a volume emptied so
 -- that format makes a new one
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 SELECT uuid AS vol FROM jfs.format('regress') \gset
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 -- what summary must say, by walking every entry (du --apparent-size and

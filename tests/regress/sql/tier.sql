@@ -1,9 +1,6 @@
 -- tiers: id -> storage class, inherited through mkdir and create, set recursively
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset
 SELECT * FROM jfs.tier ORDER BY id;

@@ -1,9 +1,7 @@
 -- trash: removed entries move to /.trash/HOUR, stay charged to the volume but
 -- leave their directory quota, come back with restore, and expire
-SET client_min_messages = warning;
 \set VERBOSITY terse
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
+\ir tests/regress/fresh_extension.sql
 SELECT errno FROM jfs.format('regress', p_trash_days => 1);
 -- slice ids, reserved as a mount reserves them
 SELECT jfs.alloc_ids('slice', 1000000) AS first_slice \gset

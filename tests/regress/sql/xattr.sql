@@ -1,8 +1,5 @@
 -- extended attributes: XATTR_CREATE (1), XATTR_REPLACE (2), list, remove
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS jfs CASCADE;
-CREATE EXTENSION jfs;
-SELECT errno FROM jfs.format('regress');
+\ir tests/regress/fresh_volume.sql
 SELECT inode AS f FROM jfs.mknod(1, 'f', 1, 420, 0, 0) \gset
 SELECT jfs.setxattr(:f, 'user.a', 'one');
 SELECT jfs.setxattr(:f, 'user.b', '\x00ff00'::bytea);

@@ -1,0 +1,3 @@
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS jfs CASCADE;
+CREATE EXTENSION jfs;

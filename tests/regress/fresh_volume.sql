@@ -1,0 +1,2 @@
+\ir fresh_extension.sql
+SELECT errno FROM jfs.format('regress');
