@@ -92,13 +92,19 @@ def main():
             timed(started)
             time.sleep(PAUSE)
 
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # (the handler only notes the signal: Event.set() in a handler, which
+    # runs in the main thread, deadlocks when the signal lands while that
+    # thread holds the Event's lock inside stop.wait(), and the workload
+    # then never stops; a failover test hung so)
+    terminated = []
+    signal.signal(signal.SIGTERM, lambda *_: terminated.append(True))
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
     threads += [threading.Thread(target=reader, args=(n,)) for n in range(readers)]
     for t in threads:
         t.start()
-    while not stop.is_set():
-        stop.wait(0.2)
+    while not terminated:
+        time.sleep(0.2)
+    stop.set()
     for t in threads:
         t.join()
     lat = sorted(latencies) or [0.0]
