@@ -123,6 +123,18 @@ impl Cluster {
         format!("postgres://{role}@{host}:{}/{db}", self.port)
     }
 
+    /// [`make_volume`] on this cluster.
+    pub fn make_volume(&self, name: &str, client: &str, bucket: &Path, format_args: &[&str]) {
+        make_volume(
+            |db, sql| self.sql(db, sql),
+            &self.url("postgres", "vol"),
+            name,
+            client,
+            bucket,
+            format_args,
+        );
+    }
+
     pub fn pg_ctl(&self, action: &str) {
         pg_sh(&format!(
             "as_postgres \"$PGBIN/pg_ctl\" -D {dir}/data -l {dir}/postgres.log -w -t 120 {action} >/dev/null",
@@ -168,6 +180,34 @@ impl Drop for Cluster {
     }
 }
 
+/// Makes database `vol` of a server a test started (a [`Cluster`], a
+/// [`crate::Formation`]'s primary) a volume named `name`: the extension,
+/// login role `client` with `jfs.grant_client`, and `jfs format` as
+/// `admin_url` (the server's URL as postgres, database `vol`) with its
+/// bucket in `bucket` and `format_args`. `sql(DB, SQL)` runs a statement
+/// on the server.
+pub fn make_volume(
+    sql: impl Fn(&str, &str) -> String,
+    admin_url: &str,
+    name: &str,
+    client: &str,
+    bucket: &Path,
+    format_args: &[&str],
+) {
+    sql("postgres", "CREATE DATABASE vol");
+    sql(
+        "vol",
+        &format!(
+            "SET client_min_messages = warning; CREATE EXTENSION jfs; \
+             CREATE ROLE {client} LOGIN; SELECT jfs.grant_client('{client}')"
+        ),
+    );
+    ok(jfs()
+        .args(["format", admin_url, name, "--bucket"])
+        .arg(bucket)
+        .args(format_args));
+}
+
 /// The role mounts of a [`PrivateVolume`] use (jfs.grant_client).
 pub const PRIVATE_CLIENT: &str = "jfs_crash_client";
 
@@ -194,17 +234,7 @@ impl PrivateVolume {
             pg.sql("postgres", &format!("ALTER SYSTEM SET {setting}"));
         }
         pg.pg_ctl("restart");
-        pg.sql("postgres", "CREATE DATABASE vol");
-        pg.sql(
-            "vol",
-            &format!(
-                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
-                 CREATE ROLE {PRIVATE_CLIENT} LOGIN; SELECT jfs.grant_client('{PRIVATE_CLIENT}')"
-            ),
-        );
-        ok(jfs()
-            .args(["format", &pg.url("postgres", "vol"), name, "--bucket"])
-            .arg(base.join("bucket")));
+        pg.make_volume(name, PRIVATE_CLIENT, &base.join("bucket"), &[]);
         PrivateVolume {
             _tmp: tmp,
             base,

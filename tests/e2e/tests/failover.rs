@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use jfs_e2e::{
-    assert_no_errors, eventually, free_metrics_addr, jfs, metric_sum, metrics_text,
+    assert_no_errors, eventually, free_metrics_addr, jfs, make_volume, metric_sum, metrics_text,
     missing_or_wrong, mount_at, ok, Cluster, Formation, Mount, Workload, PRIVATE_CLIENT as CLIENT,
 };
 
@@ -32,17 +32,7 @@ impl Pair {
         let base = tmp.path().to_path_buf();
         ok(std::process::Command::new("chmod").arg("755").arg(&base));
         let primary = Cluster::start(&base.join("pg-a"));
-        primary.sql("postgres", "CREATE DATABASE vol");
-        primary.sql(
-            "vol",
-            &format!(
-                "SET client_min_messages = warning; CREATE EXTENSION jfs; \
-                 CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
-            ),
-        );
-        ok(jfs()
-            .args(["format", &primary.url("postgres", "vol"), name, "--bucket"])
-            .arg(base.join("bucket")));
+        primary.make_volume(name, CLIENT, &base.join("bucket"), &[]);
         let standby = primary.standby(&base.join("pg-b"));
         // every commit that asks for it waits for the standby's flush
         primary.sql(
@@ -193,18 +183,14 @@ fn a_failover_manager_moves_the_primary_and_the_mounts_never_notice() {
     // pg_auto_failover: a monitor and two nodes, the second a synchronous
     // standby of the first; the volume made on the primary
     let f = Formation::start("paf");
-    f.sql("a", "postgres", "CREATE DATABASE vol");
-    f.sql(
-        "a",
-        "vol",
-        &format!(
-            "SET client_min_messages = warning; CREATE EXTENSION jfs; \
-             CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
-        ),
+    make_volume(
+        |db, sql| f.sql("a", db, sql),
+        &f.url("postgres", "vol"),
+        "paf",
+        CLIENT,
+        &f.base.join("bucket"),
+        &[],
     );
-    ok(jfs()
-        .args(["format", &f.url("postgres", "vol"), "paf", "--bucket"])
-        .arg(f.base.join("bucket")));
     let url = f.url(CLIENT, "vol");
     let mount = |label: &str, extra: &[&str]| {
         mount_at(

@@ -51,25 +51,8 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
         ),
     );
     live.pg_ctl("restart");
-    live.sql("postgres", "CREATE DATABASE vol");
-    live.sql(
-        "vol",
-        &format!(
-            "SET client_min_messages = warning; CREATE EXTENSION jfs; CREATE ROLE {CLIENT} LOGIN; \
-             SELECT jfs.grant_client('{CLIENT}')"
-        ),
-    );
     let bucket = base.join("bucket");
-    ok(jfs()
-        .args([
-            "format",
-            &live.url("postgres", "vol"),
-            "pitr",
-            "--storage",
-            "file",
-            "--bucket",
-        ])
-        .arg(&bucket));
+    live.make_volume("pitr", CLIENT, &bucket, &["--storage", "file"]);
     let said = ok(jfs().args([
         "config",
         &live.url("postgres", "vol"),
