@@ -101,14 +101,27 @@ impl Codec {
     }
 }
 
-#[async_trait]
-impl ObjectStore for Encoded {
-    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+impl Encoded {
+    /// `data` as it is stored under `key` (compressed, sealed).
+    async fn encoded(&self, key: &str, data: Bytes) -> io::Result<Bytes> {
         let (codec, owned_key) = (self.codec.clone(), key.to_string());
         let stored = tokio::task::spawn_blocking(move || codec.encode(&owned_key, &data))
             .await
             .map_err(io::Error::other)??;
-        self.inner.put(key, Bytes::from(stored), class).await
+        Ok(Bytes::from(stored))
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Encoded {
+    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+        let stored = self.encoded(key, data).await?;
+        self.inner.put(key, stored, class).await
+    }
+
+    async fn put_block(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+        let stored = self.encoded(key, data).await?;
+        self.inner.put_block(key, stored, class).await
     }
 
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes> {

@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{is_archive_class, ObjectInfo, ObjectState, ObjectStore};
-use crate::volume::layout::is_block_key;
 
 /// What marks an object file being written (`KEY.tmp.PID.N`, renamed to
 /// KEY when complete; a new block is written without a name instead, see
@@ -203,9 +202,16 @@ fn read_class(meta: &Path) -> ObjectState {
     }
 }
 
-#[async_trait]
-impl ObjectStore for FileStore {
-    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+impl FileStore {
+    /// Stores `data` under `key`: a `new_block` is written where it ends
+    /// up ([`write_new_block`]), anything else beside it and renamed.
+    async fn put_file(
+        &self,
+        key: &str,
+        data: Bytes,
+        class: &str,
+        new_block: bool,
+    ) -> io::Result<()> {
         let path = self.path(key)?;
         let meta = class_path(&path);
         let class = class.to_string();
@@ -216,7 +222,6 @@ impl ObjectStore for FileStore {
             self.tmp_counter.fetch_add(1, Ordering::Relaxed)
         ));
         let root = self.root.clone();
-        let key = key.to_string();
         tokio::task::spawn_blocking(move || {
             let parent = path.parent().unwrap_or(&root).to_path_buf();
             create_dirs(&root, &parent)?;
@@ -227,7 +232,7 @@ impl ObjectStore for FileStore {
             write_class(&meta, &class, false)?;
             // a new block, named once whole (its key is used once: nothing
             // else writes or reads it before its slice is committed)
-            if is_block_key(&key) && write_new_block(&parent, &path, &data)? {
+            if new_block && write_new_block(&parent, &path, &data)? {
                 return sync_dir(&parent);
             }
             write_object(&tmp, &data)
@@ -239,6 +244,17 @@ impl ObjectStore for FileStore {
         })
         .await
         .map_err(io::Error::other)?
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FileStore {
+    async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+        self.put_file(key, data, class, false).await
+    }
+
+    async fn put_block(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+        self.put_file(key, data, class, true).await
     }
 
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes> {
@@ -419,20 +435,20 @@ mod tests {
             names.sort();
             names
         };
-        store.put(key, aligned(1), "").await.unwrap();
+        store.put_block(key, aligned(1), "").await.unwrap();
         assert_eq!(
             &store.get(key, 0, 8192).await.unwrap()[..],
             &[1u8; 8192][..]
         );
         // the same key again (a put tried again): replaced whole
-        store.put(key, aligned(2), "").await.unwrap();
+        store.put_block(key, aligned(2), "").await.unwrap();
         assert_eq!(
             &store.get(key, 0, 8192).await.unwrap()[..],
             &[2u8; 8192][..]
         );
         // a new block's tail (unaligned)
         store
-            .put("v/chunks/0/0/8_0_3", Bytes::from_static(b"abc"), "")
+            .put_block("v/chunks/0/0/8_0_3", Bytes::from_static(b"abc"), "")
             .await
             .unwrap();
         assert_eq!(

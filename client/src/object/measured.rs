@@ -35,13 +35,23 @@ async fn measure<T>(op: &str, request: impl Future<Output = io::Result<T>>) -> i
     result
 }
 
+/// A put of `len` bytes, timed and counted.
+async fn measured_put(len: u64, put: impl Future<Output = io::Result<()>>) -> io::Result<()> {
+    measure("put", put).await?;
+    METRICS.object_bytes.with_label_values(&["put"]).inc_by(len);
+    Ok(())
+}
+
 #[async_trait]
 impl<S: ObjectStore> ObjectStore for Measured<S> {
     async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
         let len = data.len() as u64;
-        measure("put", self.inner.put(key, data, class)).await?;
-        METRICS.object_bytes.with_label_values(&["put"]).inc_by(len);
-        Ok(())
+        measured_put(len, self.inner.put(key, data, class)).await
+    }
+
+    async fn put_block(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+        let len = data.len() as u64;
+        measured_put(len, self.inner.put_block(key, data, class)).await
     }
 
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes> {

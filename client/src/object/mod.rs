@@ -28,6 +28,13 @@ pub trait ObjectStore: Send + Sync {
     /// Stores a whole object (replacing any object of that key) in storage
     /// class `class` ("" = the bucket's default).
     async fn put(&self, key: &str, data: Bytes, class: &str) -> io::Result<()>;
+    /// [`ObjectStore::put`] of a new block of a slice: its key names it
+    /// once and nothing reads it before its slice is committed, so a
+    /// store may write it where it ends up instead of beside it (a tried
+    /// again put of it replaces it whole all the same).
+    async fn put_block(&self, key: &str, data: Bytes, class: &str) -> io::Result<()> {
+        self.put(key, data, class).await
+    }
     /// Reads `len` bytes at `off` of an object; fewer only at its end.
     async fn get(&self, key: &str, off: u64, len: usize) -> io::Result<Bytes>;
     /// Deletes an object; a missing object is not an error.

@@ -124,7 +124,7 @@ where
             let (store, class) = (t.store.clone(), t.class.clone());
             async move {
                 with_retries(&format!("put {key}"), || {
-                    store.put(&key, block.clone(), &class)
+                    store.put_block(&key, block.clone(), &class)
                 })
                 .await
             }

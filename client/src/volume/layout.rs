@@ -89,18 +89,6 @@ pub fn parse_block_key(volume: &str, key: &str) -> Option<(u64, u32, u32)> {
     Some((id, index, size))
 }
 
-/// Whether `key` is a block's key (of any volume: [`block_key`]'s shape).
-pub fn is_block_key(key: &str) -> bool {
-    let mut parts = key.rsplitn(4, '/');
-    let (Some(_name), Some(_), Some(_), Some(rest)) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return false;
-    };
-    rest.strip_suffix("/chunks")
-        .is_some_and(|volume| parse_block_key(volume, key).is_some())
-}
-
 /// Where every block of `volume` is kept: `{volume}/chunks/`.
 pub fn blocks_prefix(volume: &str) -> String {
     format!("{volume}/chunks/")
@@ -540,19 +528,6 @@ mod tests {
         );
         assert_eq!(parse_block_key("vol", "vol/chunks/9/9/7_0_4096"), None);
         assert_eq!(parse_block_key("vol", "vol/chunks/0/0/7_0"), None);
-        // whatever the volume
-        assert!(is_block_key(&key));
-        assert!(is_block_key("a/b/chunks/0/0/7_0_4096"));
-        for not_a_block in [
-            "vol/juicefs_uuid",
-            "vol/meta/dump-2026.json.gz",
-            "vol/chunks/0/0/7_0_4096.tmp.1.2",
-            "vol/chunks/9/9/7_0_4096",
-            "chunks/0/0/7_0_4096",
-            "vol/blocks/0/0/7_0_4096",
-        ] {
-            assert!(!is_block_key(not_a_block), "{not_a_block}");
-        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub(super) fn upload(t: &WriteTarget<'_>, key: String, (data, charge): (Bytes, C
     t.runtime.spawn(async move {
         // the charge is held until the block is stored (or handed back)
         match with_retries(&format!("put {key}"), || {
-            store.put(&key, data.clone(), &class)
+            store.put_block(&key, data.clone(), &class)
         })
         .await
         {
