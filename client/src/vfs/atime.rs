@@ -3,7 +3,6 @@
 //! strictatime mount options), decided from this mount's copy of the node
 //! first, so that most reads commit nothing.
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Vfs;
 
@@ -61,20 +60,31 @@ pub fn atime_due(mode: AtimeMode, atime: i64, mtime: i64, ctime: i64, now: i64) 
     }
 }
 
-/// A mount's atime keeping: its mode, and whether the database refused it
-/// (an extension before 0.2.24, a read-only role): then reads move nothing.
+/// A mount's atime keeping: its mode, noatime where the database cannot
+/// move atimes for it (a read-only role; an extension before 0.2.24, whose
+/// role has no `jfs.touch_atime` to call, as learnt at connect).
 #[derive(Default)]
 pub(super) struct AtimeKeeper {
     mode: AtimeMode,
-    refused: AtomicBool,
 }
 
 impl AtimeKeeper {
-    pub(super) fn new(mode: AtimeMode, read_only: bool) -> AtimeKeeper {
-        AtimeKeeper {
-            mode: if read_only { AtimeMode::Noatime } else { mode },
-            refused: AtomicBool::new(false),
-        }
+    /// `may_touch`: whether the role may call `jfs.touch_atime`.
+    pub(super) fn new(mode: AtimeMode, read_only: bool, may_touch: bool) -> AtimeKeeper {
+        let mode = match mode {
+            AtimeMode::Noatime => mode,
+            _ if read_only => AtimeMode::Noatime,
+            _ if !may_touch => {
+                tracing::warn!(
+                    "atimes are not kept: this role may not call jfs.touch_atime (an extension \
+                     before 0.2.24: run ALTER EXTENSION jfs UPDATE; or a role granted \
+                     jfs.grant_client before it: run it again)"
+                );
+                AtimeMode::Noatime
+            }
+            _ => mode,
+        };
+        AtimeKeeper { mode }
     }
 }
 
@@ -85,7 +95,7 @@ impl Vfs {
     /// is. A failure is no error of the read.
     pub(super) async fn accessed(&self, inode: u64) {
         let keeper = &self.atime;
-        if keeper.mode == AtimeMode::Noatime || keeper.refused.load(Ordering::Relaxed) {
+        if keeper.mode == AtimeMode::Noatime {
             return;
         }
         let now = crate::meta::time_to_ns(std::time::SystemTime::now());
@@ -97,15 +107,6 @@ impl Vfs {
         let strict = keeper.mode == AtimeMode::Strictatime;
         match self.ns.touch_atime(inode, strict).await {
             Ok(_) => self.ns.attrs.forget(inode),
-            Err(e) if e.is_undefined_or_denied() => {
-                if !keeper.refused.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "atimes are not kept: the database refuses jfs.touch_atime ({e}); \
-                         an extension before 0.2.24, or a role granted jfs.grant_client before \
-                         it (run it again)"
-                    );
-                }
-            }
             Err(e) => tracing::debug!("inode {inode}: jfs.touch_atime: {e}"),
         }
     }

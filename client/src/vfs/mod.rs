@@ -170,6 +170,7 @@ impl Vfs {
         sid: i64,
     ) -> Arc<Vfs> {
         meta.set_async_commits(volume.meta_durability == "fsync");
+        let may_touch_atime = meta.may_call("touch_atime");
         let settings = crate::ns::Settings {
             attr_ttl: config.attr_ttl,
             keep_names: !config.entry_ttl.is_zero(),
@@ -180,7 +181,7 @@ impl Vfs {
         Arc::new_cyclic(|mount: &std::sync::Weak<Vfs>| Vfs {
             ns: Arc::new(Namespace::new(meta, settings, sid, mount.clone())),
             cache: BlockCache::new(config.buffer_size / 2),
-            atime: atime::AtimeKeeper::new(config.atime, config.read_only),
+            atime: atime::AtimeKeeper::new(config.atime, config.read_only, may_touch_atime),
             commit_now: tokio::sync::Notify::new(),
             space_limited: Mutex::new(None),
             runtime: tokio::runtime::Handle::current(),

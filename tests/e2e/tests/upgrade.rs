@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use jfs_e2e::{
-    env, fresh_database, jfs, login_role, meta_url_as, ok, pattern, psql, Volume, CLIENT_ROLE,
+    env, fresh_database, jfs, login_role, meta_url_as, ok, pattern, procedure_calls, psql, Volume,
+    CLIENT_ROLE,
 };
 
 /// The version this build installs (the workspace version).
@@ -478,4 +479,32 @@ fn a_dump_of_an_updated_volume_restores_what_its_roles_may_call() {
         assert!(fs::read(m.p("after-restore")).unwrap() == pattern(43, 70_000));
         m.unmount();
     }
+}
+
+/// A mount with `--atime-mode relatime` on a release without
+/// `jfs.touch_atime` (before 0.2.24) knows at mount that it keeps no
+/// atimes, says so once, and never asks the database to move one: reads
+/// work as on any volume.
+#[test]
+fn a_mount_on_a_release_without_touch_atime_keeps_no_atimes_and_never_asks() {
+    let v = Volume::on_release("atime-old", "0.2.23");
+    let (m, addr) = v.mount_with_caches("m", "1", &["--atime-mode", "relatime"]);
+    fs::write(m.p("f"), b"read me").unwrap();
+    // (a second old: relatime would move the atime now)
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    for _ in 0..3 {
+        assert_eq!(fs::read(m.p("f")).unwrap(), b"read me");
+    }
+    assert_eq!(
+        procedure_calls(&addr, "touch_atime"),
+        0.0,
+        "touch_atime was asked of jfs 0.2.23"
+    );
+    let log = m.log_text();
+    assert_eq!(
+        log.matches("atimes are not kept").count(),
+        1,
+        "the mount's log: {log}"
+    );
+    m.unmount();
 }
