@@ -12,7 +12,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 packages=(build-essential pkg-config clang libclang-dev cmake postgresql-15
           postgresql-server-dev-15 postgresql-contrib fuse3 sudo libssl-dev)
-! $tests || packages+=(python3-venv acl rsync pgbouncer time openssl postgresql-15-auto-failover pg-auto-failover-cli)
+! $tests || packages+=(python3-venv acl rsync pgbouncer time openssl gdb postgresql-15-auto-failover pg-auto-failover-cli)
 need_apt=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")

@@ -2,8 +2,11 @@
 //! without FUSE. Each `Client` attaches once per process: its own runtime,
 //! connection pool and session. A process forked after it attached (a
 //! DataLoader worker) attaches again at its first call and never touches
-//! the parent's connections, which it leaves open and unused. Calls drop
+//! the parent's connections, which it leaves open and unused; no fork
+//! happens while a thread is inside OpenSSL (see `meta::tls_fork`). Calls drop
 //! the GIL while they wait, so Python threads run them in parallel.
+mod fork;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -577,5 +580,6 @@ fn _jfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .try_init();
     m.add_class::<Client>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    fork::register_hooks(m)?;
     Ok(())
 }

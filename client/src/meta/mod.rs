@@ -34,6 +34,7 @@ mod replica;
 mod session;
 mod tier;
 mod tls;
+pub mod tls_fork;
 mod trash;
 mod version;
 mod volume;

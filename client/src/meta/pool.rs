@@ -200,15 +200,18 @@ impl Meta {
     fn pool(meta_url: &str, max_connections: usize) -> std::result::Result<Meta, ConnectError> {
         let (meta_url, unnamed_statements) = split_pooler_option(meta_url);
         let (meta_url, tls) = TlsOptions::split(&meta_url);
-        let (ssl_mode, tls) = tls.connector().map_err(|e| ConnectError::Tls {
-            url: redact_url(&meta_url),
-            reason: e.to_string(),
-        })?;
         let mut config =
             tokio_postgres::Config::from_str(&meta_url).map_err(|e| ConnectError::BadUrl {
                 url: redact_url(&meta_url),
                 reason: e.to_string(),
             })?;
+        let sockets_only = config.get_hostaddrs().is_empty()
+            && (config.get_hosts().iter())
+                .all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+        let (ssl_mode, tls) = tls.connector(sockets_only).map_err(|e| ConnectError::Tls {
+            url: redact_url(&meta_url),
+            reason: e.to_string(),
+        })?;
         if config.get_password().is_none() {
             if let Ok(password) = std::env::var("META_PASSWORD") {
                 config.password(password);

@@ -35,10 +35,12 @@ use openssl::nid::Nid;
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode, SslVersion};
 use openssl::x509::store::{X509Store, X509StoreBuilder};
 use openssl::x509::{X509Ref, X509VerifyResult, X509};
-use postgres_openssl::{TlsConnector, TlsStream};
+use postgres_openssl::TlsConnector;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+
+use super::tls_fork::{self, Guarded, GuardedStream};
 
 /// How far the server's certificate is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +108,10 @@ impl TlsOptions {
     }
 
     /// The ssl mode to give tokio-postgres, and the connector that does
-    /// the TLS these options ask for.
-    pub fn connector(&self) -> anyhow::Result<(SslMode, Connector)> {
+    /// the TLS these options ask for. Over unix sockets only (`sockets_only`)
+    /// there is no TLS, as in libpq: the options are checked but no TLS
+    /// context is made (OpenSSL is never called).
+    pub fn connector(&self, sockets_only: bool) -> anyhow::Result<(SslMode, Connector)> {
         let system = self.root_cert.as_deref() == Some("system");
         let mode = match (self.mode.as_deref(), system) {
             (None, true) => "verify-full",
@@ -127,6 +131,14 @@ impl TlsOptions {
             !system || mode == "verify-full",
             "weak sslmode \"{mode}\" may not be used with sslrootcert=system (use \"verify-full\")"
         );
+        if sockets_only || ssl_mode == SslMode::Disable {
+            let connector = Connector {
+                ssl: None,
+                check: Check::Nothing,
+            };
+            return Ok((SslMode::Disable, connector));
+        }
+        let _openssl = tls_fork::section();
         let verify = mode.starts_with("verify-");
         let roots = self.roots(verify)?;
         let check = match (&roots, mode) {
@@ -163,7 +175,7 @@ impl TlsOptions {
             })?;
         }
         let connector = Connector {
-            ssl: builder.build(),
+            ssl: Some(Arc::new(Guarded::new(builder.build()))),
             check,
         };
         Ok((ssl_mode, connector))
@@ -296,7 +308,8 @@ fn percent_decoded(v: &str) -> String {
 /// the server's certificate as the options ask.
 #[derive(Clone)]
 pub struct Connector {
-    ssl: SslConnector,
+    /// None where TLS is never used (sslmode=disable, unix sockets).
+    ssl: Option<Arc<Guarded<SslConnector>>>,
     check: Check,
 }
 
@@ -304,15 +317,22 @@ impl<S> MakeTlsConnect<S> for Connector
 where
     S: AsyncRead + AsyncWrite + Unpin + Debug + Send + Sync + 'static,
 {
-    type Stream = TlsStream<S>;
+    type Stream = GuardedStream<S>;
     type TlsConnect = Connect;
     type Error = ErrorStack;
 
     fn make_tls_connect(&mut self, host: &str) -> Result<Connect, ErrorStack> {
-        let mut ssl = self.ssl.configure()?;
+        let refusal = Arc::new(Mutex::new(None));
+        let Some(context) = &self.ssl else {
+            return Ok(Connect {
+                handshake: None,
+                refusal,
+            });
+        };
+        let _openssl = tls_fork::section();
+        let mut ssl = context.configure()?;
         // the host name is checked below, as libpq checks it
         ssl.set_verify_hostname(false);
-        let refusal = Arc::new(Mutex::new(None));
         if self.check == Check::Full {
             let (host, said) = (host.to_string(), refusal.clone());
             ssl.set_verify_callback(SslVerifyMode::PEER, move |chain_ok, store| {
@@ -333,7 +353,7 @@ where
             });
         }
         Ok(Connect {
-            handshake: TlsConnector::new(ssl, host),
+            handshake: Some(Guarded::new(TlsConnector::new(ssl, host))),
             refusal,
         })
     }
@@ -341,29 +361,43 @@ where
 
 /// One connection's TLS handshake, and why its certificate was refused.
 pub struct Connect {
-    handshake: TlsConnector,
+    /// None where TLS is never used (see [`Connector`]).
+    handshake: Option<Guarded<TlsConnector>>,
     refusal: Arc<Mutex<Option<String>>>,
 }
 
 type Handshake<S> =
-    Pin<Box<dyn Future<Output = Result<TlsStream<S>, Box<dyn Error + Send + Sync>>> + Send>>;
+    Pin<Box<dyn Future<Output = Result<GuardedStream<S>, Box<dyn Error + Send + Sync>>> + Send>>;
 
 impl<S> TlsConnect<S> for Connect
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    type Stream = TlsStream<S>;
+    type Stream = GuardedStream<S>;
     type Error = Box<dyn Error + Send + Sync>;
     type Future = Handshake<S>;
 
     fn connect(self, stream: S) -> Handshake<S> {
         let Connect { handshake, refusal } = self;
-        let handshake = handshake.connect(stream);
+        let Some(handshake) = handshake else {
+            return Box::pin(async { Err("TLS is not used on this connection".into()) });
+        };
+        let mut handshake = {
+            let _openssl = tls_fork::section();
+            Guarded::new(handshake.into_inner().connect(stream))
+        };
         Box::pin(async move {
-            handshake.await.map_err(|e| {
-                let why = refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
-                why.map_or(e, Into::into)
-            })
+            let done = std::future::poll_fn(|cx| {
+                let _openssl = tls_fork::section();
+                handshake.as_mut().poll(cx)
+            });
+            match done.await {
+                Ok(stream) => Ok(GuardedStream::new(stream)),
+                Err(e) => {
+                    let why = refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    Err(why.map_or(e, Into::into))
+                }
+            }
         })
     }
 }
@@ -462,14 +496,20 @@ mod tests {
         assert_eq!(tls.root_cert.as_deref(), Some("/etc/ca x.crt"));
         let (url, tls) = TlsOptions::split("postgres://u@db/v");
         assert_eq!(url, "postgres://u@db/v");
-        assert_eq!(tls.connector().unwrap().0, SslMode::Prefer);
+        assert_eq!(tls.connector(false).unwrap().0, SslMode::Prefer);
         let (_, tls) = TlsOptions::split("postgres://u@db/v?sslmode=verify-everything");
-        assert!(tls.connector().is_err());
+        assert!(tls.connector(false).is_err());
         let (_, tls) = TlsOptions::split("postgres://u@db/v?sslmode=disable");
-        assert_eq!(tls.connector().unwrap().0, SslMode::Disable);
+        assert_eq!(tls.connector(false).unwrap().0, SslMode::Disable);
         let (_, tls) =
             TlsOptions::split("postgres://u@db/v?sslmode=verify-full&sslrootcert=/nonexistent");
-        let e = tls.connector().err().unwrap().to_string();
+        let e = tls.connector(false).err().unwrap().to_string();
         assert!(e.contains("/nonexistent"), "{e}");
+        // over unix sockets only there is no TLS (as in libpq) and no
+        // TLS context is made, but the mode must still be one libpq knows
+        let (mode, connector) = tls.connector(true).unwrap();
+        assert_eq!((mode, connector.ssl.is_none()), (SslMode::Disable, true));
+        let (_, tls) = TlsOptions::split("postgres://u@db/v?sslmode=verify-everything");
+        assert!(tls.connector(true).is_err());
     }
 }
