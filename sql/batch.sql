@@ -164,6 +164,13 @@ LANGUAGE sql STABLE AS $$
     SELECT array_agg(t.inode) FROM t
 $$;
 
+-- Whether directories p_dirs (a tree's) hold a shard root: a directory of
+-- another shard (sql/shard.sql).
+CREATE FUNCTION _holds_shard_roots(p_dirs bigint[]) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest(p_dirs) d WHERE (d >> 48) NOT IN (32767, _this_shard()))
+$$;
+
 -- Removes the tree p_name of p_parent (a directory and everything below it;
 -- a non-directory is simply unlinked), at most p_limit entries per call so
 -- that no transaction grows without bound: files first, then directories
@@ -215,6 +222,13 @@ BEGIN
                        FROM batch_unlink(p_parent, ARRAY[p_name], p_sid, p_open_inodes) b;
         RETURN;
     END IF;
+    -- a tree with a shard root in it (a directory of another shard, whose
+    -- entries are there) is removed a shard at a time, from the leaves up
+    v_dirs := _tree_dirs(v_root);
+    IF _holds_shard_roots(v_dirs) THEN
+        RETURN QUERY SELECT 18, 0::bigint, true;
+        RETURN;
+    END IF;
     -- with a trash, the whole tree moves there in one step
     IF EXISTS (SELECT 1 FROM setting WHERE trash_days > 0) AND NOT _in_trash(p_parent) THEN
         v_count := (_subtree_usage(v_root)).inodes + 1;
@@ -231,7 +245,11 @@ BEGIN
     -- it is read again under them until every directory it has is locked
     -- (what moved out stays locked, harmlessly, to the end of the step).
     LOOP
-        v_dirs := _tree_dirs(v_root);
+        IF _holds_shard_roots(v_dirs) THEN
+            -- (one moved in meanwhile)
+            RETURN QUERY SELECT 18, 0::bigint, true;
+            RETURN;
+        END IF;
         SELECT array_agg(f.inode) INTO v_gone
           FROM (SELECT e.inode FROM edge e WHERE e.parent = ANY (v_dirs) AND e.type <> 2 LIMIT v_limit) f;
         PERFORM 1 FROM node n
@@ -243,7 +261,8 @@ BEGIN
             RETURN QUERY SELECT * FROM rmr(p_parent, p_name, p_limit, p_sid, p_open_inodes);
             RETURN;
         END IF;
-        EXIT WHEN _tree_dirs(v_root) <@ v_locked;
+        v_dirs := _tree_dirs(v_root);
+        EXIT WHEN v_dirs <@ v_locked;
     END LOOP;
     -- one row per step: the tree below the entry loses entries
     INSERT INTO change (op, inode, parent, name) VALUES ('rmr', v_root, p_parent, p_name);

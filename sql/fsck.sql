@@ -46,6 +46,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     -- an entry must point at an existing node of the same type, in a directory
     SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
       FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
     UNION ALL
     SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
       FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
@@ -73,13 +74,17 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
       FROM node n
       CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
      WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
     UNION ALL
-    -- every node is reachable from the root, unless unlinked and held open
-    -- (an anti-join, not NOT IN: NOT IN over a big set is quadratic)
+    -- every node is reachable from the root or a shard root of this shard,
+    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
+    -- a big set is quadratic)
     SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
       FROM node n
       LEFT JOIN (WITH RECURSIVE tree(inode) AS (
                      SELECT 1::bigint
+                     UNION
+                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
                      UNION
                      SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
                  )

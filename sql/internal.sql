@@ -33,6 +33,20 @@ $$;
 CREATE FUNCTION _trash_inode() RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 9223372032828243968::bigint $$;
 
+-- The shard of its volume this database is (sql/shard.sql; 0: the root).
+CREATE FUNCTION _this_shard() RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT s.shard FROM setting s), 0)
+$$;
+
+-- Whether inode p_inode is of another shard of the volume than this
+-- database (sql/shard.sql): its shard number (bits 48 to 62) is not this
+-- one's. The trash's inode is every shard's.
+CREATE FUNCTION _remote(p_inode bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT (p_inode >> 48) <> 32767 AND (p_inode >> 48) <> _this_shard()
+$$;
+
 -- Whether (p_parent, p_name) is a name the volume keeps for itself: /.trash
 -- (the trash) and /.jfs.control (each mount's control file). Nobody makes,
 -- links or renames an entry to them in the root; elsewhere they are names.

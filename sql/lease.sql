@@ -163,11 +163,11 @@ BEGIN
         RETURN;
     END IF;
     SELECT array_agg(x.name ORDER BY x.name), array_agg(x.inode ORDER BY x.name),
-           array_agg(x.type ORDER BY x.name), array_agg(n.nlink ORDER BY x.name)
+           array_agg(x.type ORDER BY x.name), array_agg(coalesce(n.nlink, 2) ORDER BY x.name)
       INTO names, inodes, types, nlinks
       FROM (SELECT e.name, e.inode, e.type FROM edge e WHERE e.parent = p_dir
              ORDER BY e.parent, e.name LIMIT v_limit + 1) x
-      JOIN node n ON n.inode = x.inode;
+      LEFT JOIN node n ON n.inode = x.inode;  -- (a shard root's node is its shard's)
     IF cardinality(names) > v_limit THEN
         errno := 27;
         names := NULL; inodes := NULL; types := NULL; nlinks := NULL;

@@ -49,10 +49,14 @@ BEGIN
     IF cardinality(p_inodes) = 2 AND p_inodes[1] IS NOT NULL AND p_inodes[2] IS NOT NULL
        AND p_inodes[1] <> p_inodes[2] THEN
         -- the common case (a directory and one entry) without a sorting query
+        -- (both locked even when the first is missing: a shard root has no
+        -- node here, and its parent must still be locked)
         IF p_inodes[1] < p_inodes[2] THEN
-            RETURN _lock_node(p_inodes[1], p_modes[1]) AND _lock_node(p_inodes[2], p_modes[2]);
+            ok := _lock_node(p_inodes[1], p_modes[1]);
+            RETURN _lock_node(p_inodes[2], p_modes[2]) AND ok;
         END IF;
-        RETURN _lock_node(p_inodes[2], p_modes[2]) AND _lock_node(p_inodes[1], p_modes[1]);
+        ok := _lock_node(p_inodes[2], p_modes[2]);
+        RETURN _lock_node(p_inodes[1], p_modes[1]) AND ok;
     END IF;
     SELECT array_agg(i ORDER BY i), array_agg(strength ORDER BY i) INTO v_inodes, v_strengths
       FROM (SELECT i, max(CASE m WHEN 'update' THEN 3 WHEN 'nokey' THEN 2 ELSE 1 END) AS strength
@@ -80,19 +84,24 @@ BEGIN
 END
 $$;
 
--- The node a name refers to in a directory.
+-- The node a name refers to in a directory. A shard root (a directory of
+-- another shard, sql/shard.sql) is answered with errno 18 (EXDEV), its
+-- inode and its type: its attributes are its shard's to give.
 CREATE FUNCTION lookup(p_parent bigint, p_name bytea) RETURNS attr
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     r attr;
 BEGIN
     PERFORM _unleased(ARRAY[p_parent]);
-    SELECT 0, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+    SELECT 0, e.inode, e.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
            n.parent, n.tier, n.used
       INTO r
-      FROM edge e JOIN node n ON n.inode = e.inode
+      FROM edge e LEFT JOIN node n ON n.inode = e.inode
      WHERE e.parent = p_parent AND e.name = p_name;
-    IF FOUND THEN
+    IF FOUND AND r.mode IS NOT NULL THEN
+        RETURN r;
+    ELSIF FOUND AND _remote(r.inode) THEN
+        r.errno := 18;
         RETURN r;
     END IF;
     IF _is_dot(p_name) THEN
@@ -347,7 +356,11 @@ BEGIN
     PERFORM _lock_nodes(ARRAY[p_inode, p_parent], ARRAY['nokey', 'share']);
     SELECT * INTO n FROM node WHERE inode = p_inode;
     SELECT d.type, d.qroot, st.quota_limits INTO v_ptype, v_pqroot, v_limits FROM node d, setting st WHERE d.inode = p_parent;
-    IF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
+    IF (n.inode IS NULL OR v_ptype IS NULL) AND (p_inode >> 48 NOT IN (32767, s.shard)
+                                                 OR p_parent >> 48 NOT IN (32767, s.shard)) THEN
+        -- a link across shards, as across file systems
+        RETURN _err(18);
+    ELSIF n.inode IS NULL OR n.nlink = 0 OR v_ptype IS NULL THEN
         RETURN _err(2);
     ELSIF n.type = 2 THEN
         RETURN _err(1);

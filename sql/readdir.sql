@@ -51,7 +51,9 @@ $$;
 -- extended attributes (any name getxattr could find; POSIX ACLs are kept
 -- apart, sql/acl.sql): a mount answers getxattr of the others without
 -- asking. `ls -l` asks each file for security.selinux, and backup tools
--- ask for more.
+-- ask for more. A shard root's row (a directory of another shard,
+-- sql/shard.sql) has errno 18 (EXDEV), its cookie, name, inode and type,
+-- and no attributes: they are its shard's to give.
 CREATE FUNCTION readdirplus_xattrs(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
 RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
                uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
@@ -62,10 +64,10 @@ DECLARE
 BEGIN
     PERFORM _unleased(ARRAY[p_dir]);
     RETURN QUERY
-        SELECT 0, e.cookie, e.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
-               n.nlink, n.length, n.rdev, n.parent, n.tier, n.used,
+        SELECT CASE WHEN n.inode IS NULL THEN 18 ELSE 0 END, e.cookie, e.name, e.inode, e.type, n.mode, n.uid,
+               n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev, n.parent, n.tier, n.used,
                EXISTS (SELECT 1 FROM xattr x WHERE x.inode = n.inode)
-          FROM edge e JOIN node n ON n.inode = e.inode
+          FROM edge e LEFT JOIN node n ON n.inode = e.inode
          WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
          ORDER BY e.cookie
          LIMIT least(greatest(coalesce(p_limit, 1000), 1), 100000);

@@ -98,6 +98,9 @@ BEGIN
             RETURN _err(1);
         ELSIF v_type <> 2 THEN
             RETURN _err(20);
+        ELSIF (v_child >> 48) NOT IN (32767, s.shard) THEN
+            -- a shard root: its node and entries are its shard's
+            RETURN _err(18);
         END IF;
         -- (the directory removed is read: it must not be leased elsewhere either)
         PERFORM _unleased(ARRAY[p_parent, v_child]);

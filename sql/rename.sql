@@ -44,6 +44,7 @@ DECLARE
     v_mode text;
     v_skip bigint;
     v_destroying timestamptz;
+    v_shard integer;
     v_moves_dir boolean;
     v_locked_tree boolean := false;
     v_now_src bigint; v_now_dst bigint;
@@ -68,8 +69,9 @@ BEGIN
     END IF;
 
     FOR attempt IN 1..5 LOOP
-        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns, st.destroying
-          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip, v_destroying
+        SELECT se.inode, se.type, de.inode, de.type, st.meta_durability, st.skip_dir_mtime_ns, st.destroying,
+               st.shard
+          INTO v_src, v_src_type, v_dst, v_dst_type, v_mode, v_skip, v_destroying, v_shard
           FROM setting st
           LEFT JOIN edge se ON se.parent = p_parent AND se.name = p_name
           LEFT JOIN edge de ON de.parent = p_new_parent AND de.name = p_new_name;
@@ -79,6 +81,9 @@ BEGIN
             errno := _missing(p_parent, p_name); RETURN;
         ELSIF v_src = _trash_inode() THEN
             errno := 1; RETURN;
+        ELSIF (v_src >> 48) NOT IN (32767, v_shard) OR (v_dst >> 48) NOT IN (32767, v_shard) THEN
+            -- a shard root moves or is replaced only where its node is
+            errno := 18; RETURN;
         END IF;
         inode := v_src;
         IF v_dst IS NULL THEN

@@ -35,6 +35,8 @@
 --             At zero the slice moves to delslice.
 -- symlink     inode -> target bytes.
 -- xattr       (inode, name bytea) -> value bytea.
+-- shard_map   shard number -> URL (no credentials), when added: the
+--             volume's other databases, kept in the root's (sql/shard.sql).
 -- session     sid -> a mounted client: host, pid, info, start and last heartbeat,
 --             the role that registered it (only it, or an administrator, acts
 --             for it), and how long it may stay silent.
@@ -127,7 +129,11 @@ CREATE TABLE setting (
     -- objects go as soon as their freeing commit is durable, whatever the
     -- mounts' --gc-delay (never before retain_deleted): deleted data must
     -- not fill the store (jfs config --delete-queue-cap)
-    delete_queue_cap bigint NOT NULL DEFAULT 0 CHECK (delete_queue_cap >= 0)
+    delete_queue_cap bigint NOT NULL DEFAULT 0 CHECK (delete_queue_cap >= 0),
+    -- which shard of the volume this database is (sql/shard.sql): 0 the
+    -- root (the root directory and the shard map), others hold subtrees;
+    -- every inode and slice id made here carries it in bits 48 to 62
+    shard            integer NOT NULL DEFAULT 0 CHECK (shard BETWEEN 0 AND 32767)
 );
 
 CREATE TABLE secret (
@@ -416,6 +422,15 @@ CREATE TABLE trash_name (
     PRIMARY KEY (hour, name)
 );
 
+-- The volume's other shards, kept in its root database (sql/shard.sql):
+-- where each is (a connection URL without credentials: every mount adds
+-- its own) and when it was added.
+CREATE TABLE shard_map (
+    number   integer     PRIMARY KEY CHECK (number BETWEEN 1 AND 32767),
+    url      text        NOT NULL CHECK (url <> ''),
+    added_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- Composite results of the procedures. errno 0 = success; the other fields
 -- are NULL when errno <> 0.
 CREATE TYPE attr AS (
@@ -468,3 +483,4 @@ SELECT pg_catalog.pg_extension_config_dump('acl', '');
 SELECT pg_catalog.pg_extension_config_dump('change', '');
 SELECT pg_catalog.pg_extension_config_dump('change_id', '');
 SELECT pg_catalog.pg_extension_config_dump('trash_name', '');
+SELECT pg_catalog.pg_extension_config_dump('shard_map', '');

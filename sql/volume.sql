@@ -85,6 +85,13 @@ BEGIN
                               old.block_size, p_block_size);
             RETURN;
         END IF;
+        IF old.shard <> 0 AND p_trash_days > 0 THEN
+            errno := 22; uuid := old.uuid;
+            message := pg_catalog.format('this database is shard %s of its volume, which keeps no trash '
+                                         '(the trash is the root database''s): format it with trash days 0',
+                                         old.shard);
+            RETURN;
+        END IF;
         v_old_key := coalesce((SELECT s.encrypt_key FROM secret s), '');
         p_compression := coalesce(p_compression, old.compression);
         IF p_encrypt_key IS NULL THEN
@@ -228,6 +235,10 @@ BEGIN
     v_first := _next_ids(p_kind, p_count);
     IF v_first IS NULL THEN
         RAISE EXCEPTION 'alloc_ids: the volume is not formatted' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF (v_first + p_count - 1) >> 48 <> _this_shard() THEN
+        RAISE EXCEPTION 'alloc_ids: the % ids of shard % are used up', p_kind, _this_shard()
+            USING ERRCODE = 'program_limit_exceeded';
     END IF;
     PERFORM _grant_ids(p_kind, v_first, p_count);
     RETURN v_first;

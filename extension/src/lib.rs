@@ -111,6 +111,11 @@ pgrx::extension_sql_file!(
     requires = ["internal", "charge", "quota"]
 );
 pgrx::extension_sql_file!(
+    "../../sql/shard.sql",
+    name = "shard",
+    requires = ["internal", "charge", "volume"]
+);
+pgrx::extension_sql_file!(
     "../../sql/compact.sql",
     name = "compact",
     requires = ["internal", "people", "chunk_data"]

@@ -45,6 +45,7 @@ pub struct DestroyArgs {
 pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
     // nothing is touched before the uuid is checked
     let meta = Meta::connect(&a.meta_url, 4).await?;
+    crate::volume::shards::refuse_shards(&meta, &a.meta_url, "destroy").await?;
     let volume = read_volume(&meta, &a.meta_url).await?;
     anyhow::ensure!(
         volume.uuid.eq_ignore_ascii_case(a.uuid.trim()),

@@ -68,6 +68,7 @@ impl Progress {
 
 pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
     let meta = Meta::connect(&a.meta_url, 1).await?;
+    crate::volume::shards::refuse_shards(&meta, &a.meta_url, "a dump").await?;
     let to_file = a.file.as_ref().filter(|f| f.as_os_str() != "-");
     let gzip = a.gzip || to_file.is_some_and(|f| f.extension().is_some_and(|e| e == "gz"));
     // a file is written under a temporary name and renamed when complete

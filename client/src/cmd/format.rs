@@ -193,6 +193,7 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
             .context("--capacity too large")?,
         inodes: a.inodes,
         meta_durability: a.meta_durability.clone(),
+        uuid: None,
         force: a.force,
         keys,
         compression: a.compress.clone(),

@@ -63,6 +63,13 @@ pub async fn run(a: GcArgs) -> anyhow::Result<()> {
         mib(census.young.1),
         a.min_age
     );
+    if census.other_shards.0 > 0 {
+        println!(
+            "other shards    {:>9} objects  {}  (the volume's other shards' blocks: run gc on each)",
+            census.other_shards.0,
+            mib(census.other_shards.1)
+        );
+    }
     if !census.foreign.is_empty() {
         println!(
             "not block keys  {:>9} objects  (left alone)",

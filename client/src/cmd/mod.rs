@@ -1,4 +1,4 @@
-//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, summary, destroy, debug, sync.
+//! Subcommands, shaped like JuiceFS's: format, mount, umount, status, info, rmr, clone, compact, gc, quota, restore, tier, config, changelog, dump, load, fsck, bench, objbench, gateway, warmup, summary, destroy, debug, sync, shard.
 mod bench;
 mod changelog;
 mod clone;
@@ -18,6 +18,7 @@ mod objbench;
 mod quota;
 mod restore;
 mod rmr;
+mod shard;
 mod stats;
 mod status;
 mod summary;
@@ -70,6 +71,8 @@ enum Command {
     Quota(quota::QuotaArgs),
     /// Put what the trash holds back where it was
     Restore(restore::RestoreArgs),
+    /// Shards: a volume over several databases (add a shard, list them, make a directory on one)
+    Shard(shard::ShardArgs),
     /// Storage tiers: set a tree's tier (moving its objects), restore archived objects, status
     Tier(tier::TierArgs),
     /// Change a volume's settings: the storage class of a tier id, ACLs, the change log's retention
@@ -133,6 +136,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gc(a) => runtime()?.block_on(gc::run(a)),
         Command::Quota(a) => runtime()?.block_on(quota::run(a)),
         Command::Restore(a) => runtime()?.block_on(restore::run(a)),
+        Command::Shard(a) => runtime()?.block_on(shard::run(a)),
         Command::Tier(a) => runtime()?.block_on(tier::run(a)),
         Command::Config(a) => runtime()?.block_on(tier::config(a)),
         Command::Dump(a) => runtime()?.block_on(dump::run(a)),

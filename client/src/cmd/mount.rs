@@ -399,6 +399,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store,
             cache_key,
         } = open_volume(meta_url, a.max_connections, BucketCheck::WhenReachable).await?;
+        crate::volume::shards::refuse_shards(&meta, meta_url, "a mount").await?;
         anyhow::ensure!(
             !a.cache_sealed || cache_key.is_some(),
             "--cache-sealed: volume {} is not encrypted (jfs format --encrypt-rsa-key), so \

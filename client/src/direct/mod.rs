@@ -128,6 +128,7 @@ impl Direct {
             store,
             ..
         } = open_volume(meta_url, o.max_connections, BucketCheck::WhenReachable).await?;
+        crate::volume::shards::refuse_shards(&meta, meta_url, "attaching").await?;
         meta.set_retry_for(o.meta_retry);
         object::set_retries(object::DEFAULT_OBJECT_RETRY, object::DEFAULT_OBJECT_TIMEOUT);
         meta.require_client_grants().await?;

@@ -59,6 +59,9 @@ pub struct FormatRequest {
     pub capacity: u64,
     pub inodes: u64,
     pub meta_durability: String,
+    /// The uuid to give a new volume (a shard takes its root's); None: a
+    /// new one.
+    pub uuid: Option<String>,
     pub force: bool,
     /// The object store's access and secret key, kept in the volume.
     pub keys: Option<(String, String)>,
@@ -75,7 +78,8 @@ impl Meta {
         let row = self
             .call_one(
                 "SELECT errno, message \
-                   FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10, $11, $12, $13, $14)",
+                   FROM jfs.format($1, $2, $3, $4, $5, $6, $7, $8, $15::text::uuid, $9, $10, $11, $12, \
+                                  $13, $14)",
                 &[
                     &req.name,
                     &req.storage,
@@ -91,6 +95,7 @@ impl Meta {
                     &req.compression,
                     &req.encryption.as_ref().map(|e| e.1.as_str()),
                     &req.encryption.as_ref().map(|e| e.0.as_str()),
+                    &req.uuid,
                 ],
             )
             .await?;

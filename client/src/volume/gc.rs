@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use super::layout::{blocks_prefix, parse_block_key, slice_blocks};
-use crate::meta::{Meta, VolumeInfo};
+use crate::meta::{shard_of, Meta, VolumeInfo};
 use crate::metrics::METRICS;
 use crate::object::{temporary_of, ObjectInfo, ObjectStore};
 
@@ -21,6 +21,9 @@ pub struct Census {
     pub unreferenced: Vec<ObjectInfo>,
     pub young: (u64, u64),
     pub foreign: Vec<ObjectInfo>,
+    /// Blocks of slices another shard of the volume made (its own census
+    /// judges them: this database knows nothing of them).
+    pub other_shards: (u64, u64),
 }
 
 fn add(counter: &mut (u64, u64), o: &ObjectInfo) {
@@ -50,6 +53,7 @@ pub async fn take_census(
         store.describe()
     );
 
+    let shard = meta.shard_number().await?;
     let now = SystemTime::now();
     let mut census = Census::default();
     let mut by_slice: HashMap<u64, Vec<ObjectInfo>> = HashMap::new();
@@ -57,6 +61,9 @@ pub async fn take_census(
     let young = |o: &ObjectInfo| now.duration_since(o.modified).unwrap_or_default() < min_age;
     for o in objects {
         match parse_block_key(&volume.name, &o.key) {
+            Some((id, _, _)) if shard_of(id).is_some_and(|s| s != shard) => {
+                add(&mut census.other_shards, &o)
+            }
             Some((id, _, _)) => by_slice.entry(id).or_default().push(o),
             None if young(&o) => add(&mut census.young, &o),
             // a block file left half-written by a failed write or a killed mount

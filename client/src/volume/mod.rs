@@ -2,6 +2,7 @@
 //! store, checked to belong to it (the bucket's `juicefs_uuid` marker).
 pub mod gc;
 pub mod layout;
+pub mod shards;
 
 use std::sync::Arc;
 

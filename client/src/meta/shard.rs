@@ -1,0 +1,146 @@
+//! Shard procedures (sql/shard.sql): which shard a database is, the root's shard map, making a shard and a shard root.
+use super::attr::{attr_from_row, check_errno};
+use super::{Attr, Meta, MetaError, Result};
+
+/// Bits of an inode or slice id below its shard number.
+pub const SHARD_SHIFT: u32 = 48;
+
+/// The trash's inode names no shard (every shard's trash has it).
+const NO_SHARD: u64 = 0x7FFF;
+
+/// The shard an inode or slice id was made on (the trash's: None).
+pub fn shard_of(id: u64) -> Option<u16> {
+    match id >> SHARD_SHIFT {
+        NO_SHARD => None,
+        shard => Some(shard as u16),
+    }
+}
+
+/// One row of the root's shard map (`jfs.shards()`).
+#[derive(Debug, Clone)]
+pub struct ShardEntry {
+    pub number: u16,
+    /// Where the shard is: a URL without credentials.
+    pub url: String,
+    pub added_at: std::time::SystemTime,
+}
+
+impl Meta {
+    /// The shard of its volume this database is (0: the root, and any
+    /// database of a release before shards).
+    pub async fn shard_number(&self) -> Result<u16> {
+        if !self.may_call("shard_number") {
+            return Ok(0);
+        }
+        let row = self
+            .call_one("SELECT jfs.shard_number() AS number", &[])
+            .await?;
+        Ok(row.try_get::<_, i32>("number")? as u16)
+    }
+
+    /// The volume's other shards, from its root database's map.
+    pub async fn shards(&self) -> Result<Vec<ShardEntry>> {
+        let rows = self
+            .call("SELECT number, url, added_at FROM jfs.shards()", &[])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ShardEntry {
+                    number: r.try_get::<_, i32>("number")? as u16,
+                    url: r.try_get("url")?,
+                    added_at: r.try_get("added_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Makes this freshly formatted database shard `number` of volume
+    /// `uuid` (`jfs.shard_init`): errno and message.
+    pub async fn shard_init(&self, uuid: &str, number: u16) -> Result<(i32, String)> {
+        let row = self
+            .call_one(
+                "SELECT errno, message FROM jfs.shard_init($1::text::uuid, $2)",
+                &[&uuid, &(number as i32)],
+            )
+            .await?;
+        Ok((row.try_get("errno")?, row.try_get("message")?))
+    }
+
+    /// Notes shard `number` at `url` in the root's map (`jfs.shard_add`):
+    /// errno and message.
+    pub async fn shard_add(&self, number: u16, url: &str) -> Result<(i32, String)> {
+        let row = self
+            .call_one(
+                "SELECT errno, message FROM jfs.shard_add($1, $2)",
+                &[&(number as i32), &url],
+            )
+            .await?;
+        Ok((row.try_get("errno")?, row.try_get("message")?))
+    }
+
+    /// Step 1 of a shard root, on its shard (`jfs.shard_root_make`): a
+    /// directory whose parent is `parent` of another shard; its inode.
+    pub async fn shard_root_make(&self, parent: u64, mode: u32, uid: u32, gid: u32) -> Result<u64> {
+        let row = self
+            .call_one(
+                "SELECT errno, inode FROM jfs.shard_root_make($1, $2, $3, $4)",
+                &[
+                    &(parent as i64),
+                    &(mode as i32),
+                    &(uid as i64),
+                    &(gid as i64),
+                ],
+            )
+            .await?;
+        check_errno(&row)?;
+        Ok(row.try_get::<_, i64>("inode")? as u64)
+    }
+
+    /// Entry `name` of `parent` (`jfs.lookup`): its attributes, or, for a
+    /// shard root (its node on another shard), Err with the node's inode.
+    pub async fn lookup_placed(
+        &self,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<std::result::Result<Attr, u64>> {
+        let row = self
+            .call_one(
+                "SELECT * FROM jfs.lookup($1, $2)",
+                &[&(parent as i64), &name],
+            )
+            .await?;
+        match row.try_get::<_, i32>("errno")? {
+            libc::EXDEV => match row.try_get::<_, Option<i64>>("inode")? {
+                Some(inode) => Ok(Err(inode as u64)),
+                None => Err(MetaError::Errno(libc::EXDEV)),
+            },
+            _ => Ok(Ok(attr_from_row(&row)?)),
+        }
+    }
+
+    /// Step 2 of a shard root, in its parent's database
+    /// (`jfs.shard_root_link`): entry `name` of `parent` for `inode`.
+    pub async fn shard_root_link(&self, parent: u64, name: &[u8], inode: u64) -> Result<()> {
+        let row = self
+            .call_one(
+                "SELECT errno FROM jfs.shard_root_link($1, $2, $3)",
+                &[&(parent as i64), &name, &(inode as i64)],
+            )
+            .await?;
+        check_errno(&row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_names_its_shard_and_the_trash_names_none() {
+        assert_eq!(shard_of(1), Some(0));
+        assert_eq!(shard_of((1 << 48) - 1), Some(0));
+        assert_eq!(shard_of((3 << 48) + 17), Some(3));
+        assert_eq!(shard_of((32766 << 48) + 1), Some(32766));
+        assert_eq!(shard_of(0x7FFF_FFFF_1000_0000), None);
+    }
+}

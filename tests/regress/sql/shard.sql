@@ -1,0 +1,77 @@
+-- Shards (sql/shard.sql): this database as a volume's root with shard roots
+-- of other shards in it, then made afresh as shard 3. A shard root's entry
+-- answers EXDEV (18) with its inode and type; what would cross a shard
+-- (rename, rmdir, rmr, link) is refused with EXDEV and changes nothing; a
+-- lease lists the entry; every check of fsck passes on both sides.
+\set VERBOSITY terse
+\ir tests/regress/fresh_volume.sql
+SELECT jfs.shard_number();
+SELECT (1::bigint << 48) AS s1, (2::bigint << 48) AS s2 \gset
+-- the map: numbers 1..32766, URLs without passwords, each number once
+SELECT * FROM jfs.shard_add(1, 'postgres://db1:5432/vol');
+SELECT * FROM jfs.shard_add(1, 'postgres://db9/vol');
+SELECT * FROM jfs.shard_add(2, 'postgres://u:secret@db2/vol');
+SELECT * FROM jfs.shard_add(2, 'postgres://db2/vol?password=secret');
+SELECT * FROM jfs.shard_add(2, 'db2');
+SELECT * FROM jfs.shard_add(32767, 'postgres://db2/vol');
+SELECT * FROM jfs.shard_add(2, 'postgres://u@db2/vol');
+SELECT number, url FROM jfs.shards();
+-- a root is no shard, and makes no shard roots of its own
+SELECT * FROM jfs.shard_init((SELECT uuid FROM jfs.setting), 4);
+SELECT * FROM jfs.shard_root_make(:s1 + 1, 493, 0, 0);
+-- shard roots in / and in a directory
+SELECT inode AS d FROM jfs.mknod(1, 'd', 2, 493, 0, 0) \gset
+SELECT errno FROM jfs.shard_root_link(1, 'far', :s1 + 1);
+SELECT errno FROM jfs.shard_root_link(:d, 'farther', :s2 + 7);
+SELECT errno FROM jfs.shard_root_link(1, 'far', :s2 + 8);        -- taken
+SELECT errno FROM jfs.shard_root_link(1, 'near', :d);            -- of this shard
+SELECT errno FROM jfs.shard_root_link(1, 'a/b', :s1 + 2);
+SELECT errno FROM jfs.shard_root_link(:s1 + 1, 'x', :s2 + 9);    -- no such parent here
+SELECT nlink FROM jfs.node WHERE inode = 1;
+SELECT errno, inode - :s1 AS inode, type, mode FROM jfs.lookup(1, 'far');
+SELECT errno, name, inode - :s2 AS inode, type, mode FROM jfs.readdirplus(:d);
+SELECT count(*) AS ahead_rows FROM jfs.lookup_ahead(1, 'd');
+-- refused with EXDEV, nothing changed
+SELECT errno FROM jfs.rename(1, 'far', 1, 'moved');
+SELECT errno FROM jfs.rename(1, 'far', :d, 'far');
+SELECT errno FROM jfs.rename(:d, 'farther', 1, 'd', 2);
+SELECT errno FROM jfs.rmdir(1, 'far');
+SELECT errno, removed FROM jfs.rmr(1, 'd');
+SELECT errno FROM jfs.link(:s1 + 5, 1, 'hard');
+SELECT errno FROM jfs.unlink(1, 'far');
+SELECT errno FROM jfs.mknod(1, 'far', 1, 420, 0, 0);
+SELECT name, inode - :s1 AS inode FROM jfs.edge WHERE parent = 1 AND inode > :s1 ORDER BY name;
+-- a lease of / lists the shard root (a create of its name is not answered)
+SELECT jfs.session_open('regress', 1, '{}', '1 minute') AS sid \gset
+SELECT errno, names, nlinks FROM jfs.take_lease(:sid, 1);
+SELECT jfs.session_close(:sid);
+SELECT * FROM jfs.fsck();
+
+-- made afresh as shard 3 of a volume
+\ir tests/regress/fresh_extension.sql
+SELECT errno FROM jfs.format('regress', p_uuid => '00000000-0000-0000-0000-0000000000aa');
+SELECT * FROM jfs.shard_init('00000000-0000-0000-0000-0000000000bb', 3);
+SELECT * FROM jfs.shard_init('00000000-0000-0000-0000-0000000000aa', 3);
+SELECT * FROM jfs.shard_init('00000000-0000-0000-0000-0000000000aa', 3);
+SELECT * FROM jfs.shard_init('00000000-0000-0000-0000-0000000000aa', 4);
+SELECT jfs.shard_number(), (SELECT trash_days FROM jfs.setting);
+SELECT name, next - (3::bigint << 48) AS next FROM jfs.counter ORDER BY name;
+SELECT count(*) AS nodes FROM jfs.node;
+SELECT * FROM jfs.statfs() \gset st_
+SELECT :st_used_inodes AS used_inodes;
+SELECT * FROM jfs.shard_add(5, 'postgres://db5/vol');
+SELECT (jfs.alloc_ids('inode', 4) >> 48) AS inode_shard, (jfs.alloc_ids('slice', 4) >> 48) AS slice_shard;
+-- a shard root under directory 1 of the root's shard, and a tree in it
+SELECT inode AS r FROM jfs.shard_root_make(1, 493, 1000, 1000) \gset
+SELECT :r >> 48 AS shard, :r - (3::bigint << 48) AS after_the_ids_reserved;
+SELECT errno FROM jfs.shard_root_make(:r, 493, 0, 0);  -- a parent of this shard
+SELECT errno FROM jfs.shard_root_make(1, 65535, 0, 0);
+SELECT errno FROM jfs.mknod(:r, 'f', 1, 420, 0, 0);
+SELECT errno FROM jfs.mknod(:r, 'sub', 2, 493, 0, 0);
+SELECT parent, nlink, uid FROM jfs.node WHERE inode = :r;
+SELECT * FROM jfs.statfs() \gset st_
+SELECT :st_used_inodes AS used_inodes;
+-- the trash is the root's: a shard's format keeps none
+SELECT errno, message FROM jfs.format('regress', p_trash_days => 1, p_force => true);
+SELECT errno, removed FROM jfs.rmr(:r, 'sub');
+SELECT * FROM jfs.fsck();
