@@ -19,8 +19,8 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- long the change log keeps its rows and how long freed objects are kept,
 -- load a dump, check and repair the volume (fsck, check_quota: full scans
 -- no client need run), keep read-only roles' store keys, cap the bytes
--- waiting for deletion, make a database a shard and add it to the map, make
--- shard roots.
+-- waiting for deletion, make a database a shard and add it to the map, make,
+-- check and remove shard roots.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
@@ -28,7 +28,8 @@ RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_vo
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
              'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota', 'set_delete_queue_cap',
-             'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link']::name[];
+             'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links', 'shard_roots',
+             'shard_root_unlink', 'shard_root_remove']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,

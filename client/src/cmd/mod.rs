@@ -19,6 +19,7 @@ mod quota;
 mod restore;
 mod rmr;
 mod shard;
+mod shard_fsck;
 mod stats;
 mod status;
 mod summary;

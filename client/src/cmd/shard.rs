@@ -24,6 +24,10 @@ enum Action {
     List(ListArgs),
     /// Make a directory whose contents live on a given shard
     Mkdir(MkdirArgs),
+    /// Remove an empty shard root (a directory whose node is on another shard than its name)
+    Rmdir(RmdirArgs),
+    /// Check the entries that cross shards; with --repair remove the broken ones
+    Fsck(FsckArgs),
 }
 
 #[derive(Args, Debug)]
@@ -63,12 +67,55 @@ struct MkdirArgs {
     gid: u32,
 }
 
+#[derive(Args, Debug)]
+struct RmdirArgs {
+    /// PostgreSQL URL of the volume's root database (an administrator's)
+    meta_url: String,
+    /// Path of the shard root in the volume
+    path: String,
+}
+
+#[derive(Args, Debug)]
+struct FsckArgs {
+    /// PostgreSQL URL of the volume's root database (an administrator's)
+    meta_url: String,
+    /// Remove entries naming no directory, and empty shard roots no entry names
+    #[arg(long)]
+    repair: bool,
+}
+
 pub async fn run(a: ShardArgs) -> anyhow::Result<()> {
     match a.action {
         Action::Add(a) => add(a).await,
         Action::List(a) => list(a).await,
         Action::Mkdir(a) => mkdir(a).await,
+        Action::Rmdir(a) => rmdir(a).await,
+        Action::Fsck(a) => super::shard_fsck::run(&a.meta_url, a.repair).await,
     }
+}
+
+/// The volume of root database `meta_url`, opened by an administrator
+/// (who may call `procedure`).
+pub(super) async fn open_admin(
+    meta_url: &str,
+    procedure: &str,
+    what: &str,
+) -> anyhow::Result<ShardSet> {
+    let set = open(meta_url).await?;
+    anyhow::ensure!(
+        set.root().may_call(procedure),
+        "{}: {what} needs an administrator of the volume (jfs.grant_admin)",
+        redact_url(meta_url)
+    );
+    Ok(set)
+}
+
+/// `path` ("/a/b") as its parent's path and its name.
+fn split_path(path: &str) -> anyhow::Result<(&str, &str)> {
+    path.trim_end_matches('/')
+        .rsplit_once('/')
+        .filter(|(_, name)| !name.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("{path}: give an absolute path below the root"))
 }
 
 async fn open(meta_url: &str) -> anyhow::Result<ShardSet> {
@@ -77,13 +124,8 @@ async fn open(meta_url: &str) -> anyhow::Result<ShardSet> {
 }
 
 async fn add(a: AddArgs) -> anyhow::Result<()> {
-    let set = open(&a.meta_url).await?;
+    let set = open_admin(&a.meta_url, "shard_add", "adding a shard").await?;
     let root = set.root();
-    anyhow::ensure!(
-        root.may_call("shard_add"),
-        "{}: adding a shard needs an administrator of the volume (jfs.grant_admin)",
-        redact_url(&a.meta_url)
-    );
     let volume = root.volume().await?;
     let secrets = root.volume_secrets().await?;
     let taken = root.shards().await?;
@@ -190,17 +232,9 @@ async fn mkdir(a: MkdirArgs) -> anyhow::Result<()> {
         .ok()
         .filter(|m| *m <= 0o7777)
         .ok_or_else(|| anyhow::anyhow!("--mode {}: give permission bits in octal (755)", a.mode))?;
-    let set = open(&a.meta_url).await?;
-    anyhow::ensure!(
-        set.root().may_call("shard_root_link"),
-        "{}: making a shard root needs an administrator of the volume (jfs.grant_admin)",
-        redact_url(&a.meta_url)
-    );
+    let set = open_admin(&a.meta_url, "shard_root_link", "making a shard root").await?;
     let path = a.path.trim_end_matches('/');
-    let (parent_path, name) = path
-        .rsplit_once('/')
-        .filter(|(_, name)| !name.is_empty())
-        .ok_or_else(|| anyhow::anyhow!("{}: give an absolute path below the root", a.path))?;
+    let (parent_path, name) = split_path(path)?;
     let parent = set.resolve(parent_path).await?;
     anyhow::ensure!(
         crate::meta::shard_of(parent.inode) != Some(a.shard),
@@ -229,6 +263,46 @@ async fn mkdir(a: MkdirArgs) -> anyhow::Result<()> {
             )
         })?;
     println!("{path}: on shard {} (inode {inode})", a.shard);
+    Ok(())
+}
+
+async fn rmdir(a: RmdirArgs) -> anyhow::Result<()> {
+    let set = open_admin(&a.meta_url, "shard_root_unlink", "removing a shard root").await?;
+    let path = a.path.trim_end_matches('/');
+    let (parent_path, name) = split_path(path)?;
+    let parent = set.resolve(parent_path).await?;
+    let here = set.meta_of(parent.inode).await?;
+    let inode = match here.lookup_placed(parent.inode, name.as_bytes()).await? {
+        Err(inode) => inode,
+        Ok(_) => anyhow::bail!(
+            "{path} is no shard root (its node is in its parent's database): use rmdir"
+        ),
+    };
+    let shard = crate::meta::shard_of(inode).unwrap_or(0);
+    let target = set.meta(shard).await?;
+    match target
+        .shard_roots()
+        .await?
+        .into_iter()
+        .find(|r| r.inode == inode)
+    {
+        Some(root) if root.empty => {}
+        Some(_) => anyhow::bail!("{path} is not empty (its entries are on shard {shard})"),
+        None => anyhow::bail!(
+            "{path} names no directory on shard {shard}: `jfs shard fsck --repair` removes the name"
+        ),
+    }
+    // the name first: a crash after it leaves a directory without a name
+    // (jfs shard fsck removes it), never a name without a directory
+    here.shard_root_unlink(parent.inode, name.as_bytes())
+        .await?;
+    target.shard_root_remove(inode).await.map_err(|e| {
+        anyhow::anyhow!(
+            "{path}: its name is gone, but its directory on shard {shard} (inode {inode}) stays: {e} \
+             (something was made in it meanwhile; jfs shard fsck lists it)"
+        )
+    })?;
+    println!("{path}: removed from shard {shard}");
     Ok(())
 }
 

@@ -131,6 +131,82 @@ impl Meta {
     }
 }
 
+/// An entry of one database naming a directory of another shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardLink {
+    pub parent: u64,
+    pub name: Vec<u8>,
+    pub inode: u64,
+}
+
+/// A directory of one database whose parent is on another shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRoot {
+    pub inode: u64,
+    pub parent: u64,
+    pub empty: bool,
+}
+
+impl Meta {
+    /// This database's entries that name directories of other shards
+    /// (`jfs.shard_links`).
+    pub async fn shard_links(&self) -> Result<Vec<ShardLink>> {
+        let rows = self
+            .call("SELECT parent, name, inode FROM jfs.shard_links()", &[])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ShardLink {
+                    parent: r.try_get::<_, i64>("parent")? as u64,
+                    name: r.try_get("name")?,
+                    inode: r.try_get::<_, i64>("inode")? as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// This database's directories whose parent is on another shard
+    /// (`jfs.shard_roots`).
+    pub async fn shard_roots(&self) -> Result<Vec<ShardRoot>> {
+        let rows = self
+            .call("SELECT inode, parent, empty FROM jfs.shard_roots()", &[])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ShardRoot {
+                    inode: r.try_get::<_, i64>("inode")? as u64,
+                    parent: r.try_get::<_, i64>("parent")? as u64,
+                    empty: r.try_get("empty")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes entry `name` of `parent`, which names a directory of another
+    /// shard (`jfs.shard_root_unlink`).
+    pub async fn shard_root_unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+        let row = self
+            .call_one(
+                "SELECT errno FROM jfs.shard_root_unlink($1, $2)",
+                &[&(parent as i64), &name],
+            )
+            .await?;
+        check_errno(&row)
+    }
+
+    /// Removes the empty shard root `inode` of this shard
+    /// (`jfs.shard_root_remove`).
+    pub async fn shard_root_remove(&self, inode: u64) -> Result<()> {
+        let row = self
+            .call_one(
+                "SELECT errno FROM jfs.shard_root_remove($1)",
+                &[&(inode as i64)],
+            )
+            .await?;
+        check_errno(&row)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

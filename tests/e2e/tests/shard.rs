@@ -1,9 +1,11 @@
 //! Shards (`jfs shard`, sql/shard.sql): a volume over three private clusters, the root and two shards, each an ordinary PostgreSQL with the extension.
 //!
 //! What this release does with them: shards are added and listed, shard
-//! roots made (nested too), ids carry their shard, each database checks
-//! clean, what would cross a shard answers EXDEV, and the tools that work
-//! on one database at a time (gc) leave the other shards' objects alone.
+//! roots made (nested too) and removed, ids carry their shard, each
+//! database checks clean and `jfs shard fsck` checks what crosses them
+//! (and mends what a crash between two steps leaves), what would cross a
+//! shard answers EXDEV, and the tools that work on one database at a time
+//! (gc) leave the other shards' objects alone.
 //! Mounts, attaching and dumps refuse sharded volumes until they span them.
 use std::path::Path;
 use std::process::Command;
@@ -260,6 +262,66 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
     let gc = stdout(ok(jfs().args(["gc", &root_admin, "--delete"])));
     assert!(gc.contains("other shards") && shard_block.exists(), "{gc}");
     assert!(!leaked.exists(), "the root's own leaked block stays:\n{gc}");
+
+    // what a crash between the two steps of `shard mkdir` leaves (the
+    // node on its shard, no name), and a name whose directory is gone (a
+    // shard restored from an older backup): found from both sides, mended
+    let unnamed = five.sql("vol", "SELECT inode FROM jfs.shard_root_make(1, 493, 0, 0)");
+    root.sql(
+        "vol",
+        &format!(
+            "SELECT jfs.shard_root_link(1, 'ghost', {})",
+            (1u64 << 48) + 999
+        ),
+    );
+    fails_with(jfs().args(["shard", "fsck", &root_admin]), "2 problem(s)");
+    let found = String::from_utf8_lossy(
+        &jfs()
+            .args(["shard", "fsck", &root_admin])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        found.contains(&format!("directory {unnamed} (empty) has no name"))
+            && found.contains("\"ghost\" of directory 1 names directory")
+            && found.contains("which is not there"),
+        "{found}"
+    );
+    fails_with(
+        jfs().args(["shard", "fsck", &root.url(CLIENT, "vol")]),
+        "needs an administrator",
+    );
+    let mended = stdout(ok(jfs().args(["shard", "fsck", &root_admin, "--repair"])));
+    assert!(mended.contains("2 problem(s) repaired"), "{mended}");
+    let whole = stdout(ok(jfs().args(["shard", "fsck", &root_admin])));
+    assert!(
+        whole.contains("3 name(s)") && whole.contains("are whole"),
+        "{whole}"
+    );
+
+    // shard roots removed: the name first, then the empty directory
+    fails_with(
+        jfs().args(["shard", "rmdir", &root_admin, "/big"]),
+        "/big is not empty",
+    );
+    ok(jfs().args(["shard", "rmdir", &root_admin, "/big/deeper"]));
+    ok(jfs().args(["shard", "rmdir", &root_admin, "/big"]));
+    assert_eq!(
+        root.sql("vol", "SELECT errno FROM jfs.lookup(1, 'big')"),
+        "2"
+    );
+    assert_eq!(one.sql("vol", "SELECT count(*) FROM jfs.node"), "0");
+    assert_eq!(five.sql("vol", "SELECT count(*) FROM jfs.node"), "1");
+    for pg in [&root, &one, &five] {
+        assert_eq!(pg.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
+    }
+    let whole = stdout(ok(jfs().args(["shard", "fsck", &root_admin])));
+    assert!(
+        whole.contains("1 name(s)") && whole.contains("are whole"),
+        "{whole}"
+    );
 
     // mounts, attaching and dumps refuse what they cannot span yet
     let mnt = base.join("mnt");

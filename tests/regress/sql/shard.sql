@@ -45,6 +45,12 @@ SELECT name, inode - :s1 AS inode FROM jfs.edge WHERE parent = 1 AND inode > :s1
 SELECT jfs.session_open('regress', 1, '{}', '1 minute') AS sid \gset
 SELECT errno, names, nlinks FROM jfs.take_lease(:sid, 1);
 SELECT jfs.session_close(:sid);
+-- this side of each shard root, and a name of one removed (jfs shard rmdir)
+SELECT parent = 1 AS in_root, name, inode >> 48 AS shard, inode & 65535 AS inode FROM jfs.shard_links() ORDER BY name;
+SELECT errno FROM jfs.shard_root_unlink(:d, 'farther');
+SELECT errno FROM jfs.shard_root_unlink(:d, 'farther');
+SELECT errno FROM jfs.shard_root_unlink(1, 'd');
+SELECT nlink, (SELECT count(*) FROM jfs.edge WHERE parent = :d) AS entries FROM jfs.node WHERE inode = :d;
 SELECT * FROM jfs.fsck();
 
 -- made afresh as shard 3 of a volume
@@ -74,4 +80,15 @@ SELECT :st_used_inodes AS used_inodes;
 -- the trash is the root's: a shard's format keeps none
 SELECT errno, message FROM jfs.format('regress', p_trash_days => 1, p_force => true);
 SELECT errno, removed FROM jfs.rmr(:r, 'sub');
+-- this side of a shard root, removed once empty (jfs shard rmdir)
+SELECT inode = :r AS is_r, parent, empty FROM jfs.shard_roots();
+SELECT errno FROM jfs.shard_root_remove((SELECT inode FROM jfs.mknod(:r, 'inner', 2, 493, 0, 0)));  -- no shard root
+SELECT errno FROM jfs.rmdir(:r, 'inner');
+SELECT errno FROM jfs.shard_root_remove(:r);
+SELECT errno FROM jfs.unlink(:r, 'f');
+SELECT errno FROM jfs.shard_root_remove(:r);
+SELECT errno FROM jfs.shard_root_remove(:r);
+SELECT count(*) AS nodes FROM jfs.node;
+SELECT * FROM jfs.statfs() \gset st_
+SELECT :st_used_inodes AS used_inodes;
 SELECT * FROM jfs.fsck();
