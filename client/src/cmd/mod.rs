@@ -20,6 +20,7 @@ mod restore;
 mod rmr;
 mod shard;
 mod shard_fsck;
+mod shard_sql;
 mod stats;
 mod status;
 mod summary;

@@ -28,6 +28,8 @@ enum Action {
     Rmdir(RmdirArgs),
     /// Check the entries that cross shards; with --repair remove the broken ones
     Fsck(FsckArgs),
+    /// Print the SQL that shows the whole volume in its root database (postgres_fdw views)
+    Sql(SqlArgs),
 }
 
 #[derive(Args, Debug)]
@@ -46,6 +48,15 @@ struct AddArgs {
 struct ListArgs {
     /// PostgreSQL URL of the volume's root database
     meta_url: String,
+}
+
+#[derive(Args, Debug)]
+struct SqlArgs {
+    /// PostgreSQL URL of the volume's root database
+    meta_url: String,
+    /// A role to grant the views to (repeat for more)
+    #[arg(long, value_name = "ROLE")]
+    grant: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -91,6 +102,14 @@ pub async fn run(a: ShardArgs) -> anyhow::Result<()> {
         Action::Mkdir(a) => mkdir(a).await,
         Action::Rmdir(a) => rmdir(a).await,
         Action::Fsck(a) => super::shard_fsck::run(&a.meta_url, a.repair).await,
+        Action::Sql(a) => {
+            let root = Meta::connect(&a.meta_url, 1).await?;
+            print!(
+                "{}",
+                super::shard_sql::script(&root.shards().await?, &a.grant)?
+            );
+            Ok(())
+        }
     }
 }
 

@@ -50,6 +50,33 @@ fn client_runs(pg: &Cluster, sql: &str) -> bool {
     psql_as_client(pg, sql).output().unwrap().status.success()
 }
 
+/// Runs SQL script `script` in database `vol` of `pg` as postgres.
+fn run_script(pg: &Cluster, script: &str) {
+    use std::io::Write;
+    let mut psql = Command::new("psql")
+        .args(["-XAtq", "-v", "ON_ERROR_STOP=1", "-U", "postgres", "-p"])
+        .arg(pg.port.to_string())
+        .arg("-h")
+        .arg(&pg.dir)
+        .args(["-d", "vol", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    psql.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = psql.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the script failed: {}\n{script}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn stdout(out: std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
@@ -255,6 +282,62 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
     assert_eq!(inodes, expected, "{listed}");
+
+    // the whole volume in plain SQL from its root: the script of `jfs
+    // shard sql` (postgres_fdw), run by a superuser, then queried by a role
+    // granted the views alone
+    root.sql("vol", "CREATE ROLE jfs_shard_people LOGIN");
+    let script = stdout(ok(jfs().args([
+        "shard",
+        "sql",
+        &root_admin,
+        "--grant",
+        "jfs_shard_people",
+    ])));
+    run_script(&root, &script);
+    let people = |sql: &str| {
+        let out = ok(Command::new("psql")
+            .args([
+                "-XAtq",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-U",
+                "jfs_shard_people",
+                "-p",
+            ])
+            .arg(root.port.to_string())
+            .arg("-h")
+            .arg(&root.dir)
+            .args(["-d", "vol", "-c", sql]));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(people("SELECT sum(inodes) FROM jfs_volume.usage"), "4");
+    assert_eq!(
+        people("SELECT string_agg(shard || ':' || k, ' ' ORDER BY shard) FROM (SELECT shard, count(*) AS k FROM jfs_volume.nodes GROUP BY shard) c"),
+        "0:1 1:1 5:2"
+    );
+    assert_eq!(
+        people("SELECT string_agg(convert_from(name, 'UTF8'), ' ' ORDER BY name) FROM jfs_volume.entries"),
+        "big deeper small"
+    );
+    assert_eq!(
+        people(
+            "SELECT string_agg(e.shard || ':' || convert_from(e.name, 'UTF8') || ':' || n.shard, ' ' \
+             ORDER BY e.name) FROM jfs_volume.entries e JOIN jfs_volume.nodes n ON n.inode = e.inode \
+             WHERE n.shard <> e.shard"
+        ),
+        "0:big:1 1:deeper:5 0:small:5"
+    );
+    assert_eq!(
+        people(
+            "SELECT string_agg(uid || ':' || dirs, ' ' ORDER BY uid) FROM (SELECT uid, count(*) AS dirs \
+             FROM jfs_volume.nodes WHERE type = 2 GROUP BY uid) o"
+        ),
+        "0:3 1000:1"
+    );
+    // (run again after a change of the map, it makes the same)
+    run_script(&root, &script);
+    assert_eq!(people("SELECT sum(inodes) FROM jfs_volume.usage"), "4");
 
     // gc of one database leaves the other shards' blocks alone
     let shard_block = old_block(&bucket, "shv", (1 << 48) + 3);
