@@ -11,23 +11,27 @@
 -- [{"index": chunk, "slices": [{"id", "pos", "size", "off", "len"}, ...]}],
 -- each chunk's slices in commit order (later ones shadow earlier ones).
 -- acl_* are the ACL rows: kind ('a' access, 'd' default), tag, qualifier, perm.
+-- A shard root (a directory of another shard, sql/shard.sql) comes with
+-- its name, inode and type and no attributes (mode NULL): its shard's
+-- dump_tree of it gives them, and what is below it.
 CREATE FUNCTION dump_tree(p_root bigint DEFAULT 1)
 RETURNS TABLE (depth integer, name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint,
                atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint,
                tier smallint, target bytea, xattr_names bytea[], xattr_values bytea[], chunks text,
                acl_kinds text[], acl_tags smallint[], acl_qualifiers bigint[], acl_perms smallint[])
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
-    WITH RECURSIVE t(inode, name, depth, path) AS (
-        SELECT p_root, NULL::bytea, 0, ARRAY[]::bigint[]
+    WITH RECURSIVE t(inode, type, name, depth, path) AS (
+        SELECT p_root, NULL::smallint, NULL::bytea, 0, ARRAY[]::bigint[]
         UNION ALL
-        SELECT e.inode, e.name, t.depth + 1, t.path || e.cookie
+        SELECT e.inode, e.type, e.name, t.depth + 1, t.path || e.cookie
           FROM t JOIN edge e ON e.parent = t.inode
          WHERE NOT (p_root = 1 AND e.parent = 1 AND e.inode = _trash_inode())
     )
-    SELECT t.depth, t.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length,
-           n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers, a.perms
+    SELECT t.depth, t.name, t.inode, coalesce(n.type, t.type), n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+           n.nlink, n.length, n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers,
+           a.perms
       FROM t
-      JOIN node n ON n.inode = t.inode
+      LEFT JOIN node n ON n.inode = t.inode
       LEFT JOIN symlink s ON n.type = 3 AND s.inode = n.inode
       LEFT JOIN LATERAL (SELECT array_agg(x.name ORDER BY x.name) AS names, array_agg(x.value ORDER BY x.name) AS vals
                            FROM xattr x WHERE x.inode = n.inode) x ON true
@@ -310,10 +314,13 @@ BEGIN
     SELECT l.inode, l.kind::"char", l.tag, l.qualifier, l.perm FROM load_acl l
      WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
 
+    -- (ids of other shards, from a sharded volume's dump, keep theirs: the
+    -- counters go on within this database's shard)
     UPDATE counter SET next = greatest(next, p_next_inode,
-                                       (SELECT max(inode) + 1 FROM node WHERE inode < _trash_inode()))
+                                       (SELECT max(inode) + 1 FROM node WHERE inode >> 48 = _this_shard()))
      WHERE name = 'inode';
-    UPDATE counter SET next = greatest(next, p_next_slice, (SELECT max(slice_id) + 1 FROM slice_ref))
+    UPDATE counter SET next = greatest(next, p_next_slice,
+                                       (SELECT max(slice_id) + 1 FROM slice_ref WHERE slice_id >> 48 = _this_shard()))
      WHERE name = 'slice';
 
     FOR q IN SELECT * FROM load_quota l

@@ -42,7 +42,7 @@ async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<Str
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     // (the key kept, as before: a backup is what a lost database is
     // loaded back from)
-    let dumped = dump(vfs.ns.meta_of_mount(), &mut gz, None, true, |_| {}).await?;
+    let dumped = dump(vfs.ns.meta_of_mount(), &[], &mut gz, None, true, |_| {}).await?;
     let bytes = gz.finish()?;
     let size = bytes.len();
     vfs.store()

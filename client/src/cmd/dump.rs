@@ -2,6 +2,7 @@
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -9,6 +10,7 @@ use clap::Args;
 
 use crate::dump::write::dump;
 use crate::meta::Meta;
+use crate::volume::shards::ShardSet;
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
@@ -67,8 +69,18 @@ impl Progress {
 }
 
 pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
-    let meta = Meta::connect(&a.meta_url, 1).await?;
-    crate::volume::shards::refuse_shards(&meta, &a.meta_url, "a dump").await?;
+    let set = ShardSet::open(
+        Arc::new(Meta::connect(&a.meta_url, 1).await?),
+        &a.meta_url,
+        1,
+    )
+    .await?;
+    // a sharded volume's shards, whose trees go in place of their shard roots
+    let mut shards = Vec::new();
+    for number in set.numbers().into_iter().filter(|n| *n != 0) {
+        shards.push((number, set.meta(number).await?));
+    }
+    let meta = set.root();
     let to_file = a.file.as_ref().filter(|f| f.as_os_str() != "-");
     let gzip = a.gzip || to_file.is_some_and(|f| f.extension().is_some_and(|e| e == "gz"));
     // a file is written under a temporary name and renamed when complete
@@ -106,7 +118,8 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
     let dumped = if gzip {
         let mut gz = flate2::write::GzEncoder::new(&mut buffered, flate2::Compression::fast());
         let dumped = dump(
-            &meta,
+            meta,
+            &shards,
             &mut gz,
             a.subdir.as_deref(),
             a.keep_secret_key,
@@ -116,7 +129,8 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
         dumped.and_then(|d| Ok(gz.finish().map(|_| d)?))
     } else {
         dump(
-            &meta,
+            meta,
+            &shards,
             &mut buffered,
             a.subdir.as_deref(),
             a.keep_secret_key,

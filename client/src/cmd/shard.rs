@@ -145,7 +145,7 @@ async fn open(meta_url: &str) -> anyhow::Result<ShardSet> {
 async fn add(a: AddArgs) -> anyhow::Result<()> {
     let set = open_admin(&a.meta_url, "shard_add", "adding a shard").await?;
     let root = set.root();
-    let volume = root.volume().await?;
+    let volume = crate::volume::read_volume(root, &a.meta_url).await?;
     let secrets = root.volume_secrets().await?;
     let taken = root.shards().await?;
     let number = match a.number {
@@ -161,6 +161,11 @@ async fn add(a: AddArgs) -> anyhow::Result<()> {
         "shard {number} is in the map already (jfs shard list)"
     );
     let shard = Meta::connect_for_format(&a.shard_url).await?;
+    anyhow::ensure!(
+        shard.database_identity().await? != root.database_identity().await?,
+        "{} is the volume's root database itself: a shard is another database",
+        redact_url(&a.shard_url)
+    );
     let req = FormatRequest {
         name: volume.name.clone(),
         storage: volume.storage.clone(),

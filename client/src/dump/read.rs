@@ -1,5 +1,5 @@
 //! Reading a dump: a streaming parse (no tree in memory) that hands the rows it finds to the loader in batches.
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::Read;
 
@@ -12,6 +12,11 @@ use crate::meta::{Staged, StagedSlice};
 
 /// Rows handed over at a time.
 const BATCH_ROWS: usize = 20_000;
+
+/// Bits of an inode below its shard's number (`meta::SHARD_SHIFT`), and the
+/// number the trash's inode carries (no shard's).
+const SHARD_SHIFT: u32 = crate::meta::SHARD_SHIFT;
+const NO_SHARD: i64 = 0x7FFF;
 
 /// What a dump holds besides its tree (which went to `send` as it was read).
 #[derive(Debug, Default)]
@@ -38,6 +43,7 @@ pub fn parse(
         progress: Box::new(progress),
         linked: HashSet::new(),
         root: None,
+        renumbered: HashMap::new(),
         parsed: Parsed::default(),
     };
     let mut de =
@@ -49,6 +55,9 @@ pub fn parse(
         .map_err(|e| anyhow::anyhow!("reading the dump: {e}"))?;
     sink.flush().map_err(|e| anyhow::anyhow!("{e}"))?;
     (sink.progress)(sink.parsed.entries);
+    if let Some(counters) = &mut sink.parsed.counters {
+        counters.next_inode += sink.renumbered.len() as i64;
+    }
     Ok(sink.parsed)
 }
 
@@ -60,16 +69,31 @@ struct Sink<'a> {
     linked: HashSet<i64>,
     /// The dumped tree's top inode (a `--subdir` dump's), loaded as the root.
     root: Option<i64>,
+    /// The new inodes of nodes a sharded volume's shards made (their ids
+    /// carry another shard's number, which in this database would say the
+    /// node is elsewhere): numbered on from the dump's next inode.
+    renumbered: HashMap<i64, i64>,
     parsed: Parsed,
 }
 
 impl Sink<'_> {
-    /// The inode a dumped inode becomes: the dumped top is the root.
-    fn inode(&self, dumped: i64) -> i64 {
+    /// The inode a dumped inode becomes: the dumped top is the root, a
+    /// node of another shard takes the next free number.
+    fn inode(&mut self, dumped: i64) -> i64 {
         if Some(dumped) == self.root {
-            1
-        } else {
-            dumped
+            return 1;
+        }
+        match dumped >> SHARD_SHIFT {
+            0 | NO_SHARD => dumped,
+            _ => {
+                let next = self
+                    .parsed
+                    .counters
+                    .as_ref()
+                    .map_or(2, |c| c.next_inode.max(2))
+                    + self.renumbered.len() as i64;
+                *self.renumbered.entry(dumped).or_insert(next)
+            }
         }
     }
 
@@ -383,6 +407,40 @@ mod tests {
         assert_eq!(s.slices.len(), 1, "a hard link's slices are staged once");
         assert_eq!(s.xattrs, [(4, b"user.k".to_vec(), b"v\0".to_vec())]);
         assert_eq!(s.quotas, [("dir".to_string(), 2, 1 << 30, 10000)]);
+    }
+
+    #[test]
+    fn the_nodes_of_other_shards_are_numbered_on_from_the_next_inode() {
+        let dump = r#"{"Setting": {}, "Counters": {"nextInodes": 6, "nextChunk": 3},
+          "FSTree": {"attr": {"inode": 1, "type": "directory", "mode": 511, "nlink": 3},
+            "entries": {
+              "big": {"attr": {"inode": 281474976710657, "type": "directory", "mode": 493, "nlink": 2},
+                "entries": {
+                  "a": {"attr": {"inode": 281474976710660, "type": "regular", "mode": 420, "nlink": 2},
+                        "chunks": [{"index": 0, "slices": [{"id": 281474976710661, "size": 4, "len": 4}]}]},
+                  "b": {"attr": {"inode": 281474976710660, "type": "regular", "mode": 420, "nlink": 2}}}},
+              "f": {"attr": {"inode": 5, "type": "regular", "mode": 420, "nlink": 1}}}}}"#;
+        let mut batches = Vec::new();
+        let parsed = parse(
+            dump.as_bytes(),
+            |s| {
+                batches.push(s);
+                Ok(())
+            },
+            |_| (),
+        )
+        .unwrap();
+        let s = &batches[0];
+        let inodes: Vec<i64> = s.nodes.iter().map(|n| n.inode).collect();
+        assert_eq!(inodes, [1, 6, 7, 5], "a hard link keeps one new number");
+        assert!(s.edges.contains(&(6, b"b".to_vec(), 7)));
+        assert_eq!(s.slices.len(), 1);
+        assert_eq!(s.slices[0].inode, 7);
+        assert_eq!(
+            s.slices[0].id, 281474976710661,
+            "slices keep their ids (and objects)"
+        );
+        assert_eq!(parsed.counters.unwrap().next_inode, 8);
     }
 
     #[test]

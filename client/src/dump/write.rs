@@ -1,11 +1,14 @@
 //! Writing a dump: the volume read in one snapshot and written as the rows arrive (memory flat in the number of entries).
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use futures_util::TryStreamExt;
 use serde::Serialize;
 
 use super::{acl_of, escape, Attr, Counters, Quota, Setting, Xattr, REMOVED_KEY, TRASH_INODE};
-use crate::meta::{DumpNode, Meta, NodeType};
+use crate::meta::{shard_of, DumpNode, Meta, NodeType, Snapshot};
 
 /// What a dump wrote.
 #[derive(Debug, Default, Clone, Copy)]
@@ -19,9 +22,13 @@ pub struct Dumped {
 /// Writes the volume (or the tree at `subdir`) to `out` in JuiceFS's JSON
 /// dump layout, calling `progress` with the entries written so far. An
 /// encrypted volume's RSA key is written only with `keep_secret_key`; else
-/// its `EncryptKey` says "removed", as JuiceFS writes it.
+/// its `EncryptKey` says "removed", as JuiceFS writes it. `meta` is the
+/// volume's (root) database; `shards` its other shards' (by number), whose
+/// trees are written in place of the shard roots that name them (each
+/// database read in a snapshot of its own).
 pub async fn dump(
     meta: &Meta,
+    shards: &[(u16, Arc<Meta>)],
     out: &mut (dyn Write + Send),
     subdir: Option<&str>,
     keep_secret_key: bool,
@@ -73,9 +80,18 @@ pub async fn dump(
         enable_acl: volume.enable_acl,
         ..Setting::default()
     };
+    let mut others = HashMap::new();
+    let (mut used_space, mut used_inodes) = (volume.used_space, volume.used_inodes);
+    for (number, shard) in shards {
+        let snap = shard.dump_snapshot().await?;
+        let part = snap.volume().await?;
+        used_space += part.used_space;
+        used_inodes += part.used_inodes;
+        others.insert(*number, snap);
+    }
     let counters = Counters {
-        used_space: volume.used_space,
-        used_inodes: volume.used_inodes,
+        used_space,
+        used_inodes,
         next_inode: volume.next_inode,
         next_chunk: volume.next_slice,
         next_session: 0,
@@ -112,14 +128,25 @@ pub async fn dump(
         ..Dumped::default()
     };
     out.write_all(b"  \"FSTree\": ")?;
-    write_tree(&snap, root, out, &mut written, &mut progress).await?;
+    write_tree(&snap, &others, root, out, &mut written, &mut progress).await?;
     if root == 1 && volume.has_trash {
         out.write_all(b",\n  \"Trash\": ")?;
-        write_tree(&snap, TRASH_INODE, out, &mut written, &mut progress).await?;
+        write_tree(
+            &snap,
+            &others,
+            TRASH_INODE,
+            out,
+            &mut written,
+            &mut progress,
+        )
+        .await?;
     }
     out.write_all(b"\n}\n")?;
     out.flush()?;
     snap.end().await?;
+    for (_, snap) in others {
+        snap.end().await?;
+    }
     Ok(written)
 }
 
@@ -131,27 +158,94 @@ fn indented(value: &impl Serialize, by: usize) -> anyhow::Result<String> {
 
 /// Writes the entry of `root` with everything below it, depth first, as the rows arrive.
 async fn write_tree(
-    snap: &crate::meta::Snapshot,
+    snap: &Snapshot,
+    others: &HashMap<u16, Snapshot>,
     root: i64,
     out: &mut (dyn Write + Send),
     written: &mut Dumped,
     progress: &mut (impl FnMut(u64) + Send),
 ) -> anyhow::Result<()> {
-    let rows = snap.tree(root).await?;
-    futures_util::pin_mut!(rows);
     // one flag per open directory: whether an entry was written in it yet
     let mut open: Vec<bool> = Vec::new();
-    while let Some(node) = rows.try_next().await? {
-        let depth = node.depth as usize;
-        while open.len() > depth {
-            close_dir(out, open.len() - 1)?;
-            open.pop();
+    let mut tree = Tree {
+        others,
+        out,
+        written,
+        progress,
+        open: &mut open,
+    };
+    tree.rows(snap, root, 0, None).await?;
+    while tree.open.pop().is_some() {
+        close_dir(tree.out, tree.open.len())?;
+    }
+    (tree.progress)(tree.written.entries);
+    Ok(())
+}
+
+/// A tree being written: what its rows are written into, and the shards'
+/// snapshots whose trees go in place of their shard roots.
+struct Tree<'a, P> {
+    others: &'a HashMap<u16, Snapshot>,
+    out: &'a mut (dyn Write + Send),
+    written: &'a mut Dumped,
+    progress: &'a mut P,
+    /// One flag per open directory: whether an entry was written in it yet.
+    open: &'a mut Vec<bool>,
+}
+
+impl<P: FnMut(u64) + Send> Tree<'_, P> {
+    /// Writes the rows of `snap`'s tree under `root`, at `base` levels
+    /// below the top, the top named `top_name` (a shard root's name in its
+    /// parent's database).
+    fn rows<'s>(
+        &'s mut self,
+        snap: &'s Snapshot,
+        root: i64,
+        base: usize,
+        top_name: Option<Vec<u8>>,
+    ) -> BoxFuture<'s, anyhow::Result<()>> {
+        Box::pin(async move {
+            let rows = snap.tree(root).await?;
+            futures_util::pin_mut!(rows);
+            let mut top_name = top_name;
+            while let Some(mut node) = rows.try_next().await? {
+                let depth = base + node.depth as usize;
+                if node.depth == 0 && base > 0 {
+                    node.name = top_name.take();
+                }
+                if node.elsewhere {
+                    let shard = shard_of(node.attr.inode as u64).unwrap_or(0);
+                    let Some(other) = self.others.get(&shard) else {
+                        anyhow::bail!(
+                            "entry {:?} names directory {} of shard {shard}, which the shard map \
+                             lacks",
+                            String::from_utf8_lossy(node.name.as_deref().unwrap_or_default()),
+                            node.attr.inode
+                        );
+                    };
+                    self.rows(other, node.attr.inode, depth, node.name.take())
+                        .await?;
+                    continue;
+                }
+                self.node(&node, depth)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes one row at `depth`: its name, fields and, for a directory,
+    /// the opening of its entries.
+    fn node(&mut self, node: &DumpNode, depth: usize) -> anyhow::Result<()> {
+        let out = &mut *self.out;
+        while self.open.len() > depth {
+            close_dir(out, self.open.len() - 1)?;
+            self.open.pop();
         }
         if depth == 0 && node.attr.kind != NodeType::Dir as i16 {
             anyhow::bail!("--subdir: inode {} is not a directory", node.attr.inode);
         }
         if depth > 0 {
-            let first = !std::mem::replace(&mut open[depth - 1], true);
+            let first = !std::mem::replace(&mut self.open[depth - 1], true);
             let name = escape(node.name.as_deref().unwrap_or_default());
             write!(
                 out,
@@ -163,23 +257,19 @@ async fn write_tree(
         } else {
             out.write_all(b"{")?;
         }
-        write_fields(out, &node, depth)?;
+        write_fields(out, node, depth)?;
         if node.attr.kind == NodeType::Dir as i16 {
             write!(out, ",\n{}\"entries\": {{", pad(key_indent(depth) + 2))?;
-            open.push(false);
+            self.open.push(false);
         } else {
             write!(out, "\n{}}}", pad(key_indent(depth)))?;
         }
-        written.entries += 1;
-        if written.entries.is_multiple_of(10_000) {
-            progress(written.entries);
+        self.written.entries += 1;
+        if self.written.entries.is_multiple_of(10_000) {
+            (self.progress)(self.written.entries);
         }
+        Ok(())
     }
-    while open.pop().is_some() {
-        close_dir(out, open.len())?;
-    }
-    progress(written.entries);
-    Ok(())
 }
 
 /// The indentation of the name of an entry at `depth` (its fields: 2 more).

@@ -99,9 +99,28 @@ pub struct DumpNode {
     /// The chunks and their slices, already in the dump's JSON form.
     pub chunks_json: Option<String>,
     pub acl: Vec<AclRow>,
+    /// A shard root: a directory of another shard, named here (its attr
+    /// holds the inode and type alone; its shard's tree gives the rest).
+    pub elsewhere: bool,
 }
 
 fn dump_node(row: Row) -> Result<DumpNode> {
+    if row.try_get::<_, Option<i32>>("mode")?.is_none() {
+        return Ok(DumpNode {
+            depth: row.try_get("depth")?,
+            name: row.try_get("name")?,
+            attr: NodeRow {
+                inode: row.try_get("inode")?,
+                kind: row.try_get("type")?,
+                ..NodeRow::default()
+            },
+            target: None,
+            xattrs: Vec::new(),
+            chunks_json: None,
+            acl: Vec::new(),
+            elsewhere: true,
+        });
+    }
     let names: Option<Vec<Vec<u8>>> = row.try_get("xattr_names")?;
     let values: Option<Vec<Vec<u8>>> = row.try_get("xattr_values")?;
     let kinds: Option<Vec<String>> = row.try_get("acl_kinds")?;
@@ -146,6 +165,7 @@ fn dump_node(row: Row) -> Result<DumpNode> {
             .collect(),
         chunks_json: row.try_get("chunks")?,
         acl,
+        elsewhere: false,
     })
 }
 

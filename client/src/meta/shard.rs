@@ -38,8 +38,12 @@ impl Meta {
         Ok(row.try_get::<_, i32>("number")? as u16)
     }
 
-    /// The volume's other shards, from its root database's map.
+    /// The volume's other shards, from its root database's map (none for
+    /// a database of a release before shards).
     pub async fn shards(&self) -> Result<Vec<ShardEntry>> {
+        if !self.may_call("shards") {
+            return Ok(Vec::new());
+        }
         let rows = self
             .call("SELECT number, url, added_at FROM jfs.shards()", &[])
             .await?;
@@ -52,6 +56,19 @@ impl Meta {
                 })
             })
             .collect()
+    }
+
+    /// What tells this database apart from every other: its server's start
+    /// time, its oid and its name (two URLs may name one database).
+    pub async fn database_identity(&self) -> Result<String> {
+        let row = self
+            .call_one(
+                "SELECT pg_catalog.pg_postmaster_start_time()::text || '/' || d.oid || '/' || d.datname AS id \
+                   FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()",
+                &[],
+            )
+            .await?;
+        Ok(row.try_get("id")?)
     }
 
     /// Makes this freshly formatted database shard `number` of volume

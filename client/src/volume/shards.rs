@@ -145,18 +145,16 @@ pub async fn refuse_shards(meta: &Meta, meta_url: &str, what: &str) -> anyhow::R
     anyhow::ensure!(
         number == 0,
         "{} is shard {number} of a volume: {what} does not work across shards yet (only `jfs \
-         shard`, gc, fsck, status and SQL do)",
+         shard`, dump, gc, fsck, status and SQL do)",
         redact_url(meta_url)
     );
-    if meta.may_call("shards") {
-        let shards = meta.shards().await?.len();
-        anyhow::ensure!(
-            shards == 0,
-            "{} is the root of a volume with {shards} other shard(s) (jfs shard list): {what} \
-             does not work across shards yet (only `jfs shard`, gc, fsck, status and SQL do)",
-            redact_url(meta_url)
-        );
-    }
+    let shards = meta.shards().await?.len();
+    anyhow::ensure!(
+        shards == 0,
+        "{} is the root of a volume with {shards} other shard(s) (jfs shard list): {what} \
+         does not work across shards yet (only `jfs shard`, dump, gc, fsck, status and SQL do)",
+        redact_url(meta_url)
+    );
     Ok(())
 }
 

@@ -6,7 +6,9 @@
 //! (and mends what a crash between two steps leaves), what would cross a
 //! shard answers EXDEV, and the tools that work on one database at a time
 //! (gc) leave the other shards' objects alone.
-//! Mounts, attaching and dumps refuse sharded volumes until they span them.
+//! A dump of the root writes the whole volume (each shard's tree in place
+//! of its shard root), which loads into one database. Mounts and
+//! attaching refuse sharded volumes until they span them.
 use std::path::Path;
 use std::process::Command;
 
@@ -110,6 +112,13 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
     shard_database(&one);
     shard_database(&five);
     let root_admin = root.url("postgres", "vol");
+
+    // the root is no shard of itself (it once became one, and lost its root)
+    fails_with(
+        jfs().args(["shard", "add", &root_admin, &root_admin]),
+        "is the volume's root database itself",
+    );
+    assert_eq!(root.sql("vol", "SELECT count(*) || ':' || shard FROM jfs.node, jfs.setting WHERE inode = 1 GROUP BY shard"), "1:0");
 
     // shards join: the next number, or the one asked for
     let added = stdout(ok(jfs().args([
@@ -346,6 +355,57 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
     assert!(gc.contains("other shards") && shard_block.exists(), "{gc}");
     assert!(!leaked.exists(), "the root's own leaked block stays:\n{gc}");
 
+    // the whole volume in one dump (each shard's tree in place of its
+    // shard root), loaded into one database: the same tree, whole, its
+    // other shards' nodes renumbered into this one's
+    let small = root.sql("vol", "SELECT inode FROM jfs.lookup(1, 'small')");
+    as_client(
+        &five,
+        &format!("SELECT errno FROM jfs.mknod({small}, 'f', 1, 416, 1000, 1000)"),
+    );
+    let dump = base.join("whole.json");
+    ok(jfs().args(["dump", &root_admin]).arg(&dump));
+    let text = std::fs::read_to_string(&dump).unwrap();
+    for name in ["\"big\"", "\"deeper\"", "\"small\"", "\"f\""] {
+        assert!(text.contains(name), "{name} not in the dump:\n{text}");
+    }
+    root.sql("postgres", "CREATE DATABASE whole");
+    root.sql(
+        "whole",
+        "SET client_min_messages = warning; CREATE EXTENSION jfs",
+    );
+    ok(jfs()
+        .args(["load", &root.url("postgres", "whole")])
+        .arg(&dump));
+    let tree = "SELECT string_agg(concat(p.name, '/', convert_from(e.name, 'UTF8'), ':', n.type, ':', n.mode, ':', n.uid), ' ' \
+                ORDER BY e.name) FROM jfs.edge e JOIN jfs.node n ON n.inode = e.inode \
+                LEFT JOIN LATERAL (SELECT convert_from(x.name, 'UTF8') AS name FROM jfs.edge x WHERE x.inode = e.parent) p ON true";
+    assert_eq!(
+        root.sql("whole", tree),
+        "/big:2:493:0 big/deeper:2:448:0 small/f:1:416:1000 /small:2:493:1000"
+    );
+    assert_eq!(root.sql("whole", "SELECT count(*) FROM jfs.fsck()"), "0");
+    assert_eq!(
+        root.sql("whole", "SELECT max(inode) >> 48, (SELECT next >> 48 FROM jfs.counter WHERE name = 'inode') FROM jfs.node WHERE inode < 9000000000000000000"),
+        "0|0"
+    );
+    // a loaded directory is this database's own: removed as any other
+    assert_eq!(
+        root.sql(
+            "whole",
+            "SELECT errno FROM jfs.unlink((SELECT inode FROM jfs.lookup(1, 'small')), 'f')"
+        ),
+        "0"
+    );
+    assert_eq!(
+        root.sql("whole", "SELECT errno FROM jfs.rmdir(1, 'small')"),
+        "0"
+    );
+    as_client(
+        &five,
+        &format!("SELECT errno FROM jfs.unlink({small}, 'f')"),
+    );
+
     // what a crash between the two steps of `shard mkdir` leaves (the
     // node on its shard, no name), and a name whose directory is gone (a
     // shard restored from an older backup): found from both sides, mended
@@ -406,7 +466,7 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
         "{whole}"
     );
 
-    // mounts, attaching and dumps refuse what they cannot span yet
+    // mounts and attaching refuse what they cannot span yet
     let mnt = base.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     for url in [root.url(CLIENT, "vol"), one.url(CLIENT, "vol")] {
@@ -415,10 +475,11 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
             "does not work across shards yet",
         );
     }
+    // (a shard's database alone is not the volume)
     fails_with(
         jfs()
-            .args(["dump", &root_admin])
+            .args(["dump", &one.url("postgres", "vol")])
             .arg(base.join("dump.json")),
-        "does not work across shards yet",
+        "is shard 1 of its volume",
     );
 }

@@ -51,6 +51,13 @@ SELECT errno FROM jfs.shard_root_unlink(:d, 'farther');
 SELECT errno FROM jfs.shard_root_unlink(:d, 'farther');
 SELECT errno FROM jfs.shard_root_unlink(1, 'd');
 SELECT nlink, (SELECT count(*) FROM jfs.edge WHERE parent = :d) AS entries FROM jfs.node WHERE inode = :d;
+-- ids at the ends of the range name no shard root
+SELECT errno FROM jfs.shard_root_link(1, 'edge', 9223372036854775807);
+SELECT errno FROM jfs.shard_root_link(1, 'edge', -1);
+SELECT errno FROM jfs.shard_root_link(-1, 'edge', :s1 + 3);
+SELECT errno FROM jfs.shard_root_unlink(9223372036854775807, 'x');
+SELECT errno FROM jfs.shard_root_remove(-1);
+SELECT errno FROM jfs.shard_root_make(9223372036854775807, 493, 0, 0);
 SELECT * FROM jfs.fsck();
 
 -- made afresh as shard 3 of a volume

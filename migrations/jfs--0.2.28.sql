@@ -1638,71 +1638,6 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:33
--- requires:
---   internal
-
--- What a file's chunks show: the byte ranges of data that its slices leave
--- in each chunk (a hole slice, id 0, takes its range away), for the space a
--- file uses (st_blocks), SEEK_DATA/SEEK_HOLE and compaction.
-
--- Where chunk p_chunk_index of file p_inode shows data within chunk offsets
--- [p_from, p_to): the slices over that range in commit order, each data
--- slice adding its range, each hole (id 0) taking its range away.
-CREATE FUNCTION _chunk_data(p_inode bigint, p_chunk_index integer, p_from integer DEFAULT 0,
-                            p_to integer DEFAULT 67108864) RETURNS int4multirange
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_data int4multirange := '{}';
-    r record;
-BEGIN
-    FOR r IN SELECT s.pos, s.len, s.slice_id FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
-                AND s.pos < p_to AND s.pos + s.len > p_from
-              ORDER BY s.seq
-    LOOP
-        IF r.slice_id = 0 THEN
-            v_data := v_data - int4multirange(int4range(r.pos, r.pos + r.len));
-        ELSE
-            v_data := v_data + int4multirange(int4range(r.pos, r.pos + r.len));
-        END IF;
-    END LOOP;
-    RETURN v_data * int4multirange(int4range(p_from, p_to));
-END
-$$;
-
--- The bytes a multirange covers.
-CREATE FUNCTION _range_size(p_ranges int4multirange) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-BEGIN
-    RETURN (SELECT coalesce(sum(upper(r) - lower(r)), 0)::bigint FROM unnest(p_ranges) r);
-END
-$$;
-
--- The bytes of [p_from, p_to) of file p_inode that show data: what its
--- node's "used" counts over the whole file (st_blocks).
-CREATE FUNCTION _data_size(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_size bigint := 0;
-    c integer;
-BEGIN
-    IF p_to <= p_from THEN
-        RETURN 0;
-    END IF;
-    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk
-    LOOP
-        v_size := v_size + _range_size(_chunk_data(p_inode, c, greatest(p_from - c * v_chunk, 0)::integer,
-                                                   least(p_to - c * v_chunk, v_chunk)::integer));
-    END LOOP;
-    RETURN v_size;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:78
 -- requires:
 --   internal
@@ -1972,6 +1907,229 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
     SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
            (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
       FROM session s ORDER BY s.sid
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:88
+-- requires:
+--   internal
+--   charge
+
+-- Clone: a file or a whole tree copied in one transaction, sharing its data.
+
+-- Copies the node p_src (a file, or a directory with everything below it) to
+-- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
+-- one reserved range; entries, slices, symlink targets and xattrs are copied;
+-- each shared slice gains one reference per new slice row, so the clone is
+-- copy-on-write (a later write to either side makes new slices). Hard links
+-- inside the tree stay hard links in the clone (nlink counts the entries in
+-- the clone); a link from outside the tree is not followed. Modes and times
+-- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
+-- squashed role's owner ids are squashed, those the clone keeps too).
+--
+-- Snapshot: the whole source is read and copied by ONE SQL statement, so it
+-- is read under one MVCC snapshot: a write, rename or create committed while
+-- the clone runs is in it entirely or not at all, for every file together.
+-- The source is not locked; the only shared rows written are slice_ref
+-- counters. If a slice of the snapshot lost its last reference meanwhile (the
+-- source was truncated or removed after the snapshot), the clone fails with
+-- serialization_failure (40001) and the caller retries.
+--
+-- Cost: the transaction inserts one row per node, entry, slice, xattr of the
+-- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
+-- batched mode, so a clone is all or nothing.
+--
+-- Usage: the clone's entries count under the destination's directory quotas,
+-- its nodes for the volume and their owners; a clone that would pass a limit
+-- is not made (28 ENOSPC, 122 EDQUOT).
+--
+-- Returns errno 0 with the new root's inode, the nodes created and the space
+-- charged; else errno: 2 no source / no destination directory, 20 the
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name
+-- or owner id,
+-- 28/122 over a limit.
+CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
+                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
+RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_dst_name);
+    par record;
+    v_src_type smallint;
+    v_res record;
+    v_roots bigint[];
+    v_quota_errno integer := 0;
+    v_owner record;
+    v_squash record := _caller_squash();
+BEGIN
+    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
+        v_errno := 22;
+    END IF;
+    IF v_errno <> 0 THEN
+        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
+    IF v_src_type IS NULL THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    -- the destination directory: stays a directory, gains an entry (and a
+    -- link when the clone is a directory)
+    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
+      INTO par
+      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
+    IF NOT FOUND OR par.type <> 2 THEN
+        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    PERFORM _durability(par.meta_durability);
+
+    -- the one statement: read the source tree and write its copy
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_src WHERE v_src_type = 2
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    ), entries AS (
+        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
+    ), links AS (
+        -- entries naming each node inside the clone (the root: the new entry)
+        SELECT x.inode, count(*)::integer AS k
+          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
+    ), numbered AS (
+        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
+    ), ids AS (
+        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
+         WHERE c.name = 'inode'
+        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
+    ), map AS (
+        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
+    ), new_nodes AS (
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
+        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
+               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
+               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
+               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
+          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
+        RETURNING node.inode, node.type, node.length, node.uid, node.gid
+    ), new_entries AS (
+        INSERT INTO edge (parent, name, inode, type)
+        SELECT mp.new, en.name, mi.new, en.type
+          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
+        UNION ALL
+        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
+        RETURNING edge.parent, edge.inode
+    ), entry_usage AS (
+        -- what the new entries add to each directory holding them
+        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
+               sum(nn.length) AS length
+          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
+    ), owner_usage AS (
+        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_nodes nn GROUP BY nn.uid, nn.gid
+    ), old_slices AS (
+        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
+    ), new_slices AS (
+        -- seq is kept: it orders the slices of one chunk, and the inode is new
+        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
+        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
+        RETURNING 1
+    ), shared AS (
+        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
+    ), referenced AS (
+        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
+        RETURNING r.slice_id
+    ), new_targets AS (
+        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
+        RETURNING 1
+    ), new_xattrs AS (
+        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
+        RETURNING 1
+    ), new_acls AS (
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
+        RETURNING 1
+    )
+    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
+           (SELECT count(*) FROM map) AS mapped,
+           (SELECT count(*) FROM new_nodes) AS nodes,
+           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
+           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
+           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
+           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
+           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
+           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
+           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
+           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
+           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
+           (SELECT count(*) FROM shared) AS shared,
+           (SELECT count(*) FROM referenced) AS referenced,
+           (SELECT count(*) FROM new_slices)
+             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
+             + (SELECT count(*) FROM new_acls) AS rows
+      INTO v_res;
+
+    IF v_res.nodes <> v_res.mapped THEN
+        -- the source itself went away between the first look and the copy
+        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
+    ELSIF v_res.referenced <> v_res.shared THEN
+        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
+            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
+    END IF;
+    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
+     WHERE node.inode = p_dst_parent;
+
+    -- usage: every entry of the clone is under the destination's quota
+    -- roots (the new directories have no quota of their own); the new
+    -- nodes count for the volume and their owners. Over a limit, the
+    -- whole clone is undone.
+    v_roots := _quota_roots(par.qroot);
+    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
+                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
+                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
+    IF v_quota_errno = 0 THEN
+        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
+    END IF;
+    IF par.owner_quotas THEN
+        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
+                                     u(uid, gid, inodes, space)
+        LOOP
+            EXIT WHEN v_quota_errno <> 0;
+            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
+                                     par.quota_limits);
+        END LOOP;
+    END IF;
+    IF v_quota_errno <> 0 THEN
+        -- what was charged already goes with the rest of the clone
+        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
+    END IF;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
+      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
+        ON CONFLICT ON CONSTRAINT dir_stats_pkey
+        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
+                      length = d.length + excluded.length;
+    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
+    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
+    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
+EXCEPTION
+    WHEN unique_violation THEN
+        -- the name was taken by a create that committed after the check above
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN no_data_found THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN SQLSTATE 'JQ000' THEN
+        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
+END
 $$;
 /* </end connected objects> */
 
@@ -3021,229 +3179,6 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:88
--- requires:
---   internal
---   charge
-
--- Clone: a file or a whole tree copied in one transaction, sharing its data.
-
--- Copies the node p_src (a file, or a directory with everything below it) to
--- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
--- one reserved range; entries, slices, symlink targets and xattrs are copied;
--- each shared slice gains one reference per new slice row, so the clone is
--- copy-on-write (a later write to either side makes new slices). Hard links
--- inside the tree stay hard links in the clone (nlink counts the entries in
--- the clone); a link from outside the tree is not followed. Modes and times
--- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
--- squashed role's owner ids are squashed, those the clone keeps too).
---
--- Snapshot: the whole source is read and copied by ONE SQL statement, so it
--- is read under one MVCC snapshot: a write, rename or create committed while
--- the clone runs is in it entirely or not at all, for every file together.
--- The source is not locked; the only shared rows written are slice_ref
--- counters. If a slice of the snapshot lost its last reference meanwhile (the
--- source was truncated or removed after the snapshot), the clone fails with
--- serialization_failure (40001) and the caller retries.
---
--- Cost: the transaction inserts one row per node, entry, slice, xattr of the
--- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
--- batched mode, so a clone is all or nothing.
---
--- Usage: the clone's entries count under the destination's directory quotas,
--- its nodes for the volume and their owners; a clone that would pass a limit
--- is not made (28 ENOSPC, 122 EDQUOT).
---
--- Returns errno 0 with the new root's inode, the nodes created and the space
--- charged; else errno: 2 no source / no destination directory, 20 the
--- destination parent is not a directory, 17 the name exists, 22/36 bad name
--- or owner id,
--- 28/122 over a limit.
-CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
-                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
-RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_dst_name);
-    par record;
-    v_src_type smallint;
-    v_res record;
-    v_roots bigint[];
-    v_quota_errno integer := 0;
-    v_owner record;
-    v_squash record := _caller_squash();
-BEGIN
-    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
-        v_errno := 22;
-    END IF;
-    IF v_errno <> 0 THEN
-        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
-    IF v_src_type IS NULL THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    -- the destination directory: stays a directory, gains an entry (and a
-    -- link when the clone is a directory)
-    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
-      INTO par
-      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
-    IF NOT FOUND OR par.type <> 2 THEN
-        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    PERFORM _durability(par.meta_durability);
-
-    -- the one statement: read the source tree and write its copy
-    WITH RECURSIVE dirs(inode) AS (
-        SELECT p_src WHERE v_src_type = 2
-        UNION ALL
-        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
-    ), entries AS (
-        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
-    ), links AS (
-        -- entries naming each node inside the clone (the root: the new entry)
-        SELECT x.inode, count(*)::integer AS k
-          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
-    ), numbered AS (
-        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
-    ), ids AS (
-        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
-         WHERE c.name = 'inode'
-        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
-    ), map AS (
-        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
-    ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
-        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
-               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
-               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
-               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
-          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
-        RETURNING node.inode, node.type, node.length, node.uid, node.gid
-    ), new_entries AS (
-        INSERT INTO edge (parent, name, inode, type)
-        SELECT mp.new, en.name, mi.new, en.type
-          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
-        UNION ALL
-        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
-        RETURNING edge.parent, edge.inode
-    ), entry_usage AS (
-        -- what the new entries add to each directory holding them
-        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
-               sum(nn.length) AS length
-          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
-    ), owner_usage AS (
-        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
-          FROM new_nodes nn GROUP BY nn.uid, nn.gid
-    ), old_slices AS (
-        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
-    ), new_slices AS (
-        -- seq is kept: it orders the slices of one chunk, and the inode is new
-        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
-        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
-        RETURNING 1
-    ), shared AS (
-        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
-    ), referenced AS (
-        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
-        RETURNING r.slice_id
-    ), new_targets AS (
-        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
-        RETURNING 1
-    ), new_xattrs AS (
-        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
-        RETURNING 1
-    ), new_acls AS (
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
-        RETURNING 1
-    )
-    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
-           (SELECT count(*) FROM map) AS mapped,
-           (SELECT count(*) FROM new_nodes) AS nodes,
-           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
-           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
-           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
-           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
-           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
-           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
-           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
-           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
-           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
-           (SELECT count(*) FROM shared) AS shared,
-           (SELECT count(*) FROM referenced) AS referenced,
-           (SELECT count(*) FROM new_slices)
-             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
-             + (SELECT count(*) FROM new_acls) AS rows
-      INTO v_res;
-
-    IF v_res.nodes <> v_res.mapped THEN
-        -- the source itself went away between the first look and the copy
-        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
-    ELSIF v_res.referenced <> v_res.shared THEN
-        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
-            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
-    END IF;
-    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
-     WHERE node.inode = p_dst_parent;
-
-    -- usage: every entry of the clone is under the destination's quota
-    -- roots (the new directories have no quota of their own); the new
-    -- nodes count for the volume and their owners. Over a limit, the
-    -- whole clone is undone.
-    v_roots := _quota_roots(par.qroot);
-    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
-                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
-                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
-    IF v_quota_errno = 0 THEN
-        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
-    END IF;
-    IF par.owner_quotas THEN
-        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
-                                     u(uid, gid, inodes, space)
-        LOOP
-            EXIT WHEN v_quota_errno <> 0;
-            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
-                                     par.quota_limits);
-        END LOOP;
-    END IF;
-    IF v_quota_errno <> 0 THEN
-        -- what was charged already goes with the rest of the clone
-        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
-    END IF;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
-    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
-      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
-        ON CONFLICT ON CONSTRAINT dir_stats_pkey
-        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
-                      length = d.length + excluded.length;
-    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
-    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
-    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
-EXCEPTION
-    WHEN unique_violation THEN
-        -- the name was taken by a create that committed after the check above
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN no_data_found THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN SQLSTATE 'JQ000' THEN
-        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:53
 -- requires:
 --   internal
@@ -3927,101 +3862,128 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:118
+-- extension/src/lib.rs:133
 -- requires:
 --   internal
 --   people
---   chunk_data
+--   acl_rules
 
--- Compaction. Every write commits a slice, and a chunk written in many
--- small pieces reads slowly: each read fetches and merges all of its slices.
--- A mount rewrites such a chunk as one slice (the bytes the chunk shows,
--- holes as zeros, up to the file's length) and swaps it in here, in one
--- transaction that first checks the chunk did not change meanwhile.
+-- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
+-- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
+-- Rows of table acl, one per entry, tagged as in the kernel's xattr format
+-- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
+--
+-- An access ACL shares the node's mode bits: the owner's entry is the
+-- owner bits, the mask (or, without one, the owning group's entry) the
+-- group bits, and other the other bits, so chmod changes them as POSIX
+-- says with no ACL row to update. Its rows are what the mode cannot hold:
+-- the owning group's entry and the named users and groups. A node without
+-- rows has the minimal ACL its mode stands for. A default ACL (directories
+-- only) keeps every entry as a row; new entries in the directory inherit it
+-- (mknod: the umask is then ignored, the mode given is masked by the ACL).
 
--- A chunk's slices as compaction reads them: in commit order, with their
--- seq (compact_chunk checks the last one) and the file's length.
-CREATE FUNCTION compaction_slices(p_inode bigint, p_chunk_index integer)
-RETURNS TABLE (seq bigint, pos integer, slice_id bigint, slice_size integer, slice_off integer,
-               len integer, file_length bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.seq, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, n.length
-      FROM slice s JOIN node n ON n.inode = s.inode
-     WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
-     ORDER BY s.seq
+-- Turns POSIX ACLs on for the volume. Returns whether they were off.
+CREATE FUNCTION enable_acl() RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
+    RETURN FOUND;
+END
 $$;
 
--- Replaces the slices of chunk p_chunk_index of file p_inode with the one
--- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
--- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
--- (so nothing was written, truncated or compacted since they were read).
--- The old slices' references are released; the freed ones are queued in
--- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
--- chunk changed, and the caller deletes the new slice's blocks; 2 when the
--- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
-CREATE FUNCTION compact_chunk(
-    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
-    p_slice_id bigint, p_slice_size integer, p_pos integer)
-RETURNS integer
+-- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
+-- entries sorted by tag and qualifier (the xattr's order). errno 61
+-- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
+-- 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
+                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_mode integer;
+BEGIN
+    IF NOT (SELECT s.enable_acl FROM setting s) THEN
+        errno := 95; RETURN;
+    END IF;
+    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
+           array_agg(e.perm ORDER BY e.tag, e.id)
+      INTO tags, ids, perms
+      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
+            UNION ALL
+            -- an access ACL's owner, mask and other entries are the mode's bits
+            SELECT t.tag, -1, t.perm
+              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
+                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
+             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
+    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
+END
+$$;
+
+-- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
+-- node p_inode. An access ACL sets the mode's permission bits (see above);
+-- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
+-- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
+-- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
+                        p_perms smallint[]) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     s setting := _begin();
-    v_rows integer;
-    v_last bigint;
+    n record;
+    v_bits integer;
 BEGIN
-    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
-       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
-       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
+    IF NOT s.enable_acl THEN
+        RETURN 95;
+    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
+          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
         RETURN 22;
     END IF;
-    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
+    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN 2;
-    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
-        RETURN 22;
+    ELSIF p_kind = 'd' AND n.type <> 2 THEN
+        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
     END IF;
-    SELECT count(*), max(seq) INTO v_rows, v_last
-      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
-    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
-        RETURN 11;
+    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
+    PERFORM _log_node_change('setacl', p_inode);
+    IF p_tags IS NULL THEN
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
     END IF;
-    -- the new slice shows data all along (holes stored as zeros)
-    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
-     WHERE inode = p_inode;
-    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
-    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
-    PERFORM _log_node_change('compact', p_inode);
+    IF p_kind = 'd' THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
+           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
+           | max(e.perm) FILTER (WHERE e.tag = 32)
+      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
+    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
+    END IF;
+    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
     RETURN 0;
 END
 $$;
 
--- The chunks of regular files at or below p_root (an inode) with at least
--- p_min_slices slices, for `jfs compact`.
-CREATE FUNCTION fragmented_chunks(p_root bigint, p_min_slices integer DEFAULT 2)
-RETURNS TABLE (inode bigint, chunk_index integer, slices bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH RECURSIVE tree (inode, type) AS (
-        SELECT n.inode, n.type FROM node n WHERE n.inode = p_root
-        UNION ALL
-        SELECT e.inode, e.type FROM edge e JOIN tree t ON e.parent = t.inode WHERE t.type = 2
-    )
-    SELECT s.inode, s.chunk_index, count(*)
-      FROM slice s
-     WHERE s.inode IN (SELECT t.inode FROM tree t WHERE t.type = 1)
-     GROUP BY s.inode, s.chunk_index
-    HAVING count(*) >= greatest(p_min_slices, 1)
-     ORDER BY s.inode, s.chunk_index
-$$;
-
--- For people: chunks by number of slices, most fragmented first.
-CREATE VIEW fragmentation AS
-SELECT s.inode, path(s.inode) AS path, s.chunk_index, count(*) AS slices,
-       sum(s.len) AS bytes_written
-  FROM slice s
- GROUP BY s.inode, s.chunk_index
- ORDER BY count(*) DESC, s.inode, s.chunk_index;
+-- For people: every ACL entry with its node's path, as getfacl shows it
+-- (the access ACL's owner, mask and other entries come from the mode).
+CREATE VIEW acls AS
+SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
+       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
+                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
+       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
+       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
+       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
+  FROM acl a;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4186,435 +4148,6 @@ SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
        CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
        l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
   FROM plock l LEFT JOIN session s ON s.sid = l.sid;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:98
--- requires:
---   namespace
---   rename
---   batch
---   people
-
--- Trash: with format's trash_days > 0, what unlink, rmdir, rename-over and
--- rmr remove is moved (not deleted) into /.trash/YYYY-MM-DD-HH (UTC hour of
--- the removal) under the name PARENT-INODE-NAME, by the same rename a mount
--- uses. So the trash stays charged to the volume and to the user/group
--- quotas, but leaves the directory quota it was under (JuiceFS's rule).
--- Hours older than trash_days are purged (jfs.trash_purge, called by the
--- mounts in the background); jfs.restore puts entries back. A name cut to
--- fit the 255 bytes of an entry keeps its whole self in trash_name.
-
--- When trash hour p_hour (its name, 'YYYY-MM-DD-HH', in UTC) began, as a
--- UTC time whatever the session's time zone; NULL for another name.
-CREATE FUNCTION _trash_hour_start(p_name bytea) RETURNS timestamp
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_text text := convert_from(p_name, 'SQL_ASCII');
-BEGIN
-    IF v_text !~ '^\d{4}-\d\d-\d\d-\d\d$' THEN
-        RETURN NULL;
-    END IF;
-    RETURN (left(v_text, 10) || ' ' || right(v_text, 2) || ':00')::timestamp;
-EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
-    RETURN NULL;
-END
-$$;
-
--- Purges trash hours older than trash_days, at most p_limit entries per call
--- (each hour removed like jfs.rmr, children first); returns the entries removed.
-CREATE FUNCTION trash_purge(p_limit integer DEFAULT 100000) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_days integer;
-    v_removed bigint := 0;
-    h record;
-    r record;
-BEGIN
-    SELECT trash_days INTO v_days FROM setting;
-    IF v_days IS NULL THEN
-        RETURN 0;
-    END IF;
-    FOR h IN
-        SELECT e.name, e.inode FROM edge e
-         WHERE e.parent = _trash_inode()
-           AND _trash_hour_start(e.name)
-               < (pg_catalog.now() AT TIME ZONE 'UTC') - make_interval(days => v_days) - interval '1 hour'
-         ORDER BY e.name
-    LOOP
-        EXIT WHEN v_removed >= p_limit;
-        SELECT * INTO r FROM rmr(_trash_inode(), h.name, (p_limit - v_removed)::integer);
-        v_removed := v_removed + r.removed;
-        IF r.done THEN
-            DELETE FROM trash_name t WHERE t.hour = h.inode;
-        END IF;
-    END LOOP;
-    RETURN v_removed;
-END
-$$;
-
--- The name entry p_name of trash hour p_hour had where it came from: the
--- whole name kept in trash_name when its trash name was cut, else parsed.
-CREATE FUNCTION _trash_original(p_hour bigint, p_name bytea) RETURNS bytea
-LANGUAGE sql STABLE SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT coalesce((SELECT t.original FROM trash_name t WHERE t.hour = p_hour AND t.name = p_name),
-                    (_trash_parse(p_name)).name)
-$$;
-
--- What is in the trash: the hour it was removed in, where from, what.
-CREATE VIEW trash AS
-SELECT convert_from(h.name, 'UTF8') AS hour, t.parent, jfs.path(t.parent) AS parent_path,
-       _name_text(_trash_original(h.inode, e.name)) AS name,
-       e.inode, _type_name(n.type) AS type, n.length AS size, to_timestamp(n.ctime / 1e9) AS removed_at
-  FROM edge h
-  JOIN edge e ON e.parent = h.inode
-  JOIN node n ON n.inode = e.inode
-  CROSS JOIN LATERAL _trash_parse(e.name) t
- WHERE h.parent = _trash_inode();
-
--- Puts trash entries back where they were (all, or those of hour p_hour,
--- 'YYYY-MM-DD-HH'), by rename: an entry whose directory is gone or whose
--- name is taken again stays in the trash. One row per entry: errno 0
--- restored, else why not.
-CREATE FUNCTION restore(p_hour text DEFAULT NULL)
-RETURNS TABLE (hour text, path text, errno integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    t record;
-    r record;
-BEGIN
-    FOR t IN
-        SELECT convert_from(h.name, 'UTF8') AS hour, p.parent, _trash_original(h.inode, e.name) AS name,
-               h.inode AS hour_dir, e.name AS trash_name
-          FROM edge h
-          JOIN edge e ON e.parent = h.inode
-          CROSS JOIN LATERAL _trash_parse(e.name) p
-         WHERE h.parent = _trash_inode() AND p.parent IS NOT NULL
-           AND (p_hour IS NULL OR convert_from(h.name, 'UTF8') = p_hour)
-         ORDER BY 1, 2, 3
-    LOOP
-        hour := t.hour;
-        path := coalesce(jfs.path(t.parent), '(gone)') || CASE WHEN t.parent = 1 THEN '' ELSE '/' END
-                || _name_text(t.name);
-        IF NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = t.parent AND n.type = 2) THEN
-            errno := 2;
-        ELSE
-            SELECT * INTO r FROM rename(t.hour_dir, t.trash_name, t.parent, t.name, 1);
-            errno := r.errno;
-            IF errno = 0 THEN
-                DELETE FROM trash_name n WHERE n.hour = t.hour_dir AND n.name = t.trash_name;
-            END IF;
-        END IF;
-        RETURN NEXT;
-    END LOOP;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:133
--- requires:
---   internal
---   people
---   acl_rules
-
--- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
--- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
--- Rows of table acl, one per entry, tagged as in the kernel's xattr format
--- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
---
--- An access ACL shares the node's mode bits: the owner's entry is the
--- owner bits, the mask (or, without one, the owning group's entry) the
--- group bits, and other the other bits, so chmod changes them as POSIX
--- says with no ACL row to update. Its rows are what the mode cannot hold:
--- the owning group's entry and the named users and groups. A node without
--- rows has the minimal ACL its mode stands for. A default ACL (directories
--- only) keeps every entry as a row; new entries in the directory inherit it
--- (mknod: the umask is then ignored, the mode given is masked by the ACL).
-
--- Turns POSIX ACLs on for the volume. Returns whether they were off.
-CREATE FUNCTION enable_acl() RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
-    RETURN FOUND;
-END
-$$;
-
--- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
--- entries sorted by tag and qualifier (the xattr's order). errno 61
--- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
--- 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
-                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_mode integer;
-BEGIN
-    IF NOT (SELECT s.enable_acl FROM setting s) THEN
-        errno := 95; RETURN;
-    END IF;
-    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
-    IF NOT FOUND THEN
-        errno := 2; RETURN;
-    END IF;
-    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
-           array_agg(e.perm ORDER BY e.tag, e.id)
-      INTO tags, ids, perms
-      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
-            UNION ALL
-            -- an access ACL's owner, mask and other entries are the mode's bits
-            SELECT t.tag, -1, t.perm
-              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
-                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
-             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
-    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
-END
-$$;
-
--- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
--- node p_inode. An access ACL sets the mode's permission bits (see above);
--- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
--- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
--- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
-                        p_perms smallint[]) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    n record;
-    v_bits integer;
-BEGIN
-    IF NOT s.enable_acl THEN
-        RETURN 95;
-    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
-          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
-        RETURN 22;
-    END IF;
-    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    ELSIF p_kind = 'd' AND n.type <> 2 THEN
-        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
-    END IF;
-    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
-    PERFORM _log_node_change('setacl', p_inode);
-    IF p_tags IS NULL THEN
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    IF p_kind = 'd' THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
-           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
-           | max(e.perm) FILTER (WHERE e.tag = 32)
-      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
-    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
-    END IF;
-    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
-    RETURN 0;
-END
-$$;
-
--- For people: every ACL entry with its node's path, as getfacl shows it
--- (the access ACL's owner, mask and other entries come from the mode).
-CREATE VIEW acls AS
-SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
-       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
-                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
-       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
-       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
-       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
-  FROM acl a;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:138
--- requires:
---   schema
---   people
---   trash
-
--- The change log (table change, sql/schema.sql) for people and programs:
--- jfs.changes shows every row kept, with paths; jfs.changes_since(id) gives
--- a consumer that keeps its own bookmark each change exactly once, in an
--- order that is final; changelog_prune keeps the log within its age and
--- size (the mounts call it in the background). The procedures that change
--- the file system write the rows, each in its own transaction.
---
--- Ops: create, mkdir, symlink, mknod, link, unlink, rmdir, rename,
--- exchange, setattr, truncate, write, compact, setxattr, removexattr,
--- setacl, rmr (one row per step of a tree's removal), clone, tier,
--- tier_tree (a tier set on a whole tree).
-
--- The path of entry p_name of directory p_parent as far as it resolves now
--- (NULL once the directory is gone). Qualified names: a view inlines it in
--- the reader's search_path.
-CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
-$$;
-
--- Every change kept, with its paths as they resolve now: path is the entry
--- made, removed or renamed (or the node's path when the change is to a
--- node), path2 where a rename or clone put it; xattr names the extended
--- attribute of setxattr/removexattr. Order by id (insertion) or use
--- changes_since.
-CREATE VIEW changes AS
-SELECT c.id, c.at, c.op,
-       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
-       _entry_path(c.parent2, c.name2) AS path2,
-       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
-       c.inode, c.inode2, c.uid, c.gid, c.session
-  FROM change c;
-
--- The changes after change p_after (0: from the oldest kept), at most
--- p_limit, for a consumer that keeps the last id it saw as its bookmark.
--- Transactions commit in another order than their rows' ids, so a change
--- is given only once every transaction that could still add a row before it
--- is over (the row's transaction is older than the snapshot's xmin), and in
--- the order (xid, id), which such late rows cannot enter: a consumer sees
--- every change once, none later than its successors. A long-running writing
--- transaction holds the feed back (not the mounts, which read the log
--- themselves) until it ends. A bookmark that was pruned is an error: the
--- changes in between are lost to that consumer.
-CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
-RETURNS SETOF changes
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
-    v_after_xid xid8;
-BEGIN
-    IF coalesce(p_after, 0) > 0 THEN
-        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
-                             'or never committed: the changes after it are lost to this bookmark; '
-                             'start again from 0 or from an id of jfs.changes.';
-        END IF;
-    END IF;
-    RETURN QUERY
-        SELECT v.*
-          FROM (SELECT c.id, c.xid FROM change c
-                 WHERE c.xid < v_horizon
-                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
-                 ORDER BY c.xid, c.id
-                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
-          JOIN changes v ON v.id = k.id
-         ORDER BY k.xid, k.id;
-END
-$$;
-
--- Deletes, oldest first and at most p_limit per call, the rows older than
--- setting.changelog_max_age and those more than changelog_max_rows ids
--- below the newest (so at most that many are kept). Returns the rows deleted.
-CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_max_age interval;
-    v_max_rows bigint;
-    v_newest bigint;
-    v_count bigint;
-BEGIN
-    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
-    IF NOT FOUND THEN
-        RETURN 0;
-    END IF;
-    SELECT max(c.id) INTO v_newest FROM change c;
-    DELETE FROM change c
-     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
-       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- Sets how long and how many rows the change log keeps (NULL: unchanged).
--- Administration (jfs config --changelog-max-age / --changelog-max-rows).
-CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
-                                        OUT max_age interval, OUT max_rows bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_max_age < interval '1 minute' THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
-    ELSIF p_max_rows < 1000 THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
-                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
-    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-END
-$$;
-
--- For mounts, which keep the kernel's caches in step with the others: the
--- changes of the transactions that the snapshot p_horizon (an earlier
--- call's; NULL: none, just the horizon) did not see, that the session p_sid
--- did not make or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
--- once. Only the transactions running at p_horizon and those begun after
--- it are read, so a long transaction that writes nothing to the volume
--- (another application's, or one in another database) costs nothing; a
--- horizon of transaction ids (changes_for_mount) re-read everything since
--- such a transaction at every poll. The first row carries only the horizon.
-CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
-RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_current_snapshot() AS now)
-    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL
-       AND (c.xid >= pg_snapshot_xmax(p_horizon)
-            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
-$$;
-
--- For mounts of jfs 0.2.1 and older (see mount_changes): the
--- changes of transactions from p_horizon on (a horizon an earlier call
--- returned; NULL: none, just the horizon) that the session p_sid did not
--- make, or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
--- change of a transaction older than the horizon is in this answer or an
--- earlier one; those of transactions running at it come again in the next
--- (a mount skips ids it applied; applying twice is harmless anyway). The
--- first row carries only the horizon.
-CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
-RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
-    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
-$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -5682,115 +5215,1387 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:123
+-- extension/src/lib.rs:98
+-- requires:
+--   namespace
+--   rename
+--   batch
+--   people
+
+-- Trash: with format's trash_days > 0, what unlink, rmdir, rename-over and
+-- rmr remove is moved (not deleted) into /.trash/YYYY-MM-DD-HH (UTC hour of
+-- the removal) under the name PARENT-INODE-NAME, by the same rename a mount
+-- uses. So the trash stays charged to the volume and to the user/group
+-- quotas, but leaves the directory quota it was under (JuiceFS's rule).
+-- Hours older than trash_days are purged (jfs.trash_purge, called by the
+-- mounts in the background); jfs.restore puts entries back. A name cut to
+-- fit the 255 bytes of an entry keeps its whole self in trash_name.
+
+-- When trash hour p_hour (its name, 'YYYY-MM-DD-HH', in UTC) began, as a
+-- UTC time whatever the session's time zone; NULL for another name.
+CREATE FUNCTION _trash_hour_start(p_name bytea) RETURNS timestamp
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_text text := convert_from(p_name, 'SQL_ASCII');
+BEGIN
+    IF v_text !~ '^\d{4}-\d\d-\d\d-\d\d$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN (left(v_text, 10) || ' ' || right(v_text, 2) || ':00')::timestamp;
+EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+    RETURN NULL;
+END
+$$;
+
+-- Purges trash hours older than trash_days, at most p_limit entries per call
+-- (each hour removed like jfs.rmr, children first); returns the entries removed.
+CREATE FUNCTION trash_purge(p_limit integer DEFAULT 100000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_days integer;
+    v_removed bigint := 0;
+    h record;
+    r record;
+BEGIN
+    SELECT trash_days INTO v_days FROM setting;
+    IF v_days IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOR h IN
+        SELECT e.name, e.inode FROM edge e
+         WHERE e.parent = _trash_inode()
+           AND _trash_hour_start(e.name)
+               < (pg_catalog.now() AT TIME ZONE 'UTC') - make_interval(days => v_days) - interval '1 hour'
+         ORDER BY e.name
+    LOOP
+        EXIT WHEN v_removed >= p_limit;
+        SELECT * INTO r FROM rmr(_trash_inode(), h.name, (p_limit - v_removed)::integer);
+        v_removed := v_removed + r.removed;
+        IF r.done THEN
+            DELETE FROM trash_name t WHERE t.hour = h.inode;
+        END IF;
+    END LOOP;
+    RETURN v_removed;
+END
+$$;
+
+-- The name entry p_name of trash hour p_hour had where it came from: the
+-- whole name kept in trash_name when its trash name was cut, else parsed.
+CREATE FUNCTION _trash_original(p_hour bigint, p_name bytea) RETURNS bytea
+LANGUAGE sql STABLE SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT coalesce((SELECT t.original FROM trash_name t WHERE t.hour = p_hour AND t.name = p_name),
+                    (_trash_parse(p_name)).name)
+$$;
+
+-- What is in the trash: the hour it was removed in, where from, what.
+CREATE VIEW trash AS
+SELECT convert_from(h.name, 'UTF8') AS hour, t.parent, jfs.path(t.parent) AS parent_path,
+       _name_text(_trash_original(h.inode, e.name)) AS name,
+       e.inode, _type_name(n.type) AS type, n.length AS size, to_timestamp(n.ctime / 1e9) AS removed_at
+  FROM edge h
+  JOIN edge e ON e.parent = h.inode
+  JOIN node n ON n.inode = e.inode
+  CROSS JOIN LATERAL _trash_parse(e.name) t
+ WHERE h.parent = _trash_inode();
+
+-- Puts trash entries back where they were (all, or those of hour p_hour,
+-- 'YYYY-MM-DD-HH'), by rename: an entry whose directory is gone or whose
+-- name is taken again stays in the trash. One row per entry: errno 0
+-- restored, else why not.
+CREATE FUNCTION restore(p_hour text DEFAULT NULL)
+RETURNS TABLE (hour text, path text, errno integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    t record;
+    r record;
+BEGIN
+    FOR t IN
+        SELECT convert_from(h.name, 'UTF8') AS hour, p.parent, _trash_original(h.inode, e.name) AS name,
+               h.inode AS hour_dir, e.name AS trash_name
+          FROM edge h
+          JOIN edge e ON e.parent = h.inode
+          CROSS JOIN LATERAL _trash_parse(e.name) p
+         WHERE h.parent = _trash_inode() AND p.parent IS NOT NULL
+           AND (p_hour IS NULL OR convert_from(h.name, 'UTF8') = p_hour)
+         ORDER BY 1, 2, 3
+    LOOP
+        hour := t.hour;
+        path := coalesce(jfs.path(t.parent), '(gone)') || CASE WHEN t.parent = 1 THEN '' ELSE '/' END
+                || _name_text(t.name);
+        IF NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = t.parent AND n.type = 2) THEN
+            errno := 2;
+        ELSE
+            SELECT * INTO r FROM rename(t.hour_dir, t.trash_name, t.parent, t.name, 1);
+            errno := r.errno;
+            IF errno = 0 THEN
+                DELETE FROM trash_name n WHERE n.hour = t.hour_dir AND n.name = t.trash_name;
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:138
+-- requires:
+--   schema
+--   people
+--   trash
+
+-- The change log (table change, sql/schema.sql) for people and programs:
+-- jfs.changes shows every row kept, with paths; jfs.changes_since(id) gives
+-- a consumer that keeps its own bookmark each change exactly once, in an
+-- order that is final; changelog_prune keeps the log within its age and
+-- size (the mounts call it in the background). The procedures that change
+-- the file system write the rows, each in its own transaction.
+--
+-- Ops: create, mkdir, symlink, mknod, link, unlink, rmdir, rename,
+-- exchange, setattr, truncate, write, compact, setxattr, removexattr,
+-- setacl, rmr (one row per step of a tree's removal), clone, tier,
+-- tier_tree (a tier set on a whole tree).
+
+-- The path of entry p_name of directory p_parent as far as it resolves now
+-- (NULL once the directory is gone). Qualified names: a view inlines it in
+-- the reader's search_path.
+CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
+$$;
+
+-- Every change kept, with its paths as they resolve now: path is the entry
+-- made, removed or renamed (or the node's path when the change is to a
+-- node), path2 where a rename or clone put it; xattr names the extended
+-- attribute of setxattr/removexattr. Order by id (insertion) or use
+-- changes_since.
+CREATE VIEW changes AS
+SELECT c.id, c.at, c.op,
+       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
+       _entry_path(c.parent2, c.name2) AS path2,
+       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
+       c.inode, c.inode2, c.uid, c.gid, c.session
+  FROM change c;
+
+-- The changes after change p_after (0: from the oldest kept), at most
+-- p_limit, for a consumer that keeps the last id it saw as its bookmark.
+-- Transactions commit in another order than their rows' ids, so a change
+-- is given only once every transaction that could still add a row before it
+-- is over (the row's transaction is older than the snapshot's xmin), and in
+-- the order (xid, id), which such late rows cannot enter: a consumer sees
+-- every change once, none later than its successors. A long-running writing
+-- transaction holds the feed back (not the mounts, which read the log
+-- themselves) until it ends. A bookmark that was pruned is an error: the
+-- changes in between are lost to that consumer.
+CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
+RETURNS SETOF changes
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    v_after_xid xid8;
+BEGIN
+    IF coalesce(p_after, 0) > 0 THEN
+        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
+                             'or never committed: the changes after it are lost to this bookmark; '
+                             'start again from 0 or from an id of jfs.changes.';
+        END IF;
+    END IF;
+    RETURN QUERY
+        SELECT v.*
+          FROM (SELECT c.id, c.xid FROM change c
+                 WHERE c.xid < v_horizon
+                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
+                 ORDER BY c.xid, c.id
+                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
+          JOIN changes v ON v.id = k.id
+         ORDER BY k.xid, k.id;
+END
+$$;
+
+-- Deletes, oldest first and at most p_limit per call, the rows older than
+-- setting.changelog_max_age and those more than changelog_max_rows ids
+-- below the newest (so at most that many are kept). Returns the rows deleted.
+CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_max_age interval;
+    v_max_rows bigint;
+    v_newest bigint;
+    v_count bigint;
+BEGIN
+    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT max(c.id) INTO v_newest FROM change c;
+    DELETE FROM change c
+     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
+       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Sets how long and how many rows the change log keeps (NULL: unchanged).
+-- Administration (jfs config --changelog-max-age / --changelog-max-rows).
+CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
+                                        OUT max_age interval, OUT max_rows bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_max_age < interval '1 minute' THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
+    ELSIF p_max_rows < 1000 THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
+                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
+    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+
+-- For mounts, which keep the kernel's caches in step with the others: the
+-- changes of the transactions that the snapshot p_horizon (an earlier
+-- call's; NULL: none, just the horizon) did not see, that the session p_sid
+-- did not make or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
+-- once. Only the transactions running at p_horizon and those begun after
+-- it are read, so a long transaction that writes nothing to the volume
+-- (another application's, or one in another database) costs nothing; a
+-- horizon of transaction ids (changes_for_mount) re-read everything since
+-- such a transaction at every poll. The first row carries only the horizon.
+CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
+RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_current_snapshot() AS now)
+    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL
+       AND (c.xid >= pg_snapshot_xmax(p_horizon)
+            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
+$$;
+
+-- For mounts of jfs 0.2.1 and older (see mount_changes): the
+-- changes of transactions from p_horizon on (a horizon an earlier call
+-- returned; NULL: none, just the horizon) that the session p_sid did not
+-- make, or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
+-- change of a transaction older than the horizon is in this answer or an
+-- earlier one; those of transactions running at it come again in the next
+-- (a mount skips ids it applied; applying twice is harmless anyway). The
+-- first row carries only the horizon.
+CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
+RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
+    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:33
+-- requires:
+--   internal
+
+-- What a file's chunks show: the byte ranges of data that its slices leave
+-- in each chunk (a hole slice, id 0, takes its range away), for the space a
+-- file uses (st_blocks), SEEK_DATA/SEEK_HOLE and compaction.
+
+-- Where chunk p_chunk_index of file p_inode shows data within chunk offsets
+-- [p_from, p_to): the slices over that range in commit order, each data
+-- slice adding its range, each hole (id 0) taking its range away.
+CREATE FUNCTION _chunk_data(p_inode bigint, p_chunk_index integer, p_from integer DEFAULT 0,
+                            p_to integer DEFAULT 67108864) RETURNS int4multirange
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_data int4multirange := '{}';
+    r record;
+BEGIN
+    FOR r IN SELECT s.pos, s.len, s.slice_id FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+                AND s.pos < p_to AND s.pos + s.len > p_from
+              ORDER BY s.seq
+    LOOP
+        IF r.slice_id = 0 THEN
+            v_data := v_data - int4multirange(int4range(r.pos, r.pos + r.len));
+        ELSE
+            v_data := v_data + int4multirange(int4range(r.pos, r.pos + r.len));
+        END IF;
+    END LOOP;
+    RETURN v_data * int4multirange(int4range(p_from, p_to));
+END
+$$;
+
+-- The bytes a multirange covers.
+CREATE FUNCTION _range_size(p_ranges int4multirange) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN (SELECT coalesce(sum(upper(r) - lower(r)), 0)::bigint FROM unnest(p_ranges) r);
+END
+$$;
+
+-- The bytes of [p_from, p_to) of file p_inode that show data: what its
+-- node's "used" counts over the whole file (st_blocks).
+CREATE FUNCTION _data_size(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_size bigint := 0;
+    c integer;
+BEGIN
+    IF p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk
+    LOOP
+        v_size := v_size + _range_size(_chunk_data(p_inode, c, greatest(p_from - c * v_chunk, 0)::integer,
+                                                   least(p_to - c * v_chunk, v_chunk)::integer));
+    END LOOP;
+    RETURN v_size;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:148
+-- requires:
+--   internal
+--   charge
+--   chunk_data
+
+-- Byte ranges of a file as a whole: zeroing them (fallocate PUNCH_HOLE and
+-- ZERO_RANGE), copying them from another file by sharing its slices
+-- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
+
+-- Locks, in id order, the references of the slices that file p_inode has in
+-- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
+-- p_to2): a procedure that releases or adds references in several steps
+-- takes them all first, in one order, so two such procedures on files that
+-- share slices cannot deadlock.
+CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
+                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+BEGIN
+    PERFORM 1 FROM slice_ref r
+     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
+                           WHERE s.slice_id <> 0
+                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
+                                  OR (s.inode = p_inode2
+                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
+     ORDER BY r.slice_id FOR UPDATE;
+END
+$$;
+
+-- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
+-- most its length: chunks wholly inside lose their slices, slices wholly
+-- inside the range in the chunks at its ends are dropped, and a hole slice
+-- covers what still shows there. References are released as the rows go
+-- (all locked first, _lock_refs). Returns the bytes of data the range held
+-- (the node's "used" falls by it).
+CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_whole_from integer;
+    v_whole_to integer;
+    v_gone bigint[];
+    v_pos integer;
+    v_end integer;
+    v_data bigint;
+    c integer;
+BEGIN
+    IF p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    PERFORM _lock_refs(p_inode, p_from, p_to);
+    v_data := _data_size(p_inode, p_from, p_to);
+    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
+    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
+    v_whole_to := (p_to / v_chunk)::integer - 1;
+    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
+        v_whole_to := -1;
+    END IF;
+    IF v_whole_from <= v_whole_to THEN
+        PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
+    END IF;
+    FOR c IN SELECT DISTINCT i FROM unnest(ARRAY[p_from / v_chunk, (p_to - 1) / v_chunk]::integer[]) i
+              WHERE i NOT BETWEEN v_whole_from AND v_whole_to
+    LOOP
+        v_pos := greatest(p_from - c * v_chunk, 0);
+        v_end := least(p_to - c * v_chunk, v_chunk);
+        WITH gone AS (
+            DELETE FROM slice WHERE inode = p_inode AND chunk_index = c AND pos >= v_pos AND pos + len <= v_end
+            RETURNING slice_id
+        )
+        SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
+        PERFORM _release_slices(v_gone);
+        IF EXISTS (SELECT 1 FROM slice WHERE inode = p_inode AND chunk_index = c
+                                       AND pos < v_end AND pos + len > v_pos) THEN
+            INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+            VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
+        END IF;
+    END LOOP;
+    RETURN v_data;
+END
+$$;
+
+-- fallocate PUNCH_HOLE and ZERO_RANGE: bytes [p_offset, p_offset +
+-- p_length) of file p_inode read as zeros from now on, the space their
+-- slices held freed as far as no other file shares them. With p_keep_size
+-- the range stops at the end of the file; without it a range past the end
+-- makes the file longer (charged as a write is: 28 ENOSPC or 122 EDQUOT
+-- when that passes a limit, nothing changed). Sets mtime and ctime.
+-- Returns the file's attributes; errno 2 no such file, 21 a directory,
+-- 22 not a regular file or a bad range, 27 past the largest file.
+CREATE FUNCTION zero_range(p_inode bigint, p_offset bigint, p_length bigint, p_keep_size boolean)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_end bigint;
+    v_errno integer;
+    n node;
+BEGIN
+    IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
+        RETURN _err(22);
+    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
+        RETURN _err(27);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    v_errno := _file_errno(n);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF p_keep_size AND p_offset >= n.length THEN
+        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
+    END IF;
+    IF p_keep_size THEN
+        v_end := p_offset + least(p_length, n.length - p_offset);
+    ELSE
+        v_end := p_offset + p_length;
+    END IF;
+    IF v_end > n.length THEN
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            RETURN _err(v_errno);
+        END IF;
+    END IF;
+    -- past the old end nothing shows data (truncate and writes keep it so)
+    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
+    n.length := greatest(n.length, v_end);
+    n.mtime := v_now; n.ctime := v_now;
+    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+
+-- lseek SEEK_DATA (p_hole false) and SEEK_HOLE (true) of file p_inode from
+-- p_offset, answered from its slices: the first offset at or after p_offset
+-- where the file shows data (SEEK_DATA) or does not (SEEK_HOLE; the end of
+-- the file counts as a hole). errno 6 (ENXIO) when p_offset is at or past
+-- the end, or no data follows it (SEEK_DATA); 2 no such file, 21 a
+-- directory, 22 not a regular file.
+CREATE FUNCTION seek_data(p_inode bigint, p_offset bigint, p_hole boolean,
+                          OUT errno integer, OUT found_at bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_next bigint;         -- the first chunk not yet looked at
+    v_from integer;        -- where the chunk is looked at from
+    v_shows int4multirange;
+    n node;
+    c integer;
+BEGIN
+    SELECT * INTO n FROM node WHERE inode = p_inode;
+    errno := _file_errno(n);
+    IF errno <> 0 THEN
+        RETURN;
+    ELSIF p_hole IS NULL THEN
+        errno := 22; RETURN;
+    ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
+        errno := 6; RETURN;
+    END IF;
+    errno := 0;
+    v_next := p_offset / v_chunk;
+    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_offset / v_chunk AND (n.length - 1) / v_chunk
+              ORDER BY s.chunk_index
+    LOOP
+        IF p_hole AND c > v_next THEN
+            found_at := greatest(p_offset, v_next * v_chunk); RETURN;   -- a chunk with no slices
+        END IF;
+        v_from := greatest(p_offset - c * v_chunk, 0);
+        v_shows := _chunk_data(p_inode, c)
+                   * int4multirange(int4range(v_from, least(n.length - c * v_chunk, v_chunk)::integer));
+        IF p_hole THEN
+            v_shows := int4multirange(int4range(v_from, v_chunk::integer)) - v_shows;
+        END IF;
+        IF NOT isempty(v_shows) THEN
+            found_at := least(c * v_chunk + lower(v_shows), n.length); RETURN;
+        END IF;
+        v_next := c + 1;
+    END LOOP;
+    IF p_hole THEN
+        found_at := least(greatest(p_offset, v_next * v_chunk), n.length);
+    ELSE
+        errno := 6;
+    END IF;
+END
+$$;
+
+-- copy_file_range as metadata: bytes [p_src_offset, p_src_offset + p_length)
+-- of file p_src (cut at its end) appear at p_dst_offset of file p_dst, by
+-- slice rows that point at the source's slices (each gains a reference), in
+-- one transaction; no byte is read or written. The destination range first
+-- reads as zeros (_zero), then the source's slices are laid over it in their
+-- order, cut to the range and split where the destination's chunks end.
+-- Writes to either file later make new slices, so they stay apart. A longer
+-- destination is charged as a write is (28/122 when that passes a limit).
+-- Returns errno 0 with the bytes copied and the destination's new length;
+-- else 2 no such file, 21 a directory, 22 not regular files, a bad range
+-- or overlapping ranges of one file, 27 past the largest file.
+CREATE FUNCTION copy_range(p_src bigint, p_src_offset bigint, p_dst bigint, p_dst_offset bigint,
+                           p_length bigint, OUT errno integer, OUT copied bigint, OUT length bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_chunk bigint := _chunk_size();
+    v_shift bigint;
+    v_end bigint;
+    v_ids bigint[];
+    v_errno integer;
+    src node;
+    dst node;
+BEGIN
+    copied := 0;
+    IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
+       OR p_length IS NULL OR p_length < 0 THEN
+        errno := 22; RETURN;
+    END IF;
+    -- both nodes locked in inode order (two copies between the same files
+    -- in opposite directions cannot deadlock); the source only against
+    -- changes (writes, truncates and compactions lock it for update)
+    IF p_src < p_dst THEN
+        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
+        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
+    ELSE
+        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
+        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
+    END IF;
+    -- (the first of 2, 21, 22 either file meets)
+    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
+    IF errno IS NOT NULL THEN
+        RETURN;
+    END IF;
+    copied := greatest(least(p_length, src.length - p_src_offset), 0);
+    IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied
+       AND p_dst_offset < p_src_offset + copied THEN
+        copied := 0; errno := 22; RETURN;
+    END IF;
+    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
+        copied := 0; errno := 27; RETURN;
+    END IF;
+    length := dst.length;
+    errno := 0;
+    IF copied = 0 THEN
+        RETURN;
+    END IF;
+    v_end := p_dst_offset + copied;
+    IF v_end > dst.length THEN
+        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
+                                 v_end - dst.length);
+        IF v_errno <> 0 THEN
+            copied := 0; errno := v_errno; RETURN;
+        END IF;
+    END IF;
+    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
+    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
+    v_shift := p_dst_offset - p_src_offset;
+    -- the source's rows cut to the range (file offsets a..b, the slice's
+    -- bytes from off), moved by v_shift, split at the destination's chunk
+    -- ends; inserted in the source's commit order (seq is drawn as the
+    -- rows arrive, so later rows still shadow earlier ones)
+    WITH cut AS (
+        SELECT sl.seq, sl.slice_id, sl.slice_size,
+               greatest(sl.chunk_index * v_chunk + sl.pos, p_src_offset) AS a,
+               least(sl.chunk_index * v_chunk + sl.pos + sl.len, p_src_offset + copied) AS b,
+               sl.slice_off + greatest(p_src_offset - (sl.chunk_index * v_chunk + sl.pos), 0) AS off
+          FROM slice sl
+         WHERE sl.inode = p_src
+           AND sl.chunk_index BETWEEN p_src_offset / v_chunk AND (p_src_offset + copied - 1) / v_chunk
+    ), pieces AS (
+        SELECT c.seq, c.slice_id, c.slice_size, k AS chunk_index,
+               greatest(c.a + v_shift, k * v_chunk) AS a,
+               least(c.b + v_shift, (k + 1) * v_chunk) AS b,
+               c.off + greatest(k * v_chunk - (c.a + v_shift), 0) AS off
+          FROM cut c,
+               generate_series((c.a + v_shift) / v_chunk, (c.b + v_shift - 1) / v_chunk) k
+         WHERE c.b > c.a
+    ), copied_rows AS (
+        INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+        SELECT p_dst, p.chunk_index, p.slice_id, p.slice_size, p.off, p.b - p.a, p.a - p.chunk_index * v_chunk
+          FROM (SELECT * FROM pieces ORDER BY seq, chunk_index) p
+        RETURNING slice_id
+    )
+    SELECT array_agg(slice_id) INTO v_ids FROM copied_rows WHERE slice_id <> 0;
+    IF v_ids IS NOT NULL THEN
+        PERFORM 1 FROM slice_ref WHERE slice_id = ANY (v_ids) ORDER BY slice_id FOR UPDATE;
+        UPDATE slice_ref r SET refs = r.refs + c.n
+          FROM (SELECT id, count(*)::integer AS n FROM unnest(v_ids) id GROUP BY id) c
+         WHERE r.slice_id = c.id;
+    END IF;
+    length := greatest(dst.length, v_end);
+    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
+     WHERE inode = p_dst;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:153
+-- requires:
+--   trash
+--   range
+--   quota
+--   volume
+
+-- jfs dump / jfs load: the whole volume as a stream of rows (read in one
+-- REPEATABLE READ snapshot by the client, which writes JuiceFS's JSON dump
+-- layout as the rows arrive), and the set-based load of a dump that a client
+-- has copied into temporary staging tables.
+
+-- The tree under p_root (the root itself first, depth 0), depth first: every
+-- directory's entries right after it, each with all that the dump writes of
+-- it. A node with several names comes at each of them. Below the root
+-- (p_root = 1) the trash is left out; it is dumped on its own (p_root =
+-- _trash_inode()). chunks is the file's slices as JSON, in JuiceFS's form:
+-- [{"index": chunk, "slices": [{"id", "pos", "size", "off", "len"}, ...]}],
+-- each chunk's slices in commit order (later ones shadow earlier ones).
+-- acl_* are the ACL rows: kind ('a' access, 'd' default), tag, qualifier, perm.
+-- A shard root (a directory of another shard, sql/shard.sql) comes with
+-- its name, inode and type and no attributes (mode NULL): its shard's
+-- dump_tree of it gives them, and what is below it.
+CREATE FUNCTION dump_tree(p_root bigint DEFAULT 1)
+RETURNS TABLE (depth integer, name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint,
+               atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint,
+               tier smallint, target bytea, xattr_names bytea[], xattr_values bytea[], chunks text,
+               acl_kinds text[], acl_tags smallint[], acl_qualifiers bigint[], acl_perms smallint[])
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
+    WITH RECURSIVE t(inode, type, name, depth, path) AS (
+        SELECT p_root, NULL::smallint, NULL::bytea, 0, ARRAY[]::bigint[]
+        UNION ALL
+        SELECT e.inode, e.type, e.name, t.depth + 1, t.path || e.cookie
+          FROM t JOIN edge e ON e.parent = t.inode
+         WHERE NOT (p_root = 1 AND e.parent = 1 AND e.inode = _trash_inode())
+    )
+    SELECT t.depth, t.name, t.inode, coalesce(n.type, t.type), n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+           n.nlink, n.length, n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers,
+           a.perms
+      FROM t
+      LEFT JOIN node n ON n.inode = t.inode
+      LEFT JOIN symlink s ON n.type = 3 AND s.inode = n.inode
+      LEFT JOIN LATERAL (SELECT array_agg(x.name ORDER BY x.name) AS names, array_agg(x.value ORDER BY x.name) AS vals
+                           FROM xattr x WHERE x.inode = n.inode) x ON true
+      LEFT JOIN LATERAL (
+          SELECT '[' || string_agg('{"index":' || k.chunk_index || ',"slices":[' || k.slices || ']}', ','
+                                   ORDER BY k.chunk_index) || ']' AS chunks
+            FROM (SELECT s.chunk_index,
+                         string_agg('{"id":' || s.slice_id || ',"pos":' || s.pos || ',"size":' || s.slice_size
+                                    || ',"off":' || s.slice_off || ',"len":' || s.len || '}', ',' ORDER BY s.seq)
+                         AS slices
+                    FROM slice s WHERE n.type = 1 AND s.inode = n.inode GROUP BY s.chunk_index) k
+      ) c ON true
+      LEFT JOIN LATERAL (SELECT array_agg(a.kind::text ORDER BY a.kind, a.tag, a.qualifier) AS kinds,
+                                array_agg(a.tag ORDER BY a.kind, a.tag, a.qualifier) AS tags,
+                                array_agg(a.qualifier ORDER BY a.kind, a.tag, a.qualifier) AS qualifiers,
+                                array_agg(a.perm ORDER BY a.kind, a.tag, a.qualifier) AS perms
+                           FROM acl a WHERE a.inode = n.inode) a ON true
+     ORDER BY t.path
+$$;
+
+-- What a dump writes beside the tree: the settings (without the keys), the
+-- counters and the usage; the quotas of directories, users and groups.
+CREATE FUNCTION dump_volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
+                            OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT enable_acl boolean,
+                            OUT next_inode bigint, OUT next_slice bigint, OUT used_space bigint,
+                            OUT used_inodes bigint, OUT has_trash boolean)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.enable_acl,
+           (SELECT c.next FROM counter c WHERE c.name = 'inode'), (SELECT c.next FROM counter c WHERE c.name = 'slice'),
+           (SELECT coalesce(sum(u.space), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
+           (SELECT coalesce(sum(u.inodes), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
+           EXISTS (SELECT 1 FROM node n WHERE n.inode = _trash_inode())
+      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
+$$;
+
+CREATE FUNCTION dump_quotas() RETURNS TABLE (kind text, key bigint, max_space bigint, max_inodes bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
+$$;
+
+-- Whether the calling mount is the one to write the automatic metadata
+-- backup now (`jfs mount --backup-meta`): the one call that finds the last
+-- backup at least p_interval old (or none) records now and gets its UTC
+-- time as YYYY-MM-DD-HHMMSS (the backup's name); every other mount's call
+-- in that interval gets NULL.
+CREATE FUNCTION backup_claim(p_interval interval) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    UPDATE setting SET last_backup = now() WHERE last_backup IS NULL OR last_backup <= now() - p_interval
+    RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
+$$;
+
+-- Gives back a claim whose backup failed (p_stamp: what backup_claim
+-- returned), so that the next mount to ask writes it.
+CREATE FUNCTION backup_release(p_stamp text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET last_backup = NULL
+     WHERE to_char(last_backup AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS') = p_stamp;
+    RETURN FOUND;
+END
+$$;
+
+-- Staging tables of a load, for this session's transaction: the client
+-- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
+-- into them (COPY), then jfs.load_staged() moves them into the volume set by
+-- set. A node is staged once (a hard link's other names as edges only).
+CREATE FUNCTION load_begin() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    CREATE TEMP TABLE load_node (inode bigint, type smallint, mode integer, uid bigint, gid bigint,
+                                 atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint,
+                                 rdev bigint, tier smallint) ON COMMIT DROP;
+    CREATE TEMP TABLE load_edge (parent bigint, name bytea, inode bigint) ON COMMIT DROP;
+    -- ord: the slice's place in its chunk's list (later shadows earlier)
+    CREATE TEMP TABLE load_slice (inode bigint, chunk_index integer, ord integer, slice_id bigint,
+                                  slice_size integer, slice_off integer, len integer, pos integer) ON COMMIT DROP;
+    CREATE TEMP TABLE load_symlink (inode bigint, target bytea) ON COMMIT DROP;
+    CREATE TEMP TABLE load_xattr (inode bigint, name bytea, value bytea) ON COMMIT DROP;
+    CREATE TEMP TABLE load_acl (inode bigint, kind text, tag smallint, qualifier bigint, perm smallint) ON COMMIT DROP;
+    CREATE TEMP TABLE load_quota (kind text, key bigint, max_space bigint, max_inodes bigint) ON COMMIT DROP;
+    EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice, '
+                              'pg_temp.load_symlink, pg_temp.load_xattr, pg_temp.load_acl, pg_temp.load_quota TO %I',
+                              session_user);
+END
+$$;
+
+-- Whether the volume holds nothing but its root (formatted or not).
+CREATE FUNCTION _volume_empty() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1)
+$$;
+
+-- Moves what load_begin's tables hold into the volume, in the caller's
+-- transaction: formats the database first when it is not (with the dump's
+-- name, uuid, storage, bucket, block size, trash days, capacity, inode
+-- limit, compression and encryption with its RSA key; the object store's
+-- keys are not in dumps), then inserts the nodes,
+-- entries, slices, symlinks, xattrs and ACLs, and rebuilds what follows from
+-- them: directory parents, slice references, each file's used bytes, the
+-- counters and sequences, dir_stats and every quota's usage. Refuses
+-- (errno 17) a volume that holds more than its root unless p_force, which
+-- first empties it (errno 16 while it is mounted; its slices are queued
+-- for deletion like any freed data, but for those the dump names again);
+-- errno 22 for a dump whose volume name, block size, compression or
+-- encryption (its algorithm or RSA key) differs from the formatted
+-- volume's (its blocks would not be found or read), or whose entries name
+-- missing nodes.
+CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
+                            p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
+                            p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
+                            p_compression text DEFAULT 'none', p_encrypt_algo text DEFAULT NULL,
+                            p_encrypt_key text DEFAULT NULL,
+                            OUT errno integer, OUT message text, OUT nodes bigint, OUT entries bigint,
+                            OUT slices bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
+DECLARE
+    v_setting setting;
+    -- how the dump's objects are sealed ('' not at all), as format names it
+    v_algo text := CASE WHEN coalesce(p_encrypt_key, '') = '' THEN ''
+                        ELSE coalesce(nullif(p_encrypt_algo, ''), 'aes256gcm-rsa') END;
+    v_format record;
+    q record;
+BEGIN
+    -- the staging tables must be load_begin's: tables of this definer in
+    -- this session's temporary schema (not, say, a caller's view)
+    IF (SELECT count(*) FROM pg_class c
+         WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r'
+           AND c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
+           AND c.relname IN ('load_node', 'load_edge', 'load_slice', 'load_symlink', 'load_xattr', 'load_acl',
+                             'load_quota')) <> 7 THEN
+        RAISE EXCEPTION 'jfs.load_staged: no staging tables of jfs.load_begin() in this transaction'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
+    -- autovacuum never sees temporary tables: without statistics the
+    -- planner would join the staged rows by nested loops
+    ANALYZE pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice;
+    IF NOT _volume_empty() THEN
+        IF NOT p_force THEN
+            errno := 17;
+            message := 'the volume is not empty: load into an empty database, or pass --force to replace what it holds';
+            RETURN;
+        END IF;
+        IF EXISTS (SELECT 1 FROM session s WHERE s.heartbeat > now() - interval '5 minutes') THEN
+            errno := 16;
+            message := 'the volume is mounted (sessions with a heartbeat in the last 5 minutes, see jfs status): '
+                       'unmount it everywhere before replacing it';
+            RETURN;
+        END IF;
+        -- DELETE, not TRUNCATE: a dump running now keeps its snapshot. The
+        -- old slices are queued for deletion (kept retain_deleted, like any
+        -- freed data); those the dump names again leave the queue below.
+        INSERT INTO delslice (slice_id, size) SELECT r.slice_id, r.size FROM slice_ref r ON CONFLICT DO NOTHING;
+        DELETE FROM edge; DELETE FROM node; DELETE FROM slice; DELETE FROM slice_ref; DELETE FROM symlink;
+        DELETE FROM xattr; DELETE FROM acl; DELETE FROM sustained; DELETE FROM unlinked; DELETE FROM plock;
+        DELETE FROM lock_wait; DELETE FROM dir_stats; DELETE FROM session;
+        DELETE FROM quota WHERE kind <> 'fs';
+        DELETE FROM quota_usage WHERE kind <> 'fs';
+    END IF;
+    SELECT * INTO v_setting FROM setting;
+    IF NOT FOUND THEN
+        SELECT * INTO v_format FROM format(p_name, p_storage, p_bucket, p_block_size, p_trash_days,
+                                          p_capacity, p_inodes, 'fsync', p_uuid,
+                                          p_compression => p_compression, p_encrypt_algo => p_encrypt_algo,
+                                          p_encrypt_key => p_encrypt_key);
+        IF v_format.errno <> 0 THEN
+            errno := v_format.errno; message := v_format.message;
+            RETURN;
+        END IF;
+    ELSIF lower(v_setting.compression) <> lower(coalesce(p_compression, 'none'))
+          OR v_setting.encrypt_algo <> v_algo THEN
+        errno := 22;
+        message := pg_catalog.format('the dump''s volume stores blocks with compression %s and encryption %s, the '
+                                     'formatted volume with compression %s and encryption %s: its blocks could '
+                                     'not be read; load into an unformatted database',
+                                     coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
+                                     v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
+        RETURN;
+    ELSIF v_algo <> '' AND coalesce((SELECT s.encrypt_key FROM secret s), '') <> p_encrypt_key THEN
+        errno := 22;
+        message := 'the dump''s volume seals its objects with another RSA key than the formatted volume: its '
+                   'blocks could not be read; load into an unformatted database';
+        RETURN;
+    ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
+        errno := 22;
+        message := pg_catalog.format('the dump''s volume %L has blocks of %s bytes under %s/, the formatted volume %L'
+                                     ' %s bytes under %s/: its blocks could not be found; format the database with'
+                                     ' the dump''s name and block size (or load into an unformatted one)',
+                                     p_name, p_block_size, p_name, v_setting.name, v_setting.block_size,
+                                     v_setting.name);
+        RETURN;
+    END IF;
+    -- a node dumped at several names with a wrong link count is staged at
+    -- each: keep the first copy of its rows
+    IF EXISTS (SELECT 1 FROM load_node l GROUP BY l.inode HAVING count(*) > 1) THEN
+        DELETE FROM load_node l USING (SELECT x.inode, min(x.ctid) AS first FROM load_node x GROUP BY x.inode
+                                        HAVING count(*) > 1) d
+         WHERE l.inode = d.inode AND l.ctid <> d.first;
+        DELETE FROM load_slice l USING (SELECT x.inode, x.chunk_index, x.ord, min(x.ctid) AS first FROM load_slice x
+                                         GROUP BY x.inode, x.chunk_index, x.ord HAVING count(*) > 1) d
+         WHERE (l.inode, l.chunk_index, l.ord) = (d.inode, d.chunk_index, d.ord) AND l.ctid <> d.first;
+        DELETE FROM load_symlink l USING (SELECT x.inode, min(x.ctid) AS first FROM load_symlink x GROUP BY x.inode
+                                           HAVING count(*) > 1) d
+         WHERE l.inode = d.inode AND l.ctid <> d.first;
+        DELETE FROM load_xattr l USING (SELECT x.inode, x.name, min(x.ctid) AS first FROM load_xattr x
+                                         GROUP BY x.inode, x.name HAVING count(*) > 1) d
+         WHERE (l.inode, l.name) = (d.inode, d.name) AND l.ctid <> d.first;
+        DELETE FROM load_acl l USING (SELECT x.inode, x.kind, x.tag, x.qualifier, min(x.ctid) AS first FROM load_acl x
+                                       GROUP BY x.inode, x.kind, x.tag, x.qualifier HAVING count(*) > 1) d
+         WHERE (l.inode, l.kind, l.tag, l.qualifier) = (d.inode, d.kind, d.tag, d.qualifier) AND l.ctid <> d.first;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
+        VALUES (1, 2, 511, 0, 0, 0, 0, 0, 2, 1);
+    END IF;
+    IF p_enable_acl THEN
+        UPDATE setting SET enable_acl = true;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM load_edge e WHERE NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.inode))
+       OR EXISTS (SELECT 1 FROM load_edge e WHERE e.parent <> 1
+                     AND NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.parent AND n.type = 2)) THEN
+        errno := 22; message := 'the dump has entries of nodes it does not hold, or in non-directories';
+        RETURN;
+    END IF;
+
+    UPDATE node n SET mode = l.mode, uid = l.uid, gid = l.gid, atime = l.atime, mtime = l.mtime, ctime = l.ctime,
+                      tier = l.tier
+      FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
+    -- each node with what follows from the staged entries and slices: the
+    -- link count (a file's names; 2 + a directory's subdirectories), a
+    -- directory's parent, and the bytes a file's chunks of one slice show
+    -- (chunks of several slices are overlaid below, once they are in)
+    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent, used)
+    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime,
+           CASE WHEN l.type = 2 THEN 2 + coalesce(sub.k, 0) ELSE coalesce(names.k, 0) END,
+           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
+           CASE WHEN l.type = 2 THEN coalesce(names.parent, 0) ELSE 0 END,
+           CASE WHEN l.type = 1 THEN coalesce(one.used, 0) ELSE 0 END
+      FROM load_node l
+      LEFT JOIN (SELECT e.inode, count(*)::integer AS k, min(e.parent) AS parent FROM load_edge e
+                  GROUP BY e.inode) names ON names.inode = l.inode
+      LEFT JOIN (SELECT e.parent, count(*)::integer AS k FROM load_edge e
+                   JOIN load_node d ON d.inode = e.inode AND d.type = 2 GROUP BY e.parent) sub ON sub.parent = l.inode
+      LEFT JOIN (SELECT c.inode, sum(c.data)::bigint AS used
+                   FROM (SELECT s.inode, sum(s.len) FILTER (WHERE s.slice_id <> 0) AS data FROM load_slice s
+                          WHERE s.len > 0 GROUP BY s.inode, s.chunk_index HAVING count(*) = 1) c
+                  GROUP BY c.inode) one ON one.inode = l.inode
+     WHERE l.inode <> 1;
+    GET DIAGNOSTICS nodes = ROW_COUNT;
+    nodes := nodes + 1;
+    INSERT INTO edge (parent, name, inode, type)
+    SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
+     ORDER BY e.parent, e.name;
+    GET DIAGNOSTICS entries = ROW_COUNT;
+    UPDATE node SET nlink = 2 + (SELECT count(*) FROM edge e WHERE e.parent = 1 AND e.type = 2) WHERE inode = 1;
+
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    SELECT s.inode, s.chunk_index, s.slice_id, s.slice_size, s.slice_off, s.len, s.pos
+      FROM load_slice s JOIN node n ON n.inode = s.inode AND n.type = 1
+     WHERE s.len > 0
+     ORDER BY s.inode, s.chunk_index, s.ord;
+    GET DIAGNOSTICS slices = ROW_COUNT;
+    INSERT INTO slice_ref (slice_id, size, refs)
+    SELECT s.slice_id, max(s.slice_size), count(*) FROM slice s WHERE s.slice_id <> 0 GROUP BY s.slice_id;
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    UPDATE node n SET used = n.used + m.used
+      FROM (SELECT c.inode, sum(_range_size(_chunk_data(c.inode, c.chunk_index)))::bigint AS used
+              FROM (SELECT s.inode, s.chunk_index FROM slice s GROUP BY s.inode, s.chunk_index
+                    HAVING count(*) > 1) c
+             GROUP BY c.inode) m
+     WHERE n.inode = m.inode;
+
+    INSERT INTO symlink (inode, target)
+    SELECT l.inode, l.target FROM load_symlink l JOIN node n ON n.inode = l.inode AND n.type = 3;
+    UPDATE node n SET length = length(s.target) FROM symlink s WHERE n.inode = s.inode;
+    INSERT INTO xattr (inode, name, value)
+    SELECT l.inode, l.name, l.value FROM load_xattr l WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT l.inode, l.kind::"char", l.tag, l.qualifier, l.perm FROM load_acl l
+     WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
+
+    -- (ids of other shards, from a sharded volume's dump, keep theirs: the
+    -- counters go on within this database's shard)
+    UPDATE counter SET next = greatest(next, p_next_inode,
+                                       (SELECT max(inode) + 1 FROM node WHERE inode >> 48 = _this_shard()))
+     WHERE name = 'inode';
+    UPDATE counter SET next = greatest(next, p_next_slice,
+                                       (SELECT max(slice_id) + 1 FROM slice_ref WHERE slice_id >> 48 = _this_shard()))
+     WHERE name = 'slice';
+
+    FOR q IN SELECT * FROM load_quota l
+              WHERE l.kind IN ('user', 'group') OR (l.kind = 'dir' AND EXISTS (SELECT 1 FROM node n
+                                                                  WHERE n.inode = l.key AND n.type = 2))
+              ORDER BY l.kind, l.key
+    LOOP
+        PERFORM _set_quota(q.kind, q.key, q.max_space, q.max_inodes);
+    END LOOP;
+    PERFORM count(*) FROM check_quota(NULL, NULL, true);
+    PERFORM _quota_flags();
+    errno := 0;
+    message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:128
+-- requires:
+--   charge
+--   people
+--   quota
+--   range
+
+-- The invariant checker: every row it returns is a broken invariant. The
+-- test suites run it after every test; people can run it any time
+-- (it reads the whole namespace, so it is slow on big volumes).
+
+-- The nearest directory at or above p_dir with a quota (0: none), by walking up.
+CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_cur bigint := p_dir;
+BEGIN
+    FOR i IN 1..100000 LOOP
+        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
+            RETURN v_cur;
+        ELSIF v_cur = 1 THEN
+            RETURN 0;
+        END IF;
+        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
+        IF v_cur IS NULL OR v_cur = 0 THEN
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN 0;
+END
+$$;
+
+-- The chain of quota root p_root (itself, then the quota roots above it),
+-- by walking up the namespace.
+CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chain bigint[] := '{}';
+    v_cur bigint := p_root;
+    v_parent bigint;
+BEGIN
+    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
+        v_chain := v_chain || v_cur;
+        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
+        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
+    END LOOP;
+    RETURN v_chain;
+END
+$$;
+
+CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    -- an entry must point at an existing node of the same type, in a directory
+    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
+      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
+    UNION ALL
+    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
+      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
+    UNION ALL
+    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
+      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
+    UNION ALL
+    -- modes are permission bits, owners valid ids
+    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
+      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
+    UNION ALL
+    -- nlink of a non-directory = the entries naming it
+    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type <> 2 AND n.nlink <> c.k
+    UNION ALL
+    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
+    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
+     WHERE n.type = 2 AND n.nlink <> 2 + c.k
+    UNION ALL
+    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
+    UNION ALL
+    -- every node is reachable from the root or a shard root of this shard,
+    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
+    -- a big set is quadratic)
+    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
+      FROM node n
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
+      FROM sustained s
+     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
+        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
+    UNION ALL
+    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
+      FROM node n FULL JOIN symlink l ON l.inode = n.inode
+     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
+    UNION ALL
+    SELECT 'xattr', x.inode, 'xattr of a missing node'
+      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
+    UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
+    -- slices belong to regular files; a file of length 0 has none
+    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
+      FROM slice s LEFT JOIN node n ON n.inode = s.inode
+     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
+    UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
+    -- refs = the slice rows using the slice; no queued deletion still referenced
+    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
+           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
+      FROM slice_ref r
+      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
+        ON c.slice_id = r.slice_id
+     WHERE r.refs IS DISTINCT FROM c.k
+    UNION ALL
+    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
+      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
+    UNION ALL
+    -- the queue as counted (delete_usage) = the queue
+    SELECT 'delete usage', NULL::bigint,
+           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
+    UNION ALL
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
+                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
+                   FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
+$$;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'delete usage';
+    SELECT count(*) INTO changed
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
+    IF changed > 0 THEN
+        DELETE FROM delete_usage;
+        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
+    END IF;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+-- The slices some file uses (id and size), in id order after p_after, at
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
+CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+     ORDER BY r.slice_id LIMIT p_limit
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:118
 -- requires:
 --   internal
 --   people
+--   chunk_data
 
--- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
--- default); a node's tier is inherited from its directory at create time
--- (mknod). These set the mapping and the tiers of existing nodes; moving
--- existing objects into the new class is the client's part (`jfs tier set`).
+-- Compaction. Every write commits a slice, and a chunk written in many
+-- small pieces reads slowly: each read fetches and merges all of its slices.
+-- A mount rewrites such a chunk as one slice (the bytes the chunk shows,
+-- holes as zeros, up to the file's length) and swaps it in here, in one
+-- transaction that first checks the chunk did not change meanwhile.
 
--- The object storage classes a tier may name ('' = the bucket's default).
-CREATE FUNCTION _storage_classes() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
-                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
-$$;
-
--- The storage class of every tier id, for the mounts (a client role reads
--- no table).
-CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
+-- A chunk's slices as compaction reads them: in commit order, with their
+-- seq (compact_chunk checks the last one) and the file's length.
+CREATE FUNCTION compaction_slices(p_inode bigint, p_chunk_index integer)
+RETURNS TABLE (seq bigint, pos integer, slice_id bigint, slice_size integer, slice_off integer,
+               len integer, file_length bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
+    SELECT s.seq, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, n.length
+      FROM slice s JOIN node n ON n.inode = s.inode
+     WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+     ORDER BY s.seq
 $$;
 
--- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
-CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
+-- Replaces the slices of chunk p_chunk_index of file p_inode with the one
+-- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
+-- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
+-- (so nothing was written, truncated or compacted since they were read).
+-- The old slices' references are released; the freed ones are queued in
+-- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
+-- chunk changed, and the caller deletes the new slice's blocks; 2 when the
+-- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
+CREATE FUNCTION compact_chunk(
+    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
+    p_slice_id bigint, p_slice_size integer, p_pos integer)
+RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_rows integer;
+    v_last bigint;
 BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
+    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
+       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
+       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
+        RETURN 22;
     END IF;
-    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
-        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
-    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
+    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
+        RETURN 22;
+    END IF;
+    SELECT count(*), max(seq) INTO v_rows, v_last
+      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
+    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
+        RETURN 11;
+    END IF;
+    -- the new slice shows data all along (holes stored as zeros)
+    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
+     WHERE inode = p_inode;
+    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
+    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
+    PERFORM _log_node_change('compact', p_inode);
+    RETURN 0;
 END
 $$;
 
--- Sets the tier of the node at p_path (and, with p_recursive, of everything
--- below it, set-based; directories pass it on to what is created in them
--- later). Returns the nodes whose tier changed.
-CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-    v_changed bigint;
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
-            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
-    END IF;
-    WITH RECURSIVE tree(inode) AS (
-        SELECT v_inode
-        UNION
-        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-    ), changed AS (
-        UPDATE node n SET tier = p_id, ctime = _now()
-         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
-        RETURNING 1
+-- The chunks of regular files at or below p_root (an inode) with at least
+-- p_min_slices slices, for `jfs compact`.
+CREATE FUNCTION fragmented_chunks(p_root bigint, p_min_slices integer DEFAULT 2)
+RETURNS TABLE (inode bigint, chunk_index integer, slices bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH RECURSIVE tree (inode, type) AS (
+        SELECT n.inode, n.type FROM node n WHERE n.inode = p_root
+        UNION ALL
+        SELECT e.inode, e.type FROM edge e JOIN tree t ON e.parent = t.inode WHERE t.type = 2
     )
-    SELECT count(*) INTO v_changed FROM changed;
-    IF v_changed > 0 THEN
-        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
-    END IF;
-    RETURN v_changed;
-END
+    SELECT s.inode, s.chunk_index, count(*)
+      FROM slice s
+     WHERE s.inode IN (SELECT t.inode FROM tree t WHERE t.type = 1)
+     GROUP BY s.inode, s.chunk_index
+    HAVING count(*) >= greatest(p_min_slices, 1)
+     ORDER BY s.inode, s.chunk_index
 $$;
 
--- The files at or below p_path (with p_recursive) with their tier and their
--- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
-CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
-RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-BEGIN
-    IF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
-    END IF;
-    RETURN QUERY
-        WITH RECURSIVE tree(inode) AS (
-            SELECT v_inode
-            UNION
-            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-        )
-        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
-          FROM tree x
-          JOIN node n ON n.inode = x.inode AND n.type = 1
-          LEFT JOIN tier t ON t.id = n.tier
-          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
-         ORDER BY n.inode, s.slice_id;
-END
-$$;
-
--- Files and bytes per tier.
-CREATE VIEW tier_usage AS
-SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
-  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
- GROUP BY t.id, t.storage_class
- ORDER BY t.id;
+-- For people: chunks by number of slices, most fragmented first.
+CREATE VIEW fragmentation AS
+SELECT s.inode, path(s.inode) AS path, s.chunk_index, count(*) AS slices,
+       sum(s.len) AS bytes_written
+  FROM slice s
+ GROUP BY s.inode, s.chunk_index
+ ORDER BY count(*) DESC, s.inode, s.chunk_index;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -6778,913 +7583,115 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:148
+-- extension/src/lib.rs:123
 -- requires:
 --   internal
---   charge
---   chunk_data
+--   people
 
--- Byte ranges of a file as a whole: zeroing them (fallocate PUNCH_HOLE and
--- ZERO_RANGE), copying them from another file by sharing its slices
--- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
+-- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
+-- default); a node's tier is inherited from its directory at create time
+-- (mknod). These set the mapping and the tiers of existing nodes; moving
+-- existing objects into the new class is the client's part (`jfs tier set`).
 
--- Locks, in id order, the references of the slices that file p_inode has in
--- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
--- p_to2): a procedure that releases or adds references in several steps
--- takes them all first, in one order, so two such procedures on files that
--- share slices cannot deadlock.
-CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
-                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
+-- The object storage classes a tier may name ('' = the bucket's default).
+CREATE FUNCTION _storage_classes() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
+                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
+$$;
+
+-- The storage class of every tier id, for the mounts (a client role reads
+-- no table).
+CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
+$$;
+
+-- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
+CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 BEGIN
-    PERFORM 1 FROM slice_ref r
-     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
-                           WHERE s.slice_id <> 0
-                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
-                                  OR (s.inode = p_inode2
-                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
-     ORDER BY r.slice_id FOR UPDATE;
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
+    END IF;
+    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
+        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
+    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
 END
 $$;
 
--- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
--- most its length: chunks wholly inside lose their slices, slices wholly
--- inside the range in the chunks at its ends are dropped, and a hole slice
--- covers what still shows there. References are released as the rows go
--- (all locked first, _lock_refs). Returns the bytes of data the range held
--- (the node's "used" falls by it).
-CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_whole_from integer;
-    v_whole_to integer;
-    v_gone bigint[];
-    v_pos integer;
-    v_end integer;
-    v_data bigint;
-    c integer;
-BEGIN
-    IF p_to <= p_from THEN
-        RETURN 0;
-    END IF;
-    PERFORM _lock_refs(p_inode, p_from, p_to);
-    v_data := _data_size(p_inode, p_from, p_to);
-    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
-    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
-    v_whole_to := (p_to / v_chunk)::integer - 1;
-    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
-        v_whole_to := -1;
-    END IF;
-    IF v_whole_from <= v_whole_to THEN
-        PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
-    END IF;
-    FOR c IN SELECT DISTINCT i FROM unnest(ARRAY[p_from / v_chunk, (p_to - 1) / v_chunk]::integer[]) i
-              WHERE i NOT BETWEEN v_whole_from AND v_whole_to
-    LOOP
-        v_pos := greatest(p_from - c * v_chunk, 0);
-        v_end := least(p_to - c * v_chunk, v_chunk);
-        WITH gone AS (
-            DELETE FROM slice WHERE inode = p_inode AND chunk_index = c AND pos >= v_pos AND pos + len <= v_end
-            RETURNING slice_id
-        )
-        SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
-        PERFORM _release_slices(v_gone);
-        IF EXISTS (SELECT 1 FROM slice WHERE inode = p_inode AND chunk_index = c
-                                       AND pos < v_end AND pos + len > v_pos) THEN
-            INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-            VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
-        END IF;
-    END LOOP;
-    RETURN v_data;
-END
-$$;
-
--- fallocate PUNCH_HOLE and ZERO_RANGE: bytes [p_offset, p_offset +
--- p_length) of file p_inode read as zeros from now on, the space their
--- slices held freed as far as no other file shares them. With p_keep_size
--- the range stops at the end of the file; without it a range past the end
--- makes the file longer (charged as a write is: 28 ENOSPC or 122 EDQUOT
--- when that passes a limit, nothing changed). Sets mtime and ctime.
--- Returns the file's attributes; errno 2 no such file, 21 a directory,
--- 22 not a regular file or a bad range, 27 past the largest file.
-CREATE FUNCTION zero_range(p_inode bigint, p_offset bigint, p_length bigint, p_keep_size boolean)
-RETURNS attr
+-- Sets the tier of the node at p_path (and, with p_recursive, of everything
+-- below it, set-based; directories pass it on to what is created in them
+-- later). Returns the nodes whose tier changed.
+CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_end bigint;
-    v_errno integer;
-    n node;
+    v_inode bigint := resolve(p_path);
+    v_changed bigint;
 BEGIN
-    IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
-        RETURN _err(22);
-    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
-        RETURN _err(27);
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
     END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    v_errno := _file_errno(n);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF p_keep_size AND p_offset >= n.length THEN
-        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
+    WITH RECURSIVE tree(inode) AS (
+        SELECT v_inode
+        UNION
+        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+    ), changed AS (
+        UPDATE node n SET tier = p_id, ctime = _now()
+         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_changed FROM changed;
+    IF v_changed > 0 THEN
+        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
     END IF;
-    IF p_keep_size THEN
-        v_end := p_offset + least(p_length, n.length - p_offset);
-    ELSE
-        v_end := p_offset + p_length;
-    END IF;
-    IF v_end > n.length THEN
-        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-        IF v_errno <> 0 THEN
-            RETURN _err(v_errno);
-        END IF;
-    END IF;
-    -- past the old end nothing shows data (truncate and writes keep it so)
-    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
-    n.length := greatest(n.length, v_end);
-    n.mtime := v_now; n.ctime := v_now;
-    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
+    RETURN v_changed;
 END
 $$;
 
--- lseek SEEK_DATA (p_hole false) and SEEK_HOLE (true) of file p_inode from
--- p_offset, answered from its slices: the first offset at or after p_offset
--- where the file shows data (SEEK_DATA) or does not (SEEK_HOLE; the end of
--- the file counts as a hole). errno 6 (ENXIO) when p_offset is at or past
--- the end, or no data follows it (SEEK_DATA); 2 no such file, 21 a
--- directory, 22 not a regular file.
-CREATE FUNCTION seek_data(p_inode bigint, p_offset bigint, p_hole boolean,
-                          OUT errno integer, OUT found_at bigint)
+-- The files at or below p_path (with p_recursive) with their tier and their
+-- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
+CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
+RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
-    v_chunk bigint := _chunk_size();
-    v_next bigint;         -- the first chunk not yet looked at
-    v_from integer;        -- where the chunk is looked at from
-    v_shows int4multirange;
-    n node;
-    c integer;
+    v_inode bigint := resolve(p_path);
 BEGIN
-    SELECT * INTO n FROM node WHERE inode = p_inode;
-    errno := _file_errno(n);
-    IF errno <> 0 THEN
-        RETURN;
-    ELSIF p_hole IS NULL THEN
-        errno := 22; RETURN;
-    ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
-        errno := 6; RETURN;
+    IF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
     END IF;
-    errno := 0;
-    v_next := p_offset / v_chunk;
-    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_offset / v_chunk AND (n.length - 1) / v_chunk
-              ORDER BY s.chunk_index
-    LOOP
-        IF p_hole AND c > v_next THEN
-            found_at := greatest(p_offset, v_next * v_chunk); RETURN;   -- a chunk with no slices
-        END IF;
-        v_from := greatest(p_offset - c * v_chunk, 0);
-        v_shows := _chunk_data(p_inode, c)
-                   * int4multirange(int4range(v_from, least(n.length - c * v_chunk, v_chunk)::integer));
-        IF p_hole THEN
-            v_shows := int4multirange(int4range(v_from, v_chunk::integer)) - v_shows;
-        END IF;
-        IF NOT isempty(v_shows) THEN
-            found_at := least(c * v_chunk + lower(v_shows), n.length); RETURN;
-        END IF;
-        v_next := c + 1;
-    END LOOP;
-    IF p_hole THEN
-        found_at := least(greatest(p_offset, v_next * v_chunk), n.length);
-    ELSE
-        errno := 6;
-    END IF;
+    RETURN QUERY
+        WITH RECURSIVE tree(inode) AS (
+            SELECT v_inode
+            UNION
+            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+        )
+        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
+          FROM tree x
+          JOIN node n ON n.inode = x.inode AND n.type = 1
+          LEFT JOIN tier t ON t.id = n.tier
+          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
+         ORDER BY n.inode, s.slice_id;
 END
 $$;
 
--- copy_file_range as metadata: bytes [p_src_offset, p_src_offset + p_length)
--- of file p_src (cut at its end) appear at p_dst_offset of file p_dst, by
--- slice rows that point at the source's slices (each gains a reference), in
--- one transaction; no byte is read or written. The destination range first
--- reads as zeros (_zero), then the source's slices are laid over it in their
--- order, cut to the range and split where the destination's chunks end.
--- Writes to either file later make new slices, so they stay apart. A longer
--- destination is charged as a write is (28/122 when that passes a limit).
--- Returns errno 0 with the bytes copied and the destination's new length;
--- else 2 no such file, 21 a directory, 22 not regular files, a bad range
--- or overlapping ranges of one file, 27 past the largest file.
-CREATE FUNCTION copy_range(p_src bigint, p_src_offset bigint, p_dst bigint, p_dst_offset bigint,
-                           p_length bigint, OUT errno integer, OUT copied bigint, OUT length bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_chunk bigint := _chunk_size();
-    v_shift bigint;
-    v_end bigint;
-    v_ids bigint[];
-    v_errno integer;
-    src node;
-    dst node;
-BEGIN
-    copied := 0;
-    IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
-       OR p_length IS NULL OR p_length < 0 THEN
-        errno := 22; RETURN;
-    END IF;
-    -- both nodes locked in inode order (two copies between the same files
-    -- in opposite directions cannot deadlock); the source only against
-    -- changes (writes, truncates and compactions lock it for update)
-    IF p_src < p_dst THEN
-        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
-        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
-    ELSE
-        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
-        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
-    END IF;
-    -- (the first of 2, 21, 22 either file meets)
-    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
-    IF errno IS NOT NULL THEN
-        RETURN;
-    END IF;
-    copied := greatest(least(p_length, src.length - p_src_offset), 0);
-    IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied
-       AND p_dst_offset < p_src_offset + copied THEN
-        copied := 0; errno := 22; RETURN;
-    END IF;
-    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
-        copied := 0; errno := 27; RETURN;
-    END IF;
-    length := dst.length;
-    errno := 0;
-    IF copied = 0 THEN
-        RETURN;
-    END IF;
-    v_end := p_dst_offset + copied;
-    IF v_end > dst.length THEN
-        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
-                                 v_end - dst.length);
-        IF v_errno <> 0 THEN
-            copied := 0; errno := v_errno; RETURN;
-        END IF;
-    END IF;
-    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
-    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
-    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
-    v_shift := p_dst_offset - p_src_offset;
-    -- the source's rows cut to the range (file offsets a..b, the slice's
-    -- bytes from off), moved by v_shift, split at the destination's chunk
-    -- ends; inserted in the source's commit order (seq is drawn as the
-    -- rows arrive, so later rows still shadow earlier ones)
-    WITH cut AS (
-        SELECT sl.seq, sl.slice_id, sl.slice_size,
-               greatest(sl.chunk_index * v_chunk + sl.pos, p_src_offset) AS a,
-               least(sl.chunk_index * v_chunk + sl.pos + sl.len, p_src_offset + copied) AS b,
-               sl.slice_off + greatest(p_src_offset - (sl.chunk_index * v_chunk + sl.pos), 0) AS off
-          FROM slice sl
-         WHERE sl.inode = p_src
-           AND sl.chunk_index BETWEEN p_src_offset / v_chunk AND (p_src_offset + copied - 1) / v_chunk
-    ), pieces AS (
-        SELECT c.seq, c.slice_id, c.slice_size, k AS chunk_index,
-               greatest(c.a + v_shift, k * v_chunk) AS a,
-               least(c.b + v_shift, (k + 1) * v_chunk) AS b,
-               c.off + greatest(k * v_chunk - (c.a + v_shift), 0) AS off
-          FROM cut c,
-               generate_series((c.a + v_shift) / v_chunk, (c.b + v_shift - 1) / v_chunk) k
-         WHERE c.b > c.a
-    ), copied_rows AS (
-        INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-        SELECT p_dst, p.chunk_index, p.slice_id, p.slice_size, p.off, p.b - p.a, p.a - p.chunk_index * v_chunk
-          FROM (SELECT * FROM pieces ORDER BY seq, chunk_index) p
-        RETURNING slice_id
-    )
-    SELECT array_agg(slice_id) INTO v_ids FROM copied_rows WHERE slice_id <> 0;
-    IF v_ids IS NOT NULL THEN
-        PERFORM 1 FROM slice_ref WHERE slice_id = ANY (v_ids) ORDER BY slice_id FOR UPDATE;
-        UPDATE slice_ref r SET refs = r.refs + c.n
-          FROM (SELECT id, count(*)::integer AS n FROM unnest(v_ids) id GROUP BY id) c
-         WHERE r.slice_id = c.id;
-    END IF;
-    length := greatest(dst.length, v_end);
-    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
-     WHERE inode = p_dst;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:153
--- requires:
---   trash
---   range
---   quota
---   volume
-
--- jfs dump / jfs load: the whole volume as a stream of rows (read in one
--- REPEATABLE READ snapshot by the client, which writes JuiceFS's JSON dump
--- layout as the rows arrive), and the set-based load of a dump that a client
--- has copied into temporary staging tables.
-
--- The tree under p_root (the root itself first, depth 0), depth first: every
--- directory's entries right after it, each with all that the dump writes of
--- it. A node with several names comes at each of them. Below the root
--- (p_root = 1) the trash is left out; it is dumped on its own (p_root =
--- _trash_inode()). chunks is the file's slices as JSON, in JuiceFS's form:
--- [{"index": chunk, "slices": [{"id", "pos", "size", "off", "len"}, ...]}],
--- each chunk's slices in commit order (later ones shadow earlier ones).
--- acl_* are the ACL rows: kind ('a' access, 'd' default), tag, qualifier, perm.
-CREATE FUNCTION dump_tree(p_root bigint DEFAULT 1)
-RETURNS TABLE (depth integer, name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint,
-               atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint,
-               tier smallint, target bytea, xattr_names bytea[], xattr_values bytea[], chunks text,
-               acl_kinds text[], acl_tags smallint[], acl_qualifiers bigint[], acl_perms smallint[])
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
-    WITH RECURSIVE t(inode, name, depth, path) AS (
-        SELECT p_root, NULL::bytea, 0, ARRAY[]::bigint[]
-        UNION ALL
-        SELECT e.inode, e.name, t.depth + 1, t.path || e.cookie
-          FROM t JOIN edge e ON e.parent = t.inode
-         WHERE NOT (p_root = 1 AND e.parent = 1 AND e.inode = _trash_inode())
-    )
-    SELECT t.depth, t.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length,
-           n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers, a.perms
-      FROM t
-      JOIN node n ON n.inode = t.inode
-      LEFT JOIN symlink s ON n.type = 3 AND s.inode = n.inode
-      LEFT JOIN LATERAL (SELECT array_agg(x.name ORDER BY x.name) AS names, array_agg(x.value ORDER BY x.name) AS vals
-                           FROM xattr x WHERE x.inode = n.inode) x ON true
-      LEFT JOIN LATERAL (
-          SELECT '[' || string_agg('{"index":' || k.chunk_index || ',"slices":[' || k.slices || ']}', ','
-                                   ORDER BY k.chunk_index) || ']' AS chunks
-            FROM (SELECT s.chunk_index,
-                         string_agg('{"id":' || s.slice_id || ',"pos":' || s.pos || ',"size":' || s.slice_size
-                                    || ',"off":' || s.slice_off || ',"len":' || s.len || '}', ',' ORDER BY s.seq)
-                         AS slices
-                    FROM slice s WHERE n.type = 1 AND s.inode = n.inode GROUP BY s.chunk_index) k
-      ) c ON true
-      LEFT JOIN LATERAL (SELECT array_agg(a.kind::text ORDER BY a.kind, a.tag, a.qualifier) AS kinds,
-                                array_agg(a.tag ORDER BY a.kind, a.tag, a.qualifier) AS tags,
-                                array_agg(a.qualifier ORDER BY a.kind, a.tag, a.qualifier) AS qualifiers,
-                                array_agg(a.perm ORDER BY a.kind, a.tag, a.qualifier) AS perms
-                           FROM acl a WHERE a.inode = n.inode) a ON true
-     ORDER BY t.path
-$$;
-
--- What a dump writes beside the tree: the settings (without the keys), the
--- counters and the usage; the quotas of directories, users and groups.
-CREATE FUNCTION dump_volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
-                            OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT enable_acl boolean,
-                            OUT next_inode bigint, OUT next_slice bigint, OUT used_space bigint,
-                            OUT used_inodes bigint, OUT has_trash boolean)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.enable_acl,
-           (SELECT c.next FROM counter c WHERE c.name = 'inode'), (SELECT c.next FROM counter c WHERE c.name = 'slice'),
-           (SELECT coalesce(sum(u.space), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
-           (SELECT coalesce(sum(u.inodes), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
-           EXISTS (SELECT 1 FROM node n WHERE n.inode = _trash_inode())
-      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
-$$;
-
-CREATE FUNCTION dump_quotas() RETURNS TABLE (kind text, key bigint, max_space bigint, max_inodes bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
-$$;
-
--- Whether the calling mount is the one to write the automatic metadata
--- backup now (`jfs mount --backup-meta`): the one call that finds the last
--- backup at least p_interval old (or none) records now and gets its UTC
--- time as YYYY-MM-DD-HHMMSS (the backup's name); every other mount's call
--- in that interval gets NULL.
-CREATE FUNCTION backup_claim(p_interval interval) RETURNS text
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    UPDATE setting SET last_backup = now() WHERE last_backup IS NULL OR last_backup <= now() - p_interval
-    RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
-$$;
-
--- Gives back a claim whose backup failed (p_stamp: what backup_claim
--- returned), so that the next mount to ask writes it.
-CREATE FUNCTION backup_release(p_stamp text) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    UPDATE setting SET last_backup = NULL
-     WHERE to_char(last_backup AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS') = p_stamp;
-    RETURN FOUND;
-END
-$$;
-
--- Staging tables of a load, for this session's transaction: the client
--- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
--- into them (COPY), then jfs.load_staged() moves them into the volume set by
--- set. A node is staged once (a hard link's other names as edges only).
-CREATE FUNCTION load_begin() RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    CREATE TEMP TABLE load_node (inode bigint, type smallint, mode integer, uid bigint, gid bigint,
-                                 atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint,
-                                 rdev bigint, tier smallint) ON COMMIT DROP;
-    CREATE TEMP TABLE load_edge (parent bigint, name bytea, inode bigint) ON COMMIT DROP;
-    -- ord: the slice's place in its chunk's list (later shadows earlier)
-    CREATE TEMP TABLE load_slice (inode bigint, chunk_index integer, ord integer, slice_id bigint,
-                                  slice_size integer, slice_off integer, len integer, pos integer) ON COMMIT DROP;
-    CREATE TEMP TABLE load_symlink (inode bigint, target bytea) ON COMMIT DROP;
-    CREATE TEMP TABLE load_xattr (inode bigint, name bytea, value bytea) ON COMMIT DROP;
-    CREATE TEMP TABLE load_acl (inode bigint, kind text, tag smallint, qualifier bigint, perm smallint) ON COMMIT DROP;
-    CREATE TEMP TABLE load_quota (kind text, key bigint, max_space bigint, max_inodes bigint) ON COMMIT DROP;
-    EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice, '
-                              'pg_temp.load_symlink, pg_temp.load_xattr, pg_temp.load_acl, pg_temp.load_quota TO %I',
-                              session_user);
-END
-$$;
-
--- Whether the volume holds nothing but its root (formatted or not).
-CREATE FUNCTION _volume_empty() RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1)
-$$;
-
--- Moves what load_begin's tables hold into the volume, in the caller's
--- transaction: formats the database first when it is not (with the dump's
--- name, uuid, storage, bucket, block size, trash days, capacity, inode
--- limit, compression and encryption with its RSA key; the object store's
--- keys are not in dumps), then inserts the nodes,
--- entries, slices, symlinks, xattrs and ACLs, and rebuilds what follows from
--- them: directory parents, slice references, each file's used bytes, the
--- counters and sequences, dir_stats and every quota's usage. Refuses
--- (errno 17) a volume that holds more than its root unless p_force, which
--- first empties it (errno 16 while it is mounted; its slices are queued
--- for deletion like any freed data, but for those the dump names again);
--- errno 22 for a dump whose volume name, block size, compression or
--- encryption (its algorithm or RSA key) differs from the formatted
--- volume's (its blocks would not be found or read), or whose entries name
--- missing nodes.
-CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
-                            p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
-                            p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
-                            p_compression text DEFAULT 'none', p_encrypt_algo text DEFAULT NULL,
-                            p_encrypt_key text DEFAULT NULL,
-                            OUT errno integer, OUT message text, OUT nodes bigint, OUT entries bigint,
-                            OUT slices bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
-DECLARE
-    v_setting setting;
-    -- how the dump's objects are sealed ('' not at all), as format names it
-    v_algo text := CASE WHEN coalesce(p_encrypt_key, '') = '' THEN ''
-                        ELSE coalesce(nullif(p_encrypt_algo, ''), 'aes256gcm-rsa') END;
-    v_format record;
-    q record;
-BEGIN
-    -- the staging tables must be load_begin's: tables of this definer in
-    -- this session's temporary schema (not, say, a caller's view)
-    IF (SELECT count(*) FROM pg_class c
-         WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r'
-           AND c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
-           AND c.relname IN ('load_node', 'load_edge', 'load_slice', 'load_symlink', 'load_xattr', 'load_acl',
-                             'load_quota')) <> 7 THEN
-        RAISE EXCEPTION 'jfs.load_staged: no staging tables of jfs.load_begin() in this transaction'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
-    -- autovacuum never sees temporary tables: without statistics the
-    -- planner would join the staged rows by nested loops
-    ANALYZE pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice;
-    IF NOT _volume_empty() THEN
-        IF NOT p_force THEN
-            errno := 17;
-            message := 'the volume is not empty: load into an empty database, or pass --force to replace what it holds';
-            RETURN;
-        END IF;
-        IF EXISTS (SELECT 1 FROM session s WHERE s.heartbeat > now() - interval '5 minutes') THEN
-            errno := 16;
-            message := 'the volume is mounted (sessions with a heartbeat in the last 5 minutes, see jfs status): '
-                       'unmount it everywhere before replacing it';
-            RETURN;
-        END IF;
-        -- DELETE, not TRUNCATE: a dump running now keeps its snapshot. The
-        -- old slices are queued for deletion (kept retain_deleted, like any
-        -- freed data); those the dump names again leave the queue below.
-        INSERT INTO delslice (slice_id, size) SELECT r.slice_id, r.size FROM slice_ref r ON CONFLICT DO NOTHING;
-        DELETE FROM edge; DELETE FROM node; DELETE FROM slice; DELETE FROM slice_ref; DELETE FROM symlink;
-        DELETE FROM xattr; DELETE FROM acl; DELETE FROM sustained; DELETE FROM unlinked; DELETE FROM plock;
-        DELETE FROM lock_wait; DELETE FROM dir_stats; DELETE FROM session;
-        DELETE FROM quota WHERE kind <> 'fs';
-        DELETE FROM quota_usage WHERE kind <> 'fs';
-    END IF;
-    SELECT * INTO v_setting FROM setting;
-    IF NOT FOUND THEN
-        SELECT * INTO v_format FROM format(p_name, p_storage, p_bucket, p_block_size, p_trash_days,
-                                          p_capacity, p_inodes, 'fsync', p_uuid,
-                                          p_compression => p_compression, p_encrypt_algo => p_encrypt_algo,
-                                          p_encrypt_key => p_encrypt_key);
-        IF v_format.errno <> 0 THEN
-            errno := v_format.errno; message := v_format.message;
-            RETURN;
-        END IF;
-    ELSIF lower(v_setting.compression) <> lower(coalesce(p_compression, 'none'))
-          OR v_setting.encrypt_algo <> v_algo THEN
-        errno := 22;
-        message := pg_catalog.format('the dump''s volume stores blocks with compression %s and encryption %s, the '
-                                     'formatted volume with compression %s and encryption %s: its blocks could '
-                                     'not be read; load into an unformatted database',
-                                     coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
-                                     v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
-        RETURN;
-    ELSIF v_algo <> '' AND coalesce((SELECT s.encrypt_key FROM secret s), '') <> p_encrypt_key THEN
-        errno := 22;
-        message := 'the dump''s volume seals its objects with another RSA key than the formatted volume: its '
-                   'blocks could not be read; load into an unformatted database';
-        RETURN;
-    ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
-        errno := 22;
-        message := pg_catalog.format('the dump''s volume %L has blocks of %s bytes under %s/, the formatted volume %L'
-                                     ' %s bytes under %s/: its blocks could not be found; format the database with'
-                                     ' the dump''s name and block size (or load into an unformatted one)',
-                                     p_name, p_block_size, p_name, v_setting.name, v_setting.block_size,
-                                     v_setting.name);
-        RETURN;
-    END IF;
-    -- a node dumped at several names with a wrong link count is staged at
-    -- each: keep the first copy of its rows
-    IF EXISTS (SELECT 1 FROM load_node l GROUP BY l.inode HAVING count(*) > 1) THEN
-        DELETE FROM load_node l USING (SELECT x.inode, min(x.ctid) AS first FROM load_node x GROUP BY x.inode
-                                        HAVING count(*) > 1) d
-         WHERE l.inode = d.inode AND l.ctid <> d.first;
-        DELETE FROM load_slice l USING (SELECT x.inode, x.chunk_index, x.ord, min(x.ctid) AS first FROM load_slice x
-                                         GROUP BY x.inode, x.chunk_index, x.ord HAVING count(*) > 1) d
-         WHERE (l.inode, l.chunk_index, l.ord) = (d.inode, d.chunk_index, d.ord) AND l.ctid <> d.first;
-        DELETE FROM load_symlink l USING (SELECT x.inode, min(x.ctid) AS first FROM load_symlink x GROUP BY x.inode
-                                           HAVING count(*) > 1) d
-         WHERE l.inode = d.inode AND l.ctid <> d.first;
-        DELETE FROM load_xattr l USING (SELECT x.inode, x.name, min(x.ctid) AS first FROM load_xattr x
-                                         GROUP BY x.inode, x.name HAVING count(*) > 1) d
-         WHERE (l.inode, l.name) = (d.inode, d.name) AND l.ctid <> d.first;
-        DELETE FROM load_acl l USING (SELECT x.inode, x.kind, x.tag, x.qualifier, min(x.ctid) AS first FROM load_acl x
-                                       GROUP BY x.inode, x.kind, x.tag, x.qualifier HAVING count(*) > 1) d
-         WHERE (l.inode, l.kind, l.tag, l.qualifier) = (d.inode, d.kind, d.tag, d.qualifier) AND l.ctid <> d.first;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
-        VALUES (1, 2, 511, 0, 0, 0, 0, 0, 2, 1);
-    END IF;
-    IF p_enable_acl THEN
-        UPDATE setting SET enable_acl = true;
-    END IF;
-
-    IF EXISTS (SELECT 1 FROM load_edge e WHERE NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.inode))
-       OR EXISTS (SELECT 1 FROM load_edge e WHERE e.parent <> 1
-                     AND NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.parent AND n.type = 2)) THEN
-        errno := 22; message := 'the dump has entries of nodes it does not hold, or in non-directories';
-        RETURN;
-    END IF;
-
-    UPDATE node n SET mode = l.mode, uid = l.uid, gid = l.gid, atime = l.atime, mtime = l.mtime, ctime = l.ctime,
-                      tier = l.tier
-      FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
-    -- each node with what follows from the staged entries and slices: the
-    -- link count (a file's names; 2 + a directory's subdirectories), a
-    -- directory's parent, and the bytes a file's chunks of one slice show
-    -- (chunks of several slices are overlaid below, once they are in)
-    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent, used)
-    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime,
-           CASE WHEN l.type = 2 THEN 2 + coalesce(sub.k, 0) ELSE coalesce(names.k, 0) END,
-           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
-           CASE WHEN l.type = 2 THEN coalesce(names.parent, 0) ELSE 0 END,
-           CASE WHEN l.type = 1 THEN coalesce(one.used, 0) ELSE 0 END
-      FROM load_node l
-      LEFT JOIN (SELECT e.inode, count(*)::integer AS k, min(e.parent) AS parent FROM load_edge e
-                  GROUP BY e.inode) names ON names.inode = l.inode
-      LEFT JOIN (SELECT e.parent, count(*)::integer AS k FROM load_edge e
-                   JOIN load_node d ON d.inode = e.inode AND d.type = 2 GROUP BY e.parent) sub ON sub.parent = l.inode
-      LEFT JOIN (SELECT c.inode, sum(c.data)::bigint AS used
-                   FROM (SELECT s.inode, sum(s.len) FILTER (WHERE s.slice_id <> 0) AS data FROM load_slice s
-                          WHERE s.len > 0 GROUP BY s.inode, s.chunk_index HAVING count(*) = 1) c
-                  GROUP BY c.inode) one ON one.inode = l.inode
-     WHERE l.inode <> 1;
-    GET DIAGNOSTICS nodes = ROW_COUNT;
-    nodes := nodes + 1;
-    INSERT INTO edge (parent, name, inode, type)
-    SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
-     ORDER BY e.parent, e.name;
-    GET DIAGNOSTICS entries = ROW_COUNT;
-    UPDATE node SET nlink = 2 + (SELECT count(*) FROM edge e WHERE e.parent = 1 AND e.type = 2) WHERE inode = 1;
-
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    SELECT s.inode, s.chunk_index, s.slice_id, s.slice_size, s.slice_off, s.len, s.pos
-      FROM load_slice s JOIN node n ON n.inode = s.inode AND n.type = 1
-     WHERE s.len > 0
-     ORDER BY s.inode, s.chunk_index, s.ord;
-    GET DIAGNOSTICS slices = ROW_COUNT;
-    INSERT INTO slice_ref (slice_id, size, refs)
-    SELECT s.slice_id, max(s.slice_size), count(*) FROM slice s WHERE s.slice_id <> 0 GROUP BY s.slice_id;
-    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
-    UPDATE node n SET used = n.used + m.used
-      FROM (SELECT c.inode, sum(_range_size(_chunk_data(c.inode, c.chunk_index)))::bigint AS used
-              FROM (SELECT s.inode, s.chunk_index FROM slice s GROUP BY s.inode, s.chunk_index
-                    HAVING count(*) > 1) c
-             GROUP BY c.inode) m
-     WHERE n.inode = m.inode;
-
-    INSERT INTO symlink (inode, target)
-    SELECT l.inode, l.target FROM load_symlink l JOIN node n ON n.inode = l.inode AND n.type = 3;
-    UPDATE node n SET length = length(s.target) FROM symlink s WHERE n.inode = s.inode;
-    INSERT INTO xattr (inode, name, value)
-    SELECT l.inode, l.name, l.value FROM load_xattr l WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
-    INSERT INTO acl (inode, kind, tag, qualifier, perm)
-    SELECT l.inode, l.kind::"char", l.tag, l.qualifier, l.perm FROM load_acl l
-     WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
-
-    UPDATE counter SET next = greatest(next, p_next_inode,
-                                       (SELECT max(inode) + 1 FROM node WHERE inode < _trash_inode()))
-     WHERE name = 'inode';
-    UPDATE counter SET next = greatest(next, p_next_slice, (SELECT max(slice_id) + 1 FROM slice_ref))
-     WHERE name = 'slice';
-
-    FOR q IN SELECT * FROM load_quota l
-              WHERE l.kind IN ('user', 'group') OR (l.kind = 'dir' AND EXISTS (SELECT 1 FROM node n
-                                                                  WHERE n.inode = l.key AND n.type = 2))
-              ORDER BY l.kind, l.key
-    LOOP
-        PERFORM _set_quota(q.kind, q.key, q.max_space, q.max_inodes);
-    END LOOP;
-    PERFORM count(*) FROM check_quota(NULL, NULL, true);
-    PERFORM _quota_flags();
-    errno := 0;
-    message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:128
--- requires:
---   charge
---   people
---   quota
---   range
-
--- The invariant checker: every row it returns is a broken invariant. The
--- test suites run it after every test; people can run it any time
--- (it reads the whole namespace, so it is slow on big volumes).
-
--- The nearest directory at or above p_dir with a quota (0: none), by walking up.
-CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_cur bigint := p_dir;
-BEGIN
-    FOR i IN 1..100000 LOOP
-        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
-            RETURN v_cur;
-        ELSIF v_cur = 1 THEN
-            RETURN 0;
-        END IF;
-        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
-        IF v_cur IS NULL OR v_cur = 0 THEN
-            RETURN 0;
-        END IF;
-    END LOOP;
-    RETURN 0;
-END
-$$;
-
--- The chain of quota root p_root (itself, then the quota roots above it),
--- by walking up the namespace.
-CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chain bigint[] := '{}';
-    v_cur bigint := p_root;
-    v_parent bigint;
-BEGIN
-    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
-        v_chain := v_chain || v_cur;
-        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
-        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
-    END LOOP;
-    RETURN v_chain;
-END
-$$;
-
-CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    -- an entry must point at an existing node of the same type, in a directory
-    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
-      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
-       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
-    UNION ALL
-    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
-      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
-    UNION ALL
-    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
-      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
-    UNION ALL
-    -- modes are permission bits, owners valid ids
-    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
-      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
-    UNION ALL
-    -- nlink of a non-directory = the entries naming it
-    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type <> 2 AND n.nlink <> c.k
-    UNION ALL
-    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
-    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
-     WHERE n.type = 2 AND n.nlink <> 2 + c.k
-    UNION ALL
-    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
-       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
-    UNION ALL
-    -- every node is reachable from the root or a shard root of this shard,
-    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
-    -- a big set is quadratic)
-    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
-      FROM node n
-      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
-                     SELECT 1::bigint
-                     UNION
-                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
-                     UNION
-                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
-                 )
-                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
-     WHERE n.inode <> 1 AND r.inode IS NULL
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
-      FROM sustained s
-     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
-        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
-      FROM unlinked u
-     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
-    UNION ALL
-    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
-      FROM node n FULL JOIN symlink l ON l.inode = n.inode
-     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
-    UNION ALL
-    SELECT 'xattr', x.inode, 'xattr of a missing node'
-      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
-    UNION ALL
-    SELECT 'acl', a.inode, 'ACL entry of a missing node'
-      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
-    UNION ALL
-    -- slices belong to regular files; a file of length 0 has none
-    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
-      FROM slice s LEFT JOIN node n ON n.inode = s.inode
-     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
-    UNION ALL
-    -- a file's "used" (st_blocks) = the bytes its slices show, all within
-    -- its length (counted up to the largest file, so data past the end
-    -- shows as a difference too)
-    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
-      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
-     WHERE n.type = 1 AND n.used <> d.size
-    UNION ALL
-    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
-      FROM node n WHERE n.type <> 1 AND n.used <> 0
-    UNION ALL
-    -- refs = the slice rows using the slice; no queued deletion still referenced
-    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
-           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
-      FROM slice_ref r
-      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
-        ON c.slice_id = r.slice_id
-     WHERE r.refs IS DISTINCT FROM c.k
-    UNION ALL
-    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
-      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
-    UNION ALL
-    -- the queue as counted (delete_usage) = the queue
-    SELECT 'delete usage', NULL::bigint,
-           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
-      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
-           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
-              FROM delete_usage x) u
-     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
-    UNION ALL
-    -- every quota's counters = a recount of the namespace
-    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
-                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
-      FROM quota q
-      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
-      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
-                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
-     WHERE c.inodes <> u.inodes OR c.space <> u.space
-    UNION ALL
-    -- dir_stats = a recount of each directory's entries
-    SELECT 'dir_stats', coalesce(c.parent, r.inode),
-           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
-                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
-                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
-      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
-              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
-      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
-                   FROM dir_stats d GROUP BY d.inode) r
-        ON r.inode = c.parent
-     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
-        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
-    UNION ALL
-    -- a directory's qroot is the nearest quota root at or above it
-    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
-      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
-    UNION ALL
-    -- a directory quota's chain is it and the quota roots above it, nearest first
-    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
-      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
-$$;
-
--- Rebuilds what follows from the namespace and the slices wherever it
--- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
--- usage and dir_stats): link counts from the entries, each file's used bytes
--- from its slices, slice references from the slice rows (a slice no row
--- names any more is queued for deletion, one still named leaves the
--- queue), quota usage and dir_stats from a recount. What needs a person
--- (dangling entries, unreachable nodes) it leaves alone. Returns how many
--- rows of each kind it changed. Metadata changes wait while it runs.
-CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
-    repaired := 'nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
-     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'dir nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
-              FROM node d WHERE d.type = 2) c
-     WHERE n.inode = c.inode AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'used';
-    UPDATE node n SET used = d.size
-      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
-     WHERE n.inode = d.inode AND n.used <> d.size;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'slice refs';
-    WITH counted AS (
-        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
-         WHERE s.slice_id <> 0 GROUP BY s.slice_id
-    ), fixed AS (
-        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
-            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
-        RETURNING 1
-    )
-    SELECT count(*) INTO changed FROM fixed;
-    WITH gone AS (
-        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
-        RETURNING r.slice_id, r.size
-    ), queued AS (
-        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
-        RETURNING 1
-    )
-    SELECT changed + count(*) INTO changed FROM queued;
-    RETURN NEXT;
-    repaired := 'delslice';
-    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'delete usage';
-    SELECT count(*) INTO changed
-      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
-           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
-              FROM delete_usage x) u
-     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
-    IF changed > 0 THEN
-        DELETE FROM delete_usage;
-        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
-    END IF;
-    RETURN NEXT;
-    repaired := 'usage and dir_stats';
-    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
-    RETURN NEXT;
-END
-$$;
-
--- The slices some file uses (id and size), in id order after p_after, at
--- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
-CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
-     ORDER BY r.slice_id LIMIT p_limit
-$$;
+-- Files and bytes per tier.
+CREATE VIEW tier_usage AS
+SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
+  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
+ GROUP BY t.id, t.storage_class
+ ORDER BY t.id;
 /* </end connected objects> */
 
 /* <begin connected objects> */
