@@ -1,11 +1,13 @@
 //! Background work of a mount: session heartbeats, cleanup of dead sessions,
 //! purging expired trash, deleting the objects of freed slices (the delslice
-//! queue), compacting fragmented chunks, and metadata backups.
+//! queue), compacting fragmented chunks, and metadata backups; the
+//! sessions' and the upkeep's on each shard of the volume.
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::backup::backup_if_due;
 use crate::metrics::METRICS;
+use crate::ns::parts::Part;
 use crate::vfs::{Compacted, Vfs};
 
 /// How often and how patiently the background jobs run.
@@ -75,50 +77,17 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             ns.commit_leases().await;
         }
     });
-    let v = vfs.clone();
-    let c = cfg.clone();
-    tokio::spawn(async move {
-        if !v.has_session() {
-            return;
+    if vfs.has_session() {
+        for index in 0..vfs.ns.parts().all().len() {
+            tokio::spawn(heartbeats(
+                vfs.clone(),
+                index,
+                cfg.clone(),
+                host.clone(),
+                info.clone(),
+            ));
         }
-        let mut state_losses = v.ns.meta_of_mount().state_losses();
-        loop {
-            tokio::time::sleep(c.heartbeat).await;
-            if v.ns.meta_of_mount().state_losses() != state_losses {
-                state_losses = v.ns.meta_of_mount().state_losses();
-                v.session_lost("may have been erased by a crash of the metadata server")
-                    .await;
-            }
-            match v.ns.meta_of_mount().session_heartbeat(v.sid()).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!(
-                        "session {} was cleaned up as dead (no heartbeat for {:?}); registering again",
-                        v.sid(),
-                        c.session_timeout
-                    );
-                    match v
-                        .ns
-                        .meta_of_mount()
-                        .session_register(
-                            &host,
-                            std::process::id() as i32,
-                            &info,
-                            c.session_timeout,
-                        )
-                        .await
-                    {
-                        Ok(sid) => {
-                            v.set_sid(sid);
-                            v.session_lost("went with the session that was ended").await;
-                        }
-                        Err(e) => tracing::error!("registering the session again: {e}"),
-                    }
-                }
-                Err(e) => tracing::warn!("heartbeat: {e}"),
-            }
-        }
-    });
+    }
     if let Some(mut queue) = vfs.take_compaction_queue() {
         let v = vfs.clone();
         tokio::spawn(async move {
@@ -149,43 +118,11 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
             }
         });
     }
-    // a read-only mount (of a restored copy, say) changes nothing: no
-    // sessions ended, no objects deleted
-    let read_only = vfs.config.read_only;
-    let v = vfs.clone();
-    let c = cfg.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(c.session_timeout / 2).await;
-            if read_only {
-                continue;
-            }
-            // after an outage every session looks dead until the live ones
-            // heartbeat again: only a mount that has reached the database
-            // for a whole timeout judges the others
-            if v.ns
-                .meta_of_mount()
-                .reached_for()
-                .is_none_or(|d| d < c.session_timeout)
-            {
-                tracing::debug!("session cleanup waits: the database was out of reach lately");
-                continue;
-            }
-            match v
-                .ns
-                .meta_of_mount()
-                .session_cleanup(c.session_timeout.as_secs())
-                .await
-            {
-                Ok(0) => {}
-                Ok(n) => {
-                    METRICS.sessions_cleaned.inc_by(n as u64);
-                    tracing::info!("cleaned up {n} dead session(s)")
-                }
-                Err(e) => tracing::warn!("session cleanup: {e}"),
-            }
-        }
-    });
+    // (a read-only mount, of a restored copy say, changes nothing: no
+    // sessions ended, no objects deleted)
+    for index in 0..vfs.ns.parts().all().len() {
+        tokio::spawn(session_cleanup(vfs.clone(), index, cfg.clone()));
+    }
     tokio::spawn(async move {
         let mut low_disk_warned: Option<std::time::Instant> = None;
         loop {
@@ -203,46 +140,115 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
                     Err(e) => tracing::warn!("purging the trash: {e}"),
                 }
             }
-            if !vfs.config.read_only {
-                match vfs
-                    .ns
-                    .meta_of_mount()
-                    .free_unlinked(UNLINKED_FREE_STEP)
-                    .await
-                {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        METRICS.unlinked_freed.inc_by(n as u64);
-                        tracing::debug!("freed {n} files removed while other mounts were live")
-                    }
-                    Err(e) => tracing::warn!("freeing removed files: {e}"),
-                }
-                match vfs
-                    .ns
-                    .meta_of_mount()
-                    .changelog_prune(CHANGELOG_PRUNE_STEP)
-                    .await
-                {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!("pruned {n} change-log rows"),
-                    Err(e) => tracing::warn!("pruning the change log: {e}"),
+            for part in vfs.ns.parts().all() {
+                if !vfs.config.read_only {
+                    maintain(&vfs, part, cfg.gc_delay).await;
                 }
             }
             if !vfs.config.read_only {
                 warn_if_store_disk_low(&vfs, &mut low_disk_warned).await;
-                if let Err(e) = crate::volume::gc::drain_delslices(
-                    vfs.ns.meta_of_mount(),
-                    vfs.store().as_ref(),
-                    &vfs.volume,
-                    cfg.gc_delay,
-                )
-                .await
-                {
-                    tracing::warn!("deleting freed slices: {e}");
-                }
             }
         }
     });
+}
+
+/// Heartbeats of the mount's session on part `index` of its databases
+/// (one task per shard: a shard out of reach delays only its own); a
+/// session ended meanwhile is registered again.
+async fn heartbeats(v: Arc<Vfs>, index: usize, c: BackgroundConfig, host: String, info: String) {
+    let part = &v.ns.parts().all()[index];
+    let mut state_losses = part.meta.state_losses();
+    loop {
+        tokio::time::sleep(c.heartbeat).await;
+        if part.meta.state_losses() != state_losses {
+            state_losses = part.meta.state_losses();
+            v.session_lost(
+                part,
+                "may have been erased by a crash of the metadata server",
+            )
+            .await;
+        }
+        match part.meta.session_heartbeat(part.sid()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    "session {} on shard {} was cleaned up as dead (no heartbeat for {:?}); \
+                     registering again",
+                    part.sid(),
+                    part.number,
+                    c.session_timeout
+                );
+                let registered = part
+                    .meta
+                    .session_register(&host, std::process::id() as i32, &info, c.session_timeout)
+                    .await;
+                match registered {
+                    Ok(sid) => {
+                        part.set_sid(sid);
+                        v.session_lost(part, "went with the session that was ended")
+                            .await;
+                    }
+                    Err(e) => tracing::error!("registering the session again: {e}"),
+                }
+            }
+            Err(e) => tracing::warn!("heartbeat to shard {}: {e}", part.number),
+        }
+    }
+}
+
+/// Ends other clients' dead sessions on part `index` of the mount's
+/// databases, every half session timeout.
+async fn session_cleanup(v: Arc<Vfs>, index: usize, c: BackgroundConfig) {
+    let part = &v.ns.parts().all()[index];
+    loop {
+        tokio::time::sleep(c.session_timeout / 2).await;
+        // a read-only mount (of a restored copy, say) changes nothing
+        if v.config.read_only {
+            continue;
+        }
+        // after an outage every session looks dead until the live ones
+        // heartbeat again: only a mount that has reached the database
+        // for a whole timeout judges the others
+        if part
+            .meta
+            .reached_for()
+            .is_none_or(|d| d < c.session_timeout)
+        {
+            tracing::debug!("session cleanup waits: the database was out of reach lately");
+            continue;
+        }
+        match part.meta.session_cleanup(c.session_timeout.as_secs()).await {
+            Ok(0) => {}
+            Ok(n) => {
+                METRICS.sessions_cleaned.inc_by(n as u64);
+                tracing::info!("cleaned up {n} dead session(s) on shard {}", part.number)
+            }
+            Err(e) => tracing::warn!("session cleanup on shard {}: {e}", part.number),
+        }
+    }
+}
+
+/// One round of a shard's upkeep: files removed while other mounts were
+/// live freed, the change log pruned, the objects of freed data deleted.
+async fn maintain(vfs: &Vfs, part: &Part, gc_delay: Duration) {
+    match part.meta.free_unlinked(UNLINKED_FREE_STEP).await {
+        Ok(0) => {}
+        Ok(n) => {
+            METRICS.unlinked_freed.inc_by(n as u64);
+            tracing::debug!("freed {n} files removed while other mounts were live")
+        }
+        Err(e) => tracing::warn!("freeing removed files on shard {}: {e}", part.number),
+    }
+    match part.meta.changelog_prune(CHANGELOG_PRUNE_STEP).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!("pruned {n} change-log rows"),
+        Err(e) => tracing::warn!("pruning the change log of shard {}: {e}", part.number),
+    }
+    let store = vfs.store().as_ref();
+    let drained = crate::volume::gc::drain_delslices(&part.meta, store, &vfs.volume, gc_delay);
+    if let Err(e) = drained.await {
+        tracing::warn!("deleting freed slices of shard {}: {e}", part.number);
+    }
 }
 
 /// The disk under a file store is low when less than this is free, or

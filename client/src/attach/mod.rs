@@ -5,8 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::meta::{Meta, MetaError, Squash};
+use crate::meta::{redact_url, Meta, MetaError, Squash};
 use crate::ns::changes;
+use crate::ns::parts::{Part, Parts};
 pub mod background;
 mod backup;
 
@@ -115,6 +116,95 @@ pub async fn register(
             Err(e.into())
         }
     }
+}
+
+/// The databases of the volume whose root database `root` is (reached at
+/// `root_url`, with the mount's session `sid` on it): the root's and one
+/// per shard of its map, each connected with the root URL's credentials
+/// and given a session of this client (none when it reads a hot standby),
+/// all as `root` is set up (`retry`, `max_connections`). A volume without
+/// shards has its root only. On failure the sessions made are closed.
+pub async fn register_shards(
+    root: Meta,
+    root_url: &str,
+    sid: i64,
+    info: &str,
+    timeout: Duration,
+    (retry, max_connections): (Duration, usize),
+) -> anyhow::Result<Parts> {
+    let shards = async {
+        let number = root.shard_number().await?;
+        anyhow::ensure!(
+            number == 0,
+            "{} is shard {number} of its volume: give the volume's root database (jfs shard \
+             list there names it)",
+            redact_url(root_url)
+        );
+        Ok(root.shards().await?)
+    };
+    let shards = match shards.await {
+        Ok(shards) => shards,
+        Err(e) => {
+            if sid != NO_SESSION {
+                let _ = root.session_close(sid).await;
+            }
+            return Err(e);
+        }
+    };
+    let mut parts = vec![Part::new(0, root, sid)];
+    for (index, shard) in shards.iter().enumerate() {
+        let url = crate::volume::shards::with_credentials(&shard.url, root_url);
+        match connect_shard(
+            &url,
+            shard.number,
+            sid,
+            info,
+            timeout,
+            retry,
+            max_connections,
+        )
+        .await
+        {
+            Ok((meta, shard_sid)) => parts.push(Part::new(
+                shard.number,
+                meta.as_database_of_mount(index + 1),
+                shard_sid,
+            )),
+            Err(e) => {
+                for part in parts.iter().filter(|p| p.sid() != NO_SESSION) {
+                    let _ = part.meta.session_close(part.sid()).await;
+                }
+                return Err(e.context(format!(
+                    "shard {} of the volume at {}",
+                    shard.number,
+                    redact_url(&url)
+                )));
+            }
+        }
+    }
+    Ok(Parts::new(parts))
+}
+
+/// Shard `number` at `url`, checked to be that shard, with a session of
+/// this client (unless the root's is none: a hot standby's mount).
+async fn connect_shard(
+    url: &str,
+    number: u16,
+    root_sid: i64,
+    info: &str,
+    timeout: Duration,
+    retry: Duration,
+    max_connections: usize,
+) -> anyhow::Result<(Meta, i64)> {
+    let mut meta = Meta::connect(url, max_connections).await?;
+    meta.set_retry_for(retry);
+    meta.require_client_grants().await?;
+    let says = meta.shard_number().await?;
+    anyhow::ensure!(
+        says == number,
+        "it is shard {says}, not shard {number} as the root's map says"
+    );
+    register(meta, root_sid == NO_SESSION, info, timeout).await
 }
 
 /// Starts `vfs`: reads the tier classes and, with a `changes_poll` interval

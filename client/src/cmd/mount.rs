@@ -399,7 +399,6 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store,
             cache_key,
         } = open_volume(meta_url, a.max_connections, BucketCheck::WhenReachable).await?;
-        crate::volume::shards::refuse_shards(&meta, meta_url, "a mount").await?;
         anyhow::ensure!(
             !a.cache_sealed || cache_key.is_some(),
             "--cache-sealed: volume {} is not encrypted (jfs format --encrypt-rsa-key), so \
@@ -480,6 +479,15 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
         };
         let (meta, sid) =
             attach::register(meta, standby, &info, session_timeout(a.session_timeout)).await?;
+        let parts = attach::register_shards(
+            meta,
+            meta_url,
+            sid,
+            &info,
+            session_timeout(a.session_timeout),
+            (Duration::from_secs(a.meta_retry), a.max_connections),
+        )
+        .await?;
         let config = VfsConfig {
             root,
             attr_ttl: Duration::from_secs_f64(a.attr_cache),
@@ -507,7 +515,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
             store.describe(),
             mountpoint.display()
         );
-        let vfs = Vfs::new(meta, store, volume, config, sid);
+        let vfs = Vfs::new(parts, store, volume, config);
         attach::start(&vfs, Duration::from_secs_f64(a.changes_poll)).await?;
         Ok::<_, anyhow::Error>((vfs, info, read_only))
     })?;

@@ -174,7 +174,8 @@ impl Direct {
             // (the gateway is a direct client: it makes it)
             reserve_gateway_dir: false,
         };
-        let vfs = Vfs::new(meta, store, volume, config, sid);
+        let parts = crate::ns::parts::Parts::single(meta, sid);
+        let vfs = Vfs::new(parts, store, volume, config);
         attach::start(&vfs, o.changes_poll).await?;
         attach::spawn_background(
             vfs.clone(),

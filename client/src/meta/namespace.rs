@@ -101,6 +101,9 @@ pub struct DirEntry {
     pub attr: Attr,
     /// Whether the node has extended attributes.
     pub xattrs: bool,
+    /// The node is on another shard (a shard root): `attr` holds only its
+    /// inode and type, for the caller to complete from that shard.
+    pub elsewhere: bool,
 }
 
 /// What a rename moved and replaced.
@@ -428,12 +431,18 @@ impl Meta {
             .await?;
         let mut entries = Vec::with_capacity(rows.len());
         for row in rows {
-            let attr = attr_from_row(&row)?;
+            let elsewhere = row.try_get::<_, i32>("errno")? == libc::EXDEV
+                && row.try_get::<_, Option<i64>>("cookie")?.is_some();
+            let attr = match elsewhere {
+                true => super::shard::placed_elsewhere(&row)?,
+                false => attr_from_row(&row)?,
+            };
             entries.push(DirEntry {
                 cookie: row.try_get::<_, i64>("cookie")? as u64,
                 name: row.try_get("name")?,
                 attr,
                 xattrs: row.try_get::<_, Option<bool>>("xattrs")?.unwrap_or(true),
+                elsewhere,
             });
         }
         Ok(entries)

@@ -79,21 +79,34 @@ pub(super) fn split_pooler_option(meta_url: &str) -> (String, bool) {
 
 /// Which of a thread's own connections a client takes (see
 /// [`Meta::use_thread_connection`]).
+/// Two per database of a mount (one per shard of its volume, the root's
+/// first): its primary's, then its standby's that serves reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ThreadSlot {
-    /// To the database (the primary).
-    Primary = 0,
-    /// To the standby that serves reads (`--meta-replica`).
-    Replica = 1,
+pub(super) struct ThreadSlot(usize);
+
+impl ThreadSlot {
+    /// To the root database (the primary).
+    pub(super) const PRIMARY: ThreadSlot = ThreadSlot(0);
+
+    /// To the primary of the mount's `index`th database (0: the root).
+    fn of_database(index: usize) -> ThreadSlot {
+        ThreadSlot(2 * index)
+    }
+
+    /// To the standby that serves reads of this slot's database
+    /// (`--meta-replica`).
+    pub(super) fn replica(self) -> ThreadSlot {
+        ThreadSlot(self.0 | 1)
+    }
 }
 
 thread_local! {
     /// Connections of this thread's own, by [`ThreadSlot`].
-    static THREAD_POOLS: std::cell::RefCell<[Option<Pool>; 2]> =
-        const { std::cell::RefCell::new([None, None]) };
+    static THREAD_POOLS: std::cell::RefCell<Vec<Option<Pool>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
     /// When this thread last took each.
-    static THREAD_LAST_USE: std::cell::Cell<[Option<Instant>; 2]> =
-        const { std::cell::Cell::new([None, None]) };
+    static THREAD_LAST_USE: std::cell::RefCell<Vec<Option<Instant>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A thread's connection idle for longer is checked before it is used.
@@ -237,7 +250,7 @@ impl Meta {
             replaying: Arc::default(),
             in_replay: false,
             replica: None,
-            thread_slot: ThreadSlot::Primary,
+            thread_slot: ThreadSlot::PRIMARY,
         })
     }
 
@@ -278,17 +291,32 @@ impl Meta {
     /// serves reads, if any).
     pub fn use_thread_connection(&self) -> std::result::Result<(), ConnectError> {
         let pool = build_pool(&self.config, &self.tls, 1, &self.incarnations)?;
-        THREAD_POOLS.with(|p| p.borrow_mut()[self.thread_slot as usize] = Some(pool));
+        THREAD_POOLS.with(|p| {
+            let mut pools = p.borrow_mut();
+            let slot = self.thread_slot.0;
+            if pools.len() <= slot {
+                pools.resize(slot + 1, None);
+            }
+            pools[slot] = Some(pool);
+        });
         match &self.replica {
             Some(r) => r.meta().use_thread_connection(),
             None => Ok(()),
         }
     }
 
+    /// This client as the mount's `index`th database (one per shard of
+    /// its volume, the root's 0): its calls take that database's own
+    /// connection of each FUSE thread, not another database's.
+    pub fn as_database_of_mount(mut self, index: usize) -> Meta {
+        self.thread_slot = ThreadSlot::of_database(index);
+        self
+    }
+
     /// A connection: this thread's own if it has one, else one from the pool.
     pub(super) async fn client(&self) -> Result<deadpool_postgres::Object> {
-        let slot = self.thread_slot as usize;
-        let own = THREAD_POOLS.with(|p| p.borrow()[slot].clone());
+        let slot = self.thread_slot.0;
+        let own = THREAD_POOLS.with(|p| p.borrow().get(slot).cloned().flatten());
         let Some(pool) = own else {
             return Ok(self.pool.get().await?);
         };
@@ -298,10 +326,11 @@ impl Meta {
         // query, harmless to repeat) and replaced if it is gone: a
         // statement is then never sent on a dead connection.
         let idle = THREAD_LAST_USE.with(|t| {
-            let mut last = t.get();
-            let idle = last[slot].replace(Instant::now());
-            t.set(last);
-            idle
+            let mut last = t.borrow_mut();
+            if last.len() <= slot {
+                last.resize(slot + 1, None);
+            }
+            last[slot].replace(Instant::now())
         });
         let client = pool.get().await?;
         if idle.is_none_or(|t| t.elapsed() < IDLE_CHECK) || client.simple_query("").await.is_ok() {

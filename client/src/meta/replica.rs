@@ -265,7 +265,7 @@ impl Meta {
         max_connections: usize,
     ) -> std::result::Result<(), ConnectError> {
         let mut meta = Meta::connect(replica_url, max_connections).await?;
-        meta.thread_slot = super::pool::ThreadSlot::Replica;
+        meta.thread_slot = self.thread_slot.replica();
         meta.incarnations.set_reads_only();
         let one_host = meta.config.get_hosts().len() <= 1;
         let url = super::redact_url(replica_url);

@@ -1,5 +1,6 @@
 //! Shard procedures (sql/shard.sql): which shard a database is, the root's shard map, making a shard and a shard root.
 use super::attr::{attr_from_row, check_errno};
+use super::NodeType;
 use super::{Attr, Meta, MetaError, Result};
 
 /// Bits of an inode or slice id below its shard number.
@@ -146,6 +147,27 @@ impl Meta {
             .await?;
         check_errno(&row)
     }
+}
+
+/// What a listing's row of a shard root says of it: its inode and type
+/// (the rest is its shard's to give).
+pub(super) fn placed_elsewhere(row: &tokio_postgres::Row) -> Result<Attr> {
+    Ok(Attr {
+        inode: row.try_get::<_, i64>("inode")? as u64,
+        kind: NodeType::from_code(row.try_get("type")?),
+        mode: 0,
+        uid: 0,
+        gid: 0,
+        atime: 0,
+        mtime: 0,
+        ctime: 0,
+        nlink: 1,
+        length: 0,
+        rdev: 0,
+        parent: 0,
+        tier: 0,
+        used: 0,
+    })
 }
 
 /// An entry of one database naming a directory of another shard.

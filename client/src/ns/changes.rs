@@ -42,81 +42,106 @@ pub struct LogPolls {
     wake: tokio::sync::Notify,
 }
 
-/// Starts reading other sessions' changes every `interval`; the kernel is
-/// told from a thread of its own (a notification may wait for the kernel's
-/// locks of a directory). Returns once the first horizon is read, so that
-/// nothing cached after this call misses a change.
+/// A batch of changes read from one part's log: the part, the poll, the changes.
+type Batch = (usize, u64, Vec<LoggedChange>);
+
+/// Starts reading other sessions' changes every `interval`, from each
+/// database of the mount (one follower per shard); the kernel is told
+/// from a thread of its own (a notification may wait for the kernel's
+/// locks of a directory). Returns once every first horizon is read, so
+/// that nothing cached after this call misses a change.
 pub async fn spawn(ns: Arc<Namespace>, interval: Duration) -> crate::meta::Result<()> {
-    let (first_horizon, _) = ns.meta.mount_changes(ns.sid(), None).await?;
-    let (tx, rx) = mpsc::channel::<(u64, Vec<LoggedChange>)>();
+    let mut firsts = Vec::new();
+    for part in ns.parts.all() {
+        firsts.push(part.meta.mount_changes(part.sid(), None).await?.0);
+    }
+    let (tx, rx) = mpsc::channel::<Batch>();
     let v = ns.clone();
     std::thread::Builder::new()
         .name("jfs-changes".into())
         .spawn(move || apply_loop(&v, rx))
         .expect("spawning the change thread");
-    tokio::spawn(async move {
-        let mut horizon = first_horizon;
-        // the server incarnation the horizon belongs to
-        let mut horizon_epoch = ns.meta.epoch();
-        // (one warning per outage, not one per poll)
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = ns.log_polls.wake.notified() => {}
-            }
-            let poll = ns.log_polls.started.fetch_add(1, Ordering::SeqCst) + 1;
-            let epoch = ns.meta.epoch();
-            if epoch != horizon_epoch {
-                // the server crashed or failed over: it may have lost
-                // changes this mount applied, and hands their transaction
-                // ids out again (a later change could pass for one seen)
-                match ns.meta.mount_changes(ns.sid(), None).await {
-                    Ok((fresh, _)) => {
-                        horizon = fresh;
-                        horizon_epoch = epoch;
-                        let forgotten = ns.server_changed().await;
-                        if tx.send((poll, forgotten)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => ns.log_unread(),
-                }
-                continue;
-            }
-            match ns.meta.mount_changes(ns.sid(), Some(&horizon)).await {
-                Ok((next, fresh)) => {
-                    horizon = next;
-                    for c in &fresh {
-                        ns.learn_names(c);
-                        ns.forget_cached(c);
-                    }
-                    ns.log_read();
-                    if fresh.iter().any(removes_names) {
-                        ns.hold_open_files().await;
-                    }
-                    if failing {
-                        tracing::info!("reading the change log again");
-                        failing = false;
-                    }
-                    if tx.send((poll, fresh)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) if !failing => {
-                    ns.log_unread();
-                    tracing::warn!("reading the change log: {e} (other mounts' changes show when the kernel's caches expire until it works again)");
-                    failing = true;
-                }
-                Err(_) => ns.log_unread(),
-            }
-        }
-    });
+    for (index, first_horizon) in firsts.into_iter().enumerate() {
+        tokio::spawn(follow(
+            ns.clone(),
+            index,
+            first_horizon,
+            interval,
+            tx.clone(),
+        ));
+    }
     Ok(())
 }
 
+/// Reads part `index`'s change log every `interval` from `horizon` on,
+/// and sends what it read to the apply thread.
+async fn follow(
+    ns: Arc<Namespace>,
+    index: usize,
+    mut horizon: String,
+    interval: Duration,
+    tx: mpsc::Sender<Batch>,
+) {
+    let part = &ns.parts.all()[index];
+    // the server incarnation the horizon belongs to
+    let mut horizon_epoch = part.meta.epoch();
+    // (one warning per outage, not one per poll)
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = part.polls.wake.notified() => {}
+        }
+        let poll = part.polls.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let epoch = part.meta.epoch();
+        if epoch != horizon_epoch {
+            // the server crashed or failed over: it may have lost
+            // changes this mount applied, and hands their transaction
+            // ids out again (a later change could pass for one seen)
+            match part.meta.mount_changes(part.sid(), None).await {
+                Ok((fresh, _)) => {
+                    horizon = fresh;
+                    horizon_epoch = epoch;
+                    let forgotten = ns.server_changed().await;
+                    if tx.send((index, poll, forgotten)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => ns.log_unread(index),
+            }
+            continue;
+        }
+        match part.meta.mount_changes(part.sid(), Some(&horizon)).await {
+            Ok((next, fresh)) => {
+                horizon = next;
+                for c in &fresh {
+                    ns.learn_names(c);
+                    ns.forget_cached(c);
+                }
+                ns.log_read(index);
+                if fresh.iter().any(removes_names) {
+                    ns.hold_open_files(part).await;
+                }
+                if failing {
+                    tracing::info!("reading the change log of shard {} again", part.number);
+                    failing = false;
+                }
+                if tx.send((index, poll, fresh)).is_err() {
+                    return;
+                }
+            }
+            Err(e) if !failing => {
+                ns.log_unread(index);
+                tracing::warn!("reading the change log of shard {}: {e} (other mounts' changes show when the kernel's caches expire until it works again)", part.number);
+                failing = true;
+            }
+            Err(_) => ns.log_unread(index),
+        }
+    }
+}
+
 /// Applies batches as they come and each change again after [`REAPPLY_AFTER`].
-fn apply_loop(ns: &Namespace, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
+fn apply_loop(ns: &Namespace, rx: mpsc::Receiver<Batch>) {
     let mut again: VecDeque<(Instant, Vec<LoggedChange>)> = VecDeque::new();
     loop {
         let wait = again
@@ -124,11 +149,14 @@ fn apply_loop(ns: &Namespace, rx: mpsc::Receiver<(u64, Vec<LoggedChange>)>) {
             .map(|(at, _)| at.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(3600));
         match rx.recv_timeout(wait) {
-            Ok((poll, batch)) => {
+            Ok((index, poll, batch)) => {
                 for c in &batch {
                     ns.forget_change(c);
                 }
-                ns.log_polls.applied.store(poll, Ordering::SeqCst);
+                ns.parts.all()[index]
+                    .polls
+                    .applied
+                    .store(poll, Ordering::SeqCst);
                 if !batch.is_empty() {
                     again.push_back((Instant::now() + REAPPLY_AFTER, batch));
                 }
@@ -165,15 +193,22 @@ impl Namespace {
         if !self.follow_changes {
             return;
         }
-        let target = self.log_polls.started.load(Ordering::SeqCst) + 1;
-        self.log_polls.wake.notify_one();
+        let targets: Vec<u64> = (self.parts.all().iter())
+            .map(|p| {
+                let target = p.polls.started.load(Ordering::SeqCst) + 1;
+                p.polls.wake.notify_one();
+                target
+            })
+            .collect();
         let deadline = Instant::now() + CATCH_UP_LIMIT;
-        while self.log_polls.applied.load(Ordering::SeqCst) < target {
-            if Instant::now() > deadline {
-                tracing::warn!("the change log was not read within {CATCH_UP_LIMIT:?}: a lock's holder may see other mounts' last changes late");
-                return;
+        for (part, target) in self.parts.all().iter().zip(targets) {
+            while part.polls.applied.load(Ordering::SeqCst) < target {
+                if Instant::now() > deadline {
+                    tracing::warn!("the change log of shard {} was not read within {CATCH_UP_LIMIT:?}: a lock's holder may see other mounts' last changes late", part.number);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -181,13 +216,14 @@ impl Namespace {
     /// their last name are held by this session (they stay readable and
     /// writable until closed here, as on a local file system; the
     /// database keeps such a file a moment for this: jfs.sustain).
-    pub async fn hold_open_files(&self) {
-        let open = self.open_inodes();
+    pub async fn hold_open_files(&self, part: &super::parts::Part) {
+        let mut open = self.open_inodes();
+        open.retain(|&inode| self.parts.of(inode as u64).number == part.number);
         if open.is_empty() || !self.has_session() {
             // (a mount of a hot standby holds nothing: see docs/deploy.md)
             return;
         }
-        match self.meta.sustain(self.sid(), &open).await {
+        match part.meta.sustain(part.sid(), &open).await {
             Ok(held) => {
                 for inode in held {
                     self.unlinked_while_open(inode as u64).await;
@@ -214,8 +250,8 @@ impl Namespace {
 
     /// The change log was read (and what it held applied): the caches may
     /// answer by it; after a long gap in reading, they are emptied first.
-    fn log_read(&self) {
-        if self.log.read() {
+    fn log_read(&self, part: usize) {
+        if self.log.read(part) {
             self.listings.forget_all();
             self.attrs.forget_all();
         }
@@ -260,10 +296,10 @@ impl Namespace {
 
     /// Reading the change log failed: nothing cached here answers past
     /// its TTL until it works again.
-    fn log_unread(&self) {
+    fn log_unread(&self, part: usize) {
         self.listings.forget_all();
         self.attrs.forget_all();
-        self.log.failed();
+        self.log.failed(part);
     }
 
     /// Forgets here what change `c` made stale: the entries it made,

@@ -7,7 +7,7 @@
 //! no lease is taken while it is in flight. The types keep the rule.
 use super::leases::InDir;
 use super::Namespace;
-use crate::meta::{Attr, DirEntry, NewNode, RenameResult, Result};
+use crate::meta::{Attr, DirEntry, MetaError, NewNode, RenameResult, Result};
 
 /// Checks that `guard` is of `dir` (debug builds).
 fn guards(guard: &(impl InDir + ?Sized), dir: u64) {
@@ -29,7 +29,7 @@ impl Namespace {
         inode: u64,
     ) -> Result<Attr> {
         guards(guard, parent);
-        self.meta.mknod(parent, name, node, inode).await
+        self.meta_of(parent).mknod(parent, name, node, inode).await
     }
 
     /// A new name for `inode` in `parent` (settled first).
@@ -41,8 +41,9 @@ impl Namespace {
         name: &[u8],
     ) -> Result<Attr> {
         guards(guard, parent);
+        self.same_shard(inode, parent)?;
         self.settled(inode).await?;
-        self.meta.link(inode, parent, name).await
+        self.meta_of(parent).link(inode, parent, name).await
     }
 
     /// Removes entry `name` of `parent`; a file open here that loses its
@@ -59,7 +60,9 @@ impl Namespace {
             self.settled(inode).await?;
         }
         let open = self.open_inodes();
-        self.meta.unlink(parent, name, self.sid(), &open).await
+        self.meta_of(parent)
+            .unlink(parent, name, self.sid_of(parent), &open)
+            .await
     }
 
     /// Removes directory `name` of `parent` (which may be leased here: every
@@ -71,8 +74,8 @@ impl Namespace {
         name: &[u8],
     ) -> Result<Option<Attr>> {
         guards(guard, parent);
-        self.settled_all().await?;
-        self.meta.rmdir(parent, name).await
+        self.settled_shard(parent).await?;
+        self.meta_of(parent).rmdir(parent, name).await
     }
 
     /// Moves entry `name` of `parent` to `new_name` of `new_parent` (a
@@ -91,10 +94,11 @@ impl Namespace {
     ) -> Result<RenameResult> {
         guards(from, parent);
         guards(to, new_parent);
-        self.settled_all().await?;
+        self.same_shard(parent, new_parent)?;
+        self.settled_shard(parent).await?;
         let open = self.open_inodes();
-        let sid = self.sid();
-        self.meta
+        let sid = self.sid_of(parent);
+        self.meta_of(parent)
             .rename(parent, name, new_parent, new_name, flags, sid, &open)
             .await
     }
@@ -108,7 +112,16 @@ impl Namespace {
         limit: i32,
     ) -> Result<Vec<DirEntry>> {
         guards(guard, dir);
-        self.meta.readdirplus(dir, cookie, limit).await
+        let mut page = self.meta_of(dir).readdirplus(dir, cookie, limit).await?;
+        for entry in page.iter_mut().filter(|e| e.elsewhere) {
+            // a shard root: its attributes are its own shard's to give
+            entry.attr = self
+                .attr_elsewhere(entry.attr.inode)
+                .await
+                .map_err(MetaError::Errno)?;
+            entry.elsewhere = false;
+        }
+        Ok(page)
     }
 
     /// Removes up to `step` entries of the tree at entry `name` of
@@ -121,9 +134,11 @@ impl Namespace {
         step: i32,
     ) -> Result<(u64, bool)> {
         guards(guard, parent);
-        self.settled_all().await?;
+        self.settled_shard(parent).await?;
         let open = self.open_inodes();
-        self.meta.rmr(parent, name, step, self.sid(), &open).await
+        self.meta_of(parent)
+            .rmr(parent, name, step, self.sid_of(parent), &open)
+            .await
     }
 
     /// Clones `src` (settled first) as entry `name` of `parent`; the new
@@ -137,13 +152,22 @@ impl Namespace {
         owner: Option<(u32, u32)>,
     ) -> Result<(u64, u64, u64)> {
         guards(guard, parent);
-        self.settled_all().await?;
-        self.meta.clone_node(src, parent, name, owner).await
+        self.same_shard(src, parent)?;
+        self.settled_shard(parent).await?;
+        self.meta_of(parent)
+            .clone_node(src, parent, name, owner)
+            .await
     }
 
     /// Entry `name` of `parent` as the database has it now.
     pub async fn lookup_now(&self, guard: &impl InDir, parent: u64, name: &[u8]) -> Result<Attr> {
         guards(guard, parent);
-        self.meta.lookup(parent, name).await
+        match self.meta_of(parent).lookup(parent, name).await {
+            Err(MetaError::Errno(libc::EXDEV)) => self
+                .lookup_elsewhere(parent, name)
+                .await
+                .map_err(MetaError::Errno),
+            attr => attr,
+        }
     }
 }

@@ -85,7 +85,7 @@ impl Namespace {
         if !self.has_session() {
             return;
         }
-        if let Some(denied) = calls.iter().find(|p| !self.meta.may_call(p)) {
+        if let Some(denied) = calls.iter().find(|p| !self.meta_of_mount().may_call(p)) {
             tracing::info!("no directory leases: this role may not call jfs.{denied}");
             return;
         }
@@ -132,7 +132,7 @@ impl Namespace {
         let Ok(parent) = self.attr_of(dir).await else {
             return Ok(None);
         };
-        let inode = self.new_inode().await?;
+        let inode = self.new_inode(dir).await?;
         let time = crate::meta::time_to_ns(std::time::SystemTime::now());
         let attr = Attr {
             inode,
@@ -376,16 +376,16 @@ impl Namespace {
     /// there (if not, the lease is given up).
     async fn take_lease(&self, dir: u64, for_creates: bool) {
         let taken = self
-            .meta
-            .take_lease(self.sid(), dir, LEASE_MAX_ENTRIES)
+            .meta_of(dir)
+            .take_lease(self.sid_of(dir), dir, LEASE_MAX_ENTRIES)
             .await;
         let spoiled = self.leases.taking_spoiled(dir);
         match taken {
             Ok(_) if spoiled => {
                 // an operation on the directory began meanwhile: given up
                 let given_up = self
-                    .meta
-                    .lease_unlink(self.sid(), dir, &[], &[], &[], false)
+                    .meta_of(dir)
+                    .lease_unlink(self.sid_of(dir), dir, &[], &[], &[], false)
                     .await;
                 if let Err(e) = given_up {
                     tracing::debug!("directory {dir}: giving a lease up: {e}");
@@ -424,6 +424,18 @@ impl Namespace {
     pub async fn settle_all(&self) -> NsResult<()> {
         for dir in self.leases.dirs() {
             self.commit_lease(dir, Keep::No).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Namespace::settle_all`] for the leases of `inode`'s shard: what a
+    /// change there (a rename, rmdir, rmr, clone) or a summary of a tree
+    /// there may meet (a lease of a shard that is down does not stall it).
+    pub async fn settle_shard(&self, inode: u64) -> NsResult<()> {
+        for dir in self.leases.dirs() {
+            if self.parts.same(dir, inode) {
+                self.commit_lease(dir, Keep::No).await?;
+            }
         }
         Ok(())
     }

@@ -160,7 +160,7 @@ impl Namespace {
         creates_now: bool,
     ) -> (crate::meta::Result<LeaseCommitted>, Option<Attr>) {
         let made = self
-            .meta
+            .meta_of(dir)
             .mknod(dir, &create.name, &create.node(), create.inode)
             .await;
         let (errno, attr) = match made {
@@ -192,14 +192,21 @@ impl Namespace {
         let batch = &commit.batch;
         if !batch.creates.is_empty() {
             return self
-                .meta
-                .lease_commit(self.sid(), dir, batch, &open, commit.keep, commit.hold)
+                .meta_of(dir)
+                .lease_commit(
+                    self.sid_of(dir),
+                    dir,
+                    batch,
+                    &open,
+                    commit.keep,
+                    commit.hold,
+                )
                 .await;
         }
         let (unlink_errnos, kept) = self
-            .meta
+            .meta_of(dir)
             .lease_unlink(
-                self.sid(),
+                self.sid_of(dir),
                 dir,
                 &batch.unlink_names,
                 &batch.unlink_inodes,

@@ -51,35 +51,47 @@ pub fn is_trash_entry(dir: u64, name: &[u8]) -> bool {
     dir == 1 && name == TRASH_NAME
 }
 
-/// When the change log was last read: what listings and the attribute
-/// cache answer by while it is followed.
-#[derive(Default)]
-pub struct LogFreshness(Mutex<Option<Instant>>);
+/// When the change logs were last read (one per database of the mount:
+/// a shard each): what listings and the attribute cache answer by while
+/// they are followed. Their freshness is the oldest one's.
+pub struct LogFreshness(Mutex<Vec<Option<Instant>>>);
+
+impl Default for LogFreshness {
+    /// One log (a volume without shards).
+    fn default() -> Self {
+        LogFreshness::of_logs(1)
+    }
+}
 
 impl LogFreshness {
-    /// Whether the log was read within [`TRUSTED_FOR`].
+    /// The freshness of `logs` change logs, none read yet.
+    pub fn of_logs(logs: usize) -> Self {
+        LogFreshness(Mutex::new(vec![None; logs.max(1)]))
+    }
+
+    /// Whether every log was read within [`TRUSTED_FOR`].
     pub fn fresh(&self) -> bool {
         self.read_within(TRUSTED_FOR)
     }
 
-    /// Whether the log was read within `age`.
+    /// Whether every log was read within `age`.
     pub fn read_within(&self, age: Duration) -> bool {
-        self.0.lock().unwrap().is_some_and(|t| t.elapsed() < age)
+        (self.0.lock().unwrap().iter()).all(|t| t.is_some_and(|t| t.elapsed() < age))
     }
 
-    /// The log was read; returns whether a gap of [`GAP_FORGETS`] or more
-    /// came before (the log may have been pruned past what was read: what
-    /// was kept by it must go).
-    pub fn read(&self) -> bool {
+    /// Log `log` was read; returns whether a gap of [`GAP_FORGETS`] or
+    /// more came before (the log may have been pruned past what was read:
+    /// what was kept by it must go).
+    pub fn read(&self, log: usize) -> bool {
         let mut last = self.0.lock().unwrap();
-        let gap = last.is_some_and(|t| t.elapsed() >= GAP_FORGETS);
-        *last = Some(Instant::now());
+        let gap = last[log].is_some_and(|t| t.elapsed() >= GAP_FORGETS);
+        last[log] = Some(Instant::now());
         gap
     }
 
-    /// Reading the log failed: nothing is fresh until it works again.
-    pub fn failed(&self) {
-        *self.0.lock().unwrap() = None;
+    /// Reading log `log` failed: nothing is fresh until it works again.
+    pub fn failed(&self, log: usize) {
+        self.0.lock().unwrap()[log] = None;
     }
 }
 
@@ -226,7 +238,7 @@ mod tests {
 
     fn listed(dir: u64, list: &[&str]) -> Listings {
         let l = Listings::new(true, Default::default());
-        l.log.read();
+        l.log.read(0);
         assert!(l.install(dir, 1, l.start(), names(list)));
         l
     }
@@ -252,7 +264,7 @@ mod tests {
     #[test]
     fn a_listing_read_while_its_directory_grew_is_not_kept() {
         let l = Listings::new(true, Default::default());
-        l.log.read();
+        l.log.read(0);
         let started = l.start();
         l.added(5, b"late");
         assert!(!l.install(5, 1, started, names(&["a"])));
@@ -269,13 +281,28 @@ mod tests {
         let l = Listings::new(true, Default::default());
         assert!(l.install(5, 1, l.start(), names(&["a"])));
         assert!(!l.absent(5, b"b"), "never polled");
-        l.log.read();
+        l.log.read(0);
         assert!(l.absent(5, b"b"));
         l.forget_all();
-        l.log.failed();
+        l.log.failed(0);
         assert!(!l.absent(5, b"b"));
-        l.log.read();
+        l.log.read(0);
         assert!(!l.absent(5, b"b"), "a failed poll dropped the listing");
+    }
+
+    #[test]
+    fn over_shards_the_caches_answer_only_while_every_log_is_read() {
+        let log = LogFreshness::of_logs(2);
+        assert!(!log.fresh(), "neither read");
+        log.read(0);
+        assert!(!log.fresh(), "shard 1's log never read");
+        log.read(1);
+        assert!(log.fresh());
+        log.failed(1);
+        assert!(!log.fresh(), "shard 1's log failed");
+        assert!(!log.read_within(Duration::from_secs(3600)));
+        log.read(1);
+        assert!(log.read_within(Duration::from_secs(3600)));
     }
 
     #[test]
@@ -289,7 +316,7 @@ mod tests {
     #[test]
     fn disabled_keeps_nothing() {
         let l = Listings::new(false, Default::default());
-        l.log.read();
+        l.log.read(0);
         assert!(!l.install(5, 1, l.start(), names(&["a"])));
         assert!(!l.absent(5, b"b"));
     }
@@ -297,7 +324,7 @@ mod tests {
     #[test]
     fn forgetting_all_refuses_listings_started_before() {
         let l = Listings::new(true, Default::default());
-        l.log.read();
+        l.log.read(0);
         let started = l.start();
         l.forget_all();
         assert!(!l.install(5, 1, started, names(&[])));

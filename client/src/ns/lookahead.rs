@@ -64,7 +64,7 @@ impl Namespace {
         if ahead == 0 || !self.attrs.keeps() || !self.walks.missed(parent) {
             return None;
         }
-        let entries = match self.meta.lookup_ahead(parent, name, ahead).await {
+        let entries = match self.meta_of(parent).lookup_ahead(parent, name, ahead).await {
             Ok(entries) => entries,
             Err(e) => {
                 tracing::debug!("lookup_ahead in {parent}: {e}; looking up alone");

@@ -3,7 +3,10 @@
 //! file is kept in `/lost+found` (root's, mode 0700, made when missing),
 //! its data committed there as it would have been under its name, and
 //! every later fsync and close of it answers EIO, as does the next fsync
-//! of any directory: what was answered as done is never only logged.
+//! of any directory: what was answered as done is never only logged. On a
+//! volume over shards, a node of a shard other than the root's is kept in
+//! `lost+found` of its shard root (the directory below which its shard
+//! begins): a node never leaves its shard.
 use super::{errno, Namespace, NsResult, VOLUME_ROOT};
 use crate::meta::{LeasedCreate, NewNode, NodeType};
 
@@ -25,7 +28,7 @@ impl Namespace {
     /// its data, still to be committed, is kept), its handles answer EIO
     /// at every fsync and close, and the mount counts a loss.
     pub(super) async fn keep_refused_create(&self, dir: u64, create: &LeasedCreate, refused: i32) {
-        self.meta.lost_an_answer();
+        self.meta_of(dir).lost_an_answer();
         self.attrs.forget_entry(dir, &create.name);
         self.attrs.forget(create.inode);
         if let Some(mount) = self.mount() {
@@ -52,23 +55,44 @@ impl Namespace {
 
     /// Makes `create`'s node in `/lost+found`; the name it got there.
     async fn make_in_lost_found(&self, dir: u64, create: &LeasedCreate) -> NsResult<Vec<u8>> {
-        let lost_found = self.lost_found_dir().await?;
+        let lost_found = self.lost_found_dir(dir).await?;
         let kept = lost_name(dir, create.inode, &create.name);
-        self.meta
+        self.meta_of(lost_found)
             .mknod(lost_found, &kept, &create.node(), create.inode)
             .await
             .map_err(errno)?;
         Ok(kept)
     }
 
-    /// `/lost+found`'s inode, made (root's, 0700) when missing. One that
-    /// is not a directory of root's, mode 0700, is not used: what it keeps
-    /// would be readable by others than the files' owners.
-    async fn lost_found_dir(&self) -> NsResult<u64> {
-        let attr = match self.meta.lookup(VOLUME_ROOT, LOST_FOUND).await {
+    /// The directory that keeps `lost+found` for nodes of `dir`'s shard:
+    /// the volume's root, or the shard root `dir` is below.
+    async fn lost_found_home(&self, dir: u64) -> NsResult<u64> {
+        let mut at = dir;
+        // (a shard root's depth is bounded by PATH_MAX's worth of names)
+        for _ in 0..4096 {
+            if self.parts.same(at, VOLUME_ROOT) {
+                return Ok(VOLUME_ROOT);
+            }
+            let parent = self.meta_of(at).getattr(at).await.map_err(errno)?.parent;
+            if !self.parts.same(at, parent) {
+                return Ok(at);
+            }
+            at = parent;
+        }
+        Err(libc::ELOOP)
+    }
+
+    /// The inode of `lost+found` for nodes of `dir`'s shard, made (root's,
+    /// 0700) when missing. One that is not a directory of root's, mode
+    /// 0700, is not used: what it keeps would be readable by others than
+    /// the files' owners.
+    async fn lost_found_dir(&self, dir: u64) -> NsResult<u64> {
+        let home = self.lost_found_home(dir).await?;
+        let meta = self.meta_of(home);
+        let attr = match meta.lookup(home, LOST_FOUND).await {
             Ok(attr) => attr,
             Err(crate::meta::MetaError::Errno(libc::ENOENT)) => {
-                let inode = self.new_inode().await?;
+                let inode = self.new_inode(home).await?;
                 let node = NewNode {
                     kind: NodeType::Dir,
                     mode: 0o700,
@@ -78,27 +102,25 @@ impl Namespace {
                     rdev: 0,
                     target: None,
                 };
-                let made = self.meta.mknod(VOLUME_ROOT, LOST_FOUND, &node, inode).await;
+                let made = meta.mknod(home, LOST_FOUND, &node, inode).await;
                 let attr = match made {
                     Ok(attr) => attr,
                     // (made meanwhile by another mount)
-                    Err(crate::meta::MetaError::Errno(libc::EEXIST)) => self
-                        .meta
-                        .lookup(VOLUME_ROOT, LOST_FOUND)
-                        .await
-                        .map_err(errno)?,
+                    Err(crate::meta::MetaError::Errno(libc::EEXIST)) => {
+                        meta.lookup(home, LOST_FOUND).await.map_err(errno)?
+                    }
                     Err(e) => return Err(errno(e)),
                 };
-                self.attrs.forget_entry(VOLUME_ROOT, LOST_FOUND);
-                self.leased_entry_made(VOLUME_ROOT, LOST_FOUND, &attr);
+                self.attrs.forget_entry(home, LOST_FOUND);
+                self.leased_entry_made(home, LOST_FOUND, &attr);
                 attr
             }
             Err(e) => return Err(errno(e)),
         };
         if attr.kind != NodeType::Dir || attr.uid != 0 || attr.mode & 0o7777 != 0o700 {
             tracing::error!(
-                "/lost+found is not root's directory of mode 0700 (uid {}, mode {:o}): \
-                 refused creates are not kept there",
+                "lost+found of directory {home} is not root's directory of mode 0700 (uid {}, \
+                 mode {:o}): refused creates are not kept there",
                 attr.uid,
                 attr.mode
             );

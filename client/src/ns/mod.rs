@@ -40,9 +40,15 @@
 //!   file is open, what the kernel is to forget, a file unlinked while open
 //!   here, a create lost.
 //!
+//! - **Shards** ([`parts`]): a volume over several databases gives the
+//!   mount one part per shard (pool, session, id ranges, change log); a
+//!   call that names a node goes to the part its inode names
+//!   ([`Namespace::meta_of`]), a new node's inode comes from its parent's
+//!   part, and what crosses parts (rename, link, clone, copy) is EXDEV.
+//!
 //! Procedures that name no node of the namespace (the session, statfs, the
-//! journal, maintenance, the data path's slices) go through
-//! [`Namespace::meta_of_mount`].
+//! journal, maintenance) go through [`Namespace::meta_of_mount`] (the root
+//! database) or each of [`Namespace::parts`].
 pub mod attrs;
 pub mod changes;
 pub mod entries;
@@ -55,8 +61,8 @@ pub mod listings;
 pub mod lookahead;
 mod lost_found;
 pub mod nodes;
+pub mod parts;
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -64,9 +70,9 @@ use futures_util::future::BoxFuture;
 
 use crate::meta::Meta;
 use attrs::AttrCache;
-use ids::IdRange;
 use leases::Leases;
 use listings::{Listings, LogFreshness};
+use parts::{Part, Parts};
 
 pub use keeper::{CreateInFlight, LeasedUnlink};
 pub use leases::{DirOp, InDir, MakeInDir, LEASE_WINDOW};
@@ -143,9 +149,9 @@ pub struct Settings {
 
 /// The mount's namespace: see the module's documentation.
 pub struct Namespace {
-    meta: Meta,
+    /// The databases: one per shard of the volume, the root's first.
+    parts: Parts,
     mount: Weak<dyn Mount>,
-    sid: AtomicI64,
     pub attrs: AttrCache,
     pub listings: Listings,
     /// Directories whose unlinks and creates this mount answers and
@@ -155,19 +161,16 @@ pub struct Namespace {
     walks: lookahead::Walks,
     lookup_ahead: u32,
     follow_changes: bool,
-    /// When the change log was last read: what both caches answer by.
+    /// When the change logs were last read: what both caches answer by.
     log: Arc<LogFreshness>,
-    /// Polls of the change log, for lock barriers.
-    log_polls: changes::LogPolls,
-    inode_ids: IdRange,
-    slice_ids: IdRange,
 }
 
 impl Namespace {
-    /// The namespace of a mount with session `sid` (or [`NO_SESSION`]),
-    /// which `mount` is (a weak reference: the mount owns this).
-    pub fn new(meta: Meta, settings: Settings, sid: i64, mount: Weak<dyn Mount>) -> Namespace {
-        let log = Arc::new(LogFreshness::default());
+    /// The namespace of a mount of the databases `parts` (each with the
+    /// mount's session there, or [`NO_SESSION`]), which `mount` is (a weak
+    /// reference: the mount owns this).
+    pub fn new(parts: Parts, settings: Settings, mount: Weak<dyn Mount>) -> Namespace {
+        let log = Arc::new(LogFreshness::of_logs(parts.all().len()));
         let keep_attrs = settings.follow_changes && !settings.attr_ttl.is_zero();
         Namespace {
             attrs: AttrCache::new(
@@ -179,24 +182,44 @@ impl Namespace {
             ),
             listings: Listings::new(settings.follow_changes && settings.keep_names, log.clone()),
             log,
-            meta,
+            parts,
             mount,
-            sid: AtomicI64::new(sid),
             leases: Leases::default(),
             walks: lookahead::Walks::default(),
             lookup_ahead: settings.lookup_ahead,
             follow_changes: settings.follow_changes,
-            log_polls: changes::LogPolls::default(),
-            inode_ids: IdRange::new("inode", ID_BATCH),
-            slice_ids: IdRange::new("slice", ID_BATCH),
         }
     }
 
     /// The metadata procedures that name no node of the namespace (the
-    /// session, statfs, the journal, maintenance, slices of a file the
-    /// caller settled).
+    /// session, the journal, maintenance): the root database's.
     pub fn meta_of_mount(&self) -> &Meta {
-        &self.meta
+        &self.parts.root().meta
+    }
+
+    /// The database that holds node (or slice) `id`: for procedures of a
+    /// file the caller settled (its slices, its commits' durability).
+    pub fn meta_of(&self, id: u64) -> &Meta {
+        &self.parts.of(id).meta
+    }
+
+    /// The part that holds node `inode`.
+    fn part_of(&self, inode: u64) -> &Part {
+        self.parts.of(inode)
+    }
+
+    /// The mount's databases, one per shard.
+    pub fn parts(&self) -> &Parts {
+        &self.parts
+    }
+
+    /// `a` and `b` are on one database, or the call that would join them
+    /// answers EXDEV (as across file systems: `mv` and `cp` then copy).
+    fn same_shard(&self, a: u64, b: u64) -> Result<(), crate::meta::MetaError> {
+        match self.parts.same(a, b) {
+            true => Ok(()),
+            false => Err(crate::meta::MetaError::Errno(libc::EXDEV)),
+        }
     }
 
     /// The mount above (None once it is gone).
@@ -204,12 +227,14 @@ impl Namespace {
         self.mount.upgrade()
     }
 
+    /// The mount's session on the root database.
     pub fn sid(&self) -> i64 {
-        self.sid.load(Ordering::Relaxed)
+        self.parts.root().sid()
     }
 
-    pub fn set_sid(&self, sid: i64) {
-        self.sid.store(sid, Ordering::Relaxed);
+    /// The mount's session on the database that holds `inode`.
+    pub fn sid_of(&self, inode: u64) -> i64 {
+        self.part_of(inode).sid()
     }
 
     /// Whether this mount has a session (a mount of a hot standby has
@@ -218,14 +243,15 @@ impl Namespace {
         self.sid() != NO_SESSION
     }
 
-    /// A new inode number of this mount's range.
-    pub async fn new_inode(&self) -> Result<u64, i32> {
-        self.inode_ids.next(&self.meta).await
+    /// A new inode number for a node made in directory `parent` (of the
+    /// parent's shard).
+    pub async fn new_inode(&self, parent: u64) -> Result<u64, i32> {
+        self.part_of(parent).new_inode().await
     }
 
-    /// A new slice id of this mount's range.
-    pub async fn new_slice(&self) -> Result<u64, i32> {
-        self.slice_ids.next(&self.meta).await
+    /// A new slice id for file `inode` (of the file's shard).
+    pub async fn new_slice(&self, inode: u64) -> Result<u64, i32> {
+        self.part_of(inode).new_slice().await
     }
 
     /// Whether `inode` is open in the mount.

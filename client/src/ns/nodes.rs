@@ -46,9 +46,10 @@ impl Namespace {
             .map_err(unsettled)
     }
 
-    /// [`Namespace::settle_all`], boxed as [`Namespace::settled`] is.
-    pub(super) async fn settled_all(&self) -> Result<()> {
-        Box::pin(self.settle_all()).await.map_err(unsettled)
+    /// [`Namespace::settle_shard`] of `inode`'s shard, boxed as
+    /// [`Namespace::settled`] is.
+    pub(super) async fn settled_shard(&self, inode: u64) -> Result<()> {
+        Box::pin(self.settle_shard(inode)).await.map_err(unsettled)
     }
 
     /// The attributes of `inode` as this mount knows them: a file made
@@ -62,7 +63,11 @@ impl Namespace {
             return Ok(attr);
         }
         let ticket = self.attrs.ticket();
-        let attr = self.meta.getattr_replicable(inode).await.map_err(errno)?;
+        let attr = self
+            .meta_of(inode)
+            .getattr_replicable(inode)
+            .await
+            .map_err(errno)?;
         self.attrs.put(&attr, ticket);
         Ok(attr)
     }
@@ -89,37 +94,77 @@ impl Namespace {
                 return Ok(attr);
             }
         }
-        let attr = self.meta.lookup_replicable(parent, name).await;
-        let attr = attr.map_err(errno)?;
+        let attr = match self.meta_of(parent).lookup_replicable(parent, name).await {
+            Err(MetaError::Errno(libc::EXDEV)) => self.lookup_elsewhere(parent, name).await?,
+            attr => attr.map_err(errno)?,
+        };
         self.attrs.put_entry(parent, name, &attr, ticket);
         Ok(attr)
+    }
+
+    /// Entry `name` of `parent` whose node is on another shard (a shard
+    /// root): its inode from the parent's database, its attributes from
+    /// its own.
+    pub(super) async fn lookup_elsewhere(&self, parent: u64, name: &[u8]) -> NsResult<Attr> {
+        let placed = self.meta_of(parent).lookup_placed(parent, name).await;
+        match placed.map_err(errno)? {
+            Ok(attr) => Ok(attr),
+            Err(inode) => self.attr_elsewhere(inode).await,
+        }
+    }
+
+    /// The attributes of `inode`, a shard root named by an entry of another
+    /// shard, from its own shard's database.
+    pub(super) async fn attr_elsewhere(&self, inode: u64) -> NsResult<Attr> {
+        if self.parts.index_of(inode).is_none() {
+            tracing::error!(
+                "inode {inode} is on shard {}, which this mount does not know (added after it \
+                 started): mount again to reach it",
+                inode >> crate::meta::SHARD_SHIFT
+            );
+            return Err(libc::EIO);
+        }
+        self.meta_of(inode)
+            .getattr_replicable(inode)
+            .await
+            .map_err(errno)
+    }
+
+    /// `who` with this mount's session on the shard that holds `inode`.
+    fn locker_on_shard(&self, inode: u64, who: Locker) -> Locker {
+        Locker {
+            sid: self.sid_of(inode),
+            ..who
+        }
     }
 
     /// The attributes of `inode` as the primary has them now.
     pub async fn getattr_now(&self, inode: u64) -> Result<Attr> {
         self.settled(inode).await?;
-        self.meta.getattr(inode).await
+        self.meta_of(inode).getattr(inode).await
     }
 
     pub async fn setattr(&self, inode: u64, change: &SetAttr) -> Result<Attr> {
         self.settled(inode).await?;
         self.settled_entries(inode).await?;
-        self.meta.setattr(inode, change).await
+        self.meta_of(inode).setattr(inode, change).await
     }
 
     pub async fn readlink(&self, inode: u64) -> Result<Vec<u8>> {
         self.settled(inode).await?;
-        self.meta.readlink(inode).await
+        self.meta_of(inode).readlink(inode).await
     }
 
     pub async fn zero_range(&self, inode: u64, offset: u64, len: u64, keep: bool) -> Result<Attr> {
         self.settled(inode).await?;
-        self.meta.zero_range(inode, offset, len, keep).await
+        self.meta_of(inode)
+            .zero_range(inode, offset, len, keep)
+            .await
     }
 
     pub async fn seek_data(&self, inode: u64, offset: u64, hole: bool) -> Result<u64> {
         self.settled(inode).await?;
-        self.meta.seek_data(inode, offset, hole).await
+        self.meta_of(inode).seek_data(inode, offset, hole).await
     }
 
     pub async fn copy_range(
@@ -130,16 +175,19 @@ impl Namespace {
         dst_offset: u64,
         length: u64,
     ) -> Result<Copied> {
+        self.same_shard(src, dst)?;
         self.settled(src).await?;
         self.settled(dst).await?;
-        self.meta
+        self.meta_of(src)
             .copy_range(src, src_offset, dst, dst_offset, length)
             .await
     }
 
     pub async fn getlk(&self, inode: u64, who: Locker, range: &LockRange) -> Result<LockRange> {
         self.settled(inode).await?;
-        self.meta.getlk(inode, who, range).await
+        self.meta_of(inode)
+            .getlk(inode, self.locker_on_shard(inode, who), range)
+            .await
     }
 
     pub async fn setlk(
@@ -150,79 +198,87 @@ impl Namespace {
         wait: bool,
     ) -> Result<()> {
         self.settled(inode).await?;
-        self.meta.setlk(inode, who, range, wait).await
+        self.meta_of(inode)
+            .setlk(inode, self.locker_on_shard(inode, who), range, wait)
+            .await
     }
 
     pub async fn cancel_lock_wait(&self, inode: u64, who: Locker) -> Result<()> {
         self.settled(inode).await?;
-        self.meta.cancel_lock_wait(inode, who).await
+        self.meta_of(inode)
+            .cancel_lock_wait(inode, self.locker_on_shard(inode, who))
+            .await
     }
 
     pub async fn unlock_owner(&self, inode: u64, who: Locker) -> Result<i32> {
         self.settled(inode).await?;
-        self.meta.unlock_owner(inode, who).await
+        self.meta_of(inode)
+            .unlock_owner(inode, self.locker_on_shard(inode, who))
+            .await
     }
 
     pub async fn getxattr(&self, inode: u64, name: &[u8]) -> Result<Vec<u8>> {
         self.settled(inode).await?;
-        self.meta.getxattr(inode, name).await
+        self.meta_of(inode).getxattr(inode, name).await
     }
 
     pub async fn setxattr(&self, inode: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
         self.settled(inode).await?;
-        self.meta.setxattr(inode, name, value, flags).await
+        self.meta_of(inode)
+            .setxattr(inode, name, value, flags)
+            .await
     }
 
     pub async fn listxattr(&self, inode: u64) -> Result<Vec<Vec<u8>>> {
         self.settled(inode).await?;
-        self.meta.listxattr(inode).await
+        self.meta_of(inode).listxattr(inode).await
     }
 
     pub async fn removexattr(&self, inode: u64, name: &[u8]) -> Result<()> {
         self.settled(inode).await?;
-        self.meta.removexattr(inode, name).await
+        self.meta_of(inode).removexattr(inode, name).await
     }
 
     pub async fn get_acl(&self, inode: u64, kind: AclKind) -> Result<Vec<AclEntry>> {
         self.settled(inode).await?;
-        self.meta.get_acl(inode, kind).await
+        self.meta_of(inode).get_acl(inode, kind).await
     }
 
     pub async fn set_acl(&self, inode: u64, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
         self.settled(inode).await?;
         self.settled_entries(inode).await?;
-        self.meta.set_acl(inode, kind, acl).await
+        self.meta_of(inode).set_acl(inode, kind, acl).await
     }
 
     /// The attributes of `inode`, read where reads may go (a replica).
     pub async fn getattr_replicable(&self, inode: u64) -> Result<Attr> {
         self.settled(inode).await?;
-        self.meta.getattr_replicable(inode).await
+        self.meta_of(inode).getattr_replicable(inode).await
     }
 
     /// Moves `inode`'s atime (`strict`: even where relatime would not);
     /// the atime set, if it moved.
     pub async fn touch_atime(&self, inode: u64, strict: bool) -> Result<Option<i64>> {
         self.settled(inode).await?;
-        self.meta.touch_atime(inode, strict).await
+        self.meta_of(inode).touch_atime(inode, strict).await
     }
 
     /// The space limits that apply to `inode`.
     pub async fn space_limit(&self, inode: u64) -> Result<SpaceLimit> {
         self.settled(inode).await?;
-        self.meta.space_limit(inode).await
+        self.meta_of(inode).space_limit(inode).await
     }
 
     /// The usage summary of the tree at `inode` to `depth` (every lease
     /// committed first: its files count).
     pub async fn summary_of(&self, inode: u64, depth: i32) -> Result<Vec<SummaryRow>> {
-        self.settled_all().await?;
-        self.meta.summary_of(inode, depth).await
+        self.settled_shard(inode).await?;
+        self.meta_of(inode).summary_of(inode, depth).await
     }
 
     /// A path of `inode` (for messages).
     pub async fn path_of(&self, inode: u64) -> Result<Option<String>> {
         self.settled(inode).await?;
-        self.meta.path_of(inode).await
+        self.meta_of(inode).path_of(inode).await
     }
 }

@@ -223,8 +223,8 @@ impl Vfs {
             Some(f) => f.state.lock().await.tier,
             None => self.ns.getattr_now(inode).await.map_err(errno)?.tier,
         };
-        let target = self.target(tier);
-        let done = compact_chunk(&target, inode, chunk, || self.ns.new_slice()).await?;
+        let target = self.target(inode, tier);
+        let done = compact_chunk(&target, inode, chunk, || self.ns.new_slice(inode)).await?;
         if let (Compacted::Done { .. }, Some(f)) = (done, file) {
             // the slice lists kept here name the old slices
             f.state.lock().await.changed();

@@ -143,7 +143,7 @@ impl Vfs {
         let root = attr.inode;
         let fragmented = self
             .ns
-            .meta_of_mount()
+            .meta_of(root)
             .fragmented_chunks(root, 2)
             .await
             .map_err(|e| text(e.errno()))?;
@@ -271,7 +271,7 @@ impl Vfs {
         for chunk in 0..chunks {
             let slices = self
                 .ns
-                .meta_of_mount()
+                .meta_of(inode)
                 .read_chunk(inode, chunk as u32)
                 .await
                 .map_err(|e| e.to_string())?;

@@ -38,7 +38,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::meta::{Meta, VolumeInfo};
+use crate::meta::VolumeInfo;
+use crate::ns::parts::Parts;
 use crate::ns::Namespace;
 use crate::object::ObjectStore;
 pub use atime::AtimeMode;
@@ -124,8 +125,8 @@ pub struct Vfs {
     /// runs there, whichever thread started it.
     runtime: tokio::runtime::Handle,
     compactions: CompactionQueue,
-    /// Whether the volume has space limits, as last asked, and when.
-    space_limited: Mutex<Option<(std::time::Instant, bool)>>,
+    /// Whether each shard of the volume has space limits, as last asked, and when.
+    space_limited: Mutex<HashMap<u16, (std::time::Instant, bool)>>,
 }
 
 /// Makes the kernel drop what it cached (kernel inode numbers).
@@ -162,15 +163,19 @@ impl Vfs {
 
 impl Vfs {
     /// Called on the mount's shared runtime, where background work will run.
+    /// `parts`: the volume's databases, each with this mount's session
+    /// there (see `attach::register`).
     pub fn new(
-        meta: Meta,
+        parts: Parts,
         store: Arc<dyn ObjectStore>,
         volume: VolumeInfo,
         config: VfsConfig,
-        sid: i64,
     ) -> Arc<Vfs> {
-        meta.set_async_commits(volume.meta_durability == "fsync");
-        let may_touch_atime = meta.may_call("touch_atime");
+        for part in parts.all() {
+            part.meta
+                .set_async_commits(volume.meta_durability == "fsync");
+        }
+        let may_touch_atime = parts.root().meta.may_call("touch_atime");
         let settings = crate::ns::Settings {
             attr_ttl: config.attr_ttl,
             keep_names: !config.entry_ttl.is_zero(),
@@ -179,11 +184,11 @@ impl Vfs {
             lookup_ahead: config.lookup_ahead,
         };
         Arc::new_cyclic(|mount: &std::sync::Weak<Vfs>| Vfs {
-            ns: Arc::new(Namespace::new(meta, settings, sid, mount.clone())),
+            ns: Arc::new(Namespace::new(parts, settings, mount.clone())),
             cache: BlockCache::new(config.buffer_size / 2),
             atime: atime::AtimeKeeper::new(config.atime, config.read_only, may_touch_atime),
             commit_now: tokio::sync::Notify::new(),
-            space_limited: Mutex::new(None),
+            space_limited: Mutex::new(HashMap::new()),
             runtime: tokio::runtime::Handle::current(),
             store,
             volume,
@@ -271,10 +276,6 @@ impl Vfs {
         self.ns.has_session()
     }
 
-    pub fn set_sid(&self, sid: i64) {
-        self.ns.set_sid(sid);
-    }
-
     fn writable(&self) -> VfsResult<()> {
         if self.config.read_only {
             Err(libc::EROFS)
@@ -288,10 +289,10 @@ impl Vfs {
         &self.store
     }
 
-    /// Where a file of storage tier `tier` writes.
-    fn target(&self, tier: u8) -> WriteTarget<'_> {
+    /// Where file `inode`, of storage tier `tier`, writes.
+    fn target(&self, inode: u64, tier: u8) -> WriteTarget<'_> {
         WriteTarget {
-            meta: self.ns.meta_of_mount(),
+            meta: self.ns.meta_of(inode),
             store: &self.store,
             volume: &self.volume.name,
             block_size: self.volume.block_size,
@@ -320,18 +321,28 @@ impl Vfs {
         Ok(())
     }
 
-    /// Ends this mount's session (unmount): its open files are released.
+    /// Ends this mount's sessions (unmount): its open files are released.
     pub async fn close_session(&self) -> crate::meta::Result<()> {
         if !self.has_session() {
             return Ok(());
         }
-        self.ns.meta_of_mount().session_close(self.sid()).await
+        let mut closed = Ok(());
+        for part in self.ns.parts().all() {
+            if let Err(e) = part.meta.session_close(part.sid()).await {
+                tracing::warn!("closing the session on shard {}: {e}", part.number);
+                closed = closed.and(Err(e));
+            }
+        }
+        closed
     }
 
-    /// Gives the calling thread its own connection (FUSE threads: see
-    /// `Meta::use_thread_connection`).
+    /// Gives the calling thread its own connection to each database (FUSE
+    /// threads: see `Meta::use_thread_connection`).
     pub fn use_thread_connection(&self) -> anyhow::Result<()> {
-        Ok(self.ns.meta_of_mount().use_thread_connection()?)
+        for part in self.ns.parts().all() {
+            part.meta.use_thread_connection()?;
+        }
+        Ok(())
     }
 }
 

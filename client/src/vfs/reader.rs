@@ -373,7 +373,7 @@ impl Vfs {
         };
         let slices = Arc::new(
             self.ns
-                .meta_of_mount()
+                .meta_of(file.inode)
                 .read_chunk(file.inode, chunk)
                 .await
                 .map_err(|e| e.errno())?,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::handles::FileState;
 use super::{errno, Vfs, VfsResult};
+use crate::meta::Statfs;
 use crate::volume::layout::fits_in_file;
 
 /// How long an answer about space limits is trusted before a growing write
@@ -30,7 +31,7 @@ impl Vfs {
         // past the largest file, EFBIG; across it, a short write
         let len = fits_in_file(offset, len).ok_or(libc::EFBIG)?;
         let end = offset + len as u64;
-        if end <= state.length || !self.space_limited().await? {
+        if end <= state.length || !self.space_limited(inode).await? {
             return Ok(len);
         }
         if let Some((at, limit)) = state.space_limit {
@@ -40,7 +41,7 @@ impl Vfs {
         }
         let limit = self
             .ns
-            .meta_of_mount()
+            .meta_of(inode)
             .space_limit(inode)
             .await
             .map_err(errno)?;
@@ -60,21 +61,91 @@ impl Vfs {
         }
     }
 
-    /// Whether the volume has any space limit (asked at most once per
-    /// [`SPACE_ANSWER_TTL`]): without one, writes need not ask.
-    async fn space_limited(&self) -> VfsResult<bool> {
-        if let Some((at, limited)) = *self.space_limited.lock().unwrap() {
+    /// Whether the shard of `inode` has any space limit (asked at most once
+    /// per [`SPACE_ANSWER_TTL`]): without one, writes need not ask.
+    async fn space_limited(&self, inode: u64) -> VfsResult<bool> {
+        let shard = self.ns.parts().of(inode).number;
+        if let Some((at, limited)) = self.space_limited.lock().unwrap().get(&shard) {
             if at.elapsed() < SPACE_ANSWER_TTL {
-                return Ok(limited);
+                return Ok(*limited);
             }
         }
-        let limited = self
-            .ns
-            .meta_of_mount()
-            .space_limited()
-            .await
-            .map_err(errno)?;
-        *self.space_limited.lock().unwrap() = Some((Instant::now(), limited));
+        let meta = self.ns.meta_of(inode);
+        let limited = meta.space_limited().await.map_err(errno)?;
+        (self.space_limited.lock().unwrap()).insert(shard, (Instant::now(), limited));
         Ok(limited)
+    }
+}
+
+/// The whole volume's space and inodes from its root database's (`root`:
+/// the capacity, if any, is the volume's) and its other shards' (each
+/// counts what it holds): what is used is summed; a volume without a
+/// capacity (whose databases show 1 PiB, doubled while use passes 80%:
+/// sql/volume.sql `statfs`) shows room that doubles as theirs does.
+pub fn statfs_over_shards(root: Statfs, shards: &[Statfs]) -> Statfs {
+    const CAP: u64 = 1 << 62;
+    const UNCAPPED: u64 = 1 << 50;
+    let capped = !(root.total_space.is_power_of_two() && root.total_space >= UNCAPPED);
+    let used_space = shards
+        .iter()
+        .fold(root.total_space - root.avail_space, |sum, s| {
+            sum.saturating_add(s.total_space.saturating_sub(s.avail_space))
+        });
+    let used_inodes =
+        (shards.iter()).fold(root.used_inodes, |sum, s| sum.saturating_add(s.used_inodes));
+    let mut total_space = root.total_space;
+    while !capped && total_space < CAP && (total_space as u128) * 8 < (used_space as u128) * 10 {
+        total_space *= 2;
+    }
+    let mut room_inodes = root.used_inodes + root.avail_inodes;
+    while room_inodes < CAP && (used_inodes as u128) * 10 > (room_inodes as u128) * 8 {
+        room_inodes *= 2;
+    }
+    Statfs {
+        total_space,
+        avail_space: total_space.saturating_sub(used_space),
+        used_inodes,
+        avail_inodes: room_inodes.saturating_sub(used_inodes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fs(total: u64, avail: u64, used_inodes: u64, avail_inodes: u64) -> Statfs {
+        Statfs {
+            total_space: total,
+            avail_space: avail,
+            used_inodes,
+            avail_inodes,
+        }
+    }
+
+    #[test]
+    fn a_volume_over_shards_shows_what_every_shard_uses() {
+        let pib = 1u64 << 50;
+        let root = fs(pib, pib - 100, 3, 10_000_000);
+        let shards = [
+            fs(pib, pib - 50, 7, 10_000_000),
+            fs(pib, pib, 0, 10_000_000),
+        ];
+        let all = statfs_over_shards(root, &shards);
+        assert_eq!(all.total_space, pib);
+        assert_eq!(all.avail_space, pib - 150);
+        assert_eq!(all.used_inodes, 10);
+        assert_eq!(all.used_inodes + all.avail_inodes, 10_000_003);
+        // together past 80% of the room shown: it doubles, as one database's does
+        let big = fs(pib, pib / 2, 0, 10);
+        let all = statfs_over_shards(big, &[fs(pib, pib / 2, 9, 1)]);
+        assert_eq!(all.total_space, 2 * pib);
+        assert_eq!(all.avail_space, pib);
+        assert!(all.used_inodes * 10 <= (all.used_inodes + all.avail_inodes) * 8);
+        // a capacity set with jfs config is the volume's: never doubled
+        let capped = statfs_over_shards(fs(1000, 400, 1, 9), &[fs(pib, pib - 500, 1, 9)]);
+        assert_eq!((capped.total_space, capped.avail_space), (1000, 0));
+        // no shards: the root's own answer
+        let alone = statfs_over_shards(root, &[]);
+        assert_eq!((alone.total_space, alone.avail_space), (pib, pib - 100));
     }
 }

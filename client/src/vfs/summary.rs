@@ -31,7 +31,7 @@ impl Vfs {
         }
         let rows = self
             .ns
-            .meta_of_mount()
+            .meta_of(attr.inode)
             .summary_of(attr.inode, depth.clamp(0, 1000))
             .await
             .map_err(|e| e.to_string())?;

@@ -37,7 +37,7 @@ impl Vfs {
         for chunk in 0..attr.length.div_ceil(CHUNK_SIZE) as u32 {
             let slices = self
                 .ns
-                .meta_of_mount()
+                .meta_of(attr.inode)
                 .read_chunk(attr.inode, chunk)
                 .await
                 .map_err(|e| text(e.errno()))?;

@@ -123,6 +123,12 @@ impl Cluster {
         format!("postgres://{role}@{host}:{}/{db}", self.port)
     }
 
+    /// Database `vol` for a shard of a volume (`jfs shard add`): the
+    /// extension and login role `client` granted `jfs.grant_client`.
+    pub fn make_shard_database(&self, client: &str) {
+        make_database(|db, sql| self.sql(db, sql), client);
+    }
+
     /// [`make_volume`] on this cluster.
     pub fn make_volume(&self, name: &str, client: &str, bucket: &Path, format_args: &[&str]) {
         make_volume(
@@ -194,6 +200,17 @@ pub fn make_volume(
     bucket: &Path,
     format_args: &[&str],
 ) {
+    make_database(&sql, client);
+    ok(jfs()
+        .args(["format", admin_url, name, "--bucket"])
+        .arg(bucket)
+        .args(format_args));
+}
+
+/// Database `vol` with the extension and login role `client` granted
+/// `jfs.grant_client` (a volume's, before `jfs format`; a shard's, before
+/// `jfs shard add`).
+fn make_database(sql: impl Fn(&str, &str) -> String, client: &str) {
     sql("postgres", "CREATE DATABASE vol");
     sql(
         "vol",
@@ -202,10 +219,6 @@ pub fn make_volume(
              CREATE ROLE {client} LOGIN; SELECT jfs.grant_client('{client}')"
         ),
     );
-    ok(jfs()
-        .args(["format", admin_url, name, "--bucket"])
-        .arg(bucket)
-        .args(format_args));
 }
 
 /// The role mounts of a [`PrivateVolume`] use (jfs.grant_client).

@@ -7,8 +7,9 @@
 //! shard answers EXDEV, and the tools that work on one database at a time
 //! (gc) leave the other shards' objects alone.
 //! A dump of the root writes the whole volume (each shard's tree in place
-//! of its shard root), which loads into one database. Mounts and
-//! attaching refuse sharded volumes until they span them.
+//! of its shard root), which loads into one database. Attaching without
+//! a mount (Python, the gateway) refuses sharded volumes until it spans
+//! them; mounts span them (shard_mount.rs).
 use std::path::Path;
 use std::process::Command;
 
@@ -16,19 +17,6 @@ use jfs_e2e::*;
 
 /// The role mounts and the SQL checks use (jfs.grant_client on each).
 const CLIENT: &str = "jfs_shard_client";
-
-/// Database `vol` of `pg` with the extension and the client role, as a
-/// shard's database is made before `jfs shard add`.
-fn shard_database(pg: &Cluster) {
-    pg.sql("postgres", "CREATE DATABASE vol");
-    pg.sql(
-        "vol",
-        &format!(
-            "SET client_min_messages = warning; CREATE EXTENSION jfs; \
-             CREATE ROLE {CLIENT} LOGIN; SELECT jfs.grant_client('{CLIENT}')"
-        ),
-    );
-}
 
 /// psql on database `vol` of `pg` as the client role, running `sql`.
 fn psql_as_client(pg: &Cluster, sql: &str) -> Command {
@@ -109,8 +97,8 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
     let five = Cluster::start(&base.join("pg5"));
     let bucket = base.join("bucket");
     root.make_volume("shv", CLIENT, &bucket, &["--trash-days", "1"]);
-    shard_database(&one);
-    shard_database(&five);
+    one.make_shard_database(CLIENT);
+    five.make_shard_database(CLIENT);
     let root_admin = root.url("postgres", "vol");
 
     // the root is no shard of itself (it once became one, and lost its root)
@@ -466,15 +454,13 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
         "{whole}"
     );
 
-    // mounts and attaching refuse what they cannot span yet
+    // a mount is of the volume's root database, never of a shard alone
     let mnt = base.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    for url in [root.url(CLIENT, "vol"), one.url(CLIENT, "vol")] {
-        fails_with(
-            jfs().args(["mount", &url]).arg(&mnt),
-            "does not work across shards yet",
-        );
-    }
+    fails_with(
+        jfs().args(["mount", &one.url(CLIENT, "vol")]).arg(&mnt),
+        "is shard 1 of its volume: give the volume's root database",
+    );
     // (a shard's database alone is not the volume)
     fails_with(
         jfs()

@@ -32,7 +32,7 @@ fn file(inode: u64, time: i64) -> Attr {
 /// A cache that follows the log, just polled.
 fn followed(ttl: Duration) -> AttrCache {
     let c = AttrCache::new(ttl, true, true, 100, Default::default());
-    c.log.read();
+    c.log.read(0);
     c
 }
 
@@ -72,7 +72,7 @@ fn while_the_log_is_read_copies_answer_past_the_ttl() {
     assert_eq!(cache.lookup(1, b"f").map(|a| a.inode), Some(6));
     assert_eq!(cache.get(6).map(|a| a.inode), Some(6));
     cache.forget_all();
-    cache.log.failed();
+    cache.log.failed(0);
     assert!(cache.lookup(1, b"f").is_none() && cache.get(6).is_none());
 }
 
@@ -81,7 +81,7 @@ fn nothing_past_the_ttl_answers_unless_the_log_was_read_lately() {
     let cache = AttrCache::new(Duration::ZERO, true, true, 100, Default::default());
     cache.put_entry(1, b"f", &file(6, 1), cache.ticket());
     assert!(cache.lookup(1, b"f").is_none(), "never polled");
-    cache.log.read();
+    cache.log.read(0);
     assert!(cache.lookup(1, b"f").is_some());
 }
 

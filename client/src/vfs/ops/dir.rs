@@ -3,7 +3,7 @@
 use crate::meta::{Attr, NodeType, Statfs};
 use crate::ns::listings::MAX_LISTED;
 use crate::vfs::handles::{DirPage, Handle, ListingRead};
-use crate::vfs::{errno, Vfs, VfsResult};
+use crate::vfs::{errno, Vfs, VfsResult, VOLUME_ROOT};
 
 /// Entries fetched from the database per readdir round trip.
 const READDIR_PAGE: i32 = 500;
@@ -27,7 +27,7 @@ impl Vfs {
         let fh = self.add_handle(Handle::Dir {
             inode,
             page: tokio::sync::Mutex::new(DirPage::default()),
-            losses_seen: self.ns.meta_of_mount().losses().into(),
+            losses_seen: self.ns.meta_of(inode).losses().into(),
             opened_as: attr,
         });
         Ok(fh)
@@ -104,7 +104,7 @@ impl Vfs {
                 // (unlinks answered here since the listing began go first)
                 let listing = self.ns.settle_dir(inode).await?;
                 if cookie > 0 && page.ceiling.is_none() {
-                    page.ceiling = self.ns.meta_of_mount().listing_ceiling().await;
+                    page.ceiling = self.ns.meta_of(inode).listing_ceiling().await;
                 }
                 let ticket = self.ns.attrs.ticket();
                 let mut entries = self
@@ -164,11 +164,19 @@ impl Vfs {
         self.handles.lock().unwrap().remove(&fh);
     }
 
+    /// The space and inodes of the mount: of its directory's quota, or of
+    /// the whole volume (summed over its shards).
     pub async fn statfs(&self) -> VfsResult<Statfs> {
-        self.ns
-            .meta_of_mount()
-            .statfs(self.config.root)
-            .await
-            .map_err(errno)
+        let root = self.config.root;
+        let here = self.ns.meta_of(root).statfs(root).await.map_err(errno)?;
+        let parts = self.ns.parts().all();
+        if root != VOLUME_ROOT || parts.len() == 1 {
+            return Ok(here);
+        }
+        let mut shards = Vec::with_capacity(parts.len() - 1);
+        for part in &parts[1..] {
+            shards.push(part.meta.statfs(VOLUME_ROOT).await.map_err(errno)?);
+        }
+        Ok(crate::vfs::space::statfs_over_shards(here, &shards))
     }
 }

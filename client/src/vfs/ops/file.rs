@@ -58,7 +58,7 @@ impl Vfs {
             }
             return Ok(());
         }
-        let target = self.target(state.tier);
+        let target = self.target(inode, state.tier);
         // (a file made here under a lease: PostgreSQL must know it first,
         // or make it with the first commit)
         let has_data = state.writer.has_slices();
@@ -164,11 +164,14 @@ impl Vfs {
         // (an fsync syncs even when no commit of the file is known: it
         // also promises the file's creation, its extended attributes...)
         if durable && (sync || state.unsynced.is_some()) {
-            let by_commit = durable_in
-                .and_then(|e| self.ns.meta_of_mount().committed_durably(e, state.unsynced));
+            let by_commit = durable_in.and_then(|e| {
+                self.ns
+                    .meta_of(file.inode)
+                    .committed_durably(e, state.unsynced)
+            });
             let result = match by_commit {
                 Some(result) => result,
-                None => self.ns.meta_of_mount().sync_file(state.unsynced).await,
+                None => self.ns.meta_of(file.inode).sync_file(state.unsynced).await,
             };
             if let Err(MetaError::NotDurable) = &result {
                 tracing::error!(
@@ -365,10 +368,12 @@ impl Vfs {
             // takes only for a file it knows)
             self.ns.settle_created(file.inode).await?;
         }
-        let target = self.target(state.tier);
+        let target = self.target(file.inode, state.tier);
         state
             .writer
-            .write(&target, file.inode, offset, data, || self.ns.new_slice())
+            .write(&target, file.inode, offset, data, || {
+                self.ns.new_slice(file.inode)
+            })
             .await?;
         state.length = state.length.max(offset + data.len() as u64);
         state.changed();
@@ -430,7 +435,7 @@ impl Vfs {
             } => {
                 drop(self.ns.settle_dir(*inode).await?);
                 self.ns
-                    .meta_of_mount()
+                    .meta_of(*inode)
                     .sync_dir(losses_seen)
                     .await
                     .map_err(errno)
@@ -463,8 +468,8 @@ impl Vfs {
         }
         if last && state.unlinked {
             self.ns
-                .meta_of_mount()
-                .release(self.sid(), file.inode)
+                .meta_of(file.inode)
+                .release(self.ns.sid_of(file.inode), file.inode)
                 .await
                 .map_err(errno)?;
         }

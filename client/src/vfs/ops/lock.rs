@@ -95,10 +95,15 @@ impl Vfs {
     /// the database for longer than the session timeout) and a new one
     /// registered, or a crash of the database may have erased locks (`why`):
     /// the locks of files open here are gone (their handles get EIO until
-    /// closed), and the files open here are held again.
-    pub async fn session_lost(&self, why: &str) {
+    /// closed), and the files open here are held again: those of shard
+    /// `part` (the session is the mount's on that shard's database).
+    pub async fn session_lost(&self, part: &crate::ns::parts::Part, why: &str) {
         let files: Vec<_> = self.files.lock().unwrap().values().cloned().collect();
-        for file in files {
+        let parts = self.ns.parts();
+        for file in files
+            .iter()
+            .filter(|f| parts.of(f.inode).number == part.number)
+        {
             let mut state = file.state.lock().await;
             if state.locked && !state.locks_lost {
                 state.locks_lost = true;
@@ -108,7 +113,7 @@ impl Vfs {
                 );
             }
         }
-        self.ns.hold_open_files().await;
+        self.ns.hold_open_files(part).await;
     }
 
     /// A close by lock owner `owner` (flush, or the last close of an open

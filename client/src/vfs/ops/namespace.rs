@@ -90,7 +90,7 @@ impl Vfs {
             (_, Some(making)) => making,
             (None, None) => unreachable!("one guard or the other"),
         };
-        let inode = self.ns.new_inode().await?;
+        let inode = self.ns.new_inode(parent).await?;
         let started = self.ns.listings.start();
         let ticket = self.ns.attrs.ticket();
         let attr = self
@@ -274,7 +274,7 @@ impl Vfs {
         let ticket = self.ns.attrs.ticket();
         if let Some(state) = state.as_mut() {
             // (marked before the call: a lost answer may hide a commit)
-            state.committed_in(self.ns.meta_of_mount().epoch());
+            state.committed_in(self.ns.meta_of(inode).epoch());
         }
         let attr = self.ns.setattr(inode, change).await.map_err(errno)?;
         let raced = self.ns.attrs.forgot_since(inode, ticket);

@@ -46,7 +46,7 @@ impl Vfs {
             return Ok(());
         }
         let ticket = self.ns.attrs.ticket();
-        state.committed_in(self.ns.meta_of_mount().epoch());
+        state.committed_in(self.ns.meta_of(file.inode).epoch());
         let attr = self.ns.setattr(file.inode, &SetAttr::length(end)).await;
         self.size_changed(&mut state, attr, ticket)
     }
@@ -80,7 +80,7 @@ impl Vfs {
         let mut state = file.state.lock().await;
         self.flush_locked(file.inode, &mut state).await?;
         let ticket = self.ns.attrs.ticket();
-        state.committed_in(self.ns.meta_of_mount().epoch());
+        state.committed_in(self.ns.meta_of(file.inode).epoch());
         let attr = self
             .ns
             .zero_range(file.inode, offset, length, keep_size)
@@ -140,7 +140,7 @@ impl Vfs {
             self.flush_locked(src.inode, state).await?;
         }
         self.flush_locked(dst.inode, &mut dst_state).await?;
-        dst_state.committed_in(self.ns.meta_of_mount().epoch());
+        dst_state.committed_in(self.ns.meta_of(dst.inode).epoch());
         let copied = self
             .ns
             .copy_range(src.inode, offset_in, dst.inode, offset_out, length)

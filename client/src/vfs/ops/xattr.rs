@@ -172,7 +172,7 @@ impl Vfs {
             None => None,
         };
         if let Some(state) = state.as_mut() {
-            state.committed_in(self.ns.meta_of_mount().epoch());
+            state.committed_in(self.ns.meta_of(inode).epoch());
         }
         commit.await
     }

@@ -1,0 +1,268 @@
+//! Mounts of a volume over three private clusters (the root and two shards): each call goes to the shard of the inode it names, what crosses shards answers EXDEV (and `mv`, `cp` copy), two mounts see each other's changes on every shard, fsx runs on a shard, and a shard stopped for 30 s stalls only its own subtrees.
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jfs_e2e::*;
+
+/// The role mounts use (jfs.grant_client on each database).
+const CLIENT: &str = "jfs_shard_mounter";
+
+/// The shard an inode number names.
+fn shard_of(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .ino()
+        >> 48
+}
+
+/// Writes `data` to `path` and fsyncs it.
+fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(data)?;
+    f.sync_all()
+}
+
+/// Bytes that tell `seed`'s file apart, `len` long.
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn errno_of(r: std::io::Result<()>) -> Option<i32> {
+    r.err().and_then(|e| e.raw_os_error())
+}
+
+#[test]
+fn mounts_span_the_shards_of_a_volume() {
+    let tmp = tempfile::Builder::new()
+        .prefix("jfs-shmount-")
+        .tempdir()
+        .unwrap();
+    let base = tmp.path();
+    ok(Command::new("chmod").arg("755").arg(base));
+    let root = Cluster::start(&base.join("pg0"));
+    let one = Cluster::start(&base.join("pg1"));
+    let two = Cluster::start(&base.join("pg2"));
+    root.make_volume("shm", CLIENT, &base.join("bucket"), &[]);
+    one.make_shard_database(CLIENT);
+    two.make_shard_database(CLIENT);
+    let admin = root.url("postgres", "vol");
+    for shard in [&one, &two] {
+        ok(jfs().args(["shard", "add", &admin, &shard.url("postgres", "vol")]));
+    }
+    // /a on shard 1, /a/b below it on shard 2, /c on shard 2
+    for (path, shard) in [("/a", "1"), ("/a/b", "2"), ("/c", "2")] {
+        ok(jfs().args(["shard", "mkdir", &admin, path, shard, "--mode", "777"]));
+    }
+
+    // two mounts of the root database as a client role: each reaches the
+    // shards through the map, with its own credentials
+    let url = root.url(CLIENT, "vol");
+    let m1 = mount_at(&url, &base.join("m1"), &base.join("m1.log"), &[]);
+    let m2 = mount_at(&url, &base.join("m2"), &base.join("m2.log"), &[]);
+    for shard in [&root, &one, &two] {
+        assert_eq!(
+            shard.sql("vol", "SELECT count(*) FROM jfs.session"),
+            "2",
+            "each mount has a session on each shard"
+        );
+    }
+
+    // files land on their directory's shard, in one piece across chunks
+    let files: [(&str, u8, usize); 5] = [
+        ("top", 1, 1000),
+        ("a/f1", 2, 70_000),
+        ("a/b/f2", 3, 9 << 20),
+        ("c/f3", 4, 10),
+        ("a/b/sub/f4", 5, 5000),
+    ];
+    std::fs::create_dir(m1.p("a/b/sub")).unwrap();
+    for (rel, seed, len) in files {
+        write_synced(&m1.p(rel), &pattern(seed, len)).unwrap();
+    }
+    for (rel, seed, len) in files {
+        assert!(
+            std::fs::read(m2.p(rel)).unwrap() == pattern(seed, len),
+            "{rel} read back through the other mount"
+        );
+    }
+    for (rel, shard) in [
+        ("top", 0),
+        ("a", 1),
+        ("a/f1", 1),
+        ("a/b", 2),
+        ("a/b/f2", 2),
+        ("a/b/sub/f4", 2),
+        ("c/f3", 2),
+    ] {
+        assert_eq!(shard_of(&m1.p(rel)), shard, "{rel}");
+    }
+    let names_in = |pg: &Cluster| {
+        pg.sql(
+            "vol",
+            "SELECT string_agg(convert_from(name, 'UTF8'), ' ' ORDER BY name) FROM jfs.edge",
+        )
+    };
+    assert_eq!(names_in(&root), "a c top");
+    assert_eq!(names_in(&one), "b f1");
+    assert_eq!(names_in(&two), "f2 f3 f4 sub");
+    // listings show shard roots with their own shard's attributes
+    assert_eq!(m2.names("a"), ["b", "f1"].map(String::from).into());
+    let listed = stdout_of(Command::new("ls").arg("-ln").arg(m2.p("")));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("drwxrwxrwx") && l.ends_with(" a")),
+        "{listed}"
+    );
+    assert!(std::fs::metadata(m2.p("c")).unwrap().is_dir());
+
+    // across shards: EXDEV, as across file systems; mv and cp copy
+    assert_eq!(
+        errno_of(std::fs::rename(m1.p("a/f1"), m1.p("c/f1"))),
+        Some(libc::EXDEV)
+    );
+    assert_eq!(
+        errno_of(std::fs::hard_link(m1.p("a/f1"), m1.p("top-link"))),
+        Some(libc::EXDEV)
+    );
+    assert_eq!(
+        errno_of(std::fs::rename(m1.p("a"), m1.p("a-moved"))),
+        Some(libc::EXDEV),
+        "a shard root stays where it is"
+    );
+    ok(Command::new("mv").arg(m1.p("a/f1")).arg(m1.p("c/moved")));
+    assert!(std::fs::read(m2.p("c/moved")).unwrap() == pattern(2, 70_000));
+    assert!(!m2.p("a/f1").exists());
+    assert_eq!(shard_of(&m1.p("c/moved")), 2);
+    // within a shard, rename and link work as ever
+    std::fs::hard_link(m1.p("a/b/f2"), m1.p("a/b/sub/f2-link")).unwrap();
+    std::fs::rename(m1.p("c/moved"), m1.p("a/b/moved")).unwrap();
+    assert!(std::fs::read(m2.p("a/b/moved")).unwrap() == pattern(2, 70_000));
+    ok(Command::new("cp")
+        .arg("-a")
+        .arg(m1.p("a"))
+        .arg(m1.p("copy")));
+    ok(Command::new("diff")
+        .arg("-r")
+        .arg(m2.p("a"))
+        .arg(m2.p("copy")));
+    assert_eq!(shard_of(&m1.p("copy/b/f2")), 0);
+
+    // df counts every shard's inodes
+    let inodes_used = || {
+        let df = stdout_of(Command::new("df").args(["--output=iused"]).arg(m1.p("")));
+        df.lines().last().unwrap().trim().parse::<u64>().unwrap()
+    };
+    let before = inodes_used();
+    for n in 0..3 {
+        write_synced(&m1.p(&format!("c/count{n}")), b"x").unwrap();
+    }
+    std::fs::create_dir(m1.p("a/counted")).unwrap();
+    assert_eq!(
+        inodes_used(),
+        before + 4,
+        "df -i after 4 nodes made on shards 1 and 2"
+    );
+
+    // fsx on a shard's file
+    run_fsx(&m1.p("a/b/fsx-file"), &base.join("fsx"));
+
+    // shard 2 stopped for 30 s: writers elsewhere go on, one on shard 2
+    // waits and then completes, and nothing is lost
+    let stop = Arc::new(AtomicBool::new(false));
+    let done_elsewhere = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = ["top-w", "a/w"]
+        .into_iter()
+        .map(|prefix| {
+            let (stop, done) = (stop.clone(), done_elsewhere.clone());
+            let dir = m1.p("");
+            std::thread::spawn(move || {
+                let mut n = 0u8;
+                while !stop.load(Ordering::SeqCst) {
+                    let path = dir.join(format!("{prefix}{n}"));
+                    write_synced(&path, &pattern(n, 4096))
+                        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    done.fetch_add(1, Ordering::SeqCst);
+                    n = n.wrapping_add(1) % 50;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    two.pg_ctl("stop");
+    let stopped_at = Instant::now();
+    let on_stopped = {
+        let path = m1.p("c/during");
+        std::thread::spawn(move || write_synced(&path, &pattern(9, 100_000)))
+    };
+    let before = done_elsewhere.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(30));
+    let during = done_elsewhere.load(Ordering::SeqCst) - before;
+    assert!(
+        during >= 20,
+        "only {during} fsync'd files written on the other shards while shard 2 was stopped"
+    );
+    assert!(
+        !on_stopped.is_finished(),
+        "a write to the stopped shard returned while it was stopped"
+    );
+    two.pg_ctl("start");
+    on_stopped
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the write on shard 2 failed across its outage: {e}"));
+    eprintln!(
+        "shard 2 was down {:?}; {during} files written elsewhere meanwhile",
+        stopped_at.elapsed()
+    );
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(std::fs::read(m2.p("c/during")).unwrap() == pattern(9, 100_000));
+    assert!(std::fs::read(m2.p("a/w3")).unwrap() == pattern(3, 4096));
+
+    drop(m1);
+    drop(m2);
+    for shard in [&root, &one, &two] {
+        assert_eq!(shard.sql("vol", "SELECT count(*) FROM jfs.session"), "0");
+        assert_eq!(shard.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
+    }
+    let whole =
+        String::from_utf8_lossy(&ok(jfs().args(["shard", "fsck", &admin])).stdout).to_string();
+    assert!(whole.contains("are whole"), "{whole}");
+}
+
+fn stdout_of(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&ok(cmd).stdout).to_string()
+}
+
+/// fsx (installed by scripts/setup.sh) on `file`, its artifacts in `dir`.
+fn run_fsx(file: &Path, dir: &Path) {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsx/nommap.toml");
+    std::fs::create_dir_all(dir).unwrap();
+    let out = Command::new(Path::new(&home).join(".cargo/bin/fsx"))
+        .args(["-N", "3000", "-S", "57", "-f"])
+        .arg(config)
+        .arg("-P")
+        .arg(dir)
+        .arg(file)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("All operations completed A-OK"),
+        "fsx on a shard failed: {}",
+        text.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+    );
+}
