@@ -281,7 +281,15 @@ class JfsFileSystem(AbstractFileSystem):
         dst = self._strip_protocol(path2)
         if self.isdir(dst) and src != dst:
             dst = f"{dst.rstrip('/')}/{src.rsplit('/', 1)[-1]}"
-        self.client.rename(src, dst)
+        try:
+            self.client.rename(src, dst)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise
+            # between two shards of the volume, as between two file
+            # systems (mv(1)'s way): copied, then removed
+            tree = self.isdir(src)
+            super().mv(src, dst, recursive=tree, maxdepth=maxdepth, **kwargs)
 
     def cp_file(self, path1, path2, **kwargs):
         src = self._strip_protocol(path1)

@@ -47,17 +47,26 @@ pub fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// The inode of directory `path` of the volume (`--subdir`).
-pub async fn subdir_inode(meta: &Meta, volume: &str, path: &str) -> anyhow::Result<u64> {
+/// The inode of directory `path` of the volume (`--subdir`), whose root
+/// database `meta` is (at `meta_url`): followed across shards.
+pub async fn subdir_inode(
+    meta: &Meta,
+    meta_url: &str,
+    volume: &str,
+    path: &str,
+) -> anyhow::Result<u64> {
+    let shards = crate::volume::shards::ShardSet::open(Arc::new(meta.clone()), meta_url, 2).await?;
     let mut inode = 1;
     for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        let attr = match meta.lookup(inode, part.as_bytes()).await {
+        let attr = match shards.lookup(inode, part.as_bytes()).await {
             Ok(attr) => attr,
-            Err(MetaError::Errno(e)) => anyhow::bail!(
-                "--subdir {path}: {part:?} in volume {volume}: {}",
-                std::io::Error::from_raw_os_error(e)
-            ),
-            Err(e) => return Err(e.into()),
+            Err(e) => match e.downcast_ref::<MetaError>() {
+                Some(MetaError::Errno(errno)) => anyhow::bail!(
+                    "--subdir {path}: {part:?} in volume {volume}: {}",
+                    std::io::Error::from_raw_os_error(*errno)
+                ),
+                _ => return Err(e),
+            },
         };
         if attr.kind != crate::meta::NodeType::Dir {
             anyhow::bail!("--subdir {path}: {part:?} in volume {volume} is not a directory");

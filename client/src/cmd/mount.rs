@@ -438,7 +438,7 @@ fn serve(a: MountArgs, meta_url: &str) -> anyhow::Result<()> {
                 .await?;
         }
         let root = match &a.subdir {
-            Some(path) => attach::subdir_inode(&meta, &volume.name, path).await?,
+            Some(path) => attach::subdir_inode(&meta, meta_url, &volume.name, path).await?,
             None => 1,
         };
         let metrics_listener = match a.no_metrics {

@@ -128,7 +128,6 @@ impl Direct {
             store,
             ..
         } = open_volume(meta_url, o.max_connections, BucketCheck::WhenReachable).await?;
-        crate::volume::shards::refuse_shards(&meta, meta_url, "attaching").await?;
         meta.set_retry_for(o.meta_retry);
         object::set_retries(object::DEFAULT_OBJECT_RETRY, object::DEFAULT_OBJECT_TIMEOUT);
         meta.require_client_grants().await?;
@@ -140,7 +139,7 @@ impl Direct {
             crate::meta::redact_url(meta_url)
         );
         let root = match &o.subdir {
-            Some(path) => attach::subdir_inode(&meta, &volume.name, path).await?,
+            Some(path) => attach::subdir_inode(&meta, meta_url, &volume.name, path).await?,
             None => 1,
         };
         let disk_cache = match &o.cache_dir {
@@ -157,6 +156,15 @@ impl Direct {
         })
         .to_string();
         let (meta, sid) = attach::register(meta, standby, &info, o.session_timeout).await?;
+        let parts = attach::register_shards(
+            meta,
+            meta_url,
+            sid,
+            &info,
+            o.session_timeout,
+            (o.meta_retry, o.max_connections),
+        )
+        .await?;
         let config = VfsConfig {
             root,
             attr_ttl: Duration::from_secs(30),
@@ -174,7 +182,6 @@ impl Direct {
             // (the gateway is a direct client: it makes it)
             reserve_gateway_dir: false,
         };
-        let parts = crate::ns::parts::Parts::single(meta, sid);
         let vfs = Vfs::new(parts, store, volume, config);
         attach::start(&vfs, o.changes_poll).await?;
         attach::spawn_background(

@@ -18,7 +18,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
-use jfs_e2e::{Mount, Rng, Volume};
+use jfs_e2e::{Mount, Rng, ShardedVolume, Volume};
 
 /// Long kernel caches (the mount defaults): what is stale is the mounts' to fix.
 const CACHED: [&str; 4] = ["--attr-cache", "30", "--entry-cache", "30"];
@@ -53,6 +53,9 @@ struct Model {
     /// Model inode -> its permission bits.
     modes: HashMap<u64, u32>,
     next_ino: u64,
+    /// Directories of the root whose subtrees are on other shards (a
+    /// volume over shards): path -> shard.
+    shard_roots: BTreeMap<String, u16>,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -76,10 +79,36 @@ fn under(path: &str, dir: &str) -> bool {
 }
 
 impl Model {
-    fn new() -> Model {
+    /// The volume's root alone, or with shard roots `shard_roots` (names
+    /// in the root, and their shards).
+    fn new(shard_roots: &[(&str, u16)]) -> Model {
         let mut m = Model::default();
         m.nodes.insert(String::new(), Node::Dir);
+        for (name, shard) in shard_roots {
+            m.nodes.insert(name.to_string(), Node::Dir);
+            m.shard_roots.insert(name.to_string(), *shard);
+        }
         m
+    }
+
+    /// The shard that holds the node at `path`.
+    fn shard(&self, path: &str) -> u16 {
+        let top = path.split('/').next().unwrap_or("");
+        self.shard_roots.get(top).copied().unwrap_or(0)
+    }
+
+    /// The shard that holds entry `path` (its directory's).
+    fn entry_shard(&self, path: &str) -> u16 {
+        match path.rsplit_once('/') {
+            Some((dir, _)) => self.shard(dir),
+            None => 0,
+        }
+    }
+
+    /// Whether `path` is a shard root, whose name and node are on two
+    /// databases: it is neither moved, replaced nor removed through a mount.
+    fn is_shard_root(&self, path: &str) -> bool {
+        self.shard_roots.contains_key(path)
     }
 
     fn dirs(&self) -> Vec<String> {
@@ -127,6 +156,12 @@ impl Model {
         };
         if from == to {
             return Ok(());
+        }
+        if self.is_shard_root(from)
+            || self.is_shard_root(to)
+            || self.entry_shard(from) != self.entry_shard(to)
+        {
+            return Err(libc::EXDEV);
         }
         let dst = self.nodes.get(to).cloned();
         if src == Node::Dir {
@@ -231,6 +266,7 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount, other: &Mount) -> String {
             let got = errno_of(fs::remove_dir(&p));
             let want = match existing {
                 None => Err(libc::ENOENT),
+                Some(_) if model.is_shard_root(&path) => Err(libc::EXDEV),
                 Some(Node::Dir) if !model.children(&path).is_empty() => Err(libc::ENOTEMPTY),
                 Some(Node::Dir) => {
                     model.nodes.remove(&path);
@@ -265,6 +301,8 @@ fn step(rng: &mut Rng, model: &mut Model, m: &Mount, other: &Mount) -> String {
             let got = errno_of(fs::hard_link(m.p(&src), &p));
             let want = if existing.is_some() {
                 Err(libc::EEXIST)
+            } else if model.shard(&src) != model.entry_shard(&path) {
+                Err(libc::EXDEV)
             } else {
                 let node = model.nodes[&src].clone();
                 model.nodes.insert(path.clone(), node);
@@ -537,9 +575,11 @@ fn check_all(model: &Model, m: &Mount) {
     }
 }
 
-fn run(seed: u64, ops: usize, mounts: &[&Mount]) {
+/// `ops` random operations from `seed` on `mounts` of a volume whose root
+/// holds shard roots `shard_roots` (none: a volume without shards).
+fn run(seed: u64, ops: usize, mounts: &[&Mount], shard_roots: &[(&str, u16)]) {
     let mut rng = Rng::new(seed);
-    let mut model = Model::new();
+    let mut model = Model::new(shard_roots);
     let mut last: VecDeque<String> = VecDeque::new();
     let mut on = 0;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -599,7 +639,7 @@ fn random_namespace_ops_on_two_mounts_match_the_model() {
     let b = v.mount("b", &CACHED);
     let seed = seed();
     eprintln!("seed {seed}");
-    run(seed, ops(), &[&a, &b]);
+    run(seed, ops(), &[&a, &b], &[]);
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
     // (creates committed together: answered under a lease)
     let batched = v.sql(
@@ -618,10 +658,32 @@ fn random_namespace_ops_with_a_trash_match_the_model() {
     let b = v.mount("b", &CACHED);
     let seed = seed();
     eprintln!("seed {seed}");
-    run(seed, ops() / 4, &[&a, &b]);
+    run(seed, ops() / 4, &[&a, &b], &[]);
     assert!(
         fs::read_dir(a.p(".trash")).unwrap().count() > 0,
         "removals went to the trash"
     );
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
+}
+
+/// Over three databases: the root's, shard 1 holding /a and shard 2
+/// holding /b. A file or directory is made on its parent's shard; what
+/// would cross shards (a rename or link between them, moving, replacing
+/// or removing a shard root) answers EXDEV, and everything else as on one
+/// database.
+#[test]
+fn random_namespace_ops_across_shards_match_the_model() {
+    let v = ShardedVolume::new("ns-model-shards", 2, &[("/a", 1), ("/b", 2)]);
+    let a = v.mount("a", &CACHED);
+    let b = v.mount("b", &CACHED);
+    let seed = seed();
+    eprintln!("seed {seed}");
+    run(seed, ops() / 4, &[&a, &b], &[("a", 1), ("b", 2)]);
+    drop((a, b));
+    v.assert_whole();
+    let made = v.sql_each("SELECT count(*) FROM jfs.node WHERE inode < (32767::bigint << 48)");
+    assert!(
+        made.iter().all(|n| n.parse::<u64>().unwrap() > 1),
+        "every shard holds nodes of the run: {made:?}"
+    );
 }

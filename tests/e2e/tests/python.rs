@@ -21,6 +21,18 @@ fn pytest_on(v: Volume, mount_args: &[&str], file: &str) {
 
 /// Runs tests/python/`file` against `v` and its mount `m`, with `env` too.
 fn pytest_with(v: &Volume, m: &Mount, file: &str, env: &[(&str, String)]) {
+    let mut all = vec![
+        ("JFS_META_URL", v.url.clone()),
+        ("JFS_TEST_ADMIN_URL", v.admin_url.clone()),
+        ("JFS_TEST_READER_URL", meta_url_as(&v.db, READER_ROLE)),
+    ];
+    all.extend(env.iter().cloned());
+    pytest_in(m, file, &all);
+}
+
+/// Runs tests/python/`file` beside mount `m`, with `env` naming the
+/// volume (JFS_META_URL...); fails with pytest's report.
+fn pytest_in(m: &Mount, file: &str, env: &[(&str, String)]) {
     let suite = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../python")
         .join(file);
@@ -28,9 +40,6 @@ fn pytest_with(v: &Volume, m: &Mount, file: &str, env: &[(&str, String)]) {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
         .arg(&suite)
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("JFS_META_URL", &v.url)
-        .env("JFS_TEST_ADMIN_URL", &v.admin_url)
-        .env("JFS_TEST_READER_URL", meta_url_as(&v.db, READER_ROLE))
         .env("JFS_TEST_MOUNT", m.p(""))
         .envs(env.iter().map(|(k, v)| (k, v.as_str())))
         .output()
@@ -112,4 +121,23 @@ fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
 #[test]
 fn hostile_arguments_through_the_gateway_answer_as_the_mount_does() {
     gateway_pytest("py-gateway-hostile", "test_gateway_hostile.py");
+}
+
+/// The package attached to a volume over three clusters (shard roots /a on
+/// shard 1 and /c on shard 2), beside a mount of it.
+#[test]
+fn the_package_spans_the_shards_of_a_volume() {
+    let v = ShardedVolume::new("py-shards", 2, &[("/a", 1), ("/c", 2)]);
+    let m = v.mount("m", &[]);
+    pytest_in(
+        &m,
+        "test_shards.py",
+        &[
+            ("JFS_META_URL", v.url.clone()),
+            ("JFS_TEST_ADMIN_URL", v.admin_url.clone()),
+            ("JFS_TEST_SHARDS", "a:1 c:2".into()),
+        ],
+    );
+    drop(m);
+    v.assert_whole();
 }

@@ -9,9 +9,6 @@ use std::time::{Duration, Instant};
 
 use jfs_e2e::*;
 
-/// The role mounts use (jfs.grant_client on each database).
-const CLIENT: &str = "jfs_shard_mounter";
-
 /// The shard an inode number names.
 fn shard_of(path: &Path) -> u64 {
     std::fs::metadata(path)
@@ -40,39 +37,18 @@ fn errno_of(r: std::io::Result<()>) -> Option<i32> {
 
 #[test]
 fn mounts_span_the_shards_of_a_volume() {
-    let tmp = tempfile::Builder::new()
-        .prefix("jfs-shmount-")
-        .tempdir()
-        .unwrap();
-    let base = tmp.path();
-    ok(Command::new("chmod").arg("755").arg(base));
-    let root = Cluster::start(&base.join("pg0"));
-    let one = Cluster::start(&base.join("pg1"));
-    let two = Cluster::start(&base.join("pg2"));
-    root.make_volume("shm", CLIENT, &base.join("bucket"), &[]);
-    one.make_shard_database(CLIENT);
-    two.make_shard_database(CLIENT);
-    let admin = root.url("postgres", "vol");
-    for shard in [&one, &two] {
-        ok(jfs().args(["shard", "add", &admin, &shard.url("postgres", "vol")]));
-    }
     // /a on shard 1, /a/b below it on shard 2, /c on shard 2
-    for (path, shard) in [("/a", "1"), ("/a/b", "2"), ("/c", "2")] {
-        ok(jfs().args(["shard", "mkdir", &admin, path, shard, "--mode", "777"]));
-    }
-
+    let v = ShardedVolume::new("shm", 2, &[("/a", 1), ("/a/b", 2), ("/c", 2)]);
+    let two = &v.clusters[2];
     // two mounts of the root database as a client role: each reaches the
     // shards through the map, with its own credentials
-    let url = root.url(CLIENT, "vol");
-    let m1 = mount_at(&url, &base.join("m1"), &base.join("m1.log"), &[]);
-    let m2 = mount_at(&url, &base.join("m2"), &base.join("m2.log"), &[]);
-    for shard in [&root, &one, &two] {
-        assert_eq!(
-            shard.sql("vol", "SELECT count(*) FROM jfs.session"),
-            "2",
-            "each mount has a session on each shard"
-        );
-    }
+    let m1 = v.mount("m1", &[]);
+    let m2 = v.mount("m2", &[]);
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.session"),
+        ["2", "2", "2"],
+        "each mount has a session on each shard"
+    );
 
     // files land on their directory's shard, in one piece across chunks
     let files: [(&str, u8, usize); 5] = [
@@ -103,15 +79,12 @@ fn mounts_span_the_shards_of_a_volume() {
     ] {
         assert_eq!(shard_of(&m1.p(rel)), shard, "{rel}");
     }
-    let names_in = |pg: &Cluster| {
-        pg.sql(
-            "vol",
-            "SELECT string_agg(convert_from(name, 'UTF8'), ' ' ORDER BY name) FROM jfs.edge",
-        )
-    };
-    assert_eq!(names_in(&root), "a c top");
-    assert_eq!(names_in(&one), "b f1");
-    assert_eq!(names_in(&two), "f2 f3 f4 sub");
+    assert_eq!(
+        v.sql_each(
+            "SELECT string_agg(convert_from(name, 'UTF8'), ' ' ORDER BY name) FROM jfs.edge"
+        ),
+        ["a c top", "b f1", "f2 f3 f4 sub"]
+    );
     // listings show shard roots with their own shard's attributes
     assert_eq!(m2.names("a"), ["b", "f1"].map(String::from).into());
     let listed = stdout_of(Command::new("ls").arg("-ln").arg(m2.p("")));
@@ -172,7 +145,7 @@ fn mounts_span_the_shards_of_a_volume() {
     );
 
     // fsx on a shard's file
-    run_fsx(&m1.p("a/b/fsx-file"), &base.join("fsx"));
+    run_fsx(&m1.p("a/b/fsx-file"), &v.path().join("fsx"));
 
     // shard 2 stopped for 30 s: writers elsewhere go on, one on shard 2
     // waits and then completes, and nothing is lost
@@ -232,13 +205,11 @@ fn mounts_span_the_shards_of_a_volume() {
 
     drop(m1);
     drop(m2);
-    for shard in [&root, &one, &two] {
-        assert_eq!(shard.sql("vol", "SELECT count(*) FROM jfs.session"), "0");
-        assert_eq!(shard.sql("vol", "SELECT count(*) FROM jfs.fsck()"), "0");
-    }
-    let whole =
-        String::from_utf8_lossy(&ok(jfs().args(["shard", "fsck", &admin])).stdout).to_string();
-    assert!(whole.contains("are whole"), "{whole}");
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.session"),
+        ["0", "0", "0"]
+    );
+    v.assert_whole();
 }
 
 fn stdout_of(cmd: &mut Command) -> String {

@@ -6,11 +6,14 @@ use std::sync::Arc;
 use crate::meta::{Attr, SetAttr};
 use crate::ns::attrs::Ticket;
 use crate::vfs::handles::{FileState, Handle, OpenFile};
-use crate::vfs::{errno, Vfs, VfsResult};
+use crate::vfs::{errno, Caller, Vfs, VfsResult};
 
 /// The most one copy_file_range call copies: its reply counts bytes in 32
 /// bits (whole pages, as the kernel asks).
 const MAX_COPY: u64 = (u32::MAX as u64) & !4095;
+
+/// The most one copy between shards moves in one call (read, then written).
+const BYTES_COPIED_AT_ONCE: u64 = 4 << 20;
 
 impl Vfs {
     /// fallocate(2): mode 0 grows the file (the new range reads as zeros;
@@ -113,7 +116,9 @@ impl Vfs {
     /// copy_file_range(2) as metadata: the destination's range points at
     /// the source's slices (one call, no bytes moved), after both files'
     /// pending writes are committed. Returns the bytes copied (fewer at the
-    /// source's end; at most what one FUSE reply can say).
+    /// source's end; at most what one FUSE reply can say). Between files
+    /// of two shards, whose slices one database cannot share with the
+    /// other, the bytes are read and written.
     pub async fn copy_file_range(
         &self,
         fh_in: u64,
@@ -125,6 +130,12 @@ impl Vfs {
         self.writable()?;
         let src = self.open_file_of(fh_in)?;
         let dst = self.open_file_of(fh_out)?;
+        if !self.ns.parts().same(src.inode, dst.inode) {
+            let length = length.min(BYTES_COPIED_AT_ONCE);
+            return self
+                .copy_bytes(fh_in, offset_in, fh_out, offset_out, length)
+                .await;
+        }
         let length = length.min(MAX_COPY);
         // both files' locks, in inode order (one lock when they are one file)
         let (mut src_state, mut dst_state) = if src.inode == dst.inode {
@@ -150,6 +161,38 @@ impl Vfs {
         dst_state.length = copied.length;
         dst_state.changed();
         Ok(copied.bytes as u32)
+    }
+
+    /// Copies up to `length` bytes of open file `fh_in` at `offset_in` to
+    /// open file `fh_out` at `offset_out` by reading and writing them;
+    /// the bytes copied (fewer at the source's end).
+    async fn copy_bytes(
+        &self,
+        fh_in: u64,
+        offset_in: u64,
+        fh_out: u64,
+        offset_out: u64,
+        length: u64,
+    ) -> VfsResult<u32> {
+        let data = self.read(fh_in, offset_in, length as u32).await?;
+        // (only a control request's answer depends on who writes)
+        let nobody = Caller {
+            uid: u32::MAX,
+            gid: u32::MAX,
+            pid: 0,
+        };
+        let mut written = 0;
+        while written < data.len() {
+            let at = offset_out + written as u64;
+            match self.write(fh_out, at, &data[written..], nobody).await {
+                Ok(n) if n > 0 => written += n as usize,
+                // (a short copy says how far it got; the next call, the error)
+                _ if written > 0 => break,
+                Ok(_) => return Err(libc::EIO),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(written as u32)
     }
 
     /// The open regular file behind handle `fh`.
