@@ -19,8 +19,8 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- long the change log keeps its rows and how long freed objects are kept,
 -- load a dump, check and repair the volume (fsck, check_quota: full scans
 -- no client need run), keep read-only roles' store keys, cap the bytes
--- waiting for deletion, make a database a shard and add it to the map, make,
--- check and remove shard roots.
+-- waiting for deletion, make a database a shard and add it to the map, make
+-- and check shard roots (removing one is an rmdir: write_procedures).
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
@@ -28,8 +28,8 @@ RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_vo
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
              'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota', 'set_delete_queue_cap',
-             'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links', 'shard_roots',
-             'shard_root_unlink', 'shard_root_remove']::name[];
+             'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links',
+             'shard_roots']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,
@@ -43,7 +43,8 @@ RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr',
              'batch_unlink', 'rmr', 'clone_node', 'clone', 'compact_chunk', 'restore', 'trash_purge',
              'changelog_prune', 'free_unlinked', 'forget_delslices', 'alloc_ids', 'backup_claim',
              'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit',
-             'mknod_with_slices', 'want_lease', 'touch_atime', 'create_many']::name[];
+             'mknod_with_slices', 'want_lease', 'touch_atime', 'create_many', 'shard_root_remove',
+             'shard_root_unlink']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin; when p_read_only, those that write

@@ -211,9 +211,12 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
 $$;
 
 -- Removes entry p_name of directory p_parent when it names a directory of
--- another shard (administration): the first step of removing a shard root
--- (`jfs shard rmdir`), or the repair of an entry whose node is gone.
--- Returns errno (0; 2 ENOENT; 22 EINVAL when the entry's node is here).
+-- another shard: the last step of removing a shard root (an rmdir through
+-- a mount, `jfs shard rmdir`), once its node is gone from its shard
+-- (jfs.shard_root_remove there), or the repair of an entry whose node is
+-- gone (`jfs shard fsck`). A client role may call it, as it may rmdir and
+-- rmr: the caller checks that the node is gone first. Returns errno (0;
+-- 2 ENOENT; 22 EINVAL when the entry's node is here).
 CREATE FUNCTION shard_root_unlink(p_parent bigint, p_name bytea, OUT errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -237,9 +240,13 @@ END
 $$;
 
 -- Removes directory p_inode, a shard root of this shard (its parent on
--- another), when it is empty (administration): the last step of removing
--- a shard root, once its entry is gone (jfs.shard_root_unlink in the
--- parent's database), or the repair of one that never got its entry.
+-- another), when it is empty: the first step of removing a shard root
+-- (its entry, in the parent's database, goes next: jfs.shard_root_unlink),
+-- or the repair of one that never got its entry. A create in it either
+-- commits first (ENOTEMPTY) or finds it gone: a crash before the second
+-- step leaves a name of nothing (mounts answer ENOENT for it), which `jfs
+-- shard rmdir` or `jfs shard fsck --repair` removes, never a directory
+-- with files and no name. A client role may call it, as it may rmdir.
 -- Returns errno (0; 2 ENOENT; 22 EINVAL when it is no shard root; 39
 -- ENOTEMPTY).
 CREATE FUNCTION shard_root_remove(p_inode bigint, OUT errno integer)

@@ -310,22 +310,18 @@ async fn rmdir(a: RmdirArgs) -> anyhow::Result<()> {
         .into_iter()
         .find(|r| r.inode == inode)
     {
-        Some(root) if root.empty => {}
-        Some(_) => anyhow::bail!("{path} is not empty (its entries are on shard {shard})"),
-        None => anyhow::bail!(
-            "{path} names no directory on shard {shard}: `jfs shard fsck --repair` removes the name"
-        ),
+        Some(root) if !root.empty => {
+            anyhow::bail!("{path} is not empty (its entries are on shard {shard})")
+        }
+        // (None: a name of nothing, left by a crash: removed below)
+        _ => {}
     }
-    // the name first: a crash after it leaves a directory without a name
-    // (jfs shard fsck removes it), never a name without a directory
-    here.shard_root_unlink(parent.inode, name.as_bytes())
-        .await?;
-    target.shard_root_remove(inode).await.map_err(|e| {
-        anyhow::anyhow!(
-            "{path}: its name is gone, but its directory on shard {shard} (inode {inode}) stays: {e} \
-             (something was made in it meanwhile; jfs shard fsck lists it)"
-        )
-    })?;
+    // the directory first (only if still empty), then its name: a crash
+    // between leaves a name of nothing, which this command (or `jfs shard
+    // fsck --repair`) removes when run again
+    crate::meta::remove_shard_root(&here, parent.inode, name.as_bytes(), &target, inode)
+        .await
+        .map_err(|e| anyhow::anyhow!("{path} (on shard {shard}, inode {inode}): {e}"))?;
     println!("{path}: removed from shard {shard}");
     Ok(())
 }

@@ -70,7 +70,7 @@ pub use pool::redact_url;
 pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit, SummaryRow};
 pub use range::Copied;
 pub use session::session_application_name;
-pub use shard::{shard_of, ShardEntry, ShardLink, ShardRoot, SHARD_SHIFT};
+pub use shard::{remove_shard_root, shard_of, ShardEntry, ShardLink, ShardRoot, SHARD_SHIFT};
 pub use tier::TierSlice;
 pub use version::VERSION_TEXT;
 pub use volume::{FormatRequest, Statfs, VolumeInfo};

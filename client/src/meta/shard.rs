@@ -170,6 +170,31 @@ pub(super) fn placed_elsewhere(row: &tokio_postgres::Row) -> Result<Attr> {
     })
 }
 
+/// Removes shard root `inode` (on `shard`'s database), named `name` in
+/// directory `parent` (in `here`, another database): the directory first,
+/// only if empty (a create in it commits before, ENOTEMPTY, or finds it
+/// gone), then its name. A crash between the two leaves a name of
+/// nothing (mounts answer ENOENT for it), which this removes when called
+/// again (`jfs shard rmdir`, `jfs shard fsck --repair`), never a directory
+/// with files and no name.
+pub async fn remove_shard_root(
+    here: &Meta,
+    parent: u64,
+    name: &[u8],
+    shard: &Meta,
+    inode: u64,
+) -> Result<()> {
+    match shard.shard_root_remove(inode).await {
+        Ok(()) | Err(MetaError::Errno(libc::ENOENT)) => {}
+        Err(e) => return Err(e),
+    }
+    match here.shard_root_unlink(parent, name).await {
+        // (an answer lost, and the name gone with the call sent again)
+        Ok(()) | Err(MetaError::Errno(libc::ENOENT)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// An entry of one database naming a directory of another shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardLink {
@@ -222,7 +247,8 @@ impl Meta {
     }
 
     /// Removes entry `name` of `parent`, which names a directory of another
-    /// shard (`jfs.shard_root_unlink`).
+    /// shard (`jfs.shard_root_unlink`): the last step of
+    /// [`remove_shard_root`].
     pub async fn shard_root_unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
         let row = self
             .call_one(
@@ -234,7 +260,7 @@ impl Meta {
     }
 
     /// Removes the empty shard root `inode` of this shard
-    /// (`jfs.shard_root_remove`).
+    /// (`jfs.shard_root_remove`): the first step of [`remove_shard_root`].
     pub async fn shard_root_remove(&self, inode: u64) -> Result<()> {
         let row = self
             .call_one(

@@ -75,7 +75,31 @@ impl Namespace {
     ) -> Result<Option<Attr>> {
         guards(guard, parent);
         self.settled_shard(parent).await?;
-        self.meta_of(parent).rmdir(parent, name).await
+        match self.meta_of(parent).rmdir(parent, name).await {
+            Err(MetaError::Errno(libc::EXDEV)) => self.rmdir_shard_root(parent, name).await,
+            removed => removed,
+        }
+    }
+
+    /// Removes entry `name` of `parent`, a shard root (its node on another
+    /// shard): see `meta::remove_shard_root`. EXDEV when this role may not
+    /// (granted before 0.2.29: jfs.grant_client again gives it).
+    async fn rmdir_shard_root(&self, parent: u64, name: &[u8]) -> Result<Option<Attr>> {
+        let here = self.meta_of(parent);
+        let inode = match here.lookup_placed(parent, name).await? {
+            Err(inode) if self.parts.index_of(inode).is_some() => inode,
+            _ => return Err(MetaError::Errno(libc::EXDEV)),
+        };
+        let shard = self.meta_of(inode);
+        if !here.may_call("shard_root_unlink") || !shard.may_call("shard_root_remove") {
+            return Err(MetaError::Errno(libc::EXDEV));
+        }
+        // (unlinks answered in it under its lease go first: it is empty
+        // only once they are committed)
+        self.settled_shard(inode).await?;
+        crate::meta::remove_shard_root(here, parent, name, shard, inode).await?;
+        self.attrs.forget(inode);
+        Ok(None)
     }
 
     /// Moves entry `name` of `parent` to `new_name` of `new_parent` (a
@@ -112,16 +136,31 @@ impl Namespace {
         limit: i32,
     ) -> Result<Vec<DirEntry>> {
         guards(guard, dir);
-        let mut page = self.meta_of(dir).readdirplus(dir, cookie, limit).await?;
-        for entry in page.iter_mut().filter(|e| e.elsewhere) {
-            // a shard root: its attributes are its own shard's to give
-            entry.attr = self
-                .attr_elsewhere(entry.attr.inode)
-                .await
-                .map_err(MetaError::Errno)?;
-            entry.elsewhere = false;
+        let mut cookie = cookie;
+        loop {
+            let mut page = self.meta_of(dir).readdirplus(dir, cookie, limit).await?;
+            let Some(last) = page.last().map(|e| e.cookie) else {
+                return Ok(page);
+            };
+            let mut gone = Vec::new();
+            for entry in page.iter_mut().filter(|e| e.elsewhere) {
+                // a shard root: its attributes are its own shard's to give
+                match self.attr_elsewhere(entry.attr.inode).await {
+                    Ok(attr) => entry.attr = attr,
+                    // (a name left by a crash in the middle of its removal:
+                    // no entry, as lookups answer)
+                    Err(libc::ENOENT) => gone.push(entry.cookie),
+                    Err(e) => return Err(MetaError::Errno(e)),
+                }
+                entry.elsewhere = false;
+            }
+            page.retain(|e| !gone.contains(&e.cookie));
+            if !page.is_empty() {
+                return Ok(page);
+            }
+            // (an empty page ends a listing: the next one, then)
+            cookie = last;
         }
-        Ok(page)
     }
 
     /// Removes up to `step` entries of the tree at entry `name` of

@@ -181,11 +181,15 @@ impl Vfs {
             return self.remove_part(part).await;
         }
         let in_parent = self.ns.settle_dir(parent).await.map_err(os_text)?;
-        let (removed, done) = self
-            .ns
-            .rmr(&in_parent, parent, name, RMR_STEP)
-            .await
-            .map_err(|e| e.to_string())?;
+        let step = self.ns.rmr(&in_parent, parent, name, RMR_STEP).await;
+        drop(in_parent);
+        let (removed, done) = match step {
+            Err(e) if e.errno() == libc::EXDEV => {
+                let removed = self.remove_across_shards(parent, name).await;
+                (removed.map_err(os_text)?, true)
+            }
+            step => step.map_err(|e| e.to_string())?,
+        };
         if done {
             self.forget_entry(parent, name);
         }
@@ -201,19 +205,11 @@ impl Vfs {
     async fn remove_part(&self, part: Part) -> Result<String, String> {
         let mut removed = 0;
         for (dir, name) in &part.whole {
-            let in_dir = self.ns.settle_dir(*dir).await.map_err(os_text)?;
-            loop {
-                let (n, done) = self
-                    .ns
-                    .rmr(&in_dir, *dir, name, RMR_STEP)
-                    .await
-                    .map_err(|e| format!("removed {removed}, then: {e}"))?;
-                removed += n;
-                if done {
-                    break;
-                }
-            }
-            self.forget_entry(*dir, name);
+            let n = self
+                .remove_across_shards(*dir, name)
+                .await
+                .map_err(|e| format!("removed {removed}, then: {}", os_text(e)))?;
+            removed += n;
         }
         Err(format!(
             "removed {removed}; left {} entries it may not remove (the first: {}): {}",
@@ -221,6 +217,50 @@ impl Vfs {
             part.first_refused,
             std::io::Error::from_raw_os_error(libc::EACCES)
         ))
+    }
+
+    /// Removes the tree at entry `name` of `parent` in steps of
+    /// [`RMR_STEP`] (jfs.rmr); the entries removed. A tree that holds shard
+    /// roots (or is one), which no one database can remove, goes an entry
+    /// at a time, each subtree on its own shard, then its directory.
+    async fn remove_across_shards(&self, parent: u64, name: &[u8]) -> Result<u64, i32> {
+        let mut removed = 0;
+        loop {
+            let in_parent = self.ns.settle_dir(parent).await?;
+            match self.ns.rmr(&in_parent, parent, name, RMR_STEP).await {
+                Ok((n, false)) => removed += n,
+                Ok((n, true)) => {
+                    drop(in_parent);
+                    self.forget_entry(parent, name);
+                    return Ok(removed + n);
+                }
+                Err(e) if e.errno() == libc::EXDEV => break,
+                Err(e) => return Err(e.errno()),
+            }
+        }
+        let in_parent = self.ns.settle_dir(parent).await?;
+        let top = self.ns.lookup_now(&in_parent, parent, name).await;
+        drop(in_parent);
+        let top = top.map_err(|e| e.errno())?;
+        loop {
+            let listing = self.ns.settle_dir(top.inode).await?;
+            let page = self.ns.readdirplus(&listing, top.inode, 0, 1000).await;
+            drop(listing);
+            let page = page.map_err(|e| e.errno())?;
+            if page.is_empty() {
+                break;
+            }
+            for child in page {
+                removed += Box::pin(self.remove_across_shards(top.inode, &child.name)).await?;
+            }
+        }
+        let in_parent = self.ns.settle_dir(parent).await?;
+        let gone = self.ns.rmdir(&in_parent, parent, name).await;
+        drop(in_parent);
+        gone.map_err(|e| e.errno())?;
+        self.ns.listings.removed(parent, name);
+        self.forget_entry(parent, name);
+        Ok(removed + 1)
     }
 
     /// Clones `src` (a file or a tree) to the new entry `name` of `dst_parent`

@@ -203,6 +203,49 @@ fn mounts_span_the_shards_of_a_volume() {
     assert!(std::fs::read(m2.p("c/during")).unwrap() == pattern(9, 100_000));
     assert!(std::fs::read(m2.p("a/w3")).unwrap() == pattern(3, 4096));
 
+    // shard roots go as other directories do: rmdir when empty (the node
+    // on its shard, then its name), rm -rf and jfs rmr across them
+    assert_eq!(
+        errno_of(std::fs::remove_dir(m1.p("c"))),
+        Some(libc::ENOTEMPTY)
+    );
+    ok(Command::new("rm").arg("-rf").arg(m1.p("c")));
+    assert!(!m2.p("c").exists());
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.edge WHERE parent = 1 AND name = 'c'")[0],
+        "0"
+    );
+    ok(jfs().arg("rmr").arg(m1.p("a")));
+    assert!(!m2.p("a").exists());
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.edge")[1..],
+        ["0", "0"],
+        "shards 1 and 2 name nothing once their trees are removed"
+    );
+    assert_eq!(
+        v.sql_each(
+            "SELECT count(*) FROM jfs.node WHERE nlink > 0 AND inode < (32767::bigint << 48)"
+        )[1..],
+        ["0", "0"],
+        "shards 1 and 2 hold no linked node once their trees are removed"
+    );
+    // an empty shard root, made by an administrator, removed by a client
+    ok(jfs().args(["shard", "mkdir", &v.admin_url, "/e", "1", "--mode", "777"]));
+    std::fs::remove_dir(m1.p("e")).unwrap();
+    assert!(!m2.p("e").exists());
+    // a crash between the two steps leaves a name of nothing: mounts
+    // answer ENOENT (and list no entry), jfs shard rmdir removes it
+    ok(jfs().args(["shard", "mkdir", &v.admin_url, "/half", "2"]));
+    let half = v.clusters[2].sql("vol", "SELECT inode FROM jfs.shard_roots()");
+    v.clusters[2].sql("vol", &format!("SELECT jfs.shard_root_remove({half})"));
+    assert!(!m1.p("half").exists());
+    assert!(!m1.names("").contains("half"));
+    ok(jfs().args(["shard", "rmdir", &v.admin_url, "/half"]));
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.edge WHERE name = 'half'")[0],
+        "0"
+    );
+
     drop(m1);
     drop(m2);
     assert_eq!(

@@ -1911,229 +1911,6 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:88
--- requires:
---   internal
---   charge
-
--- Clone: a file or a whole tree copied in one transaction, sharing its data.
-
--- Copies the node p_src (a file, or a directory with everything below it) to
--- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
--- one reserved range; entries, slices, symlink targets and xattrs are copied;
--- each shared slice gains one reference per new slice row, so the clone is
--- copy-on-write (a later write to either side makes new slices). Hard links
--- inside the tree stay hard links in the clone (nlink counts the entries in
--- the clone); a link from outside the tree is not followed. Modes and times
--- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
--- squashed role's owner ids are squashed, those the clone keeps too).
---
--- Snapshot: the whole source is read and copied by ONE SQL statement, so it
--- is read under one MVCC snapshot: a write, rename or create committed while
--- the clone runs is in it entirely or not at all, for every file together.
--- The source is not locked; the only shared rows written are slice_ref
--- counters. If a slice of the snapshot lost its last reference meanwhile (the
--- source was truncated or removed after the snapshot), the clone fails with
--- serialization_failure (40001) and the caller retries.
---
--- Cost: the transaction inserts one row per node, entry, slice, xattr of the
--- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
--- batched mode, so a clone is all or nothing.
---
--- Usage: the clone's entries count under the destination's directory quotas,
--- its nodes for the volume and their owners; a clone that would pass a limit
--- is not made (28 ENOSPC, 122 EDQUOT).
---
--- Returns errno 0 with the new root's inode, the nodes created and the space
--- charged; else errno: 2 no source / no destination directory, 20 the
--- destination parent is not a directory, 17 the name exists, 22/36 bad name
--- or owner id,
--- 28/122 over a limit.
-CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
-                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
-RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_now bigint := _now();
-    v_errno integer := _check_name(p_dst_name);
-    par record;
-    v_src_type smallint;
-    v_res record;
-    v_roots bigint[];
-    v_quota_errno integer := 0;
-    v_owner record;
-    v_squash record := _caller_squash();
-BEGIN
-    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
-        v_errno := 22;
-    END IF;
-    IF v_errno <> 0 THEN
-        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
-    IF v_src_type IS NULL THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    -- the destination directory: stays a directory, gains an entry (and a
-    -- link when the clone is a directory)
-    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
-      INTO par
-      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
-    IF NOT FOUND OR par.type <> 2 THEN
-        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-        RETURN;
-    END IF;
-    PERFORM _durability(par.meta_durability);
-
-    -- the one statement: read the source tree and write its copy
-    WITH RECURSIVE dirs(inode) AS (
-        SELECT p_src WHERE v_src_type = 2
-        UNION ALL
-        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
-    ), entries AS (
-        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
-    ), links AS (
-        -- entries naming each node inside the clone (the root: the new entry)
-        SELECT x.inode, count(*)::integer AS k
-          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
-    ), numbered AS (
-        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
-    ), ids AS (
-        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
-         WHERE c.name = 'inode'
-        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
-    ), map AS (
-        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
-    ), new_nodes AS (
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
-        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
-               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
-               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
-               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
-               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
-          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
-        RETURNING node.inode, node.type, node.length, node.uid, node.gid
-    ), new_entries AS (
-        INSERT INTO edge (parent, name, inode, type)
-        SELECT mp.new, en.name, mi.new, en.type
-          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
-        UNION ALL
-        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
-        RETURNING edge.parent, edge.inode
-    ), entry_usage AS (
-        -- what the new entries add to each directory holding them
-        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
-               sum(nn.length) AS length
-          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
-    ), owner_usage AS (
-        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
-          FROM new_nodes nn GROUP BY nn.uid, nn.gid
-    ), old_slices AS (
-        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
-    ), new_slices AS (
-        -- seq is kept: it orders the slices of one chunk, and the inode is new
-        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
-        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
-        RETURNING 1
-    ), shared AS (
-        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
-    ), referenced AS (
-        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
-        RETURNING r.slice_id
-    ), new_targets AS (
-        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
-        RETURNING 1
-    ), new_xattrs AS (
-        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
-        RETURNING 1
-    ), new_acls AS (
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
-        RETURNING 1
-    )
-    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
-           (SELECT count(*) FROM map) AS mapped,
-           (SELECT count(*) FROM new_nodes) AS nodes,
-           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
-           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
-           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
-           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
-           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
-           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
-           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
-           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
-           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
-           (SELECT count(*) FROM shared) AS shared,
-           (SELECT count(*) FROM referenced) AS referenced,
-           (SELECT count(*) FROM new_slices)
-             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
-             + (SELECT count(*) FROM new_acls) AS rows
-      INTO v_res;
-
-    IF v_res.nodes <> v_res.mapped THEN
-        -- the source itself went away between the first look and the copy
-        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
-    ELSIF v_res.referenced <> v_res.shared THEN
-        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
-            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
-    END IF;
-    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
-     WHERE node.inode = p_dst_parent;
-
-    -- usage: every entry of the clone is under the destination's quota
-    -- roots (the new directories have no quota of their own); the new
-    -- nodes count for the volume and their owners. Over a limit, the
-    -- whole clone is undone.
-    v_roots := _quota_roots(par.qroot);
-    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
-                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
-                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
-    IF v_quota_errno = 0 THEN
-        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
-    END IF;
-    IF par.owner_quotas THEN
-        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
-                                     u(uid, gid, inodes, space)
-        LOOP
-            EXIT WHEN v_quota_errno <> 0;
-            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
-                                     par.quota_limits);
-        END LOOP;
-    END IF;
-    IF v_quota_errno <> 0 THEN
-        -- what was charged already goes with the rest of the clone
-        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
-    END IF;
-    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
-    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
-      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
-        ON CONFLICT ON CONSTRAINT dir_stats_pkey
-        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
-                      length = d.length + excluded.length;
-    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
-    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
-    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
-EXCEPTION
-    WHEN unique_violation THEN
-        -- the name was taken by a create that committed after the check above
-        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN no_data_found THEN
-        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
-    WHEN SQLSTATE 'JQ000' THEN
-        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:58
 -- requires:
 --   schema
@@ -2374,6 +2151,229 @@ BEGIN
     UPDATE node SET ctime = _now() WHERE inode = p_inode;
     PERFORM _log_node_change('removexattr', p_inode, p_name);
     RETURN 0;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:88
+-- requires:
+--   internal
+--   charge
+
+-- Clone: a file or a whole tree copied in one transaction, sharing its data.
+
+-- Copies the node p_src (a file, or a directory with everything below it) to
+-- the new entry p_dst_name of directory p_dst_parent. New nodes take ids from
+-- one reserved range; entries, slices, symlink targets and xattrs are copied;
+-- each shared slice gains one reference per new slice row, so the clone is
+-- copy-on-write (a later write to either side makes new slices). Hard links
+-- inside the tree stay hard links in the clone (nlink counts the entries in
+-- the clone); a link from outside the tree is not followed. Modes and times
+-- are kept, ctime is now; p_uid/p_gid, when given, own the new nodes (a
+-- squashed role's owner ids are squashed, those the clone keeps too).
+--
+-- Snapshot: the whole source is read and copied by ONE SQL statement, so it
+-- is read under one MVCC snapshot: a write, rename or create committed while
+-- the clone runs is in it entirely or not at all, for every file together.
+-- The source is not locked; the only shared rows written are slice_ref
+-- counters. If a slice of the snapshot lost its last reference meanwhile (the
+-- source was truncated or removed after the snapshot), the clone fails with
+-- serialization_failure (40001) and the caller retries.
+--
+-- Cost: the transaction inserts one row per node, entry, slice, xattr of the
+-- tree (a 100,000-file tree is ~200,000 rows, about a second); there is no
+-- batched mode, so a clone is all or nothing.
+--
+-- Usage: the clone's entries count under the destination's directory quotas,
+-- its nodes for the volume and their owners; a clone that would pass a limit
+-- is not made (28 ENOSPC, 122 EDQUOT).
+--
+-- Returns errno 0 with the new root's inode, the nodes created and the space
+-- charged; else errno: 2 no source / no destination directory, 20 the
+-- destination parent is not a directory, 17 the name exists, 22/36 bad name
+-- or owner id,
+-- 28/122 over a limit.
+CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
+                           p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
+RETURNS TABLE (errno integer, inode bigint, nodes bigint, space bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_now bigint := _now();
+    v_errno integer := _check_name(p_dst_name);
+    par record;
+    v_src_type smallint;
+    v_res record;
+    v_roots bigint[];
+    v_quota_errno integer := 0;
+    v_owner record;
+    v_squash record := _caller_squash();
+BEGIN
+    IF v_errno = 0 AND (NOT coalesce(_id_ok(p_uid), true) OR NOT coalesce(_id_ok(p_gid), true)) THEN
+        v_errno := 22;
+    END IF;
+    IF v_errno <> 0 THEN
+        RETURN QUERY SELECT v_errno, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF _is_dot(p_dst_name) OR _reserved_name(p_dst_parent, p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    SELECT n.type INTO v_src_type FROM node n WHERE n.inode = p_src AND (n.nlink > 0 OR n.inode = 1);
+    IF v_src_type IS NULL THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    -- the destination directory: stays a directory, gains an entry (and a
+    -- link when the clone is a directory)
+    SELECT d.type, d.qroot, d.mtime, d.ctime, s.meta_durability, s.skip_dir_mtime_ns, s.quota_limits, s.owner_quotas
+      INTO par
+      FROM node d, setting s WHERE d.inode = p_dst_parent FOR NO KEY UPDATE OF d;
+    IF NOT FOUND OR par.type <> 2 THEN
+        RETURN QUERY SELECT CASE WHEN par.type IS NULL THEN 2 ELSE 20 END, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    ELSIF EXISTS (SELECT 1 FROM edge e WHERE e.parent = p_dst_parent AND e.name = p_dst_name) THEN
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    PERFORM _durability(par.meta_durability);
+
+    -- the one statement: read the source tree and write its copy
+    WITH RECURSIVE dirs(inode) AS (
+        SELECT p_src WHERE v_src_type = 2
+        UNION ALL
+        SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2
+    ), entries AS (
+        SELECT e.parent, e.name, e.inode, e.type FROM edge e WHERE e.parent IN (SELECT d.inode FROM dirs d)
+    ), links AS (
+        -- entries naming each node inside the clone (the root: the new entry)
+        SELECT x.inode, count(*)::integer AS k
+          FROM (SELECT en.inode FROM entries en UNION ALL SELECT p_src) x GROUP BY x.inode
+    ), numbered AS (
+        SELECT l.inode, l.k, row_number() OVER () - 1 AS i FROM links l
+    ), ids AS (
+        UPDATE counter c SET next = c.next + (SELECT count(*) FROM numbered)
+         WHERE c.name = 'inode'
+        RETURNING c.next - (SELECT count(*) FROM numbered) AS first
+    ), map AS (
+        SELECT nb.inode AS old, ids.first + nb.i AS new, nb.k FROM numbered nb, ids
+    ), new_nodes AS (
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, parent, tier, qroot, used)
+        SELECT m.new, n.type, n.mode, _squashed(coalesce(p_uid, n.uid), v_squash.kind, v_squash.uid),
+               _squashed(coalesce(p_gid, n.gid), v_squash.kind, v_squash.gid), n.atime, n.mtime, v_now,
+               CASE WHEN n.type = 2 THEN n.nlink ELSE m.k END, n.length, n.rdev,
+               CASE WHEN n.type <> 2 THEN 0 WHEN n.inode = p_src THEN p_dst_parent ELSE mp.new END,
+               n.tier, CASE WHEN n.type = 2 THEN par.qroot ELSE 0 END, n.used
+          FROM map m JOIN node n ON n.inode = m.old LEFT JOIN map mp ON mp.old = n.parent AND n.type = 2
+        RETURNING node.inode, node.type, node.length, node.uid, node.gid
+    ), new_entries AS (
+        INSERT INTO edge (parent, name, inode, type)
+        SELECT mp.new, en.name, mi.new, en.type
+          FROM entries en JOIN map mp ON mp.old = en.parent JOIN map mi ON mi.old = en.inode
+        UNION ALL
+        SELECT p_dst_parent, p_dst_name, m.new, v_src_type FROM map m WHERE m.old = p_src
+        RETURNING edge.parent, edge.inode
+    ), entry_usage AS (
+        -- what the new entries add to each directory holding them
+        SELECT ne.parent, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space,
+               sum(nn.length) AS length
+          FROM new_entries ne JOIN new_nodes nn ON nn.inode = ne.inode GROUP BY ne.parent
+    ), owner_usage AS (
+        SELECT nn.uid, nn.gid, count(*) AS inodes, sum(_node_space(nn.type, nn.length)) AS space
+          FROM new_nodes nn GROUP BY nn.uid, nn.gid
+    ), old_slices AS (
+        SELECT s.*, m.new FROM slice s JOIN map m ON s.inode = m.old
+    ), new_slices AS (
+        -- seq is kept: it orders the slices of one chunk, and the inode is new
+        INSERT INTO slice (inode, chunk_index, seq, slice_id, slice_size, slice_off, len, pos)
+        SELECT o.new, o.chunk_index, o.seq, o.slice_id, o.slice_size, o.slice_off, o.len, o.pos FROM old_slices o
+        RETURNING 1
+    ), shared AS (
+        SELECT o.slice_id, count(*)::integer AS k FROM old_slices o WHERE o.slice_id <> 0 GROUP BY o.slice_id
+    ), referenced AS (
+        UPDATE slice_ref r SET refs = r.refs + sh.k FROM shared sh WHERE r.slice_id = sh.slice_id
+        RETURNING r.slice_id
+    ), new_targets AS (
+        INSERT INTO symlink (inode, target) SELECT m.new, l.target FROM symlink l JOIN map m ON m.old = l.inode
+        RETURNING 1
+    ), new_xattrs AS (
+        INSERT INTO xattr (inode, name, value) SELECT m.new, x.name, x.value FROM xattr x JOIN map m ON m.old = x.inode
+        RETURNING 1
+    ), new_acls AS (
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT m.new, a.kind, a.tag, a.qualifier, a.perm FROM acl a JOIN map m ON m.old = a.inode
+        RETURNING 1
+    )
+    SELECT (SELECT m.new FROM map m WHERE m.old = p_src) AS root,
+           (SELECT count(*) FROM map) AS mapped,
+           (SELECT count(*) FROM new_nodes) AS nodes,
+           (SELECT coalesce(sum(o.space), 0)::bigint FROM owner_usage o) AS space,
+           (SELECT array_agg(o.uid) FROM owner_usage o) AS uids,
+           (SELECT array_agg(o.gid) FROM owner_usage o) AS gids,
+           (SELECT array_agg(o.inodes) FROM owner_usage o) AS owner_inodes,
+           (SELECT array_agg(o.space::bigint) FROM owner_usage o) AS owner_spaces,
+           (SELECT array_agg(u.parent) FROM entry_usage u) AS dirs,
+           (SELECT array_agg(u.inodes) FROM entry_usage u) AS dir_inodes,
+           (SELECT array_agg(u.space::bigint) FROM entry_usage u) AS dir_spaces,
+           (SELECT array_agg(u.length::bigint) FROM entry_usage u) AS dir_lengths,
+           (SELECT count(*) FROM shared) AS shared,
+           (SELECT count(*) FROM referenced) AS referenced,
+           (SELECT count(*) FROM new_slices)
+             + (SELECT count(*) FROM new_targets) + (SELECT count(*) FROM new_xattrs)
+             + (SELECT count(*) FROM new_acls) AS rows
+      INTO v_res;
+
+    IF v_res.nodes <> v_res.mapped THEN
+        -- the source itself went away between the first look and the copy
+        RAISE EXCEPTION USING ERRCODE = 'no_data_found';
+    ELSIF v_res.referenced <> v_res.shared THEN
+        RAISE EXCEPTION 'jfs.clone: % of the source''s slices were freed while the clone ran', v_res.shared - v_res.referenced
+            USING ERRCODE = 'serialization_failure', HINT = 'The source changed under the clone; run it again.';
+    END IF;
+    UPDATE node SET nlink = nlink + CASE WHEN v_src_type = 2 THEN 1 ELSE 0 END, mtime = v_now, ctime = v_now
+     WHERE node.inode = p_dst_parent;
+
+    -- usage: every entry of the clone is under the destination's quota
+    -- roots (the new directories have no quota of their own); the new
+    -- nodes count for the volume and their owners. Over a limit, the
+    -- whole clone is undone.
+    v_roots := _quota_roots(par.qroot);
+    v_quota_errno := _charge(false, NULL, NULL, v_roots, 0,
+                             (SELECT sum(i)::bigint FROM unnest(v_res.dir_inodes) i),
+                             (SELECT sum(sp)::bigint FROM unnest(v_res.dir_spaces) sp), par.quota_limits);
+    IF v_quota_errno = 0 THEN
+        v_quota_errno := _charge(true, NULL, NULL, '{}', 0, v_res.nodes, v_res.space, par.quota_limits);
+    END IF;
+    IF par.owner_quotas THEN
+        FOR v_owner IN SELECT * FROM unnest(v_res.uids, v_res.gids, v_res.owner_inodes, v_res.owner_spaces)
+                                     u(uid, gid, inodes, space)
+        LOOP
+            EXIT WHEN v_quota_errno <> 0;
+            v_quota_errno := _charge(false, v_owner.uid, v_owner.gid, '{}', 0, v_owner.inodes, v_owner.space,
+                                     par.quota_limits);
+        END LOOP;
+    END IF;
+    IF v_quota_errno <> 0 THEN
+        -- what was charged already goes with the rest of the clone
+        RAISE EXCEPTION 'over quota' USING ERRCODE = 'JQ000';
+    END IF;
+    INSERT INTO dir_stats AS d (inode, stripe, space, inodes, length)
+    SELECT u.dir, _stripe(), u.space, u.inodes, u.length
+      FROM unnest(v_res.dirs, v_res.dir_spaces, v_res.dir_inodes, v_res.dir_lengths) u(dir, space, inodes, length)
+        ON CONFLICT ON CONSTRAINT dir_stats_pkey
+        DO UPDATE SET space = d.space + excluded.space, inodes = d.inodes + excluded.inodes,
+                      length = d.length + excluded.length;
+    INSERT INTO change (op, inode, parent, name, inode2, uid, gid)
+    SELECT 'clone', n.inode, p_dst_parent, p_dst_name, p_src, n.uid, n.gid FROM node n WHERE n.inode = v_res.root;
+    RETURN QUERY SELECT 0, v_res.root, v_res.nodes, v_res.space;
+EXCEPTION
+    WHEN unique_violation THEN
+        -- the name was taken by a create that committed after the check above
+        RETURN QUERY SELECT 17, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN no_data_found THEN
+        RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN SQLSTATE 'JQ000' THEN
+        RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
 END
 $$;
 /* </end connected objects> */
@@ -3862,295 +3862,6 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:133
--- requires:
---   internal
---   people
---   acl_rules
-
--- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
--- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
--- Rows of table acl, one per entry, tagged as in the kernel's xattr format
--- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
---
--- An access ACL shares the node's mode bits: the owner's entry is the
--- owner bits, the mask (or, without one, the owning group's entry) the
--- group bits, and other the other bits, so chmod changes them as POSIX
--- says with no ACL row to update. Its rows are what the mode cannot hold:
--- the owning group's entry and the named users and groups. A node without
--- rows has the minimal ACL its mode stands for. A default ACL (directories
--- only) keeps every entry as a row; new entries in the directory inherit it
--- (mknod: the umask is then ignored, the mode given is masked by the ACL).
-
--- Turns POSIX ACLs on for the volume. Returns whether they were off.
-CREATE FUNCTION enable_acl() RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
-    RETURN FOUND;
-END
-$$;
-
--- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
--- entries sorted by tag and qualifier (the xattr's order). errno 61
--- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
--- 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
-                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_mode integer;
-BEGIN
-    IF NOT (SELECT s.enable_acl FROM setting s) THEN
-        errno := 95; RETURN;
-    END IF;
-    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
-    IF NOT FOUND THEN
-        errno := 2; RETURN;
-    END IF;
-    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
-           array_agg(e.perm ORDER BY e.tag, e.id)
-      INTO tags, ids, perms
-      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
-            UNION ALL
-            -- an access ACL's owner, mask and other entries are the mode's bits
-            SELECT t.tag, -1, t.perm
-              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
-                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
-             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
-    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
-END
-$$;
-
--- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
--- node p_inode. An access ACL sets the mode's permission bits (see above);
--- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
--- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
--- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
-CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
-                        p_perms smallint[]) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    n record;
-    v_bits integer;
-BEGIN
-    IF NOT s.enable_acl THEN
-        RETURN 95;
-    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
-          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
-        RETURN 22;
-    END IF;
-    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    ELSIF p_kind = 'd' AND n.type <> 2 THEN
-        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
-    END IF;
-    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
-    PERFORM _log_node_change('setacl', p_inode);
-    IF p_tags IS NULL THEN
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    IF p_kind = 'd' THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
-        UPDATE node SET ctime = _now() WHERE inode = p_inode;
-        RETURN 0;
-    END IF;
-    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
-           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
-           | max(e.perm) FILTER (WHERE e.tag = 32)
-      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
-    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
-        INSERT INTO acl (inode, kind, tag, qualifier, perm)
-        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
-          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
-    END IF;
-    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
-    RETURN 0;
-END
-$$;
-
--- For people: every ACL entry with its node's path, as getfacl shows it
--- (the access ACL's owner, mask and other entries come from the mode).
-CREATE VIEW acls AS
-SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
-       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
-                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
-       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
-       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
-       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
-  FROM acl a;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:143
--- requires:
---   internal
---   people
-
--- File locks shared by every mount (table plock): POSIX record locks with
--- their split-and-merge rules, and BSD flock locks, which the kernel sends
--- as whole-file records of the open file's owner. A lock is taken or
--- refused in one transaction, serialized per file by its node row; a
--- blocked F_SETLKW is the client's loop of setlk calls with p_wait, each
--- refreshing its lock_wait row, which deadlock detection follows. Locks go
--- with their owner's close (unlock_owner) and with their session.
-
--- The locks of owners other than (p_sid, p_owner) on file p_inode that
--- conflict with locking p_start..p_end as p_type: overlapping ranges, one
--- side exclusive; first byte first.
-CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                                p_start bigint, p_end bigint) RETURNS SETOF plock
-LANGUAGE sql STABLE AS $$
-    SELECT * FROM plock l
-     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
-       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
-     ORDER BY l.lstart
-$$;
-
--- Whether owner (p_sid, p_owner), waiting for the range, waits (through
--- other waiting owners) on itself. Wait rows not refreshed lately (a
--- client gone from its loop) do not count.
-CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
-                               p_start bigint, p_end bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE blocker (sid, owner) AS (
-        SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-        UNION
-        SELECT l.sid, l.owner
-          FROM blocker b
-          JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
-          CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
-    )
-    SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner)
-$$;
-
--- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end
--- (inclusive) of file p_inode for owner p_owner of session p_sid, as
--- fcntl(F_SETLK) does: the owner's own locks in the range are replaced
--- (split where they reach past it), touching locks of the same type merged.
--- Returns errno: 0 done; 11 (EAGAIN) another owner holds a conflicting
--- lock; with p_wait (the caller will wait and call again) 35 (EDEADLK)
--- when that owner waits, through others, for this one; 22 bad range or
--- type; 2 no such file; 37 (ENOLCK) the session is gone.
-CREATE FUNCTION setlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                      p_start bigint, p_end bigint, p_pid integer, p_wait boolean DEFAULT false)
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_start bigint := p_start;
-    v_end bigint := p_end;
-    r plock;
-BEGIN
-    PERFORM _begin();
-    IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
-        RETURN 22;
-    END IF;
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RETURN 37;
-    END IF;
-    -- one change of a file's locks at a time
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
-        IF NOT p_wait THEN
-            RETURN 11;
-        END IF;
-        IF _lock_deadlock(p_sid, p_owner, p_inode, p_type, p_start, p_end) THEN
-            DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-            RETURN 35;
-        END IF;
-        INSERT INTO lock_wait (sid, owner, inode, ltype, lstart, lend)
-        VALUES (p_sid, p_owner, p_inode, p_type, p_start, p_end)
-        ON CONFLICT (sid, owner, inode) DO UPDATE
-            SET ltype = excluded.ltype, lstart = excluded.lstart, lend = excluded.lend, at = now();
-        RETURN 11;
-    END IF;
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-    -- the owner's locks that overlap or touch the range (no overflow: both >= 0)
-    FOR r IN DELETE FROM plock
-              WHERE inode = p_inode AND sid = p_sid AND owner = p_owner
-                AND lstart - 1 <= p_end AND lend >= p_start - 1
-              RETURNING * LOOP
-        IF p_type <> 2 AND r.ltype = p_type THEN
-            v_start := least(v_start, r.lstart);
-            v_end := greatest(v_end, r.lend);
-        ELSE
-            IF r.lstart < p_start THEN
-                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, r.lstart, p_start - 1, r.pid);
-            END IF;
-            IF r.lend > p_end THEN
-                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, p_end + 1, r.lend, r.pid);
-            END IF;
-        END IF;
-    END LOOP;
-    IF p_type <> 2 THEN
-        INSERT INTO plock VALUES (p_inode, p_sid, p_owner, p_type, v_start, v_end, p_pid);
-    END IF;
-    RETURN 0;
-END
-$$;
-
--- fcntl(F_GETLK): the first lock of another owner that conflicts with
--- locking p_start..p_end as p_type, or ltype 2 (F_UNLCK) when none does.
-CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                      p_start bigint, p_end bigint,
-                      OUT ltype integer, OUT lstart bigint, OUT lend bigint, OUT pid integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
-      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-     LIMIT 1;
-    IF NOT FOUND THEN
-        ltype := 2; lstart := p_start; lend := p_end; pid := 0;
-    END IF;
-END
-$$;
-
--- Drops every lock owner p_owner of session p_sid holds on file p_inode
--- (the close of a file by a process, the last close of an flock'd open
--- file); returns how many ranges went.
-CREATE FUNCTION unlock_owner(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_count integer;
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-    DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
--- wait was interrupted): deadlock detection stops following it at once.
-CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _check_session(p_sid);
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-END
-$$;
-
--- Who holds which locks, for people: the file's path, the session's host.
-CREATE VIEW locks AS
-SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
-       CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
-       l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
-  FROM plock l LEFT JOIN session s ON s.sid = l.sid;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:103
 -- requires:
 --   charge
@@ -5157,9 +4868,12 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp 
 $$;
 
 -- Removes entry p_name of directory p_parent when it names a directory of
--- another shard (administration): the first step of removing a shard root
--- (`jfs shard rmdir`), or the repair of an entry whose node is gone.
--- Returns errno (0; 2 ENOENT; 22 EINVAL when the entry's node is here).
+-- another shard: the last step of removing a shard root (an rmdir through
+-- a mount, `jfs shard rmdir`), once its node is gone from its shard
+-- (jfs.shard_root_remove there), or the repair of an entry whose node is
+-- gone (`jfs shard fsck`). A client role may call it, as it may rmdir and
+-- rmr: the caller checks that the node is gone first. Returns errno (0;
+-- 2 ENOENT; 22 EINVAL when the entry's node is here).
 CREATE FUNCTION shard_root_unlink(p_parent bigint, p_name bytea, OUT errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -5183,9 +4897,13 @@ END
 $$;
 
 -- Removes directory p_inode, a shard root of this shard (its parent on
--- another), when it is empty (administration): the last step of removing
--- a shard root, once its entry is gone (jfs.shard_root_unlink in the
--- parent's database), or the repair of one that never got its entry.
+-- another), when it is empty: the first step of removing a shard root
+-- (its entry, in the parent's database, goes next: jfs.shard_root_unlink),
+-- or the repair of one that never got its entry. A create in it either
+-- commits first (ENOTEMPTY) or finds it gone: a crash before the second
+-- step leaves a name of nothing (mounts answer ENOENT for it), which `jfs
+-- shard rmdir` or `jfs shard fsck --repair` removes, never a directory
+-- with files and no name. A client role may call it, as it may rmdir.
 -- Returns errno (0; 2 ENOENT; 22 EINVAL when it is no shard root; 39
 -- ENOTEMPTY).
 CREATE FUNCTION shard_root_remove(p_inode bigint, OUT errno integer)
@@ -5212,6 +4930,282 @@ BEGIN
     END IF;
 END
 $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:123
+-- requires:
+--   internal
+--   people
+
+-- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
+-- default); a node's tier is inherited from its directory at create time
+-- (mknod). These set the mapping and the tiers of existing nodes; moving
+-- existing objects into the new class is the client's part (`jfs tier set`).
+
+-- The object storage classes a tier may name ('' = the bucket's default).
+CREATE FUNCTION _storage_classes() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
+                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
+$$;
+
+-- The storage class of every tier id, for the mounts (a client role reads
+-- no table).
+CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
+$$;
+
+-- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
+CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
+    END IF;
+    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
+        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
+    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
+END
+$$;
+
+-- Sets the tier of the node at p_path (and, with p_recursive, of everything
+-- below it, set-based; directories pass it on to what is created in them
+-- later). Returns the nodes whose tier changed.
+CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+    v_changed bigint;
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
+    END IF;
+    WITH RECURSIVE tree(inode) AS (
+        SELECT v_inode
+        UNION
+        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+    ), changed AS (
+        UPDATE node n SET tier = p_id, ctime = _now()
+         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_changed FROM changed;
+    IF v_changed > 0 THEN
+        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
+    END IF;
+    RETURN v_changed;
+END
+$$;
+
+-- The files at or below p_path (with p_recursive) with their tier and their
+-- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
+CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
+RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+BEGIN
+    IF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN QUERY
+        WITH RECURSIVE tree(inode) AS (
+            SELECT v_inode
+            UNION
+            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+        )
+        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
+          FROM tree x
+          JOIN node n ON n.inode = x.inode AND n.type = 1
+          LEFT JOIN tier t ON t.id = n.tier
+          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
+         ORDER BY n.inode, s.slice_id;
+END
+$$;
+
+-- Files and bytes per tier.
+CREATE VIEW tier_usage AS
+SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
+  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
+ GROUP BY t.id, t.storage_class
+ ORDER BY t.id;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:143
+-- requires:
+--   internal
+--   people
+
+-- File locks shared by every mount (table plock): POSIX record locks with
+-- their split-and-merge rules, and BSD flock locks, which the kernel sends
+-- as whole-file records of the open file's owner. A lock is taken or
+-- refused in one transaction, serialized per file by its node row; a
+-- blocked F_SETLKW is the client's loop of setlk calls with p_wait, each
+-- refreshing its lock_wait row, which deadlock detection follows. Locks go
+-- with their owner's close (unlock_owner) and with their session.
+
+-- The locks of owners other than (p_sid, p_owner) on file p_inode that
+-- conflict with locking p_start..p_end as p_type: overlapping ranges, one
+-- side exclusive; first byte first.
+CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                                p_start bigint, p_end bigint) RETURNS SETOF plock
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM plock l
+     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
+       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
+     ORDER BY l.lstart
+$$;
+
+-- Whether owner (p_sid, p_owner), waiting for the range, waits (through
+-- other waiting owners) on itself. Wait rows not refreshed lately (a
+-- client gone from its loop) do not count.
+CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
+                               p_start bigint, p_end bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE blocker (sid, owner) AS (
+        SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+        UNION
+        SELECT l.sid, l.owner
+          FROM blocker b
+          JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
+          CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
+    )
+    SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner)
+$$;
+
+-- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end
+-- (inclusive) of file p_inode for owner p_owner of session p_sid, as
+-- fcntl(F_SETLK) does: the owner's own locks in the range are replaced
+-- (split where they reach past it), touching locks of the same type merged.
+-- Returns errno: 0 done; 11 (EAGAIN) another owner holds a conflicting
+-- lock; with p_wait (the caller will wait and call again) 35 (EDEADLK)
+-- when that owner waits, through others, for this one; 22 bad range or
+-- type; 2 no such file; 37 (ENOLCK) the session is gone.
+CREATE FUNCTION setlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                      p_start bigint, p_end bigint, p_pid integer, p_wait boolean DEFAULT false)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_start bigint := p_start;
+    v_end bigint := p_end;
+    r plock;
+BEGIN
+    PERFORM _begin();
+    IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
+        RETURN 22;
+    END IF;
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN 37;
+    END IF;
+    -- one change of a file's locks at a time
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
+        IF NOT p_wait THEN
+            RETURN 11;
+        END IF;
+        IF _lock_deadlock(p_sid, p_owner, p_inode, p_type, p_start, p_end) THEN
+            DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+            RETURN 35;
+        END IF;
+        INSERT INTO lock_wait (sid, owner, inode, ltype, lstart, lend)
+        VALUES (p_sid, p_owner, p_inode, p_type, p_start, p_end)
+        ON CONFLICT (sid, owner, inode) DO UPDATE
+            SET ltype = excluded.ltype, lstart = excluded.lstart, lend = excluded.lend, at = now();
+        RETURN 11;
+    END IF;
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+    -- the owner's locks that overlap or touch the range (no overflow: both >= 0)
+    FOR r IN DELETE FROM plock
+              WHERE inode = p_inode AND sid = p_sid AND owner = p_owner
+                AND lstart - 1 <= p_end AND lend >= p_start - 1
+              RETURNING * LOOP
+        IF p_type <> 2 AND r.ltype = p_type THEN
+            v_start := least(v_start, r.lstart);
+            v_end := greatest(v_end, r.lend);
+        ELSE
+            IF r.lstart < p_start THEN
+                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, r.lstart, p_start - 1, r.pid);
+            END IF;
+            IF r.lend > p_end THEN
+                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, p_end + 1, r.lend, r.pid);
+            END IF;
+        END IF;
+    END LOOP;
+    IF p_type <> 2 THEN
+        INSERT INTO plock VALUES (p_inode, p_sid, p_owner, p_type, v_start, v_end, p_pid);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- fcntl(F_GETLK): the first lock of another owner that conflicts with
+-- locking p_start..p_end as p_type, or ltype 2 (F_UNLCK) when none does.
+CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                      p_start bigint, p_end bigint,
+                      OUT ltype integer, OUT lstart bigint, OUT lend bigint, OUT pid integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
+      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+     LIMIT 1;
+    IF NOT FOUND THEN
+        ltype := 2; lstart := p_start; lend := p_end; pid := 0;
+    END IF;
+END
+$$;
+
+-- Drops every lock owner p_owner of session p_sid holds on file p_inode
+-- (the close of a file by a process, the last close of an flock'd open
+-- file); returns how many ranges went.
+CREATE FUNCTION unlock_owner(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+    DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
+-- wait was interrupted): deadlock detection stops following it at once.
+CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+END
+$$;
+
+-- Who holds which locks, for people: the file's path, the session's host.
+CREATE VIEW locks AS
+SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
+       CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
+       l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
+  FROM plock l LEFT JOIN session s ON s.sid = l.sid;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -5519,6 +5513,179 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:158
+-- requires:
+--   quota
+--   tier
+--   trash
+
+-- The volume's figures for monitoring, as rows (metric, key, value): one
+-- query for a SQL exporter (postgres_exporter's queries file,
+-- sql_exporter; with the README's postgres_exporter query each row is
+-- jfs_volume_value{metric="...",key="..."}). What a mount does is in its
+-- own metrics (`jfs mount --metrics`); what the volume holds is the same
+-- for every mount, so it is here, once. `key` names the quota
+-- ('dir:/projects/a', 'user:1000', 'group:100'), the tier ('1'), or is ''.
+-- Reading it costs a scan of the files (tier_usage): scrape it every
+-- minute or so, not every second.
+CREATE VIEW metrics AS
+SELECT f.metric, ''::text AS key, f.value
+  FROM usage u
+ CROSS JOIN LATERAL (VALUES ('capacity_bytes'::text, u.capacity::float8), ('used_bytes', u.used_space),
+                            ('max_inodes', u.max_inodes), ('used_inodes', u.used_inodes)) f (metric, value)
+UNION ALL
+SELECT 'quota_' || f.metric, q.kind || ':' || coalesce(q.path, q.uid::text, q.gid::text, '?'), f.value
+  FROM quotas q
+ CROSS JOIN LATERAL (VALUES ('max_bytes', q.max_space::float8), ('used_bytes', q.used_space),
+                            ('max_inodes', q.max_inodes), ('used_inodes', q.used_inodes)) f (metric, value)
+ WHERE q.kind <> 'fs'
+UNION ALL
+SELECT f.metric, t.tier::text, f.value
+  FROM tier_usage t
+ CROSS JOIN LATERAL (VALUES ('tier_files', t.files::float8), ('tier_bytes', t.bytes)) f (metric, value)
+UNION ALL
+SELECT f.metric, '', f.value
+  FROM (SELECT count(*) AS sessions, extract(epoch FROM now() - min(s.heartbeat)) AS oldest FROM session s) s
+ CROSS JOIN LATERAL (VALUES ('sessions', s.sessions::float8),
+                            ('oldest_heartbeat_seconds', coalesce(s.oldest, 0)::float8)) f (metric, value)
+UNION ALL
+SELECT 'trash_entries', '', count(*)
+  FROM edge h JOIN edge e ON e.parent = h.inode
+ WHERE h.parent = _trash_inode()
+UNION ALL SELECT 'locks', '', count(*) FROM plock
+UNION ALL
+SELECT f.metric, '', f.value
+  FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
+ CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
+                            ('delete_queue_bytes', d.bytes::float8)) f (metric, value);
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:133
+-- requires:
+--   internal
+--   people
+--   acl_rules
+
+-- POSIX ACLs, when the volume has them on (`jfs format --enable-acl` or
+-- `jfs config --enable-acl`; like JuiceFS, they cannot be turned off again).
+-- Rows of table acl, one per entry, tagged as in the kernel's xattr format
+-- (1 user_obj, 2 user, 4 group_obj, 8 group, 16 mask, 32 other).
+--
+-- An access ACL shares the node's mode bits: the owner's entry is the
+-- owner bits, the mask (or, without one, the owning group's entry) the
+-- group bits, and other the other bits, so chmod changes them as POSIX
+-- says with no ACL row to update. Its rows are what the mode cannot hold:
+-- the owning group's entry and the named users and groups. A node without
+-- rows has the minimal ACL its mode stands for. A default ACL (directories
+-- only) keeps every entry as a row; new entries in the directory inherit it
+-- (mknod: the umask is then ignored, the mode given is masked by the ACL).
+
+-- Turns POSIX ACLs on for the volume. Returns whether they were off.
+CREATE FUNCTION enable_acl() RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET enable_acl = true WHERE NOT enable_acl;
+    RETURN FOUND;
+END
+$$;
+
+-- The ACL of node p_inode of kind p_kind ('a' access, 'd' default) as
+-- entries sorted by tag and qualifier (the xattr's order). errno 61
+-- (ENODATA) when the node has none beyond its mode, 2 when it is gone,
+-- 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION get_acl(p_inode bigint, p_kind "char", OUT errno integer,
+                        OUT tags smallint[], OUT ids bigint[], OUT perms smallint[])
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_mode integer;
+BEGIN
+    IF NOT (SELECT s.enable_acl FROM setting s) THEN
+        errno := 95; RETURN;
+    END IF;
+    SELECT n.mode INTO v_mode FROM node n WHERE n.inode = p_inode;
+    IF NOT FOUND THEN
+        errno := 2; RETURN;
+    END IF;
+    SELECT array_agg(e.tag ORDER BY e.tag, e.id), array_agg(e.id ORDER BY e.tag, e.id),
+           array_agg(e.perm ORDER BY e.tag, e.id)
+      INTO tags, ids, perms
+      FROM (SELECT a.tag, a.qualifier AS id, a.perm FROM acl a WHERE a.inode = p_inode AND a.kind = p_kind
+            UNION ALL
+            -- an access ACL's owner, mask and other entries are the mode's bits
+            SELECT t.tag, -1, t.perm
+              FROM (VALUES (1::smallint, (v_mode >> 6 & 7)::smallint), (16, (v_mode >> 3 & 7)::smallint),
+                           (32, (v_mode & 7)::smallint)) AS t(tag, perm)
+             WHERE p_kind = 'a' AND EXISTS (SELECT 1 FROM acl a WHERE a.inode = p_inode AND a.kind = 'a')) e;
+    errno := CASE WHEN tags IS NULL THEN 61 ELSE 0 END;
+END
+$$;
+
+-- Sets (entries given) or removes (p_tags NULL) the ACL of kind p_kind of
+-- node p_inode. An access ACL sets the mode's permission bits (see above);
+-- one no richer than a mode leaves no rows. Returns errno: 0; 2 when the
+-- node is gone; 13 (EACCES) for a default ACL of a non-directory; 22 for a
+-- malformed ACL; 95 (EOPNOTSUPP) when the volume has ACLs off.
+CREATE FUNCTION set_acl(p_inode bigint, p_kind "char", p_tags smallint[], p_ids bigint[],
+                        p_perms smallint[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    n record;
+    v_bits integer;
+BEGIN
+    IF NOT s.enable_acl THEN
+        RETURN 95;
+    ELSIF p_kind IS NULL OR p_kind NOT IN ('a', 'd')
+          OR (p_tags IS NOT NULL AND NOT coalesce(_acl_valid(p_tags, p_ids, p_perms), false)) THEN
+        RETURN 22;
+    END IF;
+    SELECT d.type, d.mode INTO n FROM node d WHERE d.inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    ELSIF p_kind = 'd' AND n.type <> 2 THEN
+        RETURN CASE WHEN p_tags IS NULL THEN 0 ELSE 13 END;
+    END IF;
+    DELETE FROM acl WHERE inode = p_inode AND kind = p_kind;
+    PERFORM _log_node_change('setacl', p_inode);
+    IF p_tags IS NULL THEN
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    IF p_kind = 'd' THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'd', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm);
+        UPDATE node SET ctime = _now() WHERE inode = p_inode;
+        RETURN 0;
+    END IF;
+    SELECT (max(e.perm) FILTER (WHERE e.tag = 1) << 6)
+           | (coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4)) << 3)
+           | max(e.perm) FILTER (WHERE e.tag = 32)
+      INTO v_bits FROM unnest(p_tags, p_perms) AS e(tag, perm);
+    IF p_tags && ARRAY[2, 8, 16]::smallint[] THEN
+        INSERT INTO acl (inode, kind, tag, qualifier, perm)
+        SELECT p_inode, 'a', e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END, e.perm
+          FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm) WHERE e.tag IN (2, 4, 8);
+    END IF;
+    UPDATE node SET mode = (n.mode & ~511) | v_bits, ctime = _now() WHERE inode = p_inode;
+    RETURN 0;
+END
+$$;
+
+-- For people: every ACL entry with its node's path, as getfacl shows it
+-- (the access ACL's owner, mask and other entries come from the mode).
+CREATE VIEW acls AS
+SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE 'default' END AS kind,
+       CASE a.tag WHEN 1 THEN 'user' WHEN 2 THEN 'user' WHEN 4 THEN 'group' WHEN 8 THEN 'group'
+                  WHEN 16 THEN 'mask' ELSE 'other' END AS tag,
+       CASE WHEN a.tag IN (2, 8) THEN a.qualifier END AS id,
+       (CASE WHEN a.perm & 4 <> 0 THEN 'r' ELSE '-' END) || (CASE WHEN a.perm & 2 <> 0 THEN 'w' ELSE '-' END)
+       || (CASE WHEN a.perm & 1 <> 0 THEN 'x' ELSE '-' END) AS perm
+  FROM acl a;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:33
 -- requires:
 --   internal
@@ -5581,6 +5748,104 @@ BEGIN
     RETURN v_size;
 END
 $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:118
+-- requires:
+--   internal
+--   people
+--   chunk_data
+
+-- Compaction. Every write commits a slice, and a chunk written in many
+-- small pieces reads slowly: each read fetches and merges all of its slices.
+-- A mount rewrites such a chunk as one slice (the bytes the chunk shows,
+-- holes as zeros, up to the file's length) and swaps it in here, in one
+-- transaction that first checks the chunk did not change meanwhile.
+
+-- A chunk's slices as compaction reads them: in commit order, with their
+-- seq (compact_chunk checks the last one) and the file's length.
+CREATE FUNCTION compaction_slices(p_inode bigint, p_chunk_index integer)
+RETURNS TABLE (seq bigint, pos integer, slice_id bigint, slice_size integer, slice_off integer,
+               len integer, file_length bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.seq, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, n.length
+      FROM slice s JOIN node n ON n.inode = s.inode
+     WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+     ORDER BY s.seq
+$$;
+
+-- Replaces the slices of chunk p_chunk_index of file p_inode with the one
+-- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
+-- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
+-- (so nothing was written, truncated or compacted since they were read).
+-- The old slices' references are released; the freed ones are queued in
+-- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
+-- chunk changed, and the caller deletes the new slice's blocks; 2 when the
+-- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
+CREATE FUNCTION compact_chunk(
+    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
+    p_slice_id bigint, p_slice_size integer, p_pos integer)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_rows integer;
+    v_last bigint;
+BEGIN
+    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
+       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
+       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
+        RETURN 22;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
+        RETURN 22;
+    END IF;
+    SELECT count(*), max(seq) INTO v_rows, v_last
+      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
+    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
+        RETURN 11;
+    END IF;
+    -- the new slice shows data all along (holes stored as zeros)
+    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
+     WHERE inode = p_inode;
+    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
+    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
+    PERFORM _log_node_change('compact', p_inode);
+    RETURN 0;
+END
+$$;
+
+-- The chunks of regular files at or below p_root (an inode) with at least
+-- p_min_slices slices, for `jfs compact`.
+CREATE FUNCTION fragmented_chunks(p_root bigint, p_min_slices integer DEFAULT 2)
+RETURNS TABLE (inode bigint, chunk_index integer, slices bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH RECURSIVE tree (inode, type) AS (
+        SELECT n.inode, n.type FROM node n WHERE n.inode = p_root
+        UNION ALL
+        SELECT e.inode, e.type FROM edge e JOIN tree t ON e.parent = t.inode WHERE t.type = 2
+    )
+    SELECT s.inode, s.chunk_index, count(*)
+      FROM slice s
+     WHERE s.inode IN (SELECT t.inode FROM tree t WHERE t.type = 1)
+     GROUP BY s.inode, s.chunk_index
+    HAVING count(*) >= greatest(p_min_slices, 1)
+     ORDER BY s.inode, s.chunk_index
+$$;
+
+-- For people: chunks by number of slices, most fragmented first.
+CREATE VIEW fragmentation AS
+SELECT s.inode, path(s.inode) AS path, s.chunk_index, count(*) AS slices,
+       sum(s.len) AS bytes_written
+  FROM slice s
+ GROUP BY s.inode, s.chunk_index
+ ORDER BY count(*) DESC, s.inode, s.chunk_index;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -5882,6 +6147,273 @@ BEGIN
      WHERE inode = p_dst;
     INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
 END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:128
+-- requires:
+--   charge
+--   people
+--   quota
+--   range
+
+-- The invariant checker: every row it returns is a broken invariant. The
+-- test suites run it after every test; people can run it any time
+-- (it reads the whole namespace, so it is slow on big volumes).
+
+-- The nearest directory at or above p_dir with a quota (0: none), by walking up.
+CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_cur bigint := p_dir;
+BEGIN
+    FOR i IN 1..100000 LOOP
+        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
+            RETURN v_cur;
+        ELSIF v_cur = 1 THEN
+            RETURN 0;
+        END IF;
+        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
+        IF v_cur IS NULL OR v_cur = 0 THEN
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN 0;
+END
+$$;
+
+-- The chain of quota root p_root (itself, then the quota roots above it),
+-- by walking up the namespace.
+CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chain bigint[] := '{}';
+    v_cur bigint := p_root;
+    v_parent bigint;
+BEGIN
+    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
+        v_chain := v_chain || v_cur;
+        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
+        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
+    END LOOP;
+    RETURN v_chain;
+END
+$$;
+
+CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    -- an entry must point at an existing node of the same type, in a directory
+    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
+      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
+    UNION ALL
+    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
+      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
+    UNION ALL
+    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
+      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
+    UNION ALL
+    -- modes are permission bits, owners valid ids
+    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
+      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
+    UNION ALL
+    -- nlink of a non-directory = the entries naming it
+    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type <> 2 AND n.nlink <> c.k
+    UNION ALL
+    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
+    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
+     WHERE n.type = 2 AND n.nlink <> 2 + c.k
+    UNION ALL
+    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
+    UNION ALL
+    -- every node is reachable from the root or a shard root of this shard,
+    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
+    -- a big set is quadratic)
+    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
+      FROM node n
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
+      FROM sustained s
+     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
+        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
+    UNION ALL
+    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
+      FROM node n FULL JOIN symlink l ON l.inode = n.inode
+     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
+    UNION ALL
+    SELECT 'xattr', x.inode, 'xattr of a missing node'
+      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
+    UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
+    -- slices belong to regular files; a file of length 0 has none
+    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
+      FROM slice s LEFT JOIN node n ON n.inode = s.inode
+     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
+    UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
+    -- refs = the slice rows using the slice; no queued deletion still referenced
+    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
+           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
+      FROM slice_ref r
+      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
+        ON c.slice_id = r.slice_id
+     WHERE r.refs IS DISTINCT FROM c.k
+    UNION ALL
+    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
+      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
+    UNION ALL
+    -- the queue as counted (delete_usage) = the queue
+    SELECT 'delete usage', NULL::bigint,
+           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
+    UNION ALL
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
+                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
+                   FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
+$$;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'delete usage';
+    SELECT count(*) INTO changed
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
+    IF changed > 0 THEN
+        DELETE FROM delete_usage;
+        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
+    END IF;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+-- The slices some file uses (id and size), in id order after p_after, at
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
+CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+     ORDER BY r.slice_id LIMIT p_limit
 $$;
 /* </end connected objects> */
 
@@ -6231,371 +6763,6 @@ BEGIN
     message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
 END
 $$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:128
--- requires:
---   charge
---   people
---   quota
---   range
-
--- The invariant checker: every row it returns is a broken invariant. The
--- test suites run it after every test; people can run it any time
--- (it reads the whole namespace, so it is slow on big volumes).
-
--- The nearest directory at or above p_dir with a quota (0: none), by walking up.
-CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_cur bigint := p_dir;
-BEGIN
-    FOR i IN 1..100000 LOOP
-        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
-            RETURN v_cur;
-        ELSIF v_cur = 1 THEN
-            RETURN 0;
-        END IF;
-        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
-        IF v_cur IS NULL OR v_cur = 0 THEN
-            RETURN 0;
-        END IF;
-    END LOOP;
-    RETURN 0;
-END
-$$;
-
--- The chain of quota root p_root (itself, then the quota roots above it),
--- by walking up the namespace.
-CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chain bigint[] := '{}';
-    v_cur bigint := p_root;
-    v_parent bigint;
-BEGIN
-    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
-        v_chain := v_chain || v_cur;
-        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
-        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
-    END LOOP;
-    RETURN v_chain;
-END
-$$;
-
-CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    -- an entry must point at an existing node of the same type, in a directory
-    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
-      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
-       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
-    UNION ALL
-    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
-      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
-    UNION ALL
-    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
-      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
-    UNION ALL
-    -- modes are permission bits, owners valid ids
-    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
-      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
-    UNION ALL
-    -- nlink of a non-directory = the entries naming it
-    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type <> 2 AND n.nlink <> c.k
-    UNION ALL
-    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
-    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
-     WHERE n.type = 2 AND n.nlink <> 2 + c.k
-    UNION ALL
-    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
-       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
-    UNION ALL
-    -- every node is reachable from the root or a shard root of this shard,
-    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
-    -- a big set is quadratic)
-    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
-      FROM node n
-      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
-                     SELECT 1::bigint
-                     UNION
-                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
-                     UNION
-                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
-                 )
-                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
-     WHERE n.inode <> 1 AND r.inode IS NULL
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
-      FROM sustained s
-     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
-        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
-      FROM unlinked u
-     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
-    UNION ALL
-    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
-      FROM node n FULL JOIN symlink l ON l.inode = n.inode
-     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
-    UNION ALL
-    SELECT 'xattr', x.inode, 'xattr of a missing node'
-      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
-    UNION ALL
-    SELECT 'acl', a.inode, 'ACL entry of a missing node'
-      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
-    UNION ALL
-    -- slices belong to regular files; a file of length 0 has none
-    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
-      FROM slice s LEFT JOIN node n ON n.inode = s.inode
-     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
-    UNION ALL
-    -- a file's "used" (st_blocks) = the bytes its slices show, all within
-    -- its length (counted up to the largest file, so data past the end
-    -- shows as a difference too)
-    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
-      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
-     WHERE n.type = 1 AND n.used <> d.size
-    UNION ALL
-    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
-      FROM node n WHERE n.type <> 1 AND n.used <> 0
-    UNION ALL
-    -- refs = the slice rows using the slice; no queued deletion still referenced
-    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
-           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
-      FROM slice_ref r
-      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
-        ON c.slice_id = r.slice_id
-     WHERE r.refs IS DISTINCT FROM c.k
-    UNION ALL
-    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
-      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
-    UNION ALL
-    -- the queue as counted (delete_usage) = the queue
-    SELECT 'delete usage', NULL::bigint,
-           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
-      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
-           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
-              FROM delete_usage x) u
-     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
-    UNION ALL
-    -- every quota's counters = a recount of the namespace
-    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
-                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
-      FROM quota q
-      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
-      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
-                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
-     WHERE c.inodes <> u.inodes OR c.space <> u.space
-    UNION ALL
-    -- dir_stats = a recount of each directory's entries
-    SELECT 'dir_stats', coalesce(c.parent, r.inode),
-           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
-                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
-                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
-      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
-              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
-      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
-                   FROM dir_stats d GROUP BY d.inode) r
-        ON r.inode = c.parent
-     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
-        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
-    UNION ALL
-    -- a directory's qroot is the nearest quota root at or above it
-    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
-      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
-    UNION ALL
-    -- a directory quota's chain is it and the quota roots above it, nearest first
-    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
-      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
-$$;
-
--- Rebuilds what follows from the namespace and the slices wherever it
--- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
--- usage and dir_stats): link counts from the entries, each file's used bytes
--- from its slices, slice references from the slice rows (a slice no row
--- names any more is queued for deletion, one still named leaves the
--- queue), quota usage and dir_stats from a recount. What needs a person
--- (dangling entries, unreachable nodes) it leaves alone. Returns how many
--- rows of each kind it changed. Metadata changes wait while it runs.
-CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
-    repaired := 'nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
-     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'dir nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
-              FROM node d WHERE d.type = 2) c
-     WHERE n.inode = c.inode AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'used';
-    UPDATE node n SET used = d.size
-      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
-     WHERE n.inode = d.inode AND n.used <> d.size;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'slice refs';
-    WITH counted AS (
-        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
-         WHERE s.slice_id <> 0 GROUP BY s.slice_id
-    ), fixed AS (
-        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
-            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
-        RETURNING 1
-    )
-    SELECT count(*) INTO changed FROM fixed;
-    WITH gone AS (
-        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
-        RETURNING r.slice_id, r.size
-    ), queued AS (
-        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
-        RETURNING 1
-    )
-    SELECT changed + count(*) INTO changed FROM queued;
-    RETURN NEXT;
-    repaired := 'delslice';
-    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'delete usage';
-    SELECT count(*) INTO changed
-      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
-           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
-              FROM delete_usage x) u
-     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
-    IF changed > 0 THEN
-        DELETE FROM delete_usage;
-        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
-    END IF;
-    RETURN NEXT;
-    repaired := 'usage and dir_stats';
-    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
-    RETURN NEXT;
-END
-$$;
-
--- The slices some file uses (id and size), in id order after p_after, at
--- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
-CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
-     ORDER BY r.slice_id LIMIT p_limit
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:118
--- requires:
---   internal
---   people
---   chunk_data
-
--- Compaction. Every write commits a slice, and a chunk written in many
--- small pieces reads slowly: each read fetches and merges all of its slices.
--- A mount rewrites such a chunk as one slice (the bytes the chunk shows,
--- holes as zeros, up to the file's length) and swaps it in here, in one
--- transaction that first checks the chunk did not change meanwhile.
-
--- A chunk's slices as compaction reads them: in commit order, with their
--- seq (compact_chunk checks the last one) and the file's length.
-CREATE FUNCTION compaction_slices(p_inode bigint, p_chunk_index integer)
-RETURNS TABLE (seq bigint, pos integer, slice_id bigint, slice_size integer, slice_off integer,
-               len integer, file_length bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.seq, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, n.length
-      FROM slice s JOIN node n ON n.inode = s.inode
-     WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
-     ORDER BY s.seq
-$$;
-
--- Replaces the slices of chunk p_chunk_index of file p_inode with the one
--- slice p_slice_id (p_slice_size bytes, in object storage already) placed at
--- p_pos, if the chunk still has p_rows slices, the last with seq p_last_seq
--- (so nothing was written, truncated or compacted since they were read).
--- The old slices' references are released; the freed ones are queued in
--- delslice. Length and times do not change. Returns 0; 11 (EAGAIN) when the
--- chunk changed, and the caller deletes the new slice's blocks; 2 when the
--- file is gone; 22 for bad arguments (a slice id not fresh: see write_slice).
-CREATE FUNCTION compact_chunk(
-    p_inode bigint, p_chunk_index integer, p_rows integer, p_last_seq bigint,
-    p_slice_id bigint, p_slice_size integer, p_pos integer)
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_rows integer;
-    v_last bigint;
-BEGIN
-    IF p_chunk_index IS NULL OR p_chunk_index < 0 OR p_slice_id IS NULL OR p_slice_id <= 0
-       OR p_slice_size IS NULL OR p_slice_size <= 0 OR p_pos IS NULL OR p_pos < 0
-       OR p_pos::bigint + p_slice_size > _chunk_size() OR p_rows IS NULL OR p_rows < 1 THEN
-        RETURN 22;
-    END IF;
-    PERFORM 1 FROM node WHERE inode = p_inode AND type = 1 FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    ELSIF NOT _fresh_slice_id(p_slice_id) THEN
-        RETURN 22;
-    END IF;
-    SELECT count(*), max(seq) INTO v_rows, v_last
-      FROM slice WHERE inode = p_inode AND chunk_index = p_chunk_index;
-    IF v_rows <> p_rows OR v_last IS DISTINCT FROM p_last_seq THEN
-        RETURN 11;
-    END IF;
-    -- the new slice shows data all along (holes stored as zeros)
-    UPDATE node SET used = used + p_slice_size - _range_size(_chunk_data(p_inode, p_chunk_index))
-     WHERE inode = p_inode;
-    PERFORM _drop_chunks(ARRAY[p_inode], p_chunk_index, p_chunk_index);
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    VALUES (p_inode, p_chunk_index, p_slice_id, p_slice_size, 0, p_slice_size, p_pos);
-    INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
-    PERFORM _log_node_change('compact', p_inode);
-    RETURN 0;
-END
-$$;
-
--- The chunks of regular files at or below p_root (an inode) with at least
--- p_min_slices slices, for `jfs compact`.
-CREATE FUNCTION fragmented_chunks(p_root bigint, p_min_slices integer DEFAULT 2)
-RETURNS TABLE (inode bigint, chunk_index integer, slices bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH RECURSIVE tree (inode, type) AS (
-        SELECT n.inode, n.type FROM node n WHERE n.inode = p_root
-        UNION ALL
-        SELECT e.inode, e.type FROM edge e JOIN tree t ON e.parent = t.inode WHERE t.type = 2
-    )
-    SELECT s.inode, s.chunk_index, count(*)
-      FROM slice s
-     WHERE s.inode IN (SELECT t.inode FROM tree t WHERE t.type = 1)
-     GROUP BY s.inode, s.chunk_index
-    HAVING count(*) >= greatest(p_min_slices, 1)
-     ORDER BY s.inode, s.chunk_index
-$$;
-
--- For people: chunks by number of slices, most fragmented first.
-CREATE VIEW fragmentation AS
-SELECT s.inode, path(s.inode) AS path, s.chunk_index, count(*) AS slices,
-       sum(s.len) AS bytes_written
-  FROM slice s
- GROUP BY s.inode, s.chunk_index
- ORDER BY count(*) DESC, s.inode, s.chunk_index;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -7583,166 +7750,6 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:123
--- requires:
---   internal
---   people
-
--- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
--- default); a node's tier is inherited from its directory at create time
--- (mknod). These set the mapping and the tiers of existing nodes; moving
--- existing objects into the new class is the client's part (`jfs tier set`).
-
--- The object storage classes a tier may name ('' = the bucket's default).
-CREATE FUNCTION _storage_classes() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
-                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
-$$;
-
--- The storage class of every tier id, for the mounts (a client role reads
--- no table).
-CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
-$$;
-
--- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
-CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
-    END IF;
-    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
-        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
-    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
-END
-$$;
-
--- Sets the tier of the node at p_path (and, with p_recursive, of everything
--- below it, set-based; directories pass it on to what is created in them
--- later). Returns the nodes whose tier changed.
-CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-    v_changed bigint;
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
-            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
-    END IF;
-    WITH RECURSIVE tree(inode) AS (
-        SELECT v_inode
-        UNION
-        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-    ), changed AS (
-        UPDATE node n SET tier = p_id, ctime = _now()
-         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_changed FROM changed;
-    IF v_changed > 0 THEN
-        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
-    END IF;
-    RETURN v_changed;
-END
-$$;
-
--- The files at or below p_path (with p_recursive) with their tier and their
--- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
-CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
-RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-BEGIN
-    IF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
-    END IF;
-    RETURN QUERY
-        WITH RECURSIVE tree(inode) AS (
-            SELECT v_inode
-            UNION
-            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-        )
-        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
-          FROM tree x
-          JOIN node n ON n.inode = x.inode AND n.type = 1
-          LEFT JOIN tier t ON t.id = n.tier
-          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
-         ORDER BY n.inode, s.slice_id;
-END
-$$;
-
--- Files and bytes per tier.
-CREATE VIEW tier_usage AS
-SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
-  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
- GROUP BY t.id, t.storage_class
- ORDER BY t.id;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:158
--- requires:
---   quota
---   tier
---   trash
-
--- The volume's figures for monitoring, as rows (metric, key, value): one
--- query for a SQL exporter (postgres_exporter's queries file,
--- sql_exporter; with the README's postgres_exporter query each row is
--- jfs_volume_value{metric="...",key="..."}). What a mount does is in its
--- own metrics (`jfs mount --metrics`); what the volume holds is the same
--- for every mount, so it is here, once. `key` names the quota
--- ('dir:/projects/a', 'user:1000', 'group:100'), the tier ('1'), or is ''.
--- Reading it costs a scan of the files (tier_usage): scrape it every
--- minute or so, not every second.
-CREATE VIEW metrics AS
-SELECT f.metric, ''::text AS key, f.value
-  FROM usage u
- CROSS JOIN LATERAL (VALUES ('capacity_bytes'::text, u.capacity::float8), ('used_bytes', u.used_space),
-                            ('max_inodes', u.max_inodes), ('used_inodes', u.used_inodes)) f (metric, value)
-UNION ALL
-SELECT 'quota_' || f.metric, q.kind || ':' || coalesce(q.path, q.uid::text, q.gid::text, '?'), f.value
-  FROM quotas q
- CROSS JOIN LATERAL (VALUES ('max_bytes', q.max_space::float8), ('used_bytes', q.used_space),
-                            ('max_inodes', q.max_inodes), ('used_inodes', q.used_inodes)) f (metric, value)
- WHERE q.kind <> 'fs'
-UNION ALL
-SELECT f.metric, t.tier::text, f.value
-  FROM tier_usage t
- CROSS JOIN LATERAL (VALUES ('tier_files', t.files::float8), ('tier_bytes', t.bytes)) f (metric, value)
-UNION ALL
-SELECT f.metric, '', f.value
-  FROM (SELECT count(*) AS sessions, extract(epoch FROM now() - min(s.heartbeat)) AS oldest FROM session s) s
- CROSS JOIN LATERAL (VALUES ('sessions', s.sessions::float8),
-                            ('oldest_heartbeat_seconds', coalesce(s.oldest, 0)::float8)) f (metric, value)
-UNION ALL
-SELECT 'trash_entries', '', count(*)
-  FROM edge h JOIN edge e ON e.parent = h.inode
- WHERE h.parent = _trash_inode()
-UNION ALL SELECT 'locks', '', count(*) FROM plock
-UNION ALL
-SELECT f.metric, '', f.value
-  FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
- CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
-                            ('delete_queue_bytes', d.bytes::float8)) f (metric, value);
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- extension/src/lib.rs:168
 -- finalize
 -- Privileges. Nothing in schema jfs is usable by PUBLIC. A DBA grants:
@@ -7766,8 +7773,8 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- long the change log keeps its rows and how long freed objects are kept,
 -- load a dump, check and repair the volume (fsck, check_quota: full scans
 -- no client need run), keep read-only roles' store keys, cap the bytes
--- waiting for deletion, make a database a shard and add it to the map, make,
--- check and remove shard roots.
+-- waiting for deletion, make a database a shard and add it to the map, make
+-- and check shard roots (removing one is an rmdir: write_procedures).
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
@@ -7775,8 +7782,8 @@ RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_vo
              'set_tier_class', 'set_tier', 'enable_acl', 'set_changelog_retention',
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
              'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota', 'set_delete_queue_cap',
-             'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links', 'shard_roots',
-             'shard_root_unlink', 'shard_root_remove']::name[];
+             'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links',
+             'shard_roots']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,
@@ -7790,7 +7797,8 @@ RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr',
              'batch_unlink', 'rmr', 'clone_node', 'clone', 'compact_chunk', 'restore', 'trash_purge',
              'changelog_prune', 'free_unlinked', 'forget_delslices', 'alloc_ids', 'backup_claim',
              'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit',
-             'mknod_with_slices', 'want_lease', 'touch_atime', 'create_many']::name[];
+             'mknod_with_slices', 'want_lease', 'touch_atime', 'create_many', 'shard_root_remove',
+             'shard_root_unlink']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin; when p_read_only, those that write
