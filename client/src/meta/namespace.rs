@@ -131,14 +131,18 @@ impl Meta {
 
     /// [`Meta::lookup`] for names this mount keeps: from the standby that
     /// serves reads when it has caught up (see `replica`).
-    pub async fn lookup_replicable(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+    pub async fn lookup_replicable(
+        &self,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<std::result::Result<Attr, u64>> {
         let rows = self
             .call_replicable(
                 "SELECT * FROM jfs.lookup($1, $2)",
                 &[&(parent as i64), &name],
             )
             .await?;
-        attr_from_row(first_row(&rows)?)
+        super::shard::placed_from_row(first_row(&rows)?)
     }
 
     /// Entry `name` of `parent` and up to `limit` entries after it in

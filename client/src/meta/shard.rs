@@ -127,13 +127,7 @@ impl Meta {
                 &[&(parent as i64), &name],
             )
             .await?;
-        match row.try_get::<_, i32>("errno")? {
-            libc::EXDEV => match row.try_get::<_, Option<i64>>("inode")? {
-                Some(inode) => Ok(Err(inode as u64)),
-                None => Err(MetaError::Errno(libc::EXDEV)),
-            },
-            _ => Ok(Ok(attr_from_row(&row)?)),
-        }
+        placed_from_row(&row)
     }
 
     /// Step 2 of a shard root, in its parent's database
@@ -146,6 +140,18 @@ impl Meta {
             )
             .await?;
         check_errno(&row)
+    }
+}
+
+/// A `jfs.lookup` row: the entry's attributes, or, for a shard root (errno
+/// 18 with the node's inode), Err with that inode.
+pub(super) fn placed_from_row(row: &tokio_postgres::Row) -> Result<std::result::Result<Attr, u64>> {
+    match row.try_get::<_, i32>("errno")? {
+        libc::EXDEV => match row.try_get::<_, Option<i64>>("inode")? {
+            Some(inode) => Ok(Err(inode as u64)),
+            None => Err(MetaError::Errno(libc::EXDEV)),
+        },
+        _ => Ok(Ok(attr_from_row(row)?)),
     }
 }
 

@@ -94,9 +94,11 @@ impl Namespace {
                 return Ok(attr);
             }
         }
-        let attr = match self.meta_of(parent).lookup_replicable(parent, name).await {
-            Err(MetaError::Errno(libc::EXDEV)) => self.lookup_elsewhere(parent, name).await?,
-            attr => attr.map_err(errno)?,
+        let placed = self.meta_of(parent).lookup_replicable(parent, name).await;
+        let attr = match placed.map_err(errno)? {
+            Ok(attr) => attr,
+            // (a shard root: its node is on its own shard)
+            Err(inode) => self.attr_elsewhere(inode).await?,
         };
         self.attrs.put_entry(parent, name, &attr, ticket);
         Ok(attr)

@@ -144,7 +144,7 @@ pub async fn refuse_shards(meta: &Meta, meta_url: &str, what: &str) -> anyhow::R
     let number = meta.shard_number().await?;
     anyhow::ensure!(
         number == 0,
-        "{} is shard {number} of a volume: {what} does not work across shards yet (only mounts, `jfs \
+        "{} is shard {number} of a volume: {what} does not work across shards yet (mounts, the Python package, `jfs \
          shard`, dump, gc, fsck, status and SQL do)",
         redact_url(meta_url)
     );
@@ -152,7 +152,7 @@ pub async fn refuse_shards(meta: &Meta, meta_url: &str, what: &str) -> anyhow::R
     anyhow::ensure!(
         shards == 0,
         "{} is the root of a volume with {shards} other shard(s) (jfs shard list): {what} \
-         does not work across shards yet (only mounts, `jfs shard`, dump, gc, fsck, status and SQL do)",
+         does not work across shards yet (mounts, the Python package, `jfs shard`, dump, gc, fsck, status and SQL do)",
         redact_url(meta_url)
     );
     Ok(())

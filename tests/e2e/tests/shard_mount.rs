@@ -203,6 +203,15 @@ fn mounts_span_the_shards_of_a_volume() {
     assert!(std::fs::read(m2.p("c/during")).unwrap() == pattern(9, 100_000));
     assert!(std::fs::read(m2.p("a/w3")).unwrap() == pattern(3, 4096));
 
+    // the gateway (which writes objects aside and renames them onto their
+    // keys) refuses a volume over shards, saying so
+    fails_with(
+        jfs()
+            .args(["gateway", &v.url, "127.0.0.1:0", "--access-key", "shards"])
+            .env("JFS_GATEWAY_SECRET_KEY", "shards-secret"),
+        "the gateway does not work across shards yet",
+    );
+
     // shard roots go as other directories do: rmdir when empty (the node
     // on its shard, then its name), rm -rf and jfs rmr across them
     assert_eq!(
