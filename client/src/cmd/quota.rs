@@ -5,6 +5,7 @@
 use clap::{Args, Subcommand};
 
 use crate::meta::{Meta, QuotaCheck, QuotaRow, QuotaTarget};
+use crate::volume::shards::ShardSet;
 
 #[derive(Args, Debug)]
 pub struct QuotaArgs {
@@ -155,6 +156,9 @@ pub async fn run(a: QuotaArgs) -> anyhow::Result<()> {
             if s.capacity.is_none() && s.inodes.is_none() {
                 anyhow::bail!("give --capacity GiB and/or --inodes N");
             }
+            if let QuotaTarget::Dir(path) = &target {
+                on_root_database(&meta, &s.meta_url, path).await?;
+            }
             let current = meta.quotas().await?.into_iter().find(|r| r.is(&target));
             let space = match (s.capacity, &current) {
                 (Some(c), _) => c
@@ -212,4 +216,24 @@ pub async fn run(a: QuotaArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses a directory quota on `path` when its node is on another shard
+/// than the root database's: a directory quota counts the nodes of one
+/// database (it stops at a shard boundary), and this release keeps them
+/// in the root database only.
+async fn on_root_database(meta: &Meta, meta_url: &str, path: &str) -> anyhow::Result<()> {
+    if meta.shards().await?.is_empty() {
+        return Ok(());
+    }
+    let shards = ShardSet::open(std::sync::Arc::new(meta.clone()), meta_url, 1).await?;
+    let node = shards.resolve(path).await?;
+    match crate::meta::shard_of(node.inode) {
+        Some(0) | None => Ok(()),
+        Some(shard) => anyhow::bail!(
+            "{path} is on shard {shard} of the volume (at or below a shard root): a directory \
+             quota counts the nodes of one database and stops at a shard boundary, and this \
+             release sets them on the root database's directories only"
+        ),
+    }
 }

@@ -203,6 +203,46 @@ fn mounts_span_the_shards_of_a_volume() {
     assert!(std::fs::read(m2.p("c/during")).unwrap() == pattern(9, 100_000));
     assert!(std::fs::read(m2.p("a/w3")).unwrap() == pattern(3, 4096));
 
+    // a directory quota stops at a shard boundary: it counts its own
+    // database's nodes; one on a shard's directory is refused, saying why
+    std::fs::create_dir(m1.p("q")).unwrap();
+    ok(jfs().args(["shard", "mkdir", &v.admin_url, "/q/s", "1", "--mode", "777"]));
+    ok(jfs().args([
+        "quota",
+        "set",
+        &v.admin_url,
+        "--path",
+        "/q",
+        "--inodes",
+        "3",
+    ]));
+    fails_with(
+        jfs().args([
+            "quota",
+            "set",
+            &v.admin_url,
+            "--path",
+            "/q/s",
+            "--inodes",
+            "3",
+        ]),
+        "/q/s is on shard 1 of the volume",
+    );
+    for n in 0..6 {
+        write_synced(&m1.p(&format!("q/s/f{n}")), b"on shard 1").unwrap();
+    }
+    let refused = (0..6)
+        .map(|n| write_synced(&m1.p(&format!("q/l{n}")), b"here"))
+        .find_map(|r| r.err());
+    assert_eq!(
+        refused.and_then(|e| e.raw_os_error()),
+        Some(libc::EDQUOT),
+        "the quota of /q holds in its own database"
+    );
+    // (a tree of the root's database holding a shard root, removed whole)
+    ok(jfs().arg("rmr").arg(m1.p("q")));
+    assert!(!m2.p("q").exists());
+
     // the gateway (which writes objects aside and renames them onto their
     // keys) refuses a volume over shards, saying so
     fails_with(
