@@ -42,7 +42,11 @@ async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<Str
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     // (the key kept, as before: a backup is what a lost database is
     // loaded back from)
-    let dumped = dump(vfs.ns.meta_of_mount(), &[], &mut gz, None, true, |_| {}).await?;
+    // (and every shard's tree in place of its shard root)
+    let shards: Vec<(u16, std::sync::Arc<crate::meta::Meta>)> = (vfs.ns.parts().all()[1..].iter())
+        .map(|p| (p.number, std::sync::Arc::new(p.meta.clone())))
+        .collect();
+    let dumped = dump(vfs.ns.meta_of_mount(), &shards, &mut gz, None, true, |_| {}).await?;
     let bytes = gz.finish()?;
     let size = bytes.len();
     vfs.store()

@@ -329,3 +329,52 @@ fn run_fsx(file: &Path, dir: &Path) {
         text.lines().rev().take(40).collect::<Vec<_>>().join("\n")
     );
 }
+
+/// A mount's metadata backups (`--backup-meta`) of a volume over shards
+/// hold every shard's tree: one loads into a single database whose mount
+/// reads the files of every shard.
+#[test]
+fn metadata_backups_of_a_mount_hold_every_shard() {
+    let v = ShardedVolume::new("shbak", 1, &[("/a", 1)]);
+    let m = v.mount("m", &["--backup-meta", "2", "--backup-keep", "2"]);
+    std::fs::create_dir(m.p("a/deeper")).unwrap();
+    write_synced(&m.p("a/deeper/on-shard"), &pattern(7, 70_000)).unwrap();
+    write_synced(&m.p("at-root"), &pattern(8, 1000)).unwrap();
+    let written = std::time::SystemTime::now();
+    let backups = v.path().join("bucket/shbak/meta");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let newest = loop {
+        let fresh = std::fs::read_dir(&backups).ok().and_then(|dir| {
+            dir.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.metadata()
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t > written)
+                })
+                .map(|e| e.path())
+                .max()
+        });
+        if let Some(path) = fresh {
+            break path;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no backup within 30 s: {}",
+            m.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(m);
+    let pg = &v.clusters[0];
+    pg.sql("postgres", "CREATE DATABASE restored");
+    pg.sql(
+        "restored",
+        "SET client_min_messages = warning; CREATE EXTENSION jfs",
+    );
+    let url = pg.url("postgres", "restored");
+    ok(jfs().args(["load", &url]).arg(&newest));
+    assert_eq!(pg.sql("restored", "SELECT count(*) FROM jfs.fsck()"), "0");
+    let r = mount_at(&url, &v.path().join("r"), &v.path().join("r.log"), &[]);
+    assert!(std::fs::read(r.p("a/deeper/on-shard")).unwrap() == pattern(7, 70_000));
+    assert!(std::fs::read(r.p("at-root")).unwrap() == pattern(8, 1000));
+}
