@@ -127,6 +127,38 @@ fn creates_in_a_row_are_answered_under_the_lease_and_committed_in_batches() {
     assert_eq!(v.sql("SELECT count(*) FROM jfs.fsck()"), "0");
 }
 
+/// A directory's times the kernel was shown while creates in it were
+/// answered under the lease are not kept past their commit: a stat right
+/// after fsyncdir gives the times PostgreSQL holds, though the kernel may
+/// keep attributes for a second.
+#[test]
+fn a_directorys_times_shown_after_its_creates_commit_are_the_committed_ones() {
+    let v = Volume::new("create-lease-dir-times");
+    let (a, _) = v.mount_with_caches("a", "1", &[]);
+    fs::create_dir(a.p("d")).unwrap();
+    for round in 0..3 {
+        for i in 0..10 {
+            drop(fs::File::create(a.p(&format!("d/f{round}-{i}"))).unwrap());
+        }
+        // (the kernel keeps what the mount answers now, the creates' times)
+        fs::metadata(a.p("d")).unwrap();
+        fs::File::open(a.p("d")).unwrap().sync_all().unwrap();
+        let d = fs::metadata(a.p("d")).unwrap();
+        assert_eq!(
+            v.sql(&format!(
+                "SELECT mtime || ' ' || ctime FROM jfs.node WHERE inode = {}",
+                d.ino()
+            )),
+            format!(
+                "{} {}",
+                d.mtime() * 1_000_000_000 + d.mtime_nsec(),
+                d.ctime() * 1_000_000_000 + d.ctime_nsec()
+            ),
+            "round {round}: d's times through the mount after fsyncdir"
+        );
+    }
+}
+
 /// Names the mount answered are known to it at once: a second create of
 /// one fails with EEXIST, a lookup of a name never made is answered
 /// missing, and an unlink of a file made and not yet committed leaves
