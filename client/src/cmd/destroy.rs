@@ -3,7 +3,10 @@
 //! changes); live sessions refuse it unless `--force`. The database marks
 //! the volume first, so no mount attaches while its objects go; then every
 //! object under the volume's prefix is deleted, the bucket's marker last,
-//! and the volume's tables are emptied. A destroy that stopped half way is
+//! and the volume's tables are emptied. A volume over shards is destroyed
+//! from its root database, every shard with it: each is reached and
+//! checked before anything changes, and the root is emptied last (its map
+//! names the shards for a run again). A destroy that stopped half way is
 //! finished by running it again.
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -13,9 +16,10 @@ use anyhow::Context;
 use clap::Args;
 use futures_util::stream::{self, StreamExt};
 
-use crate::meta::{redact_url, Meta};
+use crate::meta::{redact_url, Meta, MetaError, SHARD_SHIFT};
 use crate::object::{self, bucket_owner, owner_key, with_retries, ObjectInfo, ObjectStore};
 use crate::volume::layout::blocks_prefix;
+use crate::volume::shards::with_credentials;
 use crate::volume::{encoded_store, read_volume, sealer};
 
 /// Objects deleted at once.
@@ -43,9 +47,15 @@ pub struct DestroyArgs {
 }
 
 pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
-    // nothing is touched before the uuid is checked
+    // nothing is touched before the uuid is checked, on every database
     let meta = Meta::connect(&a.meta_url, 4).await?;
-    crate::volume::shards::refuse_shards(&meta, &a.meta_url, "destroy").await?;
+    let number = meta.shard_number().await?;
+    anyhow::ensure!(
+        number == 0,
+        "{} is shard {number} of a volume: destroy the volume from its root database, which \
+         destroys every shard with it (nothing was changed)",
+        redact_url(&a.meta_url)
+    );
     let volume = read_volume(&meta, &a.meta_url).await?;
     anyhow::ensure!(
         volume.uuid.eq_ignore_ascii_case(a.uuid.trim()),
@@ -55,6 +65,7 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
         volume.uuid,
         a.uuid
     );
+    let shards = reach_shards(&meta, &a.meta_url, &volume.uuid).await?;
     let secrets = meta.volume_secrets().await?;
     let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
         .with_context(|| format!("volume {} (its bucket's marker is sealed)", volume.name))?;
@@ -71,40 +82,69 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
         ),
         _ => {}
     }
-    let sessions = meta.sessions().await?;
+    let mut sessions = meta.sessions().await?.len();
+    for shard in shards.iter().filter(|s| s.holds_volume) {
+        sessions += shard.meta.sessions().await?.len();
+    }
     println!(
-        "volume {} (uuid {}): objects in {}, metadata in {}; {} session(s) recorded",
+        "volume {} (uuid {}): objects in {}, metadata in {}{}; {sessions} session(s) recorded",
         volume.name,
         volume.uuid,
         store.describe(),
         redact_url(&a.meta_url),
-        sessions.len()
+        match shards.len() {
+            0 => String::new(),
+            n => format!(" and {n} shard(s)"),
+        }
     );
     if !a.yes {
         confirm(&volume.name)?;
     }
+    // the root first: no mount attaches from then on
     let (errno, message) = meta.destroy_begin(&volume.uuid, a.force).await?;
     anyhow::ensure!(
         errno == 0,
         "cannot destroy volume {}: {message}",
         volume.name
     );
+    for shard in shards.iter().filter(|s| s.holds_volume) {
+        let (errno, message) = shard.meta.destroy_begin(&volume.uuid, a.force).await?;
+        anyhow::ensure!(
+            errno == 0,
+            "cannot destroy shard {} of volume {}: {message} (its root is marked: mounts no \
+             longer attach; run jfs destroy again)",
+            shard.number,
+            volume.name
+        );
+    }
 
     // the blocks, a thousand slices' worth at a time (a listing of a
     // volume's every object would not fit in memory), then what is left
     let marker = owner_key(&volume.name);
-    let groups = meta.next_slice_id().await? / SLICES_PER_LISTING + 1;
+    let mut ranges = vec![(0, meta.next_slice_id().await?)];
+    for shard in shards.iter().filter(|s| s.holds_volume) {
+        let first = u64::from(shard.number) << SHARD_SHIFT;
+        ranges.push((first, shard.meta.next_slice_id().await?.max(first)));
+    }
+    let groups: u64 = ranges
+        .iter()
+        .map(|(first, next)| next / SLICES_PER_LISTING - first / SLICES_PER_LISTING + 1)
+        .sum();
     let mut deleted = Deleted::default();
-    for group in 0..groups {
-        let first = group * SLICES_PER_LISTING;
-        let prefix = format!(
-            "{}{}/{}/",
-            blocks_prefix(&volume.name),
-            first / 1_000_000,
-            first / 1_000
-        );
-        deleted.add(delete_listed(store.as_ref(), &prefix, &marker).await?);
-        deleted.show(group + 1, groups);
+    let mut listed = 0;
+    for (first, next) in ranges {
+        for group in first / SLICES_PER_LISTING..=next / SLICES_PER_LISTING {
+            let first = group * SLICES_PER_LISTING;
+            let prefix = format!(
+                "{}{}/{}/",
+                blocks_prefix(&volume.name),
+                first / 1_000_000,
+                first / 1_000
+            );
+            deleted.add(delete_listed(store.as_ref(), &prefix, &marker).await?);
+            listed += 1;
+            deleted.show(listed, groups);
+        }
     }
     let prefix = format!("{}/", volume.name);
     for sweep in 0.. {
@@ -126,6 +166,16 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
     if volume.storage == "file" {
         remove_empty_dirs(&Path::new(&volume.bucket).join(&volume.name));
     }
+    // the shards before the root, whose map names them for a run again
+    for shard in shards.iter().filter(|s| s.holds_volume) {
+        let (errno, message) = shard.meta.destroy_finish(&volume.uuid).await?;
+        anyhow::ensure!(
+            errno == 0,
+            "the objects are gone, but emptying shard {}'s metadata failed: {message} (run jfs \
+             destroy again)",
+            shard.number
+        );
+    }
     let (errno, message) = meta.destroy_finish(&volume.uuid).await?;
     anyhow::ensure!(
         errno == 0,
@@ -138,6 +188,54 @@ pub async fn run(a: DestroyArgs) -> anyhow::Result<()> {
         deleted.bytes as f64 / (1u64 << 20) as f64
     );
     Ok(())
+}
+
+/// A shard of the volume being destroyed, reached.
+struct ShardToDestroy {
+    number: u16,
+    meta: Meta,
+    /// false: a destroy that stopped half way emptied it already
+    holds_volume: bool,
+}
+
+/// Every shard in the map of root database `root` (at `root_url`, whose
+/// credentials reach them), each checked to be that shard of volume `uuid`
+/// (or emptied by an earlier run): an error names the first that is not.
+async fn reach_shards(
+    root: &Meta,
+    root_url: &str,
+    uuid: &str,
+) -> anyhow::Result<Vec<ShardToDestroy>> {
+    let mut shards = Vec::new();
+    for entry in root.shards().await? {
+        let url = with_credentials(&entry.url, root_url);
+        let place = || format!("shard {} ({})", entry.number, redact_url(&url));
+        let meta = Meta::connect(&url, 4)
+            .await
+            .with_context(|| format!("{}: not reached, nothing was changed", place()))?;
+        let holds_volume = match meta.volume().await {
+            Ok(v) => {
+                let number = meta.shard_number().await?;
+                anyhow::ensure!(
+                    v.uuid.eq_ignore_ascii_case(uuid) && number == entry.number,
+                    "{} holds shard {number} of volume {} (uuid {}), not this volume's: nothing \
+                     was changed (fix the map with jfs shard)",
+                    place(),
+                    v.name,
+                    v.uuid
+                );
+                true
+            }
+            Err(MetaError::Errno(libc::ENOENT)) => false,
+            Err(e) => return Err(anyhow::Error::from(e).context(place())),
+        };
+        shards.push(ShardToDestroy {
+            number: entry.number,
+            meta,
+            holds_volume,
+        });
+    }
+    Ok(shards)
 }
 
 /// What a destroy deleted so far, and when it last said so.

@@ -145,14 +145,14 @@ pub async fn refuse_shards(meta: &Meta, meta_url: &str, what: &str) -> anyhow::R
     anyhow::ensure!(
         number == 0,
         "{} is shard {number} of a volume: {what} does not work across shards yet (mounts, the Python package, `jfs \
-         shard`, dump, gc, fsck, status and SQL do)",
+         shard`, dump, gc, fsck, status, destroy and SQL do)",
         redact_url(meta_url)
     );
     let shards = meta.shards().await?.len();
     anyhow::ensure!(
         shards == 0,
         "{} is the root of a volume with {shards} other shard(s) (jfs shard list): {what} \
-         does not work across shards yet (mounts, the Python package, `jfs shard`, dump, gc, fsck, status and SQL do)",
+         does not work across shards yet (mounts, the Python package, `jfs shard`, dump, gc, fsck, status, destroy and SQL do)",
         redact_url(meta_url)
     );
     Ok(())

@@ -378,3 +378,73 @@ fn metadata_backups_of_a_mount_hold_every_shard() {
     assert!(std::fs::read(r.p("a/deeper/on-shard")).unwrap() == pattern(7, 70_000));
     assert!(std::fs::read(r.p("at-root")).unwrap() == pattern(8, 1000));
 }
+
+/// Files below `dir`, counted (none when it is gone).
+fn files_below(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => files_below(&e.path()),
+                _ => 1,
+            })
+            .sum()
+    })
+}
+
+/// `jfs destroy` of a volume over shards goes through its root database
+/// (a shard's own URL is refused), reaches every shard before it changes
+/// anything (a shard that is down stops it, nothing changed), then
+/// deletes every object, the shards' among them, and empties every
+/// database.
+#[test]
+fn destroying_a_volume_over_shards_empties_every_shard_and_the_bucket() {
+    let v = ShardedVolume::new("shdes", 2, &[("/a", 1), ("/b", 2)]);
+    let m = v.mount("m", &[]);
+    for (path, seed) in [("top", 1), ("a/f", 2), ("b/f", 3), ("b/g", 4)] {
+        write_synced(&m.p(path), &pattern(seed, 300_000)).unwrap();
+    }
+    drop(m);
+    let uuid = v.clusters[0].sql("vol", "SELECT uuid FROM jfs.setting");
+    let objects = v.path().join("bucket/shdes");
+    let stored = files_below(&objects);
+    assert!(stored >= 5, "{stored} objects stored");
+    let counts = "SELECT (SELECT count(*) FROM jfs.node) + (SELECT count(*) FROM jfs.setting) \
+                  + (SELECT count(*) FROM jfs.slice)";
+    let before = v.sql_each(counts);
+
+    fails_with(
+        jfs().args([
+            "destroy",
+            &v.clusters[1].url("postgres", "vol"),
+            &uuid,
+            "--yes",
+        ]),
+        "destroy the volume from its root database",
+    );
+    v.clusters[2].pg_ctl("stop");
+    fails_with(
+        jfs().args(["destroy", &v.admin_url, &uuid, "--yes"]),
+        "shard 2",
+    );
+    v.clusters[2].pg_ctl("start");
+    assert_eq!(v.sql_each(counts), before, "nothing changed");
+    assert_eq!(files_below(&objects), stored, "no object deleted");
+
+    let out = ok(jfs().args(["destroy", &v.admin_url, &uuid, "--yes"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("and 2 shard(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        v.sql_each(counts),
+        ["0", "0", "0"],
+        "every database emptied"
+    );
+    assert_eq!(files_below(&objects), 0, "objects left in the bucket");
+    fails_with(
+        jfs().args(["destroy", &v.admin_url, &uuid, "--yes"]),
+        "holds no volume",
+    );
+}
