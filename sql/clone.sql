@@ -29,7 +29,7 @@
 -- Returns errno 0 with the new root's inode, the nodes created and the space
 -- charged; else errno: 2 no source / no destination directory, 20 the
 -- destination parent is not a directory, 17 the name exists, 22/36 bad name
--- or owner id,
+-- or owner id, 18 a shard root below the source (`jfs clone` then copies),
 -- 28/122 over a limit.
 CREATE FUNCTION clone_node(p_src bigint, p_dst_parent bigint, p_dst_name bytea,
                            p_uid bigint DEFAULT NULL, p_gid bigint DEFAULT NULL)
@@ -161,6 +161,16 @@ BEGIN
       INTO v_res;
 
     IF v_res.nodes <> v_res.mapped THEN
+        -- a shard root below the source (sql/shard.sql): its node is its
+        -- shard's, not this database's, so the tree can only be copied
+        -- (errno 18, as across shards: the caller copies)
+        IF EXISTS (WITH RECURSIVE dirs(inode) AS (
+                       SELECT p_src WHERE v_src_type = 2
+                       UNION ALL
+                       SELECT e.inode FROM dirs d JOIN edge e ON e.parent = d.inode AND e.type = 2)
+                   SELECT 1 FROM dirs d WHERE _remote(d.inode)) THEN
+            RAISE EXCEPTION 'a shard root below the source' USING ERRCODE = 'JX018';
+        END IF;
         -- the source itself went away between the first look and the copy
         RAISE EXCEPTION USING ERRCODE = 'no_data_found';
     ELSIF v_res.referenced <> v_res.shared THEN
@@ -211,5 +221,7 @@ EXCEPTION
         RETURN QUERY SELECT 2, NULL::bigint, 0::bigint, 0::bigint;
     WHEN SQLSTATE 'JQ000' THEN
         RETURN QUERY SELECT v_quota_errno, NULL::bigint, 0::bigint, 0::bigint;
+    WHEN SQLSTATE 'JX018' THEN
+        RETURN QUERY SELECT 18, NULL::bigint, 0::bigint, 0::bigint;
 END
 $$;

@@ -115,6 +115,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         WHEN 22 THEN 'Invalid argument' WHEN 28 THEN 'No space left on device'
         WHEN 36 THEN 'File name too long' WHEN 39 THEN 'Directory not empty'
         WHEN 122 THEN 'Disk quota exceeded'
+        WHEN 18 THEN 'Invalid cross-device link (across shards of the volume)'
         ELSE 'errno ' || p_errno END
 $$;
 

@@ -47,13 +47,30 @@ pub fn run(a: CloneArgs) -> anyhow::Result<()> {
         dir.ino(),
         if a.preserve { " preserve" } else { "" }
     );
-    let answer = ask_mount(Path::new(&parent), &request)
-        .with_context(|| format!("clone {} to {}", a.src.display(), a.dst.display()))?;
-    let nodes: u64 = answer
-        .split_whitespace()
-        .nth(2)
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("unexpected answer from the mount: {answer:?}"))?;
+    let nodes = match ask_mount(Path::new(&parent), &request) {
+        Ok(answer) => answer
+            .split_whitespace()
+            .nth(2)
+            .and_then(|n| n.parse::<u64>().ok())
+            .with_context(|| format!("unexpected answer from the mount: {answer:?}"))?,
+        // another shard, or a shard root below the source: copied instead
+        Err(e) if e.to_string().contains("(os error 18)") => {
+            eprint!(
+                "\r{} and {} span shards of the volume: copying through the mount (not one \
+                 snapshot; a copy that stops half way leaves what it made) ...",
+                a.src.display(),
+                a.dst.display()
+            );
+            let mut copy = super::clone_copy::Copy::default();
+            copy.tree(&a.src, &a.dst, a.preserve)
+                .with_context(|| format!("copying {} to {}", a.src.display(), a.dst.display()))?;
+            eprintln!();
+            copy.nodes
+        }
+        Err(e) => {
+            return Err(e.context(format!("clone {} to {}", a.src.display(), a.dst.display())))
+        }
+    };
     eprintln!(
         "\r{} -> {}: {nodes} nodes cloned in {:.2} s",
         a.src.display(),

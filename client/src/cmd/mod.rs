@@ -2,6 +2,7 @@
 mod bench;
 mod changelog;
 mod clone;
+mod clone_copy;
 mod compact;
 mod debug;
 mod destroy;

@@ -1,0 +1,221 @@
+//! `jfs` tools on a volume over private clusters (the root and shards): `jfs clone` across shards copies through the mount (and clones within one), `jfs destroy` of the root destroys every shard.
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use jfs_e2e::*;
+
+/// The shard an inode number names.
+fn shard_of(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .ino()
+        >> 48
+}
+
+/// Writes `data` to `path` and fsyncs it.
+fn write_synced(path: &Path, data: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// What a `jfs clone` printed on stderr (it succeeded).
+fn clone(src: &Path, dst: &Path) -> String {
+    let out = ok(jfs().arg("clone").arg(src).arg(dst));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `jfs clone` across shards copies through the mount: a tree from the
+/// root into a shard root, and a tree holding a shard root within one
+/// database (which one transaction cannot clone); modes, times, xattrs,
+/// symlinks and hard links come along, the copy's nodes on its
+/// destination's shard. Within one shard it is still one clone.
+#[test]
+fn jfs_clone_across_shards_copies_the_tree() {
+    let v = ShardedVolume::new("shcl", 1, &[("/s", 1)]);
+    let m = v.mount("m", &[]);
+    std::fs::create_dir_all(m.p("t/sub")).unwrap();
+    write_synced(&m.p("t/f"), &pattern(1, 300_000));
+    write_synced(&m.p("t/sub/g"), &pattern(2, 5_000));
+    std::fs::set_permissions(m.p("t/f"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::hard_link(m.p("t/f"), m.p("t/h")).unwrap();
+    std::os::unix::fs::symlink("f", m.p("t/l")).unwrap();
+    rustix::fs::setxattr(m.p("t/f"), "user.k", b"v1", rustix::fs::XattrFlags::empty()).unwrap();
+    let at = rustix::fs::Timespec {
+        tv_sec: 1_500_000_000,
+        tv_nsec: 123_456_789,
+    };
+    for path in ["t/f", "t/sub"] {
+        rustix::fs::utimensat(
+            rustix::fs::CWD,
+            m.p(path),
+            &rustix::fs::Timestamps {
+                last_access: at,
+                last_modification: at,
+            },
+            rustix::fs::AtFlags::empty(),
+        )
+        .unwrap();
+    }
+
+    // root -> shard 1: copied
+    let said = clone(&m.p("t"), &m.p("s/t2"));
+    assert!(said.contains("span shards"), "{said}");
+    let check = |copy: &str, shard: u64| {
+        let p = |name: &str| m.p(&format!("{copy}/{name}"));
+        assert_eq!(
+            std::fs::read(p("f")).unwrap(),
+            pattern(1, 300_000),
+            "{copy}/f"
+        );
+        assert_eq!(
+            std::fs::read(p("sub/g")).unwrap(),
+            pattern(2, 5_000),
+            "{copy}/sub/g"
+        );
+        let f = std::fs::metadata(p("f")).unwrap();
+        assert_eq!(f.mode() & 0o7777, 0o640, "{copy}/f's mode");
+        assert_eq!(
+            (f.mtime(), f.mtime_nsec()),
+            (1_500_000_000, 123_456_789),
+            "{copy}/f's mtime"
+        );
+        let sub = std::fs::metadata(p("sub")).unwrap();
+        assert_eq!(
+            sub.mtime(),
+            1_500_000_000,
+            "{copy}/sub's mtime (set after its files)"
+        );
+        assert_eq!(
+            std::fs::metadata(p("h")).unwrap().ino(),
+            f.ino(),
+            "{copy}/h a link of f"
+        );
+        assert_eq!(f.nlink(), 2, "{copy}/f's links");
+        assert_eq!(
+            std::fs::read_link(p("l")).unwrap(),
+            Path::new("f"),
+            "{copy}/l"
+        );
+        assert_eq!(
+            rustix::fs::getxattr(p("f"), "user.k", &mut [0u8; 16][..]).unwrap(),
+            2,
+            "{copy}/f's xattr"
+        );
+        for name in ["f", "sub", "sub/g", "h"] {
+            assert_eq!(shard_of(&p(name)), shard, "{copy}/{name}'s shard");
+        }
+    };
+    check("s/t2", 1);
+
+    // a tree holding a shard root, within the root database: copied (the
+    // shard root's copy is an ordinary directory of the destination's)
+    std::fs::create_dir(m.p("w")).unwrap();
+    ok(jfs().args(["shard", "mkdir", &v.admin_url, "/w/x", "1", "--mode", "777"]));
+    write_synced(&m.p("w/x/deep"), &pattern(3, 70_000));
+    write_synced(&m.p("w/top"), &pattern(4, 10));
+    let said = clone(&m.p("w"), &m.p("w2"));
+    assert!(said.contains("span shards"), "{said}");
+    assert_eq!(std::fs::read(m.p("w2/x/deep")).unwrap(), pattern(3, 70_000));
+    assert_eq!(std::fs::read(m.p("w2/top")).unwrap(), pattern(4, 10));
+    assert_eq!(shard_of(&m.p("w2/x")), 0, "the shard root's copy");
+    assert_eq!(shard_of(&m.p("w2/x/deep")), 0);
+
+    // within one shard: one clone, as ever
+    let said = clone(&m.p("s/t2"), &m.p("s/t3"));
+    assert!(
+        !said.contains("span shards") && said.contains("nodes cloned"),
+        "{said}"
+    );
+    check("s/t3", 1);
+    // and jfs.clone in SQL names the reason a tree holding a shard root is
+    // not cloned
+    let out = std::process::Command::new("psql")
+        .args([
+            "-XAtq",
+            "-d",
+            &v.admin_url,
+            "-c",
+            "SELECT jfs.clone('/w', '/w3')",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("cross-device link"),
+        "jfs.clone of a tree holding a shard root: {said}"
+    );
+    drop(m);
+    v.assert_whole();
+}
+
+/// Files below `dir`, counted (none when it is gone).
+fn files_below(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => files_below(&e.path()),
+                _ => 1,
+            })
+            .sum()
+    })
+}
+
+/// `jfs destroy` of a volume over shards goes through its root database
+/// (a shard's own URL is refused), reaches every shard before it changes
+/// anything (a shard that is down stops it, nothing changed), then
+/// deletes every object, the shards' among them, and empties every
+/// database.
+#[test]
+fn destroying_a_volume_over_shards_empties_every_shard_and_the_bucket() {
+    let v = ShardedVolume::new("shdes", 2, &[("/a", 1), ("/b", 2)]);
+    let m = v.mount("m", &[]);
+    for (path, seed) in [("top", 1), ("a/f", 2), ("b/f", 3), ("b/g", 4)] {
+        write_synced(&m.p(path), &pattern(seed, 300_000));
+    }
+    drop(m);
+    let uuid = v.clusters[0].sql("vol", "SELECT uuid FROM jfs.setting");
+    let objects = v.path().join("bucket/shdes");
+    let stored = files_below(&objects);
+    assert!(stored >= 5, "{stored} objects stored");
+    let counts = "SELECT (SELECT count(*) FROM jfs.node) + (SELECT count(*) FROM jfs.setting) \
+                  + (SELECT count(*) FROM jfs.slice)";
+    let before = v.sql_each(counts);
+
+    fails_with(
+        jfs().args([
+            "destroy",
+            &v.clusters[1].url("postgres", "vol"),
+            &uuid,
+            "--yes",
+        ]),
+        "destroy the volume from its root database",
+    );
+    v.clusters[2].pg_ctl("stop");
+    fails_with(
+        jfs().args(["destroy", &v.admin_url, &uuid, "--yes"]),
+        "shard 2",
+    );
+    v.clusters[2].pg_ctl("start");
+    assert_eq!(v.sql_each(counts), before, "nothing changed");
+    assert_eq!(files_below(&objects), stored, "no object deleted");
+
+    let out = ok(jfs().args(["destroy", &v.admin_url, &uuid, "--yes"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("and 2 shard(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        v.sql_each(counts),
+        ["0", "0", "0"],
+        "every database emptied"
+    );
+    assert_eq!(files_below(&objects), 0, "objects left in the bucket");
+    fails_with(
+        jfs().args(["destroy", &v.admin_url, &uuid, "--yes"]),
+        "holds no volume",
+    );
+}
