@@ -4,6 +4,7 @@ mod changelog;
 mod clone;
 mod clone_copy;
 mod compact;
+mod config;
 mod debug;
 mod destroy;
 mod dump;
@@ -79,7 +80,7 @@ enum Command {
     /// Storage tiers: set a tree's tier (moving its objects), restore archived objects, status
     Tier(tier::TierArgs),
     /// Change a volume's settings: the storage class of a tier id, ACLs, the change log's retention
-    Config(tier::ConfigArgs),
+    Config(config::ConfigArgs),
     /// Write the volume's metadata as a JSON dump (JuiceFS's layout), from one snapshot
     Dump(dump::DumpArgs),
     /// Load a jfs or JuiceFS JSON dump into an empty volume
@@ -141,7 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restore(a) => runtime()?.block_on(restore::run(a)),
         Command::Shard(a) => runtime()?.block_on(shard::run(a)),
         Command::Tier(a) => runtime()?.block_on(tier::run(a)),
-        Command::Config(a) => runtime()?.block_on(tier::config(a)),
+        Command::Config(a) => runtime()?.block_on(config::run(a)),
         Command::Dump(a) => runtime()?.block_on(dump::run(a)),
         Command::Load(a) => runtime()?.block_on(load::run(a)),
         Command::Fsck(a) => runtime()?.block_on(fsck::run(a)),

@@ -5,6 +5,7 @@
 //! in the root's shard map; `list` shows the map and each shard's usage;
 //! `mkdir` makes a directory whose contents live on a given shard: its
 //! node on that shard first, then its entry in the parent's database.
+use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::meta::{redact_url, FormatRequest, Meta, MetaError};
@@ -197,6 +198,9 @@ async fn add(a: AddArgs) -> anyhow::Result<()> {
     if volume.enable_acl {
         shard.enable_acl().await?;
     }
+    mirror_settings(root, &shard)
+        .await
+        .with_context(|| format!("giving {} the root's settings", redact_url(&a.shard_url)))?;
     let (errno, message) = root
         .shard_add(number, &without_credentials(&a.shard_url))
         .await?;
@@ -206,6 +210,27 @@ async fn add(a: AddArgs) -> anyhow::Result<()> {
         volume.name,
         redact_url(&a.shard_url)
     );
+    Ok(())
+}
+
+/// Gives a new shard the settings its root was given after format (`jfs
+/// config`, which sets every shard from then on): tier classes, the change
+/// log's retention, how long freed objects are kept and the delete queue's
+/// cap.
+async fn mirror_settings(root: &Meta, shard: &Meta) -> anyhow::Result<()> {
+    for (id, class) in (0..).zip(root.tier_classes().await?) {
+        if !class.is_empty() {
+            shard.set_tier_class(id, &class).await?;
+        }
+    }
+    let kept = root.set_changelog_retention(None, None).await?;
+    shard
+        .set_changelog_retention(Some(&kept.max_age), Some(kept.max_rows))
+        .await?;
+    if let Some(queue) = root.delete_queue().await? {
+        shard.set_retain_deleted(&queue.retain).await?;
+        shard.set_delete_queue_cap(queue.cap).await?;
+    }
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! `jfs tier set|restore|status META_URL PATH` and `jfs config META_URL
-//! --tier-id N --tier-sc CLASS`: storage tiers. A tier id (1..3) names an
+//! `jfs tier set|restore|status META_URL PATH` (and `jfs config META_URL
+//! --tier-id N --tier-sc CLASS`, cmd/config.rs): storage tiers. A tier id (1..3) names an
 //! object storage class; files take their directory's tier when created and
 //! their new blocks are stored in its class. `tier set` changes a tree's tier
 //! and moves its existing objects into the class by server-side copy (no
@@ -56,48 +56,6 @@ struct PathArgs {
     /// Everything below PATH too
     #[arg(short, long)]
     recursive: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct ConfigArgs {
-    /// PostgreSQL URL of the metadata database
-    meta_url: String,
-    /// Tier id (0..3) whose storage class --tier-sc sets
-    #[arg(long, requires = "tier_sc")]
-    tier_id: Option<i32>,
-    /// Storage class (STANDARD_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE...; "" = default)
-    #[arg(long, requires = "tier_id")]
-    tier_sc: Option<String>,
-    /// Turn POSIX ACLs on (they cannot be turned off; mounts made before
-    /// enforce them once mounted again)
-    #[arg(long)]
-    enable_acl: bool,
-    /// How long the change log keeps a change (a PostgreSQL interval:
-    /// '2 days', '12 hours'; at least a minute; default 1 day)
-    #[arg(long, value_name = "AGE")]
-    changelog_max_age: Option<String>,
-    /// How many changes the change log keeps at most (default 10,000,000)
-    #[arg(long, value_name = "N")]
-    changelog_max_rows: Option<i64>,
-    /// Keep freed objects at least this long before any mount or `jfs gc
-    /// --delete` deletes them (a PostgreSQL interval: '14 days'; 0 = only
-    /// the mounts' --gc-delay): set it beyond the database's
-    /// point-in-time-recovery window
-    #[arg(long, value_name = "DURATION")]
-    retain_deleted: Option<String>,
-    /// Past this many GiB waiting for deletion, freed objects are deleted
-    /// as soon as the commit that freed them is durable, whatever the
-    /// mounts' --gc-delay (never before --retain-deleted); 0 = no cap
-    #[arg(long, value_name = "GiB")]
-    delete_queue_cap: Option<f64>,
-    /// The object store's access key read-only roles get instead of the
-    /// volume's (a store user that may only read the bucket; "" with an
-    /// empty --reader-secret-key: they get none)
-    #[arg(long, value_name = "KEY", requires = "reader_secret_key")]
-    reader_access_key: Option<String>,
-    /// Its secret key
-    #[arg(long, value_name = "KEY", requires = "reader_access_key")]
-    reader_secret_key: Option<String>,
 }
 
 /// The object keys of a slice.
@@ -253,78 +211,6 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 );
             }
         }
-    }
-    Ok(())
-}
-
-pub async fn config(a: ConfigArgs) -> anyhow::Result<()> {
-    let meta = crate::meta::Meta::connect(&a.meta_url, 1).await?;
-    let mut changed = false;
-    if a.enable_acl {
-        if meta.enable_acl().await? {
-            println!("POSIX ACLs on (mount again to enforce them)");
-        } else {
-            println!("POSIX ACLs were on already");
-        }
-        changed = true;
-    }
-    if let (Some(id), Some(class)) = (a.tier_id, &a.tier_sc) {
-        meta.set_tier_class(id, class).await?;
-        println!(
-            "tier {id} -> {}",
-            if class.is_empty() {
-                "(default class)"
-            } else {
-                class
-            }
-        );
-        changed = true;
-    }
-    if a.changelog_max_age.is_some() || a.changelog_max_rows.is_some() {
-        let kept = meta
-            .set_changelog_retention(a.changelog_max_age.as_deref(), a.changelog_max_rows)
-            .await?;
-        println!(
-            "the change log keeps {} and at most {} rows",
-            kept.max_age, kept.max_rows
-        );
-        changed = true;
-    }
-    if let Some(duration) = &a.retain_deleted {
-        let kept = meta.set_retain_deleted(duration).await?;
-        println!("freed objects are kept at least {kept} before they are deleted");
-        changed = true;
-    }
-    if let Some(gib) = a.delete_queue_cap {
-        if !(0.0..=(1u64 << 33) as f64).contains(&gib) {
-            anyhow::bail!("--delete-queue-cap is 0 (no cap) or a size in GiB, not {gib}");
-        }
-        let cap = meta
-            .set_delete_queue_cap((gib * (1u64 << 30) as f64) as u64)
-            .await?;
-        match cap {
-            0 => println!("freed objects wait for the mounts' --gc-delay, however many"),
-            cap => println!(
-                "past {cap} bytes waiting for deletion, freed objects go once the commit that \
-                 freed them is durable"
-            ),
-        }
-        changed = true;
-    }
-    if let (Some(ak), Some(sk)) = (&a.reader_access_key, &a.reader_secret_key) {
-        meta.set_reader_keys(ak, sk).await?;
-        match ak.is_empty() {
-            true => println!("read-only roles get no object store keys"),
-            false => println!("read-only roles get object store access key {ak}"),
-        }
-        changed = true;
-    }
-    if !changed {
-        anyhow::bail!(
-            "nothing to change: give --tier-id N --tier-sc CLASS, --enable-acl, \
-             --changelog-max-age AGE, --changelog-max-rows N, --retain-deleted DURATION \
-             or --reader-access-key KEY --reader-secret-key KEY"
-        );
     }
     Ok(())
 }

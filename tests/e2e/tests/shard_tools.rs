@@ -219,3 +219,49 @@ fn destroying_a_volume_over_shards_empties_every_shard_and_the_bucket() {
         "holds no volume",
     );
 }
+
+/// `jfs config` on a volume over shards sets every database (a shard
+/// that kept the old setting would, say, not enforce ACLs, or delete freed
+/// objects inside the point-in-time-recovery window); a shard added later
+/// starts with the root's settings; a shard's own URL is refused.
+#[test]
+fn jfs_config_sets_every_shard_and_a_new_shard_takes_the_roots_settings() {
+    let v = ShardedVolume::new("shcf", 1, &[("/s", 1)]);
+    let settings = "SELECT enable_acl || ' ' || changelog_max_age || ' ' || changelog_max_rows \
+                    || ' ' || retain_deleted || ' ' || delete_queue_cap || ' ' \
+                    || (SELECT string_agg(id || '=' || storage_class, ',' ORDER BY id) \
+                          FROM jfs.tier WHERE storage_class <> '') FROM jfs.setting";
+    fails_with(
+        jfs().args([
+            "config",
+            &v.clusters[1].url("postgres", "vol"),
+            "--enable-acl",
+        ]),
+        "run jfs config on its root database",
+    );
+    let out = ok(jfs().args([
+        "config",
+        &v.admin_url,
+        "--enable-acl",
+        "--changelog-max-age",
+        "3 hours",
+        "--changelog-max-rows",
+        "5000",
+        "--retain-deleted",
+        "9 days",
+        "--delete-queue-cap",
+        "2",
+        "--tier-id",
+        "2",
+        "--tier-sc",
+        "GLACIER_IR",
+    ]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("its 1 shard(s)"));
+    let want = "true 03:00:00 5000 9 days 2147483648 2=GLACIER_IR";
+    assert_eq!(v.sql_each(settings), [want, want], "root, shard 1");
+
+    let late = Cluster::start(&v.path().join("pg-late"));
+    late.make_shard_database(SHARD_CLIENT);
+    ok(jfs().args(["shard", "add", &v.admin_url, &late.url("postgres", "vol")]));
+    assert_eq!(late.sql("vol", settings), want, "a shard added later");
+}
