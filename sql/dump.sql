@@ -138,7 +138,10 @@ $$;
 -- errno 22 for a dump whose volume name, block size, compression or
 -- encryption (its algorithm or RSA key) differs from the formatted
 -- volume's (its blocks would not be found or read), or whose entries name
--- missing nodes.
+-- missing nodes. Into a shard (`jfs load --shard`: jfs.shard_init first),
+-- it loads the shard's nodes only, no root, and takes the entries of its
+-- shard roots in their parents' databases as their parents, not as
+-- entries of its own.
 CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
                             p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
                             p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
@@ -243,7 +246,8 @@ BEGIN
                                        GROUP BY x.inode, x.kind, x.tag, x.qualifier HAVING count(*) > 1) d
          WHERE (l.inode, l.kind, l.tag, l.qualifier) = (d.inode, d.kind, d.tag, d.qualifier) AND l.ctid <> d.first;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
+    -- (a shard has no root of its own: the root database's is the volume's)
+    IF _this_shard() = 0 AND NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
         INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
         VALUES (1, 2, 511, 0, 0, 0, 0, 0, 2, 1);
     END IF;
@@ -251,8 +255,12 @@ BEGIN
         UPDATE setting SET enable_acl = true;
     END IF;
 
+    -- (loaded into a shard, a shard root's entry comes with it, its parent
+    -- in another database: it gives the node its parent and is not kept
+    -- here; `jfs load --shard` links the name in the parent's database)
     IF EXISTS (SELECT 1 FROM load_edge e WHERE NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.inode))
        OR EXISTS (SELECT 1 FROM load_edge e WHERE e.parent <> 1
+                     AND NOT (_this_shard() <> 0 AND _remote(e.parent))
                      AND NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.parent AND n.type = 2)) THEN
         errno := 22; message := 'the dump has entries of nodes it does not hold, or in non-directories';
         RETURN;
@@ -282,9 +290,10 @@ BEGIN
                   GROUP BY c.inode) one ON one.inode = l.inode
      WHERE l.inode <> 1;
     GET DIAGNOSTICS nodes = ROW_COUNT;
-    nodes := nodes + 1;
+    nodes := nodes + CASE WHEN _this_shard() = 0 THEN 1 ELSE 0 END;
     INSERT INTO edge (parent, name, inode, type)
     SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
+     WHERE _this_shard() = 0 OR NOT _remote(e.parent)
      ORDER BY e.parent, e.name;
     GET DIAGNOSTICS entries = ROW_COUNT;
     UPDATE node SET nlink = 2 + (SELECT count(*) FROM edge e WHERE e.parent = 1 AND e.type = 2) WHERE inode = 1;

@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::dump::Progress;
-use crate::dump::read::parse;
-use crate::meta::{redact_url, LoadRequest, Meta, Staged};
+use crate::dump::read::{parse, Parsed};
+use crate::meta::{redact_url, LoadRequest, Loaded, Loader, Meta, Staged};
 use crate::{object, volume};
 
 #[derive(Args, Debug)]
@@ -19,13 +19,18 @@ pub struct LoadArgs {
     /// Replace what the volume holds (its objects are left for `jfs gc`)
     #[arg(long)]
     force: bool,
+    /// Load a sharded volume's dump into shards: shard N's nodes into the
+    /// database at URL (an administrator's, empty), made shard N of the
+    /// volume whose root META_URL is; give every shard of the dump
+    #[arg(long = "shard", value_name = "N=URL")]
+    shards: Vec<String>,
 }
 
 /// Batches in flight between the parser and the database.
-const BATCHES_IN_FLIGHT: usize = 4;
+pub const BATCHES_IN_FLIGHT: usize = 4;
 
 /// The dump's bytes, unpacked when gzip-compressed.
-fn open_input(file: &PathBuf) -> anyhow::Result<Box<dyn Read + Send>> {
+pub fn open_input(file: &PathBuf) -> anyhow::Result<Box<dyn Read + Send>> {
     let raw: Box<dyn Read + Send> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin())
     } else {
@@ -50,6 +55,9 @@ fn open_input(file: &PathBuf) -> anyhow::Result<Box<dyn Read + Send>> {
 
 pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
     let input = open_input(&a.file)?;
+    if !a.shards.is_empty() {
+        return super::load_shards::run(&a.meta_url, &a.shards, &a.file, a.force, input).await;
+    }
     let meta = Meta::connect_for_format(&a.meta_url).await?;
     let loader = meta.load_begin().await.map_err(|e| {
         anyhow::anyhow!(
@@ -76,25 +84,46 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         loader.stage(&mut batch).await?;
     }
     let parsed = parser.await.context("the dump parser failed")??;
-    let setting = parsed.setting.unwrap_or_default();
-    if let Some(why) = setting.unsupported() {
-        anyhow::bail!("{} holds {why}", a.file.display());
-    }
-    // the volume's blocks must open with its key (and JFS_RSA_PASSPHRASE)
-    // before anything is loaded
-    let encryption = setting.encryption()?;
-    object::Compression::parse(&setting.compression)?;
-    if let Some((pem, algo)) = &encryption {
-        volume::sealer(algo, pem).with_context(|| format!("volume {:?}", setting.name))?;
-    }
-    let counters = parsed.counters.unwrap_or_default();
+    let request = request_of(&parsed, &a.file, a.force)?;
     eprintln!(
         "read {} entries ({staged_rows} rows) in {:.2} s; moving them into the volume",
         parsed.entries,
         progress.seconds()
     );
-    let request = LoadRequest {
-        force: a.force,
+    let loaded = finish(loader, &request).await?;
+    progress.update(parsed.entries);
+    eprintln!(
+        "loaded {} nodes, {} entries, {} slices in {:.2} s ({:.0} entries/s)",
+        loaded.nodes,
+        loaded.entries,
+        loaded.slices,
+        progress.seconds(),
+        progress.rate(parsed.entries)
+    );
+    report_left_out(&parsed);
+    Ok(())
+}
+
+/// What `jfs.load_staged` is asked for the dump `parsed` (read from
+/// `file`), checked first: its format is one jfs keeps, its blocks open
+/// with its key (and JFS_RSA_PASSPHRASE).
+pub fn request_of(
+    parsed: &Parsed,
+    file: &std::path::Path,
+    force: bool,
+) -> anyhow::Result<LoadRequest> {
+    let setting = parsed.setting.clone().unwrap_or_default();
+    if let Some(why) = setting.unsupported() {
+        anyhow::bail!("{} holds {why}", file.display());
+    }
+    let encryption = setting.encryption()?;
+    object::Compression::parse(&setting.compression)?;
+    if let Some((pem, algo)) = &encryption {
+        volume::sealer(algo, pem).with_context(|| format!("volume {:?}", setting.name))?;
+    }
+    let counters = parsed.counters.clone().unwrap_or_default();
+    Ok(LoadRequest {
+        force,
         name: setting.name.clone(),
         uuid: Some(setting.uuid.clone()).filter(|u| !u.is_empty()),
         storage: setting.storage.clone(),
@@ -111,9 +140,13 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
             c => c.to_string(),
         },
         encryption,
-    };
-    // the move is one statement: say that it goes on
-    let finish = loader.finish(&request);
+    })
+}
+
+/// Moves what `loader` staged into its volume (one statement, saying every
+/// 5 s that it goes on) and commits.
+pub async fn finish(loader: Loader, request: &LoadRequest) -> anyhow::Result<Loaded> {
+    let finish = loader.finish(request);
     tokio::pin!(finish);
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
     tick.tick().await;
@@ -127,27 +160,22 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
             ),
         }
     };
-    let loaded = loaded.map_err(|e| {
-        if matches!(setting.storage.as_str(), "file" | "s3") {
+    loaded.map_err(|e| {
+        if matches!(request.storage.as_str(), "file" | "s3") {
             e
         } else {
             e.context(format!(
                 "the dump's storage is {:?}, which jfs reaches as s3 (S3-compatible) or file: \
                  run `jfs format` on the database first with --storage and --bucket for the \
                  same bucket, then load into it",
-                setting.storage
+                request.storage
             ))
         }
-    })?;
-    progress.update(parsed.entries);
-    eprintln!(
-        "loaded {} nodes, {} entries, {} slices in {:.2} s ({:.0} entries/s)",
-        loaded.nodes,
-        loaded.entries,
-        loaded.slices,
-        progress.seconds(),
-        progress.rate(parsed.entries)
-    );
+    })
+}
+
+/// Says what a load left out: deleted files, the store's keys.
+pub fn report_left_out(parsed: &Parsed) {
     if parsed.deleted_files > 0 {
         eprintln!(
             "the dump lists {} deleted files whose data was not yet removed: not loaded; \
@@ -155,8 +183,7 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
             parsed.deleted_files
         );
     }
-    if setting.storage == "s3" {
+    if parsed.setting.as_ref().is_some_and(|s| s.storage == "s3") {
         eprintln!("dumps hold no object store keys: set them with `jfs format --force ... --access-key K --secret-key S`");
     }
-    Ok(())
 }

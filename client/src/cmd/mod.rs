@@ -14,6 +14,7 @@ mod gateway;
 mod gc;
 mod info;
 mod load;
+mod load_shards;
 mod mount;
 pub mod mount_helper;
 mod objbench;

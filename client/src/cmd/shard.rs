@@ -236,7 +236,7 @@ async fn mirror_settings(root: &Meta, shard: &Meta) -> anyhow::Result<()> {
 
 /// `url` without its user and password: the map is read by every mount,
 /// which connects with its own credentials.
-fn without_credentials(url: &str) -> String {
+pub(super) fn without_credentials(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };

@@ -31,13 +31,26 @@ pub struct Parsed {
 
 /// Parses the dump in `input`, handing its rows to `send` in batches and
 /// calling `progress` with the entries read so far. `send` fails when the
-/// loader stopped; the parse then stops too.
+/// loader stopped; the parse then stops too. Nodes of a sharded volume's
+/// other shards take free numbers of the root's (one database holds them).
 pub fn parse(
     input: impl Read,
     send: impl FnMut(Staged) -> Result<(), String>,
     progress: impl FnMut(u64),
 ) -> anyhow::Result<Parsed> {
+    parse_into(input, false, send, progress)
+}
+
+/// [`parse`], keeping the inode numbers of other shards' nodes when
+/// `keep_shard_ids` (the load goes into shards: each node to its own).
+pub fn parse_into(
+    input: impl Read,
+    keep_shard_ids: bool,
+    send: impl FnMut(Staged) -> Result<(), String>,
+    progress: impl FnMut(u64),
+) -> anyhow::Result<Parsed> {
     let mut sink = Sink {
+        keep_shard_ids,
         staged: Staged::default(),
         send: Box::new(send),
         progress: Box::new(progress),
@@ -54,6 +67,11 @@ pub fn parse(
     de.end()
         .map_err(|e| anyhow::anyhow!("reading the dump: {e}"))?;
     sink.flush().map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(
+        !keep_shard_ids || sink.root.is_none_or(|top| top == 1),
+        "the dump is of a subdirectory (jfs dump --subdir): it loads into one database, not \
+         into shards"
+    );
     (sink.progress)(sink.parsed.entries);
     if let Some(counters) = &mut sink.parsed.counters {
         counters.next_inode += sink.renumbered.len() as i64;
@@ -62,6 +80,8 @@ pub fn parse(
 }
 
 struct Sink<'a> {
+    /// Nodes of other shards keep their numbers (see [`parse_into`]).
+    keep_shard_ids: bool,
     staged: Staged,
     send: Box<dyn FnMut(Staged) -> Result<(), String> + 'a>,
     progress: Box<dyn FnMut(u64) + 'a>,
@@ -85,6 +105,7 @@ impl Sink<'_> {
         }
         match dumped >> SHARD_SHIFT {
             0 | NO_SHARD => dumped,
+            _ if self.keep_shard_ids => dumped,
             _ => {
                 let next = self
                     .parsed

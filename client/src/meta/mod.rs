@@ -63,7 +63,7 @@ pub use error::{MetaError, Result};
 pub use journal::Epoch;
 pub use lease::{CreateWithData, LeaseBatch, LeaseCommitted, LeasedCreate, LeasedEntry};
 pub use limits::Squash;
-pub use load::{LoadRequest, Staged, StagedSlice};
+pub use load::{LoadRequest, Loaded, Loader, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, RenameResult, SetAttr, TimeSet};
 pub use pool::redact_url;

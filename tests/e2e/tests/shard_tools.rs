@@ -265,3 +265,115 @@ fn jfs_config_sets_every_shard_and_a_new_shard_takes_the_roots_settings() {
     ok(jfs().args(["shard", "add", &v.admin_url, &late.url("postgres", "vol")]));
     assert_eq!(late.sql("vol", settings), want, "a shard added later");
 }
+
+/// A dump of a volume over shards loads into shards (`jfs load --shard
+/// N=URL`): each node into its shard's database, each database made that
+/// shard and mapped, the shard roots linked in their parents' databases;
+/// a mount of the copy reads every file where it was; a shard of the
+/// dump left out is refused, naming it, before anything changes.
+#[test]
+fn a_dump_of_a_volume_over_shards_loads_into_shards() {
+    let v = ShardedVolume::new("shld", 2, &[("/a", 1), ("/a/b", 2), ("/c", 2)]);
+    let m = v.mount("m", &[]);
+    std::fs::create_dir(m.p("a/b/sub")).unwrap();
+    let files: [(&str, u64, usize); 5] = [
+        ("top", 1, 1000),
+        ("a/f1", 2, 70_000),
+        ("a/b/f2", 3, 5 << 20),
+        ("c/f3", 4, 10),
+        ("a/b/sub/f4", 5, 5000),
+    ];
+    for (path, seed, len) in files {
+        write_synced(&m.p(path), &pattern(seed, len));
+    }
+    std::os::unix::fs::symlink("../top", m.p("c/l")).unwrap();
+    rustix::fs::setxattr(m.p("a/f1"), "user.k", b"v", rustix::fs::XattrFlags::empty()).unwrap();
+    drop(m);
+    let dump = v.path().join("shld.json");
+    ok(jfs().args(["dump", &v.admin_url]).arg(&dump));
+
+    for c in &v.clusters {
+        c.sql("postgres", "CREATE DATABASE copy");
+        c.sql(
+            "copy",
+            "SET client_min_messages = warning; CREATE EXTENSION jfs",
+        );
+    }
+    let url = |n: usize| v.clusters[n].url("postgres", "copy");
+    let shard = |n: usize| format!("{n}={}", url(n));
+    fails_with(
+        jfs()
+            .args(["load", &url(0)])
+            .arg(&dump)
+            .args(["--shard", &shard(1)]),
+        "give --shard 2=URL",
+    );
+    for c in &v.clusters {
+        assert_eq!(
+            c.sql("copy", "SELECT count(*) FROM jfs.setting"),
+            "0",
+            "nothing changed"
+        );
+    }
+    let out = ok(jfs().args(["load", &url(0)]).arg(&dump).args([
+        "--shard",
+        &shard(1),
+        "--shard",
+        &shard(2),
+    ]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("3 shard root(s) linked"), "{said}");
+
+    // each database holds its own shard's nodes, as many as the dumped one
+    let nodes = "SELECT count(*) FROM jfs.node WHERE inode >> 48 <> 32767";
+    for (n, c) in v.clusters.iter().enumerate() {
+        assert_eq!(
+            c.sql("copy", nodes),
+            c.sql("vol", nodes),
+            "nodes of database {n}"
+        );
+        assert_eq!(
+            c.sql("copy", "SELECT count(*) FROM jfs.fsck()"),
+            "0",
+            "database {n}"
+        );
+    }
+    let out = ok(jfs().args(["shard", "fsck", &url(0)]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("are whole"));
+
+    let copy = mount_at(
+        &url(0),
+        &v.path().join("copy"),
+        &v.path().join("copy.log"),
+        &[],
+    );
+    for (path, seed, len) in files {
+        assert!(
+            std::fs::read(copy.p(path)).unwrap() == pattern(seed, len),
+            "{path}"
+        );
+    }
+    for (path, on) in [
+        ("top", 0),
+        ("a", 1),
+        ("a/f1", 1),
+        ("a/b", 2),
+        ("a/b/sub/f4", 2),
+        ("c/f3", 2),
+    ] {
+        assert_eq!(shard_of(&copy.p(path)), on, "{path}'s shard");
+    }
+    assert_eq!(
+        std::fs::read_link(copy.p("c/l")).unwrap(),
+        Path::new("../top")
+    );
+    assert_eq!(
+        rustix::fs::getxattr(copy.p("a/f1"), "user.k", &mut [0u8; 8][..]).unwrap(),
+        1
+    );
+    let names: Vec<String> = std::fs::read_dir(copy.p("a"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "a holds f1 and b: {names:?}");
+}
