@@ -205,6 +205,68 @@ BEGIN
 END
 $$;
 
+-- A directory quota by the directory's inode (administration), for the
+-- directories of a shard (sql/shard.sql), which have no path from the
+-- volume's root in their own database: `jfs quota set --path` finds the
+-- inode across shards. As set_quota otherwise: the quota counts this
+-- database's nodes below it and stops at a shard root.
+CREATE FUNCTION set_dir_quota(p_inode bigint, p_space bigint, p_inodes bigint DEFAULT 0)
+RETURNS TABLE (kind text, key bigint, max_space bigint, max_inodes bigint, used_space bigint, used_inodes bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = p_inode AND n.type = 2 AND n.nlink > 0) THEN
+        RAISE EXCEPTION 'jfs.set_dir_quota: no directory % in this database', coalesce(p_inode::text, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN QUERY SELECT * FROM _set_quota('dir', p_inode, p_space, p_inodes);
+END
+$$;
+
+-- Removes the quota of the directory of inode p_inode (administration;
+-- see set_dir_quota): whether there was one.
+CREATE FUNCTION delete_dir_quota(p_inode bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN _delete_quota('dir', p_inode);
+END
+$$;
+
+-- Where the node of inode p_inode is, from the entries of this database:
+-- the topmost directory above it here (1, the volume's root; on a shard,
+-- the shard root its entries lead to, whose own entry is in its parent's
+-- database) and its path below that ('' for that directory itself).
+CREATE FUNCTION place(p_inode bigint, OUT top bigint, OUT below text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    WITH RECURSIVE up(at, path, depth) AS (
+        SELECT p_inode, ''::text, 0
+        UNION ALL
+        SELECT e.parent, '/' || _name_text(e.name) || u.path, u.depth + 1
+          FROM up u
+          JOIN LATERAL (SELECT x.parent, x.name FROM edge x WHERE x.inode = u.at
+                         ORDER BY x.parent, x.name LIMIT 1) e ON true
+         WHERE u.at <> 1 AND u.depth < 100000
+    )
+    SELECT u.at, u.path INTO top, below FROM up u ORDER BY u.depth DESC LIMIT 1;
+END
+$$;
+
+-- The directory quotas of this database by inode, with where each
+-- directory is (see place): what `jfs quota list` shows of a shard.
+CREATE FUNCTION dir_quotas()
+RETURNS TABLE (key bigint, top bigint, below text, max_space bigint, used_space bigint, max_inodes bigint,
+               used_inodes bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT q.key, p.top, p.below, q.max_space, coalesce(u.space, 0)::bigint, q.max_inodes,
+           coalesce(u.inodes, 0)::bigint
+      FROM quota q
+      CROSS JOIN LATERAL place(q.key) p
+      LEFT JOIN LATERAL (SELECT sum(x.space) AS space, sum(x.inodes) AS inodes FROM quota_usage x
+                          WHERE x.kind = 'dir' AND x.key = q.key) u ON true
+     WHERE q.kind = 'dir'
+     ORDER BY q.key
+$$;
+
 -- Recounts quotas (all, or one kind, or one key) from the namespace beside
 -- their counters; with p_repair (administration: it locks every writer
 -- out while it counts), writes the recount where they differ (and,

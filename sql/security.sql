@@ -29,7 +29,7 @@ RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_vo
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
              'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota', 'set_delete_queue_cap',
              'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links',
-             'shard_roots']::name[];
+             'shard_roots', 'set_dir_quota', 'delete_dir_quota']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,

@@ -2,6 +2,8 @@
 //! directory's, a user's or a group's limits on space and inodes (shaped
 //! like `juicefs quota`). Usage is exact at every commit: it is kept by the
 //! metadata procedures themselves.
+use std::sync::Arc;
+
 use clap::{Args, Subcommand};
 
 use crate::meta::{Meta, QuotaCheck, QuotaRow, QuotaTarget};
@@ -151,15 +153,11 @@ fn print_check(c: &QuotaCheck) {
 pub async fn run(a: QuotaArgs) -> anyhow::Result<()> {
     match a.action {
         Action::Set(s) => {
-            let meta = Meta::connect(&s.meta_url, 1).await?;
-            let target = s.target.target();
             if s.capacity.is_none() && s.inodes.is_none() {
                 anyhow::bail!("give --capacity GiB and/or --inodes N");
             }
-            if let QuotaTarget::Dir(path) = &target {
-                on_root_database(&meta, &s.meta_url, path).await?;
-            }
-            let current = meta.quotas().await?.into_iter().find(|r| r.is(&target));
+            let placed = Placed::of(&s.meta_url, s.target.target()).await?;
+            let current = placed.current().await?;
             let space = match (s.capacity, &current) {
                 (Some(c), _) => c
                     .checked_mul(GIB)
@@ -172,30 +170,39 @@ pub async fn run(a: QuotaArgs) -> anyhow::Result<()> {
                 (None, Some(r)) => r.max_inodes as u64,
                 (None, None) => 0,
             };
-            meta.set_quota(&target, space, inodes).await?;
-            if let Some(row) = meta.quotas().await?.iter().find(|r| r.is(&target)) {
-                print_row(row);
+            placed.set(space, inodes).await?;
+            if let Some(row) = placed.current().await? {
+                print_row(&row);
             }
         }
         Action::Get(t) => {
-            let meta = Meta::connect(&t.meta_url, 1).await?;
-            let target = t.target.target();
-            match meta.quotas().await?.iter().find(|r| r.is(&target)) {
-                Some(row) => print_row(row),
-                None => anyhow::bail!("no quota set for {target:?}"),
+            let placed = Placed::of(&t.meta_url, t.target.target()).await?;
+            match placed.current().await? {
+                Some(row) => print_row(&row),
+                None => anyhow::bail!("no quota set for {:?}", placed.target()),
             }
         }
         Action::List(u) => {
             let meta = Meta::connect(&u.meta_url, 1).await?;
-            for row in meta.quotas().await? {
-                print_row(&row);
+            let rows = meta.quotas().await?;
+            for row in &rows {
+                print_row(row);
+            }
+            // a shard's directory quotas, with their paths across shards
+            if !meta.shards().await?.is_empty() {
+                let set = ShardSet::open(Arc::new(meta), &u.meta_url, 1).await?;
+                for number in set.numbers().into_iter().filter(|n| *n != 0) {
+                    for q in set.meta(number).await?.dir_quotas().await? {
+                        let path = set.path_of(q.key).await?;
+                        print_row(&shard_row(&q, path));
+                    }
+                }
             }
         }
         Action::Delete(t) => {
-            let meta = Meta::connect(&t.meta_url, 1).await?;
-            let target = t.target.target();
-            if !meta.delete_quota(&target).await? {
-                anyhow::bail!("no quota set for {target:?}");
+            let placed = Placed::of(&t.meta_url, t.target.target()).await?;
+            if !placed.delete().await? {
+                anyhow::bail!("no quota set for {:?}", placed.target());
             }
             println!("quota removed");
         }
@@ -218,22 +225,89 @@ pub async fn run(a: QuotaArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses a directory quota on `path` when its node is on another shard
-/// than the root database's: a directory quota counts the nodes of one
-/// database (it stops at a shard boundary), and this release keeps them
-/// in the root database only.
-async fn on_root_database(meta: &Meta, meta_url: &str, path: &str) -> anyhow::Result<()> {
-    if meta.shards().await?.is_empty() {
-        return Ok(());
+/// Where a quota is kept: in the root database by its name (the volume,
+/// a user, a group, a directory of the root's), or, for a directory on a
+/// shard, in that shard's database by inode (a directory quota counts the
+/// nodes of its own database and stops at a shard boundary).
+enum Placed {
+    Root(Arc<Meta>, QuotaTarget),
+    Shard {
+        meta: Arc<Meta>,
+        inode: u64,
+        path: String,
+    },
+}
+
+impl Placed {
+    /// Where the quota `target` of the volume whose root is at `meta_url` is.
+    async fn of(meta_url: &str, target: QuotaTarget) -> anyhow::Result<Placed> {
+        let meta = Arc::new(Meta::connect(meta_url, 1).await?);
+        let QuotaTarget::Dir(path) = &target else {
+            return Ok(Placed::Root(meta, target));
+        };
+        if meta.shards().await?.is_empty() {
+            return Ok(Placed::Root(meta, target));
+        }
+        let set = ShardSet::open(meta.clone(), meta_url, 1).await?;
+        let node = set.resolve(path).await?;
+        anyhow::ensure!(
+            node.kind == crate::meta::NodeType::Dir,
+            "{path} is not a directory"
+        );
+        Ok(match crate::meta::shard_of(node.inode) {
+            Some(0) | None => Placed::Root(meta, target),
+            Some(number) => Placed::Shard {
+                meta: set.meta(number).await?,
+                inode: node.inode,
+                path: crate::meta::normalize_path(path),
+            },
+        })
     }
-    let shards = ShardSet::open(std::sync::Arc::new(meta.clone()), meta_url, 1).await?;
-    let node = shards.resolve(path).await?;
-    match crate::meta::shard_of(node.inode) {
-        Some(0) | None => Ok(()),
-        Some(shard) => anyhow::bail!(
-            "{path} is on shard {shard} of the volume (at or below a shard root): a directory \
-             quota counts the nodes of one database and stops at a shard boundary, and this \
-             release sets them on the root database's directories only"
-        ),
+
+    /// What the quota is for, as errors name it.
+    fn target(&self) -> QuotaTarget {
+        match self {
+            Placed::Root(_, target) => target.clone(),
+            Placed::Shard { path, .. } => QuotaTarget::Dir(path.clone()),
+        }
+    }
+
+    /// The quota as it is now, if set.
+    async fn current(&self) -> anyhow::Result<Option<QuotaRow>> {
+        Ok(match self {
+            Placed::Root(meta, target) => meta.quotas().await?.into_iter().find(|r| r.is(target)),
+            Placed::Shard { meta, inode, path } => (meta.dir_quotas().await?.iter())
+                .find(|q| q.key == *inode)
+                .map(|q| shard_row(q, path.clone())),
+        })
+    }
+
+    async fn set(&self, space: u64, inodes: u64) -> anyhow::Result<()> {
+        match self {
+            Placed::Root(meta, target) => meta.set_quota(target, space, inodes).await?,
+            Placed::Shard { meta, inode, .. } => meta.set_dir_quota(*inode, space, inodes).await?,
+        }
+        Ok(())
+    }
+
+    async fn delete(&self) -> anyhow::Result<bool> {
+        Ok(match self {
+            Placed::Root(meta, target) => meta.delete_quota(target).await?,
+            Placed::Shard { meta, inode, .. } => meta.delete_dir_quota(*inode).await?,
+        })
+    }
+}
+
+/// A shard's directory quota `q` as a row of `path`.
+fn shard_row(q: &crate::meta::DirQuota, path: String) -> QuotaRow {
+    QuotaRow {
+        kind: "dir".to_string(),
+        path: Some(path),
+        uid: None,
+        gid: None,
+        max_space: q.max_space,
+        used_space: q.used_space,
+        max_inodes: q.max_inodes,
+        used_inodes: q.used_inodes,
     }
 }

@@ -67,7 +67,9 @@ pub use load::{LoadRequest, Loaded, Loader, Staged, StagedSlice};
 pub use lock::{LockRange, Locker};
 pub use namespace::{DirEntry, NewNode, RenameResult, SetAttr, TimeSet};
 pub use pool::redact_url;
-pub use quota::{QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit, SummaryRow};
+pub use quota::{
+    normalize_path, DirQuota, QuotaCheck, QuotaRow, QuotaTarget, SpaceLimit, SummaryRow,
+};
 pub use range::Copied;
 pub use session::session_application_name;
 pub use shard::{remove_shard_root, shard_of, ShardEntry, ShardLink, ShardRoot, SHARD_SHIFT};

@@ -32,7 +32,7 @@ impl QuotaRow {
         match target {
             QuotaTarget::Volume => self.kind == "fs",
             QuotaTarget::Dir(p) => {
-                self.kind == "dir" && self.path.as_deref() == Some(normalize(p).as_str())
+                self.kind == "dir" && self.path.as_deref() == Some(normalize_path(p).as_str())
             }
             QuotaTarget::User(u) => self.kind == "user" && self.uid == Some(i64::from(*u)),
             QuotaTarget::Group(g) => self.kind == "group" && self.gid == Some(i64::from(*g)),
@@ -74,7 +74,7 @@ pub struct SummaryRow {
 }
 
 /// "/a/b/" -> "/a/b"; "" -> "/".
-fn normalize(path: &str) -> String {
+pub fn normalize_path(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
     if trimmed.is_empty() {
         "/".to_string()
@@ -268,5 +268,69 @@ impl Meta {
                 .try_get::<_, Option<i32>>("over_errno")?
                 .unwrap_or(libc::EDQUOT),
         })
+    }
+}
+
+/// One directory quota of a database by inode (`jfs.dir_quotas`), with
+/// where its directory is there (see [`Meta::place`]).
+#[derive(Debug, Clone)]
+pub struct DirQuota {
+    pub key: u64,
+    /// The topmost directory above it in that database (1: the root).
+    pub top: u64,
+    /// Its path below `top` ("" for `top` itself).
+    pub below: String,
+    pub max_space: i64,
+    pub used_space: i64,
+    pub max_inodes: i64,
+    pub used_inodes: i64,
+}
+
+impl Meta {
+    /// Sets the quota of the directory of inode `inode` in this database
+    /// (`jfs.set_dir_quota`, administration: a shard's directories).
+    pub async fn set_dir_quota(&self, inode: u64, space: u64, inodes: u64) -> Result<()> {
+        self.call(
+            "SELECT 1 FROM jfs.set_dir_quota($1, $2, $3)",
+            &[&(inode as i64), &(space as i64), &(inodes as i64)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Removes the quota of the directory of inode `inode`
+    /// (`jfs.delete_dir_quota`): whether there was one.
+    pub async fn delete_dir_quota(&self, inode: u64) -> Result<bool> {
+        let row = self
+            .call_one(
+                "SELECT jfs.delete_dir_quota($1) AS done",
+                &[&(inode as i64)],
+            )
+            .await?;
+        Ok(row.try_get("done")?)
+    }
+
+    /// This database's directory quotas by inode (`jfs.dir_quotas`).
+    pub async fn dir_quotas(&self) -> Result<Vec<DirQuota>> {
+        let rows = self
+            .call(
+                "SELECT key, top, below, max_space, used_space, max_inodes, used_inodes \
+                 FROM jfs.dir_quotas()",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DirQuota {
+                    key: r.try_get::<_, i64>("key")? as u64,
+                    top: r.try_get::<_, Option<i64>>("top")?.unwrap_or(0) as u64,
+                    below: r.try_get::<_, Option<String>>("below")?.unwrap_or_default(),
+                    max_space: r.try_get("max_space")?,
+                    used_space: r.try_get("used_space")?,
+                    max_inodes: r.try_get("max_inodes")?,
+                    used_inodes: r.try_get("used_inodes")?,
+                })
+            })
+            .collect()
     }
 }

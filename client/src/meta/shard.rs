@@ -130,6 +130,20 @@ impl Meta {
         placed_from_row(&row)
     }
 
+    /// Where node `inode` is from this database's entries (`jfs.place`):
+    /// the topmost directory above it here (1: the volume's root; on a
+    /// shard, the shard root its entries lead to) and its path below that.
+    pub async fn place(&self, inode: u64) -> Result<(u64, String)> {
+        let row = self
+            .call_one("SELECT top, below FROM jfs.place($1)", &[&(inode as i64)])
+            .await?;
+        Ok((
+            row.try_get::<_, Option<i64>>("top")?.unwrap_or(0) as u64,
+            row.try_get::<_, Option<String>>("below")?
+                .unwrap_or_default(),
+        ))
+    }
+
     /// Step 2 of a shard root, in its parent's database
     /// (`jfs.shard_root_link`): entry `name` of `parent` for `inode`.
     pub async fn shard_root_link(&self, parent: u64, name: &[u8], inode: u64) -> Result<()> {

@@ -138,6 +138,35 @@ impl ShardSet {
     }
 }
 
+impl ShardSet {
+    /// The path from the volume's root of directory `inode`, followed up
+    /// across shards (each database names it up to its shard root, whose
+    /// own entry is in its parent's database).
+    pub async fn path_of(&self, inode: u64) -> anyhow::Result<String> {
+        let mut path = String::new();
+        let (mut at, mut db) = (inode, self.meta_of(inode).await?);
+        // (a shard root's chain is at most one link per shard deep)
+        for _ in 0..=self.shards.len() + 1 {
+            let (top, below) = db.place(at).await?;
+            path = below + &path;
+            if top == 1 {
+                return Ok(if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path
+                });
+            }
+            let parent = self.meta_of(top).await?.getattr(top).await?.parent;
+            anyhow::ensure!(
+                shard_of(top) != Some(0) && parent != 0 && shard_of(parent) != shard_of(top),
+                "directory {inode} has no path from the volume's root (stopped at {top})"
+            );
+            (at, db) = (top, self.meta_of(parent).await?);
+        }
+        anyhow::bail!("directory {inode}: its path crosses more shard roots than there are shards")
+    }
+}
+
 /// Refuses `what` (a mount, a dump...) of a volume with shards, or of a
 /// shard's database: this release works on one database at a time for it.
 pub async fn refuse_shards(meta: &Meta, meta_url: &str, what: &str) -> anyhow::Result<()> {

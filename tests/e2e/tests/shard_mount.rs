@@ -204,33 +204,27 @@ fn mounts_span_the_shards_of_a_volume() {
     assert!(std::fs::read(m2.p("a/w3")).unwrap() == pattern(3, 4096));
 
     // a directory quota stops at a shard boundary: it counts its own
-    // database's nodes; one on a shard's directory is refused, saying why
+    // database's nodes; a shard's directory has its own, kept (by inode)
+    // in the shard's database, listed with its path from the root
     std::fs::create_dir(m1.p("q")).unwrap();
     ok(jfs().args(["shard", "mkdir", &v.admin_url, "/q/s", "1", "--mode", "777"]));
-    ok(jfs().args([
-        "quota",
-        "set",
-        &v.admin_url,
-        "--path",
-        "/q",
-        "--inodes",
-        "3",
-    ]));
-    fails_with(
-        jfs().args([
-            "quota",
-            "set",
-            &v.admin_url,
-            "--path",
-            "/q/s",
-            "--inodes",
-            "3",
-        ]),
-        "/q/s is on shard 1 of the volume",
+    let quota = |args: &[&str]| {
+        let out = ok(jfs().args(["quota"]).args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    quota(&["set", &v.admin_url, "--path", "/q", "--inodes", "3"]);
+    let said = quota(&["set", &v.admin_url, "--path", "/q/s/", "--inodes", "4"]);
+    assert!(said.contains("dir /q/s "), "{said}");
+    let made = (0..6)
+        .map(|n| write_synced(&m1.p(&format!("q/s/f{n}")), b"on shard 1"))
+        .take_while(|r| r.is_ok())
+        .count();
+    assert_eq!(made, 4, "files made under /q/s's quota of 4 inodes");
+    assert_eq!(
+        errno_of(write_synced(&m1.p("q/s/f9"), b"x")),
+        Some(libc::EDQUOT),
+        "the quota of /q/s holds on shard 1"
     );
-    for n in 0..6 {
-        write_synced(&m1.p(&format!("q/s/f{n}")), b"on shard 1").unwrap();
-    }
     let refused = (0..6)
         .map(|n| write_synced(&m1.p(&format!("q/l{n}")), b"here"))
         .find_map(|r| r.err());
@@ -239,6 +233,23 @@ fn mounts_span_the_shards_of_a_volume() {
         Some(libc::EDQUOT),
         "the quota of /q holds in its own database"
     );
+    let listed = quota(&["list", &v.admin_url]);
+    assert!(
+        listed.contains("dir /q ") && listed.contains("dir /q/s "),
+        "{listed}"
+    );
+    assert!(quota(&["get", &v.admin_url, "--path", "/q/s"]).contains("dir /q/s "));
+    quota(&["delete", &v.admin_url, "--path", "/q/s"]);
+    write_synced(&m1.p("q/s/f9"), b"x").unwrap();
+    fails_with(
+        jfs().args(["quota", "get", &v.admin_url, "--path", "/q/s"]),
+        "no quota set",
+    );
+    // (a shard root below another's: its path is found across both)
+    quota(&["set", &v.admin_url, "--path", "/a/b/sub", "--inodes", "100"]);
+    let listed = quota(&["list", &v.admin_url]);
+    assert!(listed.contains("dir /a/b/sub "), "{listed}");
+    quota(&["delete", &v.admin_url, "--path", "/a/b/sub"]);
     // (a tree of the root's database holding a shard root, removed whole)
     ok(jfs().arg("rmr").arg(m1.p("q")));
     assert!(!m2.p("q").exists());
