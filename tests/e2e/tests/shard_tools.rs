@@ -377,3 +377,49 @@ fn a_dump_of_a_volume_over_shards_loads_into_shards() {
         .collect();
     assert_eq!(names.len(), 2, "a holds f1 and b: {names:?}");
 }
+
+/// `jfs summary` of a tree holding shard roots sums their subtrees from
+/// their shards: the same tree made once in the root's database and once
+/// across three (a on shard 1, a/b on shard 2 below it) gives the same
+/// rows, at every depth.
+#[test]
+fn jfs_summary_sums_the_subtrees_on_other_shards() {
+    let v = ShardedVolume::new("shsu", 2, &[("/t", 1), ("/t/b", 2)]);
+    let m = v.mount("m", &[]);
+    std::fs::create_dir(m.p("r")).unwrap();
+    std::fs::create_dir(m.p("r/b")).unwrap();
+    for top in ["r", "t"] {
+        std::fs::create_dir_all(m.p(&format!("{top}/b/d"))).unwrap();
+        std::fs::create_dir_all(m.p(&format!("{top}/x"))).unwrap();
+        for (path, len) in [
+            ("f1", 2000),
+            ("b/f2", 3000),
+            ("b/d/f3", 4000),
+            ("x/f4", 500),
+        ] {
+            write_synced(&m.p(&format!("{top}/{path}")), &pattern(1, len));
+        }
+        std::os::unix::fs::symlink("f1", m.p(&format!("{top}/b/l"))).unwrap();
+    }
+    let summary = |top: &str| -> Vec<serde_json::Value> {
+        let out = ok(jfs()
+            .args(["summary", "--json", "--depth", "3"])
+            .arg(m.p(top)));
+        let mut rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        for r in &mut rows {
+            let path = r["path"].as_str().unwrap().to_string();
+            let rel = path.strip_prefix(m.p(top).to_str().unwrap()).unwrap();
+            r["path"] = rel.into();
+        }
+        rows.sort_by_key(|r| r["path"].as_str().unwrap().to_string());
+        rows
+    };
+    let (one, across) = (summary("r"), summary("t"));
+    assert_eq!(one.len(), 4, "{one:?}");
+    assert_eq!(across, one, "summary across shards vs in one database");
+    // a subtree on a shard, with a shard root below it
+    let (one, across) = (summary("r/b"), summary("t/b"));
+    assert_eq!(across, one);
+    let (one, across) = (summary("r/x"), summary("t/x"));
+    assert_eq!(across, one);
+}
