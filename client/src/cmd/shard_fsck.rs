@@ -3,9 +3,10 @@
 //! Each database checks itself (`jfs fsck`, `jfs.fsck()`); what no single
 //! database can see is a shard root's two halves: its name in the parent's
 //! database and its node on its own shard. A crash between the two steps of
-//! `jfs shard mkdir` leaves a directory without a name, one between those of
-//! `jfs shard rmdir` a directory without a name too; a name whose directory
-//! is gone (a shard restored from an older backup) would name nothing. With
+//! `jfs shard mkdir` leaves a directory without a name; one between those
+//! of a removal (`jfs shard rmdir`, a mount's rmdir, `rm -rf`, `jfs rmr`:
+//! the node first, then the name) leaves a name of nothing, as would a
+//! shard restored from an older backup. With
 //! `--repair`, names of nothing are removed, and empty directories without
 //! a name; a directory without a name that holds files is left for a person.
 use std::collections::HashMap;

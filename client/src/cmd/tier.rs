@@ -93,6 +93,7 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 store,
                 ..
             } = open_volume(&s.meta_url, 2, BucketCheck::Required).await?;
+            on_root_database(&meta, &s.meta_url, &s.path).await?;
             let changed = meta.set_tier(&s.path, s.id, s.recursive).await?;
             let slices = meta.tier_files(&s.path, s.recursive).await?;
             let fallback = meta.tier_classes().await?[0].clone();
@@ -141,6 +142,7 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 store,
                 ..
             } = open_volume(&p.meta_url, 2, BucketCheck::Required).await?;
+            on_root_database(&meta, &p.meta_url, &p.path).await?;
             let slices = meta.tier_files(&p.path, p.recursive).await?;
             let keys: Vec<String> = slices
                 .iter()
@@ -174,6 +176,7 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
                 store,
                 ..
             } = open_volume(&p.meta_url, 2, BucketCheck::Required).await?;
+            on_root_database(&meta, &p.meta_url, &p.path).await?;
             let slices = meta.tier_files(&p.path, p.recursive).await?;
             let mut files: Vec<(u64, u8, String, Vec<String>)> = Vec::new();
             for sl in &slices {
@@ -213,4 +216,29 @@ pub async fn run(a: TierArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses `path` when it is on another shard than the root database's
+/// (at or below a shard root): tiers are set and read with the root
+/// database's paths, and a shard's files keep the tiers they were made
+/// with (their directories'), as a recursive `tier set` stops at a shard
+/// root.
+async fn on_root_database(
+    meta: &crate::meta::Meta,
+    meta_url: &str,
+    path: &str,
+) -> anyhow::Result<()> {
+    if meta.shards().await?.is_empty() {
+        return Ok(());
+    }
+    let set = crate::volume::shards::ShardSet::open(std::sync::Arc::new(meta.clone()), meta_url, 1)
+        .await?;
+    match crate::meta::shard_of(set.resolve(path).await?.inode) {
+        Some(0) | None => Ok(()),
+        Some(shard) => anyhow::bail!(
+            "{path} is on shard {shard} of the volume (at or below a shard root): jfs tier \
+             works on the root database's files in this release; a shard's files take their \
+             directory's tier when made"
+        ),
+    }
 }

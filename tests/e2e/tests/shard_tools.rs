@@ -422,4 +422,14 @@ fn jfs_summary_sums_the_subtrees_on_other_shards() {
     assert_eq!(across, one);
     let (one, across) = (summary("r/x"), summary("t/x"));
     assert_eq!(across, one);
+
+    // jfs tier works on the root database's files: one on a shard is
+    // refused, saying why (not "no such file")
+    drop(m);
+    for action in [
+        &["set", &v.admin_url, "/t/f1", "--id", "1"][..],
+        &["status", &v.admin_url, "/t/b"],
+    ] {
+        fails_with(jfs().arg("tier").args(action), "is on shard");
+    }
 }
