@@ -3,14 +3,15 @@
 //! Each shard's tables become foreign tables in schema `jfs_shard_N` of
 //! the root database, and schema `jfs_volume` gets views over the root's
 //! own tables and every shard's: `usage` (each database's share of the
-//! volume's space and inodes), `nodes` (every node, with its shard) and
-//! `entries` (every name). The script is printed, not run: it needs a
+//! volume's space and inodes), `nodes` (every node, with its shard),
+//! `entries` (every name) and `quotas` (every database's quotas with
+//! their usage, a directory's with its path from the volume's root). The script is printed, not run: it needs a
 //! superuser (for postgres_fdw) and says where the foreign servers are,
 //! which a DBA may want to change; run it again after `jfs shard add`.
 use crate::meta::{redact_url, ShardEntry};
 
 /// The tables of each shard that the views read.
-const TABLES: &str = "node, edge, quota_usage";
+const TABLES: &str = "node, edge, quota, quota_usage";
 
 /// `text` as an SQL string literal.
 fn literal(text: &str) -> String {
@@ -69,6 +70,16 @@ pub fn script(map: &[ShardEntry], readers: &[String]) -> anyhow::Result<String> 
     ];
     let mut nodes = vec!["SELECT 0 AS shard, n.* FROM jfs.node n".to_string()];
     let mut entries = vec!["SELECT 0 AS shard, e.* FROM jfs.edge e".to_string()];
+    let quota = |n: u16, schema: &str| {
+        format!(
+            "SELECT {n}{} q.kind, q.key, q.max_space, q.max_inodes, \
+             (SELECT sum(u.space) FROM {schema}.quota_usage u WHERE u.kind = q.kind AND u.key = q.key) AS space, \
+             (SELECT sum(u.inodes) FROM {schema}.quota_usage u WHERE u.kind = q.kind AND u.key = q.key) AS inodes \
+             FROM {schema}.quota q",
+            if n == 0 { " AS shard," } else { "," }
+        )
+    };
+    let mut quotas = vec![quota(0, "jfs")];
     for shard in map {
         let n = shard.number;
         sql += &format!(
@@ -86,6 +97,7 @@ pub fn script(map: &[ShardEntry], readers: &[String]) -> anyhow::Result<String> 
         ));
         nodes.push(format!("SELECT {n}, n.* FROM jfs_shard_{n}.node n"));
         entries.push(format!("SELECT {n}, e.* FROM jfs_shard_{n}.edge e"));
+        quotas.push(quota(n, &format!("jfs_shard_{n}")));
     }
     let union = |parts: &[String]| parts.join("\n    UNION ALL ");
     sql += &format!(
@@ -94,10 +106,27 @@ pub fn script(map: &[ShardEntry], readers: &[String]) -> anyhow::Result<String> 
          -- every node of the volume, with the shard that holds it\n\
          CREATE OR REPLACE VIEW jfs_volume.nodes AS\n    {};\n\
          -- every name of the volume (a shard root's is in its parent's shard)\n\
-         CREATE OR REPLACE VIEW jfs_volume.entries AS\n    {};\n",
+         CREATE OR REPLACE VIEW jfs_volume.entries AS\n    {};\n\
+         -- every quota of the volume, in the database that keeps it, with its usage there;\n\
+         -- a directory's with its path, followed up its names across shards (bytes that\n\
+         -- are not UTF-8 escaped)\n\
+         CREATE OR REPLACE VIEW jfs_volume.quotas AS\n\
+         SELECT q.shard, q.kind, q.key,\n\
+                CASE q.kind WHEN 'fs' THEN '/' WHEN 'dir' THEN (\n\
+                    WITH RECURSIVE up(parent, path, depth) AS (\n\
+                        SELECT e.parent, '/' || encode(e.name, 'escape'), 0\n\
+                          FROM jfs_volume.entries e WHERE e.inode = q.key\n\
+                        UNION ALL\n\
+                        SELECT e.parent, '/' || encode(e.name, 'escape') || up.path, up.depth + 1\n\
+                          FROM up JOIN jfs_volume.entries e ON e.inode = up.parent\n\
+                         WHERE up.parent <> 1 AND up.depth < 1000)\n\
+                    SELECT up.path FROM up WHERE up.parent = 1 LIMIT 1) END AS path,\n\
+                q.max_space, q.space AS used_space, q.max_inodes, q.inodes AS used_inodes\n\
+           FROM ({}) q;\n",
         union(&usage),
         union(&nodes),
-        union(&entries)
+        union(&entries),
+        union(&quotas)
     );
     for role in readers {
         let role = format!("\"{}\"", role.replace('"', "\"\""));

@@ -283,6 +283,10 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
     // the whole volume in plain SQL from its root: the script of `jfs
     // shard sql` (postgres_fdw), run by a superuser, then queried by a role
     // granted the views alone
+    // (quotas of directories on shards: the views show them too)
+    for (path, limit) in [("/big/deeper", "--inodes"), ("/small", "--capacity")] {
+        ok(jfs().args(["quota", "set", &root_admin, "--path", path, limit, "7"]));
+    }
     root.sql("vol", "CREATE ROLE jfs_shard_people LOGIN");
     let script = stdout(ok(jfs().args([
         "shard",
@@ -331,6 +335,13 @@ fn a_volume_spans_three_clusters_with_shard_roots_and_ids_of_their_own() {
              FROM jfs_volume.nodes WHERE type = 2 GROUP BY uid) o"
         ),
         "0:3 1000:1"
+    );
+    assert_eq!(
+        people(
+            "SELECT string_agg(shard || ':' || path || ':' || max_space || ':' || max_inodes, ' ' \
+             ORDER BY path) FROM jfs_volume.quotas WHERE kind = 'dir'"
+        ),
+        format!("5:/big/deeper:0:7 5:/small:{}:0", 7u64 << 30)
     );
     // (run again after a change of the map, it makes the same)
     run_script(&root, &script);
