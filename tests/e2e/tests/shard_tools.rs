@@ -433,3 +433,76 @@ fn jfs_summary_sums_the_subtrees_on_other_shards() {
         fails_with(jfs().arg("tier").args(action), "is on shard");
     }
 }
+
+/// Roles over shards: a read-only role (granted so on every database)
+/// reads every shard through its mount and changes nothing; a role
+/// granted on the root database but not on a shard cannot mount, the
+/// error naming the shard; neither can call a shard's procedures that
+/// change it.
+#[test]
+fn roles_over_shards_get_what_each_database_grants_them() {
+    let v = ShardedVolume::new("shro", 1, &[("/s", 1)]);
+    let m = v.mount("m", &[]);
+    write_synced(&m.p("top"), &pattern(1, 3000));
+    write_synced(&m.p("s/f"), &pattern(2, 70_000));
+    drop(m);
+    for c in &v.clusters {
+        c.sql(
+            "vol",
+            "CREATE ROLE jfs_shard_ro LOGIN; SELECT jfs.grant_client('jfs_shard_ro', p_read_only => true)",
+        );
+        c.sql("vol", "CREATE ROLE jfs_shard_half LOGIN");
+    }
+    v.clusters[0].sql("vol", "SELECT jfs.grant_client('jfs_shard_half')");
+
+    let ro = mount_at(
+        &v.clusters[0].url("jfs_shard_ro", "vol"),
+        &v.path().join("ro"),
+        &v.path().join("ro.log"),
+        &[],
+    );
+    assert!(std::fs::read(ro.p("top")).unwrap() == pattern(1, 3000));
+    assert!(std::fs::read(ro.p("s/f")).unwrap() == pattern(2, 70_000));
+    for path in ["new", "s/new"] {
+        let e = std::fs::write(ro.p(path), b"x").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{path}");
+    }
+    assert!(std::fs::remove_file(ro.p("s/f")).is_err());
+    drop(ro);
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.edge"),
+        ["2", "1"],
+        "nothing changed"
+    );
+
+    let dir = v.path().join("half");
+    std::fs::create_dir_all(&dir).unwrap();
+    fails_with(
+        jfs()
+            .args(["mount", &v.clusters[0].url("jfs_shard_half", "vol")])
+            .arg(&dir)
+            .args(["-d", "--log"])
+            .arg(v.path().join("half.log")),
+        "shard 1",
+    );
+    assert_eq!(
+        v.sql_each("SELECT count(*) FROM jfs.session"),
+        ["0", "0"],
+        "no session left by the mount that failed"
+    );
+    // straight to a shard's procedures: refused
+    for (role, call) in [
+        ("jfs_shard_ro", "SELECT jfs.rmr(1, 'x', 1, 0, '{}')"),
+        ("jfs_shard_half", "SELECT jfs.volume()"),
+    ] {
+        let out = std::process::Command::new("psql")
+            .args(["-XAtq", "-d", &v.clusters[1].url(role, "vol"), "-c", call])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains("permission denied"),
+            "{role}: {call}: {said}"
+        );
+    }
+}
