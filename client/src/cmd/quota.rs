@@ -132,7 +132,16 @@ fn print_row(row: &QuotaRow) {
 
 fn print_check(c: &QuotaCheck) {
     let what = match c.kind.as_str() {
+        "fs" if c.shard != 0 => format!("shard {}", c.shard),
         "fs" => "volume".to_string(),
+        "user" | "group" if c.shard != 0 => {
+            format!(
+                "shard {} {} {}",
+                c.shard,
+                if c.kind == "user" { "uid" } else { "gid" },
+                c.key
+            )
+        }
         "dir" => format!("dir {}", c.path.as_deref().unwrap_or("?")),
         "user" => format!("uid {}", c.key),
         _ => format!("gid {}", c.key),
@@ -207,12 +216,19 @@ pub async fn run(a: QuotaArgs) -> anyhow::Result<()> {
             println!("quota removed");
         }
         Action::Check(c) => {
-            let meta = Meta::connect(&c.meta_url, 1).await?;
-            let target = match (&c.target.path, c.target.uid, c.target.gid) {
-                (None, None, None) => None,
-                _ => Some(c.target.target()),
+            let rows = match (&c.target.path, c.target.uid, c.target.gid) {
+                (None, None, None) => check_every_database(&c.meta_url, c.repair).await?,
+                _ => match Placed::of(&c.meta_url, c.target.target()).await? {
+                    Placed::Root(meta, target) => meta.check_quota(Some(&target), c.repair).await?,
+                    Placed::Shard { meta, inode, path } => {
+                        let mut rows = meta.check_dir_quota(inode, c.repair).await?;
+                        for r in &mut rows {
+                            r.path = Some(path.clone());
+                        }
+                        rows
+                    }
+                },
             };
-            let rows = meta.check_quota(target.as_ref(), c.repair).await?;
             let drifted = rows.iter().filter(|r| !r.ok && !r.repaired).count();
             for r in &rows {
                 print_check(r);
@@ -296,6 +312,30 @@ impl Placed {
             Placed::Shard { meta, inode, .. } => meta.delete_dir_quota(*inode).await?,
         })
     }
+}
+
+/// Every quota of the volume at `meta_url` checked, the root database's
+/// first, then each shard's (its own usage, users, groups and directories;
+/// a directory's path followed across shards, the rest labelled with the
+/// shard).
+async fn check_every_database(meta_url: &str, repair: bool) -> anyhow::Result<Vec<QuotaCheck>> {
+    let meta = Meta::connect(meta_url, 1).await?;
+    let mut rows = meta.check_quota(None, repair).await?;
+    if meta.shards().await?.is_empty() {
+        return Ok(rows);
+    }
+    let set = ShardSet::open(Arc::new(meta), meta_url, 1).await?;
+    for number in set.numbers().into_iter().filter(|n| *n != 0) {
+        for mut r in set.meta(number).await?.check_quota(None, repair).await? {
+            r.path = match r.kind.as_str() {
+                "dir" => Some(set.path_of(r.key as u64).await?),
+                _ => None,
+            };
+            r.shard = number;
+            rows.push(r);
+        }
+    }
+    Ok(rows)
 }
 
 /// A shard's directory quota `q` as a row of `path`.

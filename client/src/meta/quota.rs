@@ -52,6 +52,9 @@ pub struct QuotaCheck {
     pub recorded_space: i64,
     pub ok: bool,
     pub repaired: bool,
+    /// The shard whose database kept it (0: the root; set by callers
+    /// that check every shard).
+    pub shard: u16,
 }
 
 /// One row of `jfs.summary_of`: a directory (or the file asked about) and
@@ -217,22 +220,37 @@ impl Meta {
             Some(QuotaTarget::Group(g)) => (Some("group"), String::new(), Some(i64::from(*g))),
         };
         let rows = self.call(sql, &[&kind, &path, &key, &repair]).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(QuotaCheck {
-                    kind: r.try_get("kind")?,
-                    key: r.try_get("key")?,
-                    path: r.try_get("path")?,
-                    counted_inodes: r.try_get("counted_inodes")?,
-                    counted_space: r.try_get("counted_space")?,
-                    recorded_inodes: r.try_get("recorded_inodes")?,
-                    recorded_space: r.try_get("recorded_space")?,
-                    ok: r.try_get("ok")?,
-                    repaired: r.try_get("repaired")?,
-                })
-            })
-            .collect()
+        rows.iter().map(quota_check_of).collect()
     }
+
+    /// [`Meta::check_quota`] of the quota of the directory of inode
+    /// `inode` in this database (a shard's directory: see
+    /// [`Meta::set_dir_quota`]).
+    pub async fn check_dir_quota(&self, inode: u64, repair: bool) -> Result<Vec<QuotaCheck>> {
+        let rows = self
+            .call(
+                "SELECT * FROM jfs.check_quota('dir', $1, $2)",
+                &[&(inode as i64), &repair],
+            )
+            .await?;
+        rows.iter().map(quota_check_of).collect()
+    }
+}
+
+/// A row of `jfs.check_quota`.
+fn quota_check_of(r: &tokio_postgres::Row) -> Result<QuotaCheck> {
+    Ok(QuotaCheck {
+        kind: r.try_get("kind")?,
+        key: r.try_get("key")?,
+        path: r.try_get("path")?,
+        counted_inodes: r.try_get("counted_inodes")?,
+        counted_space: r.try_get("counted_space")?,
+        recorded_inodes: r.try_get("recorded_inodes")?,
+        recorded_space: r.try_get("recorded_space")?,
+        ok: r.try_get("ok")?,
+        repaired: r.try_get("repaired")?,
+        shard: 0,
+    })
 }
 
 /// How long a file may grow now before a space limit refuses it

@@ -239,6 +239,19 @@ fn mounts_span_the_shards_of_a_volume() {
         "{listed}"
     );
     assert!(quota(&["get", &v.admin_url, "--path", "/q/s"]).contains("dir /q/s "));
+    // checked where it is kept: with every database's, and alone
+    let checked = quota(&["check", &v.admin_url]);
+    assert!(
+        checked.contains("dir /q/s ")
+            && checked.contains("shard 2 ")
+            && !checked.contains("DRIFTED"),
+        "{checked}"
+    );
+    let checked = quota(&["check", &v.admin_url, "--path", "/q/s"]);
+    assert!(
+        checked.starts_with("dir /q/s ") && checked.contains(" ok "),
+        "{checked}"
+    );
     quota(&["delete", &v.admin_url, "--path", "/q/s"]);
     write_synced(&m1.p("q/s/f9"), b"x").unwrap();
     fails_with(
