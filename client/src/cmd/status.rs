@@ -29,6 +29,19 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
     println!("blocks      compression {}, {sealed}", v.compression);
     println!("durability  {}", v.meta_durability);
     println!("trash days  {}", v.trash_days);
+    let shard = meta.shard_number().await?;
+    let shards = meta.shards().await?.len();
+    if shard != 0 {
+        println!(
+            "shard       {shard} of the volume: the usage and sessions below are this \
+             database's (jfs status and jfs shard list of its root show the rest)"
+        );
+    } else if shards > 0 {
+        println!(
+            "shards      {shards} besides this root database: the usage and sessions below are \
+             the root's (jfs shard list shows each shard's; df of a mount, the sum)"
+        );
+    }
     let used = s.total_space - s.avail_space;
     println!(
         "space       {} used of {}{}",

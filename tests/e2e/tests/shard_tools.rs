@@ -446,6 +446,11 @@ fn roles_over_shards_get_what_each_database_grants_them() {
     write_synced(&m.p("top"), &pattern(1, 3000));
     write_synced(&m.p("s/f"), &pattern(2, 70_000));
     drop(m);
+    // (jfs status says which database it shows)
+    let status =
+        |url: &str| String::from_utf8_lossy(&ok(jfs().args(["status", url])).stdout).into_owned();
+    assert!(status(&v.admin_url).contains("shards      1 besides this root database"));
+    assert!(status(&v.clusters[1].url("postgres", "vol")).contains("shard       1 of the volume"));
     for c in &v.clusters {
         c.sql(
             "vol",
