@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::dump::Progress;
-use crate::dump::read::{parse, Parsed};
+use crate::dump::read::{parse_into, Parsed};
 use crate::meta::{redact_url, LoadRequest, Loaded, Loader, Meta, Staged};
 use crate::{object, volume};
 
@@ -27,7 +27,7 @@ pub struct LoadArgs {
 }
 
 /// Batches in flight between the parser and the database.
-pub const BATCHES_IN_FLIGHT: usize = 4;
+const BATCHES_IN_FLIGHT: usize = 4;
 
 /// The dump's bytes, unpacked when gzip-compressed.
 pub fn open_input(file: &PathBuf) -> anyhow::Result<Box<dyn Read + Send>> {
@@ -59,24 +59,8 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         return super::load_shards::run(&a.meta_url, &a.shards, &a.file, a.force, input).await;
     }
     let meta = Meta::connect_for_format(&a.meta_url).await?;
-    let loader = meta.load_begin().await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot start the load in {}: {e} (loading needs jfs.grant_admin)",
-            redact_url(&a.meta_url)
-        )
-    })?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Staged>(BATCHES_IN_FLIGHT);
-    let parser = tokio::task::spawn_blocking(move || {
-        let mut progress = Progress::new("read");
-        parse(
-            input,
-            |batch| {
-                tx.blocking_send(batch)
-                    .map_err(|_| "the load stopped".to_string())
-            },
-            |n| progress.update(n),
-        )
-    });
+    let loader = begin(&meta, &a.meta_url).await?;
+    let (mut rx, parser) = spawn_parser(input, false);
     let mut progress = Progress::new("loading");
     let mut staged_rows = 0u64;
     while let Some(mut batch) = rx.recv().await {
@@ -102,6 +86,42 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
     );
     report_left_out(&parsed);
     Ok(())
+}
+
+/// A load begun in the database `meta` at `url` (`jfs.load_begin`), or why not.
+pub async fn begin(meta: &Meta, url: &str) -> anyhow::Result<Loader> {
+    meta.load_begin().await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot start the load in {}: {e} (loading needs jfs.grant_admin)",
+            redact_url(url)
+        )
+    })
+}
+
+/// The dump in `input` read in a thread of its own, its rows coming in
+/// batches on the receiver (a few in flight); the handle answers what
+/// else the dump holds. `keep_shard_ids`: see [`parse_into`].
+pub fn spawn_parser(
+    input: Box<dyn Read + Send>,
+    keep_shard_ids: bool,
+) -> (
+    tokio::sync::mpsc::Receiver<Staged>,
+    tokio::task::JoinHandle<anyhow::Result<Parsed>>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Staged>(BATCHES_IN_FLIGHT);
+    let parser = tokio::task::spawn_blocking(move || {
+        let mut progress = Progress::new("read");
+        parse_into(
+            input,
+            keep_shard_ids,
+            |batch| {
+                tx.blocking_send(batch)
+                    .map_err(|_| "the load stopped".to_string())
+            },
+            |n| progress.update(n),
+        )
+    });
+    (rx, parser)
 }
 
 /// What `jfs.load_staged` is asked for the dump `parsed` (read from

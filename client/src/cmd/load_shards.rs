@@ -6,8 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::dump::Progress;
-use super::load::{finish, report_left_out, request_of, BATCHES_IN_FLIGHT};
-use crate::dump::read::parse_into;
+use super::load::{begin, finish, report_left_out, request_of, spawn_parser};
 use crate::meta::{redact_url, shard_of, FormatRequest, Loader, Meta, Staged};
 
 /// A database the load goes into: shard 0 is the volume's root.
@@ -52,29 +51,12 @@ pub async fn run(
                 redact_url(url)
             );
         }
-        let loader = meta.load_begin().await.map_err(|e| {
-            anyhow::anyhow!(
-                "cannot start the load in {}: {e} (loading needs jfs.grant_admin)",
-                redact_url(url)
-            )
-        })?;
+        let loader = begin(&meta, url).await?;
         let url = url.clone();
         targets.insert(number, Target { url, meta, loader });
     }
 
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Staged>(BATCHES_IN_FLIGHT);
-    let parser = tokio::task::spawn_blocking(move || {
-        let mut progress = Progress::new("read");
-        parse_into(
-            input,
-            true,
-            |batch| {
-                tx.blocking_send(batch)
-                    .map_err(|_| "the load stopped".to_string())
-            },
-            |n| progress.update(n),
-        )
-    });
+    let (mut rx, parser) = spawn_parser(input, true);
     let mut progress = Progress::new("loading");
     let mut links = Vec::new();
     let mut shard_dirs = HashSet::new();

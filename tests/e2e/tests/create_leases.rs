@@ -12,6 +12,24 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use jfs_e2e::{eventually, procedure_calls, Volume};
 
+/// The mtime and ctime `path` shows through the mount are those
+/// PostgreSQL holds for its node.
+fn assert_times_held(v: &Volume, path: &std::path::Path, what: &str) {
+    let d = fs::metadata(path).unwrap();
+    assert_eq!(
+        v.sql(&format!(
+            "SELECT mtime || ' ' || ctime FROM jfs.node WHERE inode = {}",
+            d.ino()
+        )),
+        format!(
+            "{} {}",
+            d.mtime() * 1_000_000_000 + d.mtime_nsec(),
+            d.ctime() * 1_000_000_000 + d.ctime_nsec()
+        ),
+        "{what}"
+    );
+}
+
 /// Creates in a row: two through PostgreSQL, then the lease, and the rest
 /// answered here (no mknod) and committed in a few batches; each node as
 /// the mount showed it is the node PostgreSQL holds, and another mount
@@ -43,19 +61,7 @@ fn creates_in_a_row_are_answered_under_the_lease_and_committed_in_batches() {
     // (fsyncdir: what was answered is committed) the directory's times as
     // this mount shows them are the database's
     fs::File::open(a.p("d")).unwrap().sync_all().unwrap();
-    let d = fs::metadata(a.p("d")).unwrap();
-    assert_eq!(
-        v.sql(&format!(
-            "SELECT mtime || ' ' || ctime FROM jfs.node WHERE inode = {}",
-            d.ino()
-        )),
-        format!(
-            "{} {}",
-            d.mtime() * 1_000_000_000 + d.mtime_nsec(),
-            d.ctime() * 1_000_000_000 + d.ctime_nsec()
-        ),
-        "d's times"
-    );
+    assert_times_held(&v, &a.p("d"), "d's times");
     let mknods = procedure_calls(&addr, "mknod") - mknods;
     let commits = procedure_calls(&addr, "lease_commit");
     // creates committed together, from the change log (a batch logs its
@@ -143,18 +149,10 @@ fn a_directorys_times_shown_after_its_creates_commit_are_the_committed_ones() {
         // (the kernel keeps what the mount answers now, the creates' times)
         fs::metadata(a.p("d")).unwrap();
         fs::File::open(a.p("d")).unwrap().sync_all().unwrap();
-        let d = fs::metadata(a.p("d")).unwrap();
-        assert_eq!(
-            v.sql(&format!(
-                "SELECT mtime || ' ' || ctime FROM jfs.node WHERE inode = {}",
-                d.ino()
-            )),
-            format!(
-                "{} {}",
-                d.mtime() * 1_000_000_000 + d.mtime_nsec(),
-                d.ctime() * 1_000_000_000 + d.ctime_nsec()
-            ),
-            "round {round}: d's times through the mount after fsyncdir"
+        assert_times_held(
+            &v,
+            &a.p("d"),
+            &format!("round {round}: d's times through the mount after fsyncdir"),
         );
     }
 }
