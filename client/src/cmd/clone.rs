@@ -61,6 +61,17 @@ pub fn run(a: CloneArgs) -> anyhow::Result<()> {
                 a.src.display(),
                 a.dst.display()
             );
+            // (a copy into its own tree would copy what it makes, without end)
+            let (from, into) = (
+                std::fs::canonicalize(&a.src)?,
+                std::fs::canonicalize(&parent)?,
+            );
+            anyhow::ensure!(
+                !src.is_dir() || !into.starts_with(&from),
+                "cannot copy {} into itself ({} is inside it)",
+                a.src.display(),
+                a.dst.display()
+            );
             let mut copy = super::clone_copy::Copy::default();
             copy.tree(&a.src, &a.dst, a.preserve)
                 .with_context(|| format!("copying {} to {}", a.src.display(), a.dst.display()))?;

@@ -43,7 +43,18 @@ impl Copy {
                 self.tree(&src.join(&name), &dst.join(&name), preserve)?;
             }
         } else if kind.is_file() {
-            std::fs::copy(src, dst).map_err(made)?;
+            // (synced before it is counted: a write the mount reports lost
+            // at fsync fails the clone instead of vanishing with a close)
+            let mut from =
+                std::fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
+            let mut to = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dst)
+                .map_err(made)?;
+            std::io::copy(&mut from, &mut to)
+                .and_then(|_| to.sync_all())
+                .map_err(made)?;
         } else if kind.is_symlink() {
             let target =
                 std::fs::read_link(src).with_context(|| format!("reading {}", src.display()))?;

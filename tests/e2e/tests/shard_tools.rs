@@ -120,6 +120,12 @@ fn jfs_clone_across_shards_copies_the_tree() {
     assert_eq!(std::fs::read(m.p("w2/x/deep")).unwrap(), pattern(3, 70_000));
     assert_eq!(std::fs::read(m.p("w2/top")).unwrap(), pattern(4, 10));
     assert_eq!(shard_of(&m.p("w2/x")), 0, "the shard root's copy");
+    // (copied into its own tree, it would copy what it makes without end)
+    fails_with(
+        jfs().arg("clone").arg(m.p("w")).arg(m.p("w/x/again")),
+        "into itself",
+    );
+    assert!(!m.p("w/x/again").exists());
     assert_eq!(shard_of(&m.p("w2/x/deep")), 0);
 
     // within one shard: one clone, as ever
