@@ -44,7 +44,7 @@ RETURN ARRAY['mknod', 'symlink', 'link', 'unlink', 'rmdir', 'rename', 'setattr',
              'changelog_prune', 'free_unlinked', 'forget_delslices', 'alloc_ids', 'backup_claim',
              'backup_release', 'session_cleanup', 'take_lease', 'lease_unlink', 'lease_commit',
              'mknod_with_slices', 'want_lease', 'touch_atime', 'create_many', 'shard_root_remove',
-             'shard_root_unlink']::name[];
+             'shard_root_unlink', 'gateway_dir_make', 'gateway_dir_link']::name[];
 
 -- EXECUTE on every procedure (SECURITY DEFINER function) to p_role, those
 -- of administration only when p_admin; when p_read_only, those that write

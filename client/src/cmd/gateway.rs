@@ -83,11 +83,6 @@ pub fn run(a: GatewayArgs) -> anyhow::Result<()> {
             describe: format!("gateway {}", a.address),
             ..DirectOptions::default()
         };
-        // (it writes each object aside, in its directory of the volume's
-        // root, and renames it onto its key: not across shards)
-        let meta = crate::meta::Meta::connect(&meta_url, 1).await?;
-        crate::volume::shards::refuse_shards(&meta, &meta_url, "the gateway").await?;
-        drop(meta);
         let direct = Arc::new(Direct::attach(&meta_url, &options).await?);
         let listener = tokio::net::TcpListener::bind(&a.address)
             .await

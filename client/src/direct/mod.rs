@@ -240,6 +240,11 @@ impl Direct {
         let _ = self.pinned.set((name.to_vec(), inode));
     }
 
+    /// The shards of the volume (0 alone: none).
+    pub fn shards(&self) -> Vec<u16> {
+        self.vfs.shard_numbers()
+    }
+
     /// The session this client registered.
     pub fn session(&self) -> i64 {
         self.vfs.sid()

@@ -43,6 +43,18 @@ impl Direct {
         self.make(path, NodeType::Dir, mode, None).await
     }
 
+    /// mkdir of `path` as a directory of shard `shard` (mode 0700, the
+    /// client's user's): the gateway's own there, in its directory
+    /// `.jfs-gateway` (the database refuses it anywhere else).
+    pub async fn mkdir_on_shard(&self, path: &[u8], shard: u16) -> DirectResult<Attr> {
+        let (parent, name) = self.parent_of(path, Dots::MAKE).await?;
+        let owner = (self.who.uid, self.who.gid);
+        let make = self.vfs.mkdir_for_gateway(parent, name, shard, owner);
+        self.vfs
+            .checked(&self.who, Need::Create(parent), make)
+            .await
+    }
+
     /// symlink(2): `path` made a link to `target`.
     pub async fn symlink(&self, target: &[u8], path: &[u8]) -> DirectResult<Attr> {
         // (Linux takes the target in first: empty is ENOENT, PATH_MAX

@@ -2,7 +2,8 @@
 //! protocol, SigV4 checks, XML) over `crate::direct`. Buckets are the
 //! volume's top-level directories and keys the paths below them, as
 //! `juicefs gateway` maps them. An object is written to a file of the
-//! gateway's own (`/.jfs-gateway/tmp`) and renamed onto its key, so readers
+//! gateway's own (`/.jfs-gateway/tmp`; on a volume over shards, its
+//! directory on the shard of the key: `staging`) and renamed onto its key, so readers
 //! see the old object or the new one, never half of one; the response comes
 //! once the directory is synced. Multipart parts are files of the upload's
 //! directory, joined by copy_file_range (shared slices, no bytes moved);
@@ -13,6 +14,7 @@ mod multipart;
 mod object_io;
 mod objects;
 pub mod serve;
+mod staging;
 
 use std::sync::Arc;
 
@@ -42,6 +44,11 @@ const MAX_KEYS: usize = 1000;
 /// The S3 service over a volume attached to by this process.
 pub struct Gateway {
     d: Arc<Direct>,
+    /// The volume's shards (0 alone: none).
+    shards: Vec<u16>,
+    /// The shards whose directories of the gateway's own are made and
+    /// checked (see `staging`).
+    ready: std::sync::Mutex<std::collections::HashSet<u16>>,
 }
 
 impl Gateway {
@@ -55,7 +62,7 @@ impl Gateway {
             match d.mkdir(dir.as_bytes(), 0o700).await {
                 Ok(_) | Err(libc::EEXIST) => {}
                 // (a read-only gateway writes nothing aside)
-                Err(libc::EROFS) => return Ok(Gateway { d }),
+                Err(libc::EROFS) => return Ok(Gateway::over(d)),
                 Err(e) => anyhow::bail!(
                     "making the gateway's directory {dir} in the volume: {}",
                     std::io::Error::from_raw_os_error(e)
@@ -80,7 +87,15 @@ impl Gateway {
                 d.pin(crate::vfs::GATEWAY_DIR_NAME, attr.inode);
             }
         }
-        Ok(Gateway { d })
+        Ok(Gateway::over(d))
+    }
+
+    fn over(d: Arc<Direct>) -> Gateway {
+        Gateway {
+            shards: d.shards(),
+            d,
+            ready: Default::default(),
+        }
     }
 }
 
@@ -96,7 +111,7 @@ impl Gateway {
             std::time::Duration::from_secs(1),
             std::time::Duration::from_secs(3600),
         );
-        let g = Gateway { d: self.d.clone() };
+        let g = Gateway::over(self.d.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;

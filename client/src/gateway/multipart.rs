@@ -6,8 +6,8 @@ use md5::{Digest, Md5};
 use s3s::dto::{CompletedMultipartUpload, Part};
 use s3s::{s3_error, S3Result};
 
-use super::object_io::{create_new, new_name};
-use super::{hex, modified, s3_error, Gateway, TMP_DIR, UPLOADS_DIR, UPLOAD_KEY_XATTR};
+use super::object_io::create_new;
+use super::{hex, modified, s3_error, Gateway, UPLOADS_DIR, UPLOAD_KEY_XATTR};
 use crate::meta::Attr;
 
 /// Parts a multipart upload may have (S3's limit).
@@ -16,12 +16,12 @@ pub(super) const MAX_PARTS: i32 = 10_000;
 impl Gateway {
     /// The directory of upload `id`, and the bucket and key it is for.
     pub(super) async fn upload(&self, id: &str) -> S3Result<(String, String)> {
-        let valid = id.len() == 32 && id.bytes().all(|c| c.is_ascii_hexdigit());
-        let dir = format!("{UPLOADS_DIR}/{id}");
-        let target = match valid {
-            true => self.d.get_xattr(dir.as_bytes(), UPLOAD_KEY_XATTR).await,
-            false => Err(libc::ENOENT),
+        let dir = super::staging::upload_dir(id);
+        let target = match &dir {
+            Some(dir) => self.d.get_xattr(dir.as_bytes(), UPLOAD_KEY_XATTR).await,
+            None => Err(libc::ENOENT),
         };
+        let dir = dir.unwrap_or_default();
         match target {
             Ok(target) => Ok((dir, String::from_utf8_lossy(&target).into_owned())),
             Err(libc::ENOENT | libc::ENODATA) => Err(s3_error!(NoSuchUpload, "no upload {id}")),
@@ -30,17 +30,23 @@ impl Gateway {
     }
 
     /// The multipart uploads there are: their ids and their directories'
-    /// attributes (made when the upload was).
+    /// attributes (made when the upload was), on every shard.
     async fn uploads(&self) -> S3Result<Vec<(String, Attr)>> {
-        let listed = self
-            .d
-            .list(UPLOADS_DIR.as_bytes())
-            .await
-            .map_err(|e| s3_error(e, "the gateway's uploads"))?;
-        Ok(listed
-            .into_iter()
-            .filter_map(|(name, attr)| Some((String::from_utf8(name).ok()?, attr)))
-            .collect())
+        let mut uploads = Vec::new();
+        for dir in self.upload_dirs() {
+            let listed = match self.d.list(dir.as_bytes()).await {
+                Ok(listed) => listed,
+                // (a shard where the gateway never wrote)
+                Err(libc::ENOENT) if dir != UPLOADS_DIR => continue,
+                Err(e) => return Err(s3_error(e, "the gateway's uploads")),
+            };
+            uploads.extend(
+                listed
+                    .into_iter()
+                    .filter_map(|(name, attr)| Some((String::from_utf8(name).ok()?, attr))),
+            );
+        }
+        Ok(uploads)
     }
 
     /// Removes multipart uploads begun, and files written aside (by a
@@ -52,15 +58,19 @@ impl Gateway {
             .saturating_sub(expiry.as_nanos().min(i64::MAX as u128) as i64);
         let mut removed = (0, 0);
         for (id, attr) in self.uploads().await.unwrap_or_default() {
-            if attr.ctime < cutoff && attr.mtime < cutoff {
-                self.remove_upload(&format!("{UPLOADS_DIR}/{id}")).await;
+            let dir = super::staging::upload_dir(&id);
+            if let Some(dir) = dir.filter(|_| attr.ctime < cutoff && attr.mtime < cutoff) {
+                self.remove_upload(&dir).await;
                 removed.0 += 1;
             }
         }
-        if let Ok(files) = self.d.list(TMP_DIR.as_bytes()).await {
+        for aside in self.aside_dirs() {
+            let Ok(files) = self.d.list(aside.as_bytes()).await else {
+                continue;
+            };
             for (name, attr) in files {
                 if attr.mtime < cutoff && attr.ctime < cutoff {
-                    let mut path = format!("{TMP_DIR}/").into_bytes();
+                    let mut path = format!("{aside}/").into_bytes();
                     path.extend_from_slice(&name);
                     if self.d.unlink(&path).await.is_ok() {
                         removed.1 += 1;
@@ -188,7 +198,7 @@ impl Gateway {
         }
         let e_tag = format!("{}-{}", hex(&joined_md5.finalize()), parts.len());
         // the parts joined as metadata: the object shares their slices
-        let tmp = format!("{TMP_DIR}/{}", new_name());
+        let tmp = self.aside_for(bucket, key).await?;
         let (fh, _) = self
             .d
             .open(tmp.as_bytes(), create_new(), 0o644)

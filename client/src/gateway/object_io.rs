@@ -148,11 +148,18 @@ impl Gateway {
     /// returns. `tmp` is removed if it cannot be.
     pub(super) async fn place(&self, tmp: &str, bucket: &str, key: &str) -> S3Result<()> {
         let path = object_path(bucket, key)?;
+        let mut tmp = tmp.to_string();
         let placed = async {
             self.bucket(bucket).await?;
             let mut renamed = self.d.rename(tmp.as_bytes(), path.as_bytes()).await;
             if renamed == Err(libc::ENOENT) {
                 self.make_dirs(bucket, key).await?;
+                renamed = self.d.rename(tmp.as_bytes(), path.as_bytes()).await;
+            }
+            if renamed == Err(libc::EXDEV) {
+                // (the key's directory was placed on another shard since
+                // the object was written aside: it is copied there)
+                tmp = self.restage(&tmp, bucket, key).await?;
                 renamed = self.d.rename(tmp.as_bytes(), path.as_bytes()).await;
             }
             renamed.map_err(|e| s3_error(e, key))?;
@@ -167,6 +174,31 @@ impl Gateway {
             let _ = self.d.unlink(tmp.as_bytes()).await;
         }
         result
+    }
+
+    /// Copies the object written aside at `tmp` to the shard `key` of
+    /// `bucket` lands on, with its ETag, and removes it: the new path.
+    async fn restage(&self, tmp: &str, bucket: &str, key: &str) -> S3Result<String> {
+        let attr = self.d.stat(tmp.as_bytes(), false).await;
+        let attr = attr.map_err(|e| s3_error(e, key))?;
+        let e_tag = self.etag(tmp, &attr).await;
+        let moved = self.aside_for(bucket, key).await?;
+        tracing::info!(
+            "{bucket}/{key}: its directory was placed on another shard while the object was \
+             written aside; copying it there ({} bytes)",
+            attr.length
+        );
+        let copied = async {
+            self.d.copy(tmp.as_bytes(), moved.as_bytes()).await?;
+            self.keep_etag(&moved, e_tag.value()).await
+        };
+        let copied = copied.await;
+        let _ = self.d.unlink(tmp.as_bytes()).await;
+        if let Err(e) = copied {
+            let _ = self.d.unlink(moved.as_bytes()).await;
+            return Err(s3_error(e, key));
+        }
+        Ok(moved)
     }
 
     /// Makes the directories `key` lies in, below its bucket.

@@ -8,8 +8,7 @@ use super::listing::listed;
 use super::multipart::MAX_PARTS;
 use super::object_io::{empty_etag, new_name};
 use super::{
-    key_of_token, modified, object_path, s3_error, token_of_key, Gateway, TMP_DIR, UPLOADS_DIR,
-    UPLOAD_KEY_XATTR,
+    key_of_token, modified, object_path, s3_error, token_of_key, Gateway, UPLOAD_KEY_XATTR,
 };
 use crate::meta::NodeType;
 
@@ -180,7 +179,7 @@ impl S3 for Gateway {
                 ..Default::default()
             }));
         }
-        let tmp = format!("{TMP_DIR}/{}", new_name());
+        let tmp = self.aside_for(&bucket, &key).await?;
         let (e_tag, len) = self.store_tagged(&tmp, body).await?;
         self.place(&tmp, &bucket, &key).await?;
         Ok(S3Response::new(PutObjectOutput {
@@ -316,8 +315,7 @@ impl S3 for Gateway {
         let CreateMultipartUploadInput { bucket, key, .. } = req.input;
         object_path(&bucket, &key)?;
         self.bucket(&bucket).await?;
-        let id = new_name();
-        let dir = format!("{UPLOADS_DIR}/{id}");
+        let (id, dir) = self.upload_for(&bucket, &key).await?;
         self.d
             .mkdir(dir.as_bytes(), 0o700)
             .await
@@ -484,7 +482,7 @@ impl S3 for Gateway {
         object_path(&bucket, &key)?;
         let (src, attr) = self.object(&src_bucket, &src_key).await?;
         let e_tag = self.etag(&src, &attr).await;
-        let tmp = format!("{TMP_DIR}/{}", new_name());
+        let tmp = self.aside_for(&bucket, &key).await?;
         let copied = async {
             self.d.copy(src.as_bytes(), tmp.as_bytes()).await?;
             self.keep_etag(&tmp, e_tag.value()).await

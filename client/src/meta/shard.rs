@@ -157,6 +157,35 @@ impl Meta {
     }
 }
 
+impl Meta {
+    /// Step 1 of a directory of the gateway's own on this shard
+    /// (`jfs.gateway_dir_make`): mode 0700, owned by `uid`:`gid`, below
+    /// `parent` of the root's shard; its inode.
+    pub async fn gateway_dir_make(&self, parent: u64, uid: u32, gid: u32) -> Result<u64> {
+        let row = self
+            .call_one(
+                "SELECT errno, inode FROM jfs.gateway_dir_make($1, $2, $3)",
+                &[&(parent as i64), &(uid as i64), &(gid as i64)],
+            )
+            .await?;
+        check_errno(&row)?;
+        Ok(row.try_get::<_, i64>("inode")? as u64)
+    }
+
+    /// Step 2, in the root's database (`jfs.gateway_dir_link`): entry
+    /// `name` ("shard-N") of `parent` (a directory named .jfs-gateway) for
+    /// `inode` of shard N.
+    pub async fn gateway_dir_link(&self, parent: u64, name: &[u8], inode: u64) -> Result<()> {
+        let row = self
+            .call_one(
+                "SELECT errno FROM jfs.gateway_dir_link($1, $2, $3)",
+                &[&(parent as i64), &name, &(inode as i64)],
+            )
+            .await?;
+        check_errno(&row)
+    }
+}
+
 /// A `jfs.lookup` row: the entry's attributes, or, for a shard root (errno
 /// 18 with the node's inode), Err with that inode.
 pub(super) fn placed_from_row(row: &tokio_postgres::Row) -> Result<std::result::Result<Attr, u64>> {

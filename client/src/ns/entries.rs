@@ -209,4 +209,37 @@ impl Namespace {
             attr => attr,
         }
     }
+
+    /// Makes entry `name` of `parent` (on the root's shard) a directory of
+    /// the gateway's own on shard `shard`, mode 0700, owned by `uid`:`gid`:
+    /// its node there first, then the entry, so a crash between leaves an
+    /// orphan for `jfs shard fsck`, never a name of nothing; the node goes
+    /// again when the entry is refused.
+    pub async fn make_gateway_dir(
+        &self,
+        guard: &dyn InDir,
+        parent: u64,
+        name: &[u8],
+        shard: u16,
+        (uid, gid): (u32, u32),
+    ) -> Result<Attr> {
+        guards(guard, parent);
+        let part = self.parts.all().iter().find(|p| p.number == shard);
+        let part = part.ok_or(MetaError::Errno(libc::ENXIO))?;
+        let inode = part.meta.gateway_dir_make(parent, uid, gid).await?;
+        if let Err(e) = self
+            .meta_of(parent)
+            .gateway_dir_link(parent, name, inode)
+            .await
+        {
+            if let Err(left) = part.meta.shard_root_remove(inode).await {
+                tracing::warn!(
+                    "directory {inode} of shard {shard}, made for the gateway and not linked \
+                     ({e}), could not be removed ({left}): `jfs shard fsck --repair` removes it"
+                );
+            }
+            return Err(e);
+        }
+        self.attr_elsewhere(inode).await.map_err(MetaError::Errno)
+    }
 }

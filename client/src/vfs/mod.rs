@@ -321,6 +321,11 @@ impl Vfs {
         Ok(())
     }
 
+    /// The shards of the volume this mount reaches (0 alone: none).
+    pub fn shard_numbers(&self) -> Vec<u16> {
+        self.ns.parts().all().iter().map(|p| p.number).collect()
+    }
+
     /// Ends this mount's sessions (unmount): its open files are released.
     pub async fn close_session(&self) -> crate::meta::Result<()> {
         if !self.has_session() {

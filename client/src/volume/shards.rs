@@ -167,26 +167,6 @@ impl ShardSet {
     }
 }
 
-/// Refuses `what` (a mount, a dump...) of a volume with shards, or of a
-/// shard's database: this release works on one database at a time for it.
-pub async fn refuse_shards(meta: &Meta, meta_url: &str, what: &str) -> anyhow::Result<()> {
-    let number = meta.shard_number().await?;
-    anyhow::ensure!(
-        number == 0,
-        "{} is shard {number} of a volume: {what} does not work across shards yet (mounts, the Python package, `jfs \
-         shard`, dump, gc, fsck, status, destroy and SQL do)",
-        redact_url(meta_url)
-    );
-    let shards = meta.shards().await?.len();
-    anyhow::ensure!(
-        shards == 0,
-        "{} is the root of a volume with {shards} other shard(s) (jfs shard list): {what} \
-         does not work across shards yet (mounts, the Python package, `jfs shard`, dump, gc, fsck, status, destroy and SQL do)",
-        redact_url(meta_url)
-    );
-    Ok(())
-}
-
 /// `url` (a shard map's URL, without credentials) with the user and
 /// password of `from` (the caller's URL to the root database), unless it
 /// names a user of its own.

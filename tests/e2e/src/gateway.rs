@@ -19,22 +19,27 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn start(v: &Volume) -> Gateway {
-        Gateway::spawn(v, &[], &[], None).unwrap_or_else(|e| panic!("{e}"))
+        Gateway::spawn(&v.url, &[], &[], None).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts it with `args` added to its command line.
     pub fn start_with(v: &Volume, args: &[&str]) -> Gateway {
-        Gateway::spawn(v, &[], args, None).unwrap_or_else(|e| panic!("{e}"))
+        Gateway::spawn(&v.url, &[], args, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts it on META_URL `url` with `args` added to its command line.
+    pub fn start_on(url: &str, args: &[&str]) -> Gateway {
+        Gateway::spawn(url, &[], args, None).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts it run by `launcher` (e.g. `prlimit --nofile=256:256`), its
     /// log into `log`; Err with the log when it does not start.
     pub fn start_logged(v: &Volume, launcher: &[&str], log: PathBuf) -> Result<Gateway, String> {
-        Gateway::spawn(v, launcher, &[], Some(log))
+        Gateway::spawn(&v.url, launcher, &[], Some(log))
     }
 
     fn spawn(
-        v: &Volume,
+        url: &str,
         launcher: &[&str],
         args: &[&str],
         log: Option<PathBuf>,
@@ -50,7 +55,7 @@ impl Gateway {
         };
         cmd.args([
             "gateway",
-            &v.url,
+            url,
             "127.0.0.1:0",
             "--access-key",
             GATEWAY_KEYS.0,
@@ -124,5 +129,20 @@ impl Drop for Gateway {
             .arg(self.child.id().to_string())
             .status();
         let _ = self.child.wait();
+    }
+}
+
+/// The HTTP status of an answer from [`Gateway::signed`] (its last line).
+pub fn status(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().last().unwrap_or_default().to_string()
+}
+
+/// The body of an answer from [`Gateway::signed`] (all but its last line).
+pub fn body(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match text.rfind('\n') {
+        Some(i) => text[..i].to_string(),
+        None => String::new(),
     }
 }

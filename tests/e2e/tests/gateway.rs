@@ -18,19 +18,6 @@ fn as_nobody(script: &str) -> Output {
         .unwrap()
 }
 
-fn status(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().last().unwrap_or_default().to_string()
-}
-
-fn body(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    match text.rfind('\n') {
-        Some(i) => text[..i].to_string(),
-        None => String::new(),
-    }
-}
-
 /// A PUT of `data` to `path` answered 200, and a GET that gives it back.
 fn put_and_get(g: &Gateway, path: &str, data: &str) {
     let put = g.signed(30, &["-X", "PUT", "--data-binary", data], path);

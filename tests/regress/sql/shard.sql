@@ -45,6 +45,20 @@ SELECT name, inode - :s1 AS inode FROM jfs.edge WHERE parent = 1 AND inode > :s1
 SELECT jfs.session_open('regress', 1, '{}', '1 minute') AS sid \gset
 SELECT errno, names, nlinks FROM jfs.take_lease(:sid, 1);
 SELECT jfs.session_close(:sid);
+-- the gateway's own directory on a shard (procedures of a client role):
+-- only as .jfs-gateway/shard-N, for a node of shard N no entry names yet
+SELECT inode AS gw FROM jfs.mknod(1, '.jfs-gateway', 2, 448, 0, 0) \gset
+SELECT errno FROM jfs.gateway_dir_link(:gw, 'shard-1', :s1 + 20);
+SELECT errno FROM jfs.gateway_dir_link(:gw, 'shard-1', :s1 + 21);          -- taken
+SELECT errno FROM jfs.gateway_dir_link(:gw, 'shard-2', :s1 + 22);          -- another shard's name
+SELECT errno FROM jfs.gateway_dir_link(:gw, 'shard-2', :s2 + 7);           -- named already
+SELECT errno FROM jfs.gateway_dir_link(:d, 'shard-2', :s2 + 30);           -- not in .jfs-gateway
+SELECT errno FROM jfs.gateway_dir_link(:gw, 'shard-0', :d);                -- of this shard
+SELECT errno FROM jfs.gateway_dir_link(:gw, 'shard-32767', 9223372036854775807);
+SELECT errno FROM jfs.gateway_dir_link(-1, 'shard-1', :s1 + 23);
+SELECT errno FROM jfs.gateway_dir_link(:gw, NULL, :s1 + 24);
+SELECT errno FROM jfs.gateway_dir_make(1, 0, 0);                           -- the root makes none
+SELECT name, inode - :s1 AS inode FROM jfs.edge WHERE parent = :gw;
 -- this side of each shard root, and a name of one removed (jfs shard rmdir)
 SELECT parent = 1 AS in_root, name, inode >> 48 AS shard, inode & 65535 AS inode FROM jfs.shard_links() ORDER BY name;
 SELECT errno FROM jfs.shard_root_unlink(:d, 'farther');
@@ -74,6 +88,15 @@ SELECT * FROM jfs.statfs() \gset st_
 SELECT :st_used_inodes AS used_inodes;
 SELECT * FROM jfs.shard_add(5, 'postgres://db5/vol');
 SELECT (jfs.alloc_ids('inode', 4) >> 48) AS inode_shard, (jfs.alloc_ids('slice', 4) >> 48) AS slice_shard;
+-- the gateway's own directory here: 0700, below the root's shard only
+SELECT inode AS g FROM jfs.gateway_dir_make(1, 1000, 1000) \gset
+SELECT :g >> 48 AS shard, parent, mode, uid, gid, nlink FROM jfs.node WHERE inode = :g;
+SELECT errno FROM jfs.gateway_dir_make(:g, 0, 0);                          -- a parent of this shard
+SELECT errno FROM jfs.gateway_dir_make(9223372036854775807, 0, 0);
+SELECT errno FROM jfs.gateway_dir_make(-1, 0, 0);
+SELECT errno FROM jfs.gateway_dir_make(1, -1, 0);
+SELECT errno FROM jfs.gateway_dir_make(1, 0, 4294967296);
+SELECT errno FROM jfs.shard_root_remove(:g);
 -- a shard root under directory 1 of the root's shard, and a tree in it
 SELECT inode AS r FROM jfs.shard_root_make(1, 493, 1000, 1000) \gset
 SELECT :r >> 48 AS shard, :r - (3::bigint << 48) AS after_the_ids_reserved;

@@ -118,6 +118,33 @@ impl Vfs {
         Ok(attr)
     }
 
+    /// Makes directory `name` of `parent` on shard `shard`, the gateway's
+    /// own there (mode 0700, the caller's): where it writes objects of
+    /// that shard's keys aside before renaming them onto their keys.
+    pub async fn mkdir_for_gateway(
+        &self,
+        parent: u64,
+        name: &[u8],
+        shard: u16,
+        owner: (u32, u32),
+    ) -> VfsResult<Attr> {
+        self.writable()?;
+        self.reserved_name(parent, name)?;
+        let making = self.ns.make_begins(parent, name).await?;
+        let ticket = self.ns.attrs.ticket();
+        let attr = self
+            .ns
+            .make_gateway_dir(&making, parent, name, shard, owner)
+            .await
+            .map_err(|e| self.name_taken(parent, name, e))?;
+        self.ns.listings.added(parent, name);
+        // (its nlink grew)
+        self.ns.attrs.forget(parent);
+        self.ns.attrs.put_entry(parent, name, &attr, ticket);
+        making.made(name, &attr);
+        Ok(attr)
+    }
+
     pub async fn readlink(&self, inode: u64) -> VfsResult<Vec<u8>> {
         self.ns.readlink(inode).await.map_err(errno)
     }
