@@ -119,6 +119,14 @@ impl Gateway {
         let what = format!("the gateway's directory {top}");
         match self.d.mkdir_on_shard(top.as_bytes(), shard).await {
             Ok(_) | Err(libc::EEXIST) => {}
+            Err(libc::ENOSYS) => {
+                tracing::error!(
+                    "making {top}: the root database or shard {shard} lacks \
+                     jfs.gateway_dir_make or jfs.gateway_dir_link (jfs 0.2.31): run ALTER \
+                     EXTENSION jfs UPDATE on every database of the volume, and grant_client again"
+                );
+                return Err(s3_error(libc::ENOSYS, &what));
+            }
             Err(e) => return Err(s3_error(e, &what)),
         }
         for dir in [top.clone(), tmp_dir(shard), uploads_dir(shard)] {

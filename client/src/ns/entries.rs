@@ -226,6 +226,12 @@ impl Namespace {
         guards(guard, parent);
         let part = self.parts.all().iter().find(|p| p.number == shard);
         let part = part.ok_or(MetaError::Errno(libc::ENXIO))?;
+        // (databases of a release before 0.2.31 have neither procedure)
+        if !part.meta.may_call("gateway_dir_make")
+            || !self.meta_of(parent).may_call("gateway_dir_link")
+        {
+            return Err(MetaError::Errno(libc::ENOSYS));
+        }
         let inode = part.meta.gateway_dir_make(parent, uid, gid).await?;
         if let Err(e) = self
             .meta_of(parent)
