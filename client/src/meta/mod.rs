@@ -91,6 +91,9 @@ pub struct Meta {
     /// The server incarnations this client's commits went to (shared by
     /// every pool made from this one).
     incarnations: Arc<Incarnations>,
+    /// The session its connections name, when it changed (shared by every
+    /// pool made from this one).
+    named: Arc<pool::SessionName>,
     /// The jfs procedures this role may call, and those that only read.
     procedures: Arc<OnceLock<Procedures>>,
     /// How long calls are retried while the database is unavailable.

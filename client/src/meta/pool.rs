@@ -114,13 +114,48 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// A pool whose every new connection first notes the server incarnation it
 /// reached, so that a commit sent on it is stamped with the right epoch.
+/// The session a pool's connections name in their application_name
+/// (jfs:SID), which changes when a mount registers again (its session was
+/// ended as dead) or late (a shard out of reach when it started): the
+/// connections made before are not used again, as the database takes the
+/// name for the caller's session (the change log, leases).
+#[derive(Default)]
+pub(super) struct SessionName {
+    /// The session named since `renamed_at` (0: the pool's own name).
+    sid: std::sync::atomic::AtomicI64,
+    renamed_at: std::sync::Mutex<Option<Instant>>,
+}
+
+impl SessionName {
+    /// What a new connection is told to name, if anything.
+    fn statement(&self) -> Option<String> {
+        match self.sid.load(std::sync::atomic::Ordering::Acquire) {
+            0 => None,
+            sid => Some(format!(
+                "SET application_name = '{}'",
+                session_application_name(sid)
+            )),
+        }
+    }
+
+    /// Whether a connection made at `created` names an older session.
+    fn outdated(&self, created: Instant) -> bool {
+        self.renamed_at
+            .lock()
+            .unwrap()
+            .is_some_and(|at| created < at)
+    }
+}
+
 pub(super) fn build_pool(
     config: &tokio_postgres::Config,
     tls: &Connector,
     max_connections: usize,
-    incarnations: &Arc<Incarnations>,
+    (incarnations, named): (&Arc<Incarnations>, &Arc<SessionName>),
 ) -> std::result::Result<Pool, ConnectError> {
     let observer = incarnations.clone();
+    let naming = named.clone();
+    let outdated = named.clone();
     let manager = Manager::from_config(
         config.clone(),
         tls.clone(),
@@ -134,9 +169,22 @@ pub(super) fn build_pool(
         .create_timeout(Some(Duration::from_secs(5)))
         .recycle_timeout(Some(Duration::from_secs(5)))
         .runtime(Runtime::Tokio1)
+        .pre_recycle(Hook::sync_fn(move |_, metrics| {
+            match outdated.outdated(metrics.created) {
+                true => Err(HookError::Message("it names an older session".into())),
+                false => Ok(()),
+            }
+        }))
         .post_create(Hook::async_fn(move |client, _| {
             let observer = observer.clone();
+            let naming = naming.statement();
             Box::pin(async move {
+                if let Some(naming) = naming {
+                    client
+                        .simple_query(&naming)
+                        .await
+                        .map_err(HookError::Backend)?;
+                }
                 let messages = client
                     .simple_query(INCARNATION_SQL)
                     .await
@@ -237,13 +285,15 @@ impl Meta {
         config.application_name("jfs");
         config.ssl_mode(ssl_mode);
         let incarnations = Arc::<Incarnations>::default();
-        let pool = build_pool(&config, &tls, max_connections, &incarnations)?;
+        let named = Arc::<SessionName>::default();
+        let pool = build_pool(&config, &tls, max_connections, (&incarnations, &named))?;
         Ok(Meta {
             pool,
             config,
             tls,
             unnamed_statements,
             incarnations,
+            named,
             procedures: Arc::default(),
             retry_for: DEFAULT_META_RETRY,
             reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
@@ -265,7 +315,7 @@ impl Meta {
             &config,
             &self.tls,
             self.pool.status().max_size,
-            &self.incarnations,
+            (&self.incarnations, &self.named),
         )?;
         Ok(Meta {
             pool,
@@ -290,7 +340,12 @@ impl Meta {
     /// connection besides the shared pool (and one to the standby that
     /// serves reads, if any).
     pub fn use_thread_connection(&self) -> std::result::Result<(), ConnectError> {
-        let pool = build_pool(&self.config, &self.tls, 1, &self.incarnations)?;
+        let pool = build_pool(
+            &self.config,
+            &self.tls,
+            1,
+            (&self.incarnations, &self.named),
+        )?;
         THREAD_POOLS.with(|p| {
             let mut pools = p.borrow_mut();
             let slot = self.thread_slot.0;
@@ -303,6 +358,17 @@ impl Meta {
             Some(r) => r.meta().use_thread_connection(),
             None => Ok(()),
         }
+    }
+
+    /// Makes the connections of this client (and of every clone, and the
+    /// threads' own) name session `sid` from now on: those made before are
+    /// closed instead of used again. For a session registered anew.
+    pub fn rename_session(&self, sid: i64) {
+        self.named
+            .sid
+            .store(sid, std::sync::atomic::Ordering::Release);
+        *self.named.renamed_at.lock().unwrap() = Some(Instant::now());
+        self.pool.retain(|_, _| false);
     }
 
     /// This client as the mount's `index`th database (one per shard of

@@ -41,8 +41,10 @@ impl Part {
         self.sid.load(Ordering::Relaxed)
     }
 
-    /// The session was registered again (the old one was ended).
+    /// The session was registered again (the old one was ended): the
+    /// part's connections name it from now on.
     pub fn set_sid(&self, sid: i64) {
+        self.meta.rename_session(sid);
         self.sid.store(sid, Ordering::Relaxed);
     }
 

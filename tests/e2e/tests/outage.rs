@@ -272,6 +272,26 @@ for what, call in [("write", lambda: os.pwrite(fd, b"again", 0)), ("fsync", lamb
     // a new open on a works again
     fs::write(a.p("g"), b"fine").unwrap();
     assert_eq!(fs::read(b.p("g")).unwrap(), b"fine");
+    // and a's connections name its new session, which the database takes
+    // for the caller's (the change log, leases): none names the old one
+    let stale = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND application_name ~ '^jfs:[0-9]+$' \
+                 AND substring(application_name FROM 5)::bigint NOT IN (SELECT sid FROM jfs.session)";
+    fs::write(a.p("h"), b"after").unwrap();
+    fs::create_dir(a.p("d")).unwrap();
+    assert_eq!(
+        v.pg.sql("vol", stale),
+        "0",
+        "connections naming an ended session"
+    );
+    assert_eq!(
+        v.pg.sql(
+            "vol",
+            "SELECT count(*) FROM jfs.change WHERE session IS NULL AND op = 'mkdir'"
+        ),
+        "0",
+        "a's mkdir was logged as no session's"
+    );
 }
 
 /// A child process killed when the test ends early.
