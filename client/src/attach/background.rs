@@ -157,6 +157,8 @@ pub fn spawn(vfs: Arc<Vfs>, cfg: BackgroundConfig, host: String, info: String) {
 /// session ended meanwhile is registered again.
 async fn heartbeats(v: Arc<Vfs>, index: usize, c: BackgroundConfig, host: String, info: String) {
     let part = &v.ns.parts().all()[index];
+    // (a shard out of reach when the mount started: reached first)
+    super::late::reach(part, &host, &info, c.session_timeout).await;
     let mut state_losses = part.meta.state_losses();
     loop {
         tokio::time::sleep(c.heartbeat).await;
@@ -200,6 +202,8 @@ async fn heartbeats(v: Arc<Vfs>, index: usize, c: BackgroundConfig, host: String
 /// databases, every half session timeout.
 async fn session_cleanup(v: Arc<Vfs>, index: usize, c: BackgroundConfig) {
     let part = &v.ns.parts().all()[index];
+    // (a shard not reached yet: once it is)
+    part.meta.opened().await;
     loop {
         tokio::time::sleep(c.session_timeout / 2).await;
         // a read-only mount (of a restored copy, say) changes nothing

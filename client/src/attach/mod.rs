@@ -10,6 +10,7 @@ use crate::ns::changes;
 use crate::ns::parts::{Part, Parts};
 pub mod background;
 mod backup;
+mod late;
 
 use crate::vfs::{Vfs, NO_SESSION};
 use background::BackgroundConfig;
@@ -179,6 +180,21 @@ pub async fn register_shards(
                 meta.as_database_of_mount(index + 1),
                 shard_sid,
             )),
+            // (a shard down now stalls its subtrees until it is reached,
+            // as one that goes down later does)
+            Err(e) if sid != NO_SESSION && crate::meta::out_of_reach(&e) => {
+                tracing::warn!(
+                    "shard {} of the volume at {} is out of reach ({e:#}): mounting without it; \
+                     its subtrees wait for it (up to --meta-retry per call) and it is reached \
+                     in the background",
+                    shard.number,
+                    redact_url(&url)
+                );
+                let meta = Meta::pending(&url, max_connections)?;
+                let mut meta = meta.as_database_of_mount(index + 1);
+                meta.set_retry_for(retry);
+                parts.push(Part::late(shard.number, meta, url));
+            }
             Err(e) => {
                 for part in parts.iter().filter(|p| p.sid() != NO_SESSION) {
                     let _ = part.meta.session_close(part.sid()).await;

@@ -426,6 +426,7 @@ impl Meta {
         params: &[&(dyn ToSql + Sync)],
         note_position: bool,
     ) -> Result<(Vec<Row>, Epoch)> {
+        self.wait_open().await?;
         let client = self.client().await?;
         if client.is_closed() {
             drop(deadpool_postgres::Object::take(client));

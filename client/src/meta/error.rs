@@ -26,6 +26,10 @@ pub enum MetaError {
          made durable: they may be lost"
     )]
     NotDurable,
+    /// The mount has not reached this database yet (a shard down when it
+    /// started: see `late`).
+    #[error("this mount has not reached the shard's database yet (it was out of reach when the mount started)")]
+    NotReached,
     /// Commits are to be told again to a new server incarnation before
     /// this statement is sent (never returned from a call).
     #[error("commits are to be told again to the metadata server first")]
@@ -69,7 +73,9 @@ impl MetaError {
     pub(super) fn kind(&self) -> Failure {
         match self {
             MetaError::Errno(_) | MetaError::Parameter(_) | MetaError::NotDurable => Failure::Final,
-            MetaError::NotSent | MetaError::ReplayDue => Failure::Unavailable,
+            MetaError::NotSent | MetaError::ReplayDue | MetaError::NotReached => {
+                Failure::Unavailable
+            }
             MetaError::Pool(deadpool_postgres::PoolError::Backend(e)) => match e.code() {
                 // a role or database that is refused stays refused
                 Some(c) if c.code().starts_with("28") || c.code() == "3D000" => Failure::Final,
@@ -135,7 +141,13 @@ pub enum ConnectError {
     /// No connection could be made (down, refused, a password or a
     /// certificate not accepted).
     #[error("cannot connect to the metadata database {url}: {cause}{}", tls_hint(.cause))]
-    Unreachable { url: String, cause: String },
+    Unreachable {
+        url: String,
+        cause: String,
+        /// The server answered and refused this client (its role, password
+        /// or database): no retry makes it come.
+        refused: bool,
+    },
     #[error(
         "database {url} has no jfs extension: run `jfs format` (or CREATE EXTENSION jfs as a superuser)"
     )]
@@ -166,11 +178,23 @@ pub enum ConnectError {
 
 impl ConnectError {
     pub(super) fn unreachable(meta_url: &str, e: deadpool_postgres::PoolError) -> ConnectError {
+        let refused = matches!(&e, deadpool_postgres::PoolError::Backend(b)
+            if b.code().is_some_and(|c| c.code().starts_with("28") || c.code() == "3D000"));
         ConnectError::Unreachable {
             url: redact_url(meta_url),
             cause: with_causes(&e),
+            refused,
         }
     }
+}
+
+/// Whether `e` says a database is out of reach now (down, not accepting
+/// connections), not that it refuses this client or is not what it should be.
+pub fn out_of_reach(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<ConnectError>(),
+        Some(ConnectError::Unreachable { refused: false, .. })
+    )
 }
 
 /// What to check when the server's certificate was refused.

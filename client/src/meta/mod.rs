@@ -22,6 +22,7 @@ mod durability;
 mod error;
 mod fsck;
 mod journal;
+mod late;
 mod lease;
 mod limits;
 mod load;
@@ -59,7 +60,7 @@ pub use data::{CommittedSlices, DeferredAttrs, DeleteQueue, SliceRow};
 pub use dump::{AclRow, DumpNode, NodeRow, Snapshot};
 use durability::Incarnations;
 use error::Failure;
-pub use error::{MetaError, Result};
+pub use error::{out_of_reach, MetaError, Result};
 pub use journal::Epoch;
 pub use lease::{CreateWithData, LeaseBatch, LeaseCommitted, LeasedCreate, LeasedEntry};
 pub use limits::Squash;
@@ -94,6 +95,9 @@ pub struct Meta {
     /// The session its connections name, when it changed (shared by every
     /// pool made from this one).
     named: Arc<pool::SessionName>,
+    /// Closed while the mount has no session on this database yet (see
+    /// `late`); None: always open.
+    gate: Option<Arc<tokio::sync::watch::Sender<bool>>>,
     /// The jfs procedures this role may call, and those that only read.
     procedures: Arc<OnceLock<Procedures>>,
     /// How long calls are retried while the database is unavailable.

@@ -123,7 +123,17 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 pub(super) struct SessionName {
     /// The session named since `renamed_at` (0: the pool's own name).
     sid: std::sync::atomic::AtomicI64,
-    renamed_at: std::sync::Mutex<Option<Instant>>,
+    /// When, in nanoseconds after [`RENAMES_SINCE`] (0: never; read on
+    /// every connection taken from the pool, so no lock).
+    renamed_at: AtomicU64,
+}
+
+/// What [`SessionName::renamed_at`] counts from.
+static RENAMES_SINCE: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+/// `t` in nanoseconds after [`RENAMES_SINCE`], at least 1.
+fn renames_clock(t: Instant) -> u64 {
+    (t.saturating_duration_since(*RENAMES_SINCE).as_nanos() as u64).max(1)
 }
 
 impl SessionName {
@@ -140,10 +150,10 @@ impl SessionName {
 
     /// Whether a connection made at `created` names an older session.
     fn outdated(&self, created: Instant) -> bool {
-        self.renamed_at
-            .lock()
-            .unwrap()
-            .is_some_and(|at| created < at)
+        match self.renamed_at.load(std::sync::atomic::Ordering::Acquire) {
+            0 => false,
+            at => renames_clock(created) < at,
+        }
     }
 }
 
@@ -153,6 +163,8 @@ pub(super) fn build_pool(
     max_connections: usize,
     (incarnations, named): (&Arc<Incarnations>, &Arc<SessionName>),
 ) -> std::result::Result<Pool, ConnectError> {
+    // (its connections are made after the clock's start)
+    std::sync::LazyLock::force(&RENAMES_SINCE);
     let observer = incarnations.clone();
     let naming = named.clone();
     let outdated = named.clone();
@@ -258,7 +270,10 @@ impl Meta {
         Ok(meta)
     }
 
-    fn pool(meta_url: &str, max_connections: usize) -> std::result::Result<Meta, ConnectError> {
+    pub(super) fn pool(
+        meta_url: &str,
+        max_connections: usize,
+    ) -> std::result::Result<Meta, ConnectError> {
         let (meta_url, unnamed_statements) = split_pooler_option(meta_url);
         let (meta_url, tls) = TlsOptions::split(&meta_url);
         let mut config =
@@ -294,6 +309,7 @@ impl Meta {
             unnamed_statements,
             incarnations,
             named,
+            gate: None,
             procedures: Arc::default(),
             retry_for: DEFAULT_META_RETRY,
             reached_since_ms: Arc::new(AtomicU64::new(unix_ms())),
@@ -367,7 +383,10 @@ impl Meta {
         self.named
             .sid
             .store(sid, std::sync::atomic::Ordering::Release);
-        *self.named.renamed_at.lock().unwrap() = Some(Instant::now());
+        self.named.renamed_at.store(
+            renames_clock(Instant::now()),
+            std::sync::atomic::Ordering::Release,
+        );
         self.pool.retain(|_, _| false);
     }
 

@@ -52,8 +52,15 @@ type Batch = (usize, u64, Vec<LoggedChange>);
 /// that nothing cached after this call misses a change.
 pub async fn spawn(ns: Arc<Namespace>, interval: Duration) -> crate::meta::Result<()> {
     let mut firsts = Vec::new();
-    for part in ns.parts.all() {
-        firsts.push(part.meta.mount_changes(part.sid(), None).await?.0);
+    for (index, part) in ns.parts.all().iter().enumerate() {
+        if !part.meta.is_open() {
+            // (a shard not reached yet: its follower reads its first
+            // horizon once it is, and nothing of it is cached until then)
+            ns.log_unread(index);
+            firsts.push(None);
+            continue;
+        }
+        firsts.push(Some(part.meta.mount_changes(part.sid(), None).await?.0));
     }
     let (tx, rx) = mpsc::channel::<Batch>();
     let v = ns.clone();
@@ -78,11 +85,24 @@ pub async fn spawn(ns: Arc<Namespace>, interval: Duration) -> crate::meta::Resul
 async fn follow(
     ns: Arc<Namespace>,
     index: usize,
-    mut horizon: String,
+    horizon: Option<String>,
     interval: Duration,
     tx: mpsc::Sender<Batch>,
 ) {
     let part = &ns.parts.all()[index];
+    let mut horizon = match horizon {
+        Some(horizon) => horizon,
+        None => loop {
+            part.meta.opened().await;
+            match part.meta.mount_changes(part.sid(), None).await {
+                Ok((first, _)) => {
+                    ns.log_read(index);
+                    break first;
+                }
+                Err(_) => tokio::time::sleep(interval).await,
+            }
+        },
+    };
     // the server incarnation the horizon belongs to
     let mut horizon_epoch = part.meta.epoch();
     // (one warning per outage, not one per poll)

@@ -61,7 +61,7 @@ impl Namespace {
         }
         let open = self.open_inodes();
         self.meta_of(parent)
-            .unlink(parent, name, self.sid_of(parent), &open)
+            .unlink(parent, name, self.sid_of(parent).await, &open)
             .await
     }
 
@@ -121,7 +121,7 @@ impl Namespace {
         self.same_shard(parent, new_parent)?;
         self.settled_shard(parent).await?;
         let open = self.open_inodes();
-        let sid = self.sid_of(parent);
+        let sid = self.sid_of(parent).await;
         self.meta_of(parent)
             .rename(parent, name, new_parent, new_name, flags, sid, &open)
             .await
@@ -176,7 +176,7 @@ impl Namespace {
         self.settled_shard(parent).await?;
         let open = self.open_inodes();
         self.meta_of(parent)
-            .rmr(parent, name, step, self.sid_of(parent), &open)
+            .rmr(parent, name, step, self.sid_of(parent).await, &open)
             .await
     }
 

@@ -377,7 +377,7 @@ impl Namespace {
     async fn take_lease(&self, dir: u64, for_creates: bool) {
         let taken = self
             .meta_of(dir)
-            .take_lease(self.sid_of(dir), dir, LEASE_MAX_ENTRIES)
+            .take_lease(self.sid_of(dir).await, dir, LEASE_MAX_ENTRIES)
             .await;
         let spoiled = self.leases.taking_spoiled(dir);
         match taken {
@@ -385,7 +385,7 @@ impl Namespace {
                 // an operation on the directory began meanwhile: given up
                 let given_up = self
                     .meta_of(dir)
-                    .lease_unlink(self.sid_of(dir), dir, &[], &[], &[], false)
+                    .lease_unlink(self.sid_of(dir).await, dir, &[], &[], &[], false)
                     .await;
                 if let Err(e) = given_up {
                     tracing::debug!("directory {dir}: giving a lease up: {e}");

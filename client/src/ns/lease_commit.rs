@@ -194,7 +194,7 @@ impl Namespace {
             return self
                 .meta_of(dir)
                 .lease_commit(
-                    self.sid_of(dir),
+                    self.sid_of(dir).await,
                     dir,
                     batch,
                     &open,
@@ -206,7 +206,7 @@ impl Namespace {
         let (unlink_errnos, kept) = self
             .meta_of(dir)
             .lease_unlink(
-                self.sid_of(dir),
+                self.sid_of(dir).await,
                 dir,
                 &batch.unlink_names,
                 &batch.unlink_inodes,

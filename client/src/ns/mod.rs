@@ -233,8 +233,12 @@ impl Namespace {
     }
 
     /// The mount's session on the database that holds `inode`.
-    pub fn sid_of(&self, inode: u64) -> i64 {
-        self.part_of(inode).sid()
+    pub async fn sid_of(&self, inode: u64) -> i64 {
+        let part = self.part_of(inode);
+        // (a shard not reached yet has none until it is: a call with none
+        // would fail there as the shard's calls do meanwhile)
+        part.meta.open_within_retry().await;
+        part.sid()
     }
 
     /// Whether this mount has a session (a mount of a hot standby has

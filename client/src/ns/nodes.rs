@@ -133,9 +133,9 @@ impl Namespace {
     }
 
     /// `who` with this mount's session on the shard that holds `inode`.
-    fn locker_on_shard(&self, inode: u64, who: Locker) -> Locker {
+    async fn locker_on_shard(&self, inode: u64, who: Locker) -> Locker {
         Locker {
-            sid: self.sid_of(inode),
+            sid: self.sid_of(inode).await,
             ..who
         }
     }
@@ -188,7 +188,7 @@ impl Namespace {
     pub async fn getlk(&self, inode: u64, who: Locker, range: &LockRange) -> Result<LockRange> {
         self.settled(inode).await?;
         self.meta_of(inode)
-            .getlk(inode, self.locker_on_shard(inode, who), range)
+            .getlk(inode, self.locker_on_shard(inode, who).await, range)
             .await
     }
 
@@ -201,21 +201,21 @@ impl Namespace {
     ) -> Result<()> {
         self.settled(inode).await?;
         self.meta_of(inode)
-            .setlk(inode, self.locker_on_shard(inode, who), range, wait)
+            .setlk(inode, self.locker_on_shard(inode, who).await, range, wait)
             .await
     }
 
     pub async fn cancel_lock_wait(&self, inode: u64, who: Locker) -> Result<()> {
         self.settled(inode).await?;
         self.meta_of(inode)
-            .cancel_lock_wait(inode, self.locker_on_shard(inode, who))
+            .cancel_lock_wait(inode, self.locker_on_shard(inode, who).await)
             .await
     }
 
     pub async fn unlock_owner(&self, inode: u64, who: Locker) -> Result<i32> {
         self.settled(inode).await?;
         self.meta_of(inode)
-            .unlock_owner(inode, self.locker_on_shard(inode, who))
+            .unlock_owner(inode, self.locker_on_shard(inode, who).await)
             .await
     }
 

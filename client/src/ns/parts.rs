@@ -20,6 +20,9 @@ pub struct Part {
     slice_ids: IdRange,
     /// Polls of its change log, for lock barriers.
     pub(super) polls: LogPolls,
+    /// Where to reach it, while this mount has not (it was out of reach
+    /// when the mount started: `meta` is pending, see `Meta::pending`).
+    pub late_url: Option<String>,
 }
 
 impl Part {
@@ -33,6 +36,16 @@ impl Part {
             inode_ids: IdRange::new("inode", ID_BATCH),
             slice_ids: IdRange::new("slice", ID_BATCH),
             polls: LogPolls::default(),
+            late_url: None,
+        }
+    }
+
+    /// Shard `number` at `url`, out of reach now: its client `meta` is
+    /// pending, its session is registered once it is reached.
+    pub fn late(number: u16, meta: Meta, url: String) -> Part {
+        Part {
+            late_url: Some(url),
+            ..Part::new(number, meta, crate::ns::NO_SESSION)
         }
     }
 

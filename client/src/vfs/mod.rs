@@ -332,7 +332,8 @@ impl Vfs {
             return Ok(());
         }
         let mut closed = Ok(());
-        for part in self.ns.parts().all() {
+        // (a shard never reached has no session of this mount)
+        for part in self.ns.parts().all().iter().filter(|p| p.meta.is_open()) {
             if let Err(e) = part.meta.session_close(part.sid()).await {
                 tracing::warn!("closing the session on shard {}: {e}", part.number);
                 closed = closed.and(Err(e));

@@ -575,9 +575,11 @@ fn mounts_take_turns_writing_metadata_backups_that_load() {
         );
     }
     // the newest --backup-keep are kept
+    // (not one still being written: a .tmp renamed when whole)
     let mut kept: Vec<PathBuf> = fs::read_dir(v.bucket().join("backup-meta/meta"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().contains(".tmp"))
         .collect();
     kept.sort();
     assert_eq!(kept.len(), 2, "{kept:?}");

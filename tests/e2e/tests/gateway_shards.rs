@@ -344,9 +344,12 @@ fn only_the_gateway_makes_its_directories_on_shards() {
         let refused = call(shard, "jfs_gw_ro", &sql).unwrap_err();
         assert!(refused.contains("permission denied"), "{sql}: {refused}");
     }
-    // a shard's own database serves no gateway
+    // a shard's own database serves no gateway (given a minute: one that
+    // started would serve until stopped)
     fails_with(
-        jfs()
+        Command::new("timeout")
+            .arg("60")
+            .arg(jfs().get_program())
             .args([
                 "gateway",
                 &v.clusters[1].url(SHARD_CLIENT, "vol"),

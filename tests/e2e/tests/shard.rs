@@ -7,9 +7,9 @@
 //! shard answers EXDEV, and the tools that work on one database at a time
 //! (gc) leave the other shards' objects alone.
 //! A dump of the root writes the whole volume (each shard's tree in place
-//! of its shard root), which loads into one database. Attaching without
-//! a mount (Python, the gateway) refuses sharded volumes until it spans
-//! them; mounts span them (shard_mount.rs).
+//! of its shard root), which loads into one database. Mounts, the Python
+//! package and the gateway span them (shard_mount.rs, python.rs,
+//! gateway_shards.rs).
 use std::path::Path;
 use std::process::Command;
 

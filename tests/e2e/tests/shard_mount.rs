@@ -267,15 +267,6 @@ fn mounts_span_the_shards_of_a_volume() {
     ok(jfs().arg("rmr").arg(m1.p("q")));
     assert!(!m2.p("q").exists());
 
-    // the gateway (which writes objects aside and renames them onto their
-    // keys) refuses a volume over shards, saying so
-    fails_with(
-        jfs()
-            .args(["gateway", &v.url, "127.0.0.1:0", "--access-key", "shards"])
-            .env("JFS_GATEWAY_SECRET_KEY", "shards-secret"),
-        "the gateway does not work across shards yet",
-    );
-
     // shard roots go as other directories do: rmdir when empty (the node
     // on its shard, then its name), rm -rf and jfs rmr across them
     assert_eq!(
@@ -370,6 +361,8 @@ fn metadata_backups_of_a_mount_hold_every_shard() {
     let newest = loop {
         let fresh = std::fs::read_dir(&backups).ok().and_then(|dir| {
             dir.filter_map(|e| e.ok())
+                // (not one still being written: a .tmp renamed when whole)
+                .filter(|e| !e.file_name().to_string_lossy().contains(".tmp"))
                 .filter(|e| {
                     e.metadata()
                         .and_then(|m| m.modified())
@@ -401,4 +394,88 @@ fn metadata_backups_of_a_mount_hold_every_shard() {
     let r = mount_at(&url, &v.path().join("r"), &v.path().join("r.log"), &[]);
     assert!(std::fs::read(r.p("a/deeper/on-shard")).unwrap() == pattern(7, 70_000));
     assert!(std::fs::read(r.p("at-root")).unwrap() == pattern(8, 1000));
+}
+
+/// A mount started while shard 2's PostgreSQL is stopped: it mounts
+/// (saying so), the root and shard 1 work at once, a write below shard 2's
+/// root waits; once shard 2 is started the mount registers its session
+/// there (its connections name it, as the change log and leases need), the
+/// write completes, and another mount's changes on shard 2 reach it.
+#[test]
+fn a_mount_starts_while_a_shard_is_down() {
+    let v = ShardedVolume::new("shlate", 2, &[("/a", 1), ("/c", 2)]);
+    {
+        let first = v.mount("first", &[]);
+        write_synced(&first.p("c/before"), &pattern(1, 5000)).unwrap();
+    }
+    let two = &v.clusters[2];
+    two.pg_ctl("stop");
+    let m = v.mount("m", &[]);
+    write_synced(&m.p("top"), b"on the root").unwrap();
+    write_synced(&m.p("a/one"), b"on shard one").unwrap();
+    assert_eq!(std::fs::read(m.p("a/one")).unwrap(), b"on shard one");
+    assert!(
+        m.log_text().contains("mounting without it"),
+        "{}",
+        m.log_text()
+    );
+    let waiting = {
+        let path = m.p("c/late");
+        std::thread::spawn(move || write_synced(&path, &pattern(2, 70_000)))
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !waiting.is_finished(),
+        "a write below shard 2's root returned while shard 2 was down"
+    );
+    two.pg_ctl("start");
+    waiting
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the write on shard 2 failed once it came: {e}"));
+    assert!(std::fs::read(m.p("c/before")).unwrap() == pattern(1, 5000));
+    assert!(m.log_text().contains("reached shard 2"), "{}", m.log_text());
+    assert_eq!(two.sql("vol", "SELECT count(*) FROM jfs.session"), "1");
+    let named = |ended: bool| {
+        two.sql(
+            "vol",
+            &format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND application_name ~ '^jfs:[0-9]+$' AND (substring(application_name FROM 5)::bigint \
+                 IN (SELECT sid FROM jfs.session)) = {}",
+                !ended
+            ),
+        )
+    };
+    std::fs::create_dir(m.p("c/made")).unwrap();
+    assert_eq!(
+        named(true),
+        "0",
+        "connections to shard 2 naming no session of it"
+    );
+    assert_ne!(
+        named(false),
+        "0",
+        "connections to shard 2 naming the mount's session"
+    );
+    assert_eq!(
+        two.sql(
+            "vol",
+            "SELECT count(*) FROM jfs.change WHERE session IS NULL AND name = 'made'::bytea"
+        ),
+        "0",
+        "the mkdir on shard 2 was logged as no session's"
+    );
+    // another mount's change on shard 2 reaches this one
+    let other = v.mount("other", &[]);
+    write_synced(&other.p("c/from-other"), b"hello").unwrap();
+    assert!(
+        eventually(15, || std::fs::read(m.p("c/from-other"))
+            .is_ok_and(|d| d == b"hello")),
+        "the other mount's file on shard 2"
+    );
+    assert!(std::fs::read(other.p("c/late")).unwrap() == pattern(2, 70_000));
+    drop(other);
+    drop(m);
+    v.assert_whole();
 }

@@ -469,7 +469,7 @@ impl Vfs {
         if last && state.unlinked {
             self.ns
                 .meta_of(file.inode)
-                .release(self.ns.sid_of(file.inode), file.inode)
+                .release(self.ns.sid_of(file.inode).await, file.inode)
                 .await
                 .map_err(errno)?;
         }
