@@ -11,9 +11,17 @@
 -- With p_defer, growth within the file's last 4 KiB unit is not added to
 -- dir_stats but returned in `deferred`, for the caller to add after every
 -- quota row it charges (write_slices: the lock order of _charge).
+-- With p_inline, the slice is kept here (inline_data) instead of in object
+-- storage: p_inline is what its one block's object would hold. Only for
+-- a whole slice in chunk 0 of a file that is no longer than the volume's
+-- inline_max after it, shorter than a block (it is one block), the bytes
+-- at most inline_max plus 4 KiB (what compression and sealing may add);
+-- else errno 7 (E2BIG), nothing
+-- changed: the caller stores the block as an object and sends it again.
 CREATE FUNCTION _write_slice(
     p_inode bigint, p_chunk_index integer, p_pos integer, p_slice_id bigint, p_slice_size integer,
-    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, OUT a attr, OUT deferred bigint)
+    p_slice_off integer, p_len integer, p_mtime bigint, p_defer boolean, p_inline bytea,
+    OUT a attr, OUT deferred bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     s setting := _begin();
@@ -46,6 +54,11 @@ BEGIN
         RETURN;
     END IF;
     v_end := greatest(n.length, p_chunk_index::bigint * _chunk_size() + p_pos + p_len);
+    IF p_inline IS NOT NULL AND (v_end > s.inline_max OR p_slice_off <> 0 OR p_len <> p_slice_size
+                                 OR p_len >= s.block_size OR octet_length(p_inline) > s.inline_max + 4096) THEN
+        a := _err(7);
+        RETURN;
+    END IF;
     IF p_defer AND _space(v_end) = _space(n.length) THEN
         deferred := v_end - n.length;
     ELSE
@@ -58,6 +71,9 @@ BEGIN
     END IF;
     -- (a concurrent commit of the same id makes this fail: the id is used once)
     INSERT INTO slice_ref (slice_id, size, refs) VALUES (p_slice_id, p_slice_size, 1);
+    IF p_inline IS NOT NULL THEN
+        INSERT INTO inline_data (slice_id, data) VALUES (p_slice_id, p_inline);
+    END IF;
     -- the bytes that showed data under the new slice (none for an append)
     v_had := _range_size(_chunk_data(p_inode, p_chunk_index, p_pos, p_pos + p_len));
     INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
@@ -80,7 +96,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS 
 DECLARE
     w record;
 BEGIN
-    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false);
+    w := _write_slice(p_inode, p_chunk_index, p_pos, p_slice_id, p_slice_size, p_slice_off, p_len, p_mtime, false,
+                      NULL);
     RETURN w.a;
 END
 $$;
@@ -101,12 +118,16 @@ $$;
 -- chmod: a chmod made meanwhile by someone else came later and stands.
 -- Its errno comes back in attr_errno (0: set, and `a` shows it; NULL: not
 -- tried); a refused change leaves the slices committed.
+--
+-- p_inline[i], when p_inline is given and it is not NULL, keeps slice i in
+-- the database instead of object storage (_write_slice says when it may:
+-- errno 7 when not, for the caller to store it and send it again).
 CREATE FUNCTION write_slices(
     p_inode bigint, p_chunks integer[], p_pos integer[], p_ids bigint[], p_sizes integer[],
     p_offs integer[], p_lens integer[], p_mtime bigint DEFAULT NULL,
     p_set integer DEFAULT 0, p_mode integer DEFAULT NULL, p_uid bigint DEFAULT NULL,
     p_gid bigint DEFAULT NULL, p_atime bigint DEFAULT NULL, p_set_mtime bigint DEFAULT NULL,
-    p_base_mode integer DEFAULT NULL)
+    p_base_mode integer DEFAULT NULL, p_inline bytea[] DEFAULT NULL)
 RETURNS TABLE (committed integer, a attr, attr_errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -121,12 +142,13 @@ BEGIN
     IF v_n = 0 OR v_n > 10000 OR coalesce(cardinality(p_chunks), -1) <> v_n
        OR coalesce(cardinality(p_pos), -1) <> v_n OR coalesce(cardinality(p_sizes), -1) <> v_n
        OR coalesce(cardinality(p_offs), -1) <> v_n OR coalesce(cardinality(p_lens), -1) <> v_n
-       OR coalesce(p_set, 0) & 8 <> 0 THEN
+       OR coalesce(cardinality(p_inline), v_n) <> v_n OR coalesce(p_set, 0) & 8 <> 0 THEN
         RETURN QUERY SELECT 0, _err(22), NULL::integer;
         RETURN;
     END IF;
     FOR i IN 1..v_n LOOP
-        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true);
+        w := _write_slice(p_inode, p_chunks[i], p_pos[i], p_ids[i], p_sizes[i], p_offs[i], p_lens[i], p_mtime, true,
+                          p_inline[i]);
         v_attr := w.a;
         v_deferred := v_deferred + w.deferred;
         IF v_attr.errno <> 0 THEN
@@ -154,25 +176,72 @@ END
 $$;
 
 -- The slices of one chunk in commit order: later rows shadow earlier ones
--- where they overlap. slice_id 0 is a hole (zeros). An error row (errno <> 0)
--- comes back alone when the inode does not exist or is not a file.
+-- where they overlap. slice_id 0 is a hole (zeros). `inline` is the stored
+-- block of a slice kept in the database (inline_data; NULL for one in
+-- object storage), so a small file's bytes come with its slices. An error
+-- row (errno <> 0) comes back alone when the inode does not exist or is
+-- not a file.
 CREATE FUNCTION read_chunk(p_inode bigint, p_chunk_index integer)
-RETURNS TABLE (errno integer, pos integer, slice_id bigint, slice_size integer, slice_off integer, len integer)
+RETURNS TABLE (errno integer, pos integer, slice_id bigint, slice_size integer, slice_off integer, len integer,
+               inline bytea)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
     v_type smallint;
 BEGIN
     RETURN QUERY
-        SELECT 0, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len
-          FROM slice s WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
+        SELECT 0, s.pos, s.slice_id, s.slice_size, s.slice_off, s.len, i.data
+          FROM slice s LEFT JOIN inline_data i ON i.slice_id = s.slice_id AND s.slice_id <> 0
+         WHERE s.inode = p_inode AND s.chunk_index = p_chunk_index
          ORDER BY s.seq;
     IF NOT FOUND THEN
         SELECT n.type INTO v_type FROM node n WHERE n.inode = p_inode;
         IF v_type IS NULL OR v_type <> 1 THEN
             RETURN QUERY SELECT CASE WHEN v_type IS NULL THEN 2 WHEN v_type = 2 THEN 21 ELSE 22 END,
-                                NULL::integer, NULL::bigint, NULL::integer, NULL::integer, NULL::integer;
+                                NULL::integer, NULL::bigint, NULL::integer, NULL::integer, NULL::integer,
+                                NULL::bytea;
         END IF;
     END IF;
+END
+$$;
+
+-- The slices kept in the database (inline_data), their sizes and stored blocks,
+-- in id order after p_after, at most p_limit: what `jfs dump` writes as
+-- objects, so that a dump names only blocks that exist.
+CREATE FUNCTION inline_blocks(p_after bigint, p_limit integer)
+RETURNS TABLE (slice_id bigint, size integer, data bytea)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT i.slice_id, r.size, i.data FROM inline_data i JOIN slice_ref r ON r.slice_id = i.slice_id
+     WHERE i.slice_id > p_after ORDER BY i.slice_id LIMIT p_limit
+$$;
+
+-- How much the database keeps of files' bytes (inline_data): slices,
+-- stored bytes, and the files that use them; and the volume's inline_max.
+CREATE FUNCTION inline_usage(OUT slices bigint, OUT bytes bigint, OUT files bigint, OUT inline_max integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT (SELECT count(*) FROM inline_data), (SELECT coalesce(sum(octet_length(data)), 0) FROM inline_data),
+           (SELECT count(DISTINCT s.inode) FROM slice s JOIN inline_data i ON i.slice_id = s.slice_id),
+           (SELECT s.inline_max FROM setting s)
+$$;
+
+-- Sets the length up to which files keep their bytes in the database
+-- (administration; 0: none; at most 131072; NULL leaves it). Applies to
+-- writes from then on: what was kept stays until rewritten. Returns the
+-- setting.
+CREATE FUNCTION set_inline_max(p_bytes integer DEFAULT NULL) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_max integer;
+BEGIN
+    IF p_bytes < 0 OR p_bytes > 131072 THEN
+        RAISE EXCEPTION 'jfs.set_inline_max: bytes from 0 (off) to 131072, not %', p_bytes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET inline_max = coalesce(p_bytes, s.inline_max) RETURNING s.inline_max INTO v_max;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_inline_max: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN v_max;
 END
 $$;
 

@@ -249,9 +249,11 @@ END
 $$;
 
 -- The slices some file uses (id and size), in id order after p_after, at
--- most p_limit: what `jfs fsck --check-objects` looks for in the object store.
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store
+-- (a slice kept in the database, inline_data, has no object).
 CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+       AND NOT EXISTS (SELECT 1 FROM inline_data i WHERE i.slice_id = r.slice_id)
      ORDER BY r.slice_id LIMIT p_limit
 $$;

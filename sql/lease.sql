@@ -432,7 +432,7 @@ CREATE FUNCTION mknod_with_slices(
     p_offs integer[], p_lens integer[], p_mtime bigint,
     p_set integer, p_mode integer, p_uid bigint, p_gid bigint, p_atime bigint, p_set_mtime bigint,
     p_base_mode integer, p_parent bigint, p_name bytea, p_node_mode integer, p_umask integer,
-    p_node_uid bigint, p_node_gid bigint)
+    p_node_uid bigint, p_node_gid bigint, p_inline bytea[] DEFAULT NULL)
 RETURNS TABLE (create_errno integer, committed integer, a attr, attr_errno integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
 DECLARE
@@ -447,6 +447,6 @@ BEGIN
     END IF;
     RETURN QUERY SELECT 0, w.committed, w.a, w.attr_errno
       FROM write_slices(p_inode, p_chunks, p_pos, p_ids, p_sizes, p_offs, p_lens, p_mtime, p_set, p_mode,
-                        p_uid, p_gid, p_atime, p_set_mtime, p_base_mode) w;
+                        p_uid, p_gid, p_atime, p_set_mtime, p_base_mode, p_inline) w;
 END
 $$;

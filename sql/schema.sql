@@ -33,6 +33,10 @@
 --             slice_id 0 is a hole (reads as zeros; written by truncate).
 -- slice_ref   slice id -> stored size, number of slice rows that use it.
 --             At zero the slice moves to delslice.
+-- inline_data slice id -> the bytes its one block would hold in object
+--             storage (compressed and sealed as the volume's blocks are),
+--             for slices kept here instead (setting.inline_max); goes with
+--             its slice_ref row.
 -- symlink     inode -> target bytes.
 -- xattr       (inode, name bytea) -> value bytea.
 -- shard_map   shard number -> URL (no credentials), when added: the
@@ -133,7 +137,12 @@ CREATE TABLE setting (
     -- which shard of the volume this database is (sql/shard.sql): 0 the
     -- root (the root directory and the shard map), others hold subtrees;
     -- every inode and slice id made here carries it in bits 48 to 62
-    shard            integer NOT NULL DEFAULT 0 CHECK (shard BETWEEN 0 AND 32767)
+    shard            integer NOT NULL DEFAULT 0 CHECK (shard BETWEEN 0 AND 32767),
+    -- a file no longer than this many bytes keeps the bytes it is written
+    -- with in this database (inline_data), committed with its metadata,
+    -- instead of in object storage (jfs format/config --inline-max; 0: off).
+    -- At most 128 KiB: a row stays far below what TOAST stores comfortably
+    inline_max       integer NOT NULL DEFAULT 0 CHECK (inline_max BETWEEN 0 AND 131072)
 );
 
 CREATE TABLE secret (
@@ -223,6 +232,14 @@ CREATE TABLE slice_ref (
     slice_id bigint  PRIMARY KEY CHECK (slice_id > 0),
     size     integer NOT NULL,
     refs     integer NOT NULL CHECK (refs >= 0)
+);
+
+-- A slice kept in the database: what its block's object would hold,
+-- byte for byte, so that the database never sees the plain bytes of an
+-- encrypted volume and a dump can write the object as it would have been.
+CREATE TABLE inline_data (
+    slice_id bigint PRIMARY KEY REFERENCES slice_ref ON DELETE CASCADE,
+    data     bytea  NOT NULL
 );
 
 CREATE TABLE symlink (
@@ -465,6 +482,7 @@ SELECT pg_catalog.pg_extension_config_dump('edge_cookie', '');
 SELECT pg_catalog.pg_extension_config_dump('slice', '');
 SELECT pg_catalog.pg_extension_config_dump('slice_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slice_ref', '');
+SELECT pg_catalog.pg_extension_config_dump('inline_data', '');
 SELECT pg_catalog.pg_extension_config_dump('symlink', '');
 SELECT pg_catalog.pg_extension_config_dump('xattr', '');
 SELECT pg_catalog.pg_extension_config_dump('session', '');

@@ -20,7 +20,8 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA jfs FROM PUBLIC;
 -- load a dump, check and repair the volume (fsck, check_quota: full scans
 -- no client need run), keep read-only roles' store keys, cap the bytes
 -- waiting for deletion, make a database a shard and add it to the map, make
--- and check shard roots (removing one is an rmdir: write_procedures).
+-- and check shard roots (removing one is an rmdir: write_procedures), set
+-- how long a file may be and keep its bytes in the database.
 CREATE FUNCTION admin_procedures() RETURNS name[]
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp
 RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_volume_quota',
@@ -29,7 +30,7 @@ RETURN ARRAY['format', 'set_quota', 'set_user_quota', 'set_group_quota', 'set_vo
              'load_begin', 'load_staged', 'fsck_repair', 'set_retain_deleted', 'destroy_begin',
              'destroy_finish', 'set_reader_keys', 'fsck', 'check_quota', 'set_delete_queue_cap',
              'shard_init', 'shard_add', 'shard_root_make', 'shard_root_link', 'shard_links',
-             'shard_roots', 'set_dir_quota', 'delete_dir_quota']::name[];
+             'shard_roots', 'set_dir_quota', 'delete_dir_quota', 'set_inline_max']::name[];
 
 -- The procedures that change the file system (its names, attributes and
 -- data, the trash, the change log, the queue of freed objects, backups,

@@ -70,7 +70,9 @@ END
 $$;
 
 -- The files at or below p_path (with p_recursive) with their tier and their
--- slices: what `jfs tier set|restore|status` walks. Holes have no objects.
+-- slices: what `jfs tier set|restore|status` walks. Holes have no objects,
+-- nor do slices kept in the database (inline_data: they stay there,
+-- whatever the tier).
 CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
 RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
@@ -92,6 +94,7 @@ BEGIN
           JOIN node n ON n.inode = x.inode AND n.type = 1
           LEFT JOIN tier t ON t.id = n.tier
           JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
+         WHERE NOT EXISTS (SELECT 1 FROM inline_data i WHERE i.slice_id = s.slice_id)
          ORDER BY n.inode, s.slice_id;
 END
 $$;

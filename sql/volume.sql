@@ -277,10 +277,10 @@ $$;
 CREATE FUNCTION volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
                        OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT meta_durability text,
                        OUT skip_dir_mtime_ns bigint, OUT enable_acl boolean, OUT compression text,
-                       OUT encrypt_algo text)
+                       OUT encrypt_algo text, OUT inline_max integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
     SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.meta_durability,
-           s.skip_dir_mtime_ns, s.enable_acl, s.compression, s.encrypt_algo
+           s.skip_dir_mtime_ns, s.enable_acl, s.compression, s.encrypt_algo, s.inline_max
       FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
 $$;
 

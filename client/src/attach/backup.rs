@@ -46,7 +46,17 @@ async fn write_backup(vfs: &Vfs, stamp: &str, keep: usize) -> anyhow::Result<Str
     let shards: Vec<(u16, std::sync::Arc<crate::meta::Meta>)> = (vfs.ns.parts().all()[1..].iter())
         .map(|p| (p.number, std::sync::Arc::new(p.meta.clone())))
         .collect();
-    let dumped = dump(vfs.ns.meta_of_mount(), &shards, &mut gz, None, true, |_| {}).await?;
+    let store = Some(vfs.store().as_ref());
+    let dumped = dump(
+        vfs.ns.meta_of_mount(),
+        &shards,
+        &mut gz,
+        None,
+        true,
+        store,
+        |_| {},
+    )
+    .await?;
     let bytes = gz.finish()?;
     let size = bytes.len();
     vfs.store()

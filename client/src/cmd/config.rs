@@ -21,6 +21,11 @@ pub struct ConfigArgs {
     /// enforce them once mounted again)
     #[arg(long)]
     enable_acl: bool,
+    /// Files no longer than this many KiB keep the bytes written to them
+    /// from now on in the database, by mounts started after (0 = never; at
+    /// most 128)
+    #[arg(long, value_name = "KiB")]
+    inline_max: Option<u32>,
     /// How long the change log keeps a change (a PostgreSQL interval:
     /// '2 days', '12 hours'; at least a minute; default 1 day)
     #[arg(long, value_name = "AGE")]
@@ -132,6 +137,18 @@ pub async fn run(a: ConfigArgs) -> anyhow::Result<()> {
         );
         changed = true;
     }
+    if let Some(kib) = a.inline_max {
+        let bytes = super::format::inline_max_bytes(kib)?;
+        on_each(&dbs, |m| async move { m.set_inline_max(bytes).await }).await?;
+        match bytes {
+            0 => println!("no file keeps new bytes in the database"),
+            _ => println!(
+                "files of at most {bytes} bytes keep their bytes in the database \
+                 (mounts started from now on)"
+            ),
+        }
+        changed = true;
+    }
     if let Some(duration) = &a.retain_deleted {
         let kept = on_each(
             &dbs,
@@ -167,7 +184,8 @@ pub async fn run(a: ConfigArgs) -> anyhow::Result<()> {
     if !changed {
         anyhow::bail!(
             "nothing to change: give --tier-id N --tier-sc CLASS, --enable-acl, \
-             --changelog-max-age AGE, --changelog-max-rows N, --retain-deleted DURATION \
+             --changelog-max-age AGE, --changelog-max-rows N, --retain-deleted DURATION, \
+             --inline-max KiB \
              or --reader-access-key KEY --reader-secret-key KEY"
         );
     }

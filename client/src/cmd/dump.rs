@@ -112,6 +112,19 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
         ),
         None => Box::new(std::io::stdout()),
     };
+    // small files kept in the database are written as objects: the store
+    // is opened when there are any
+    let mut store = None;
+    let mut parts = vec![meta.clone()];
+    parts.extend(shards.iter().map(|(_, m)| m.clone()));
+    for part in &parts {
+        if part.inline_usage().await?.is_some_and(|u| u.slices > 0) {
+            let volume = crate::volume::read_volume(meta, &a.meta_url).await?;
+            store = Some(crate::volume::volume_store(meta, &volume).await?.0);
+            break;
+        }
+    }
+    let objects = store.as_deref();
     let mut buffered = std::io::BufWriter::with_capacity(1 << 20, sink);
     let mut progress = Progress::new("dumped");
     // written, then finished (a gzip trailer, the buffer) with its errors seen
@@ -123,6 +136,7 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
             &mut gz,
             a.subdir.as_deref(),
             a.keep_secret_key,
+            objects,
             |n| progress.update(n),
         )
         .await;
@@ -134,6 +148,7 @@ pub async fn run(a: DumpArgs) -> anyhow::Result<()> {
             &mut buffered,
             a.subdir.as_deref(),
             a.keep_secret_key,
+            objects,
             |n| progress.update(n),
         )
         .await

@@ -31,6 +31,11 @@ pub struct FormatArgs {
     /// Block size in KiB
     #[arg(long, default_value_t = 4096)]
     block_size: u32,
+    /// Files no longer than this many KiB keep their bytes in the database,
+    /// written with their metadata in one commit, instead of as objects
+    /// (0 = never; at most 128)
+    #[arg(long, value_name = "KiB", default_value_t = 0)]
+    inline_max: u32,
     /// Days deleted files stay in the trash (0 = no trash)
     #[arg(long, default_value_t = 0)]
     trash_days: i32,
@@ -205,6 +210,7 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
             if a.enable_acl {
                 meta.enable_acl().await?;
             }
+            meta.set_inline_max(inline_max_bytes(a.inline_max)?).await?;
             let volume = meta.volume().await?;
             // (checked above to be this volume's, or no one's)
             object::mark_bucket(store.as_ref(), &volume.name, &volume.uuid).await?;
@@ -214,4 +220,14 @@ pub async fn run(a: FormatArgs) -> anyhow::Result<()> {
         libc::EEXIST => anyhow::bail!("{message} (jfs format --force)"),
         _ => anyhow::bail!("{message}"),
     }
+}
+
+/// `--inline-max` (KiB) in bytes, checked to be at most 128 KiB.
+pub fn inline_max_bytes(kib: u32) -> anyhow::Result<u32> {
+    anyhow::ensure!(
+        kib <= 128,
+        "--inline-max is at most 128 (KiB: a file kept in the database stays a row PostgreSQL \
+         stores comfortably), not {kib}"
+    );
+    Ok(kib * 1024)
 }

@@ -75,6 +75,16 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
             q.retain
         );
     }
+    if let Some(u) = meta.inline_usage().await? {
+        let max = match u.inline_max {
+            0 => "off for new writes".to_string(),
+            max => format!("files of at most {max} bytes"),
+        };
+        println!(
+            "inline      {} files, {} slices, {} bytes kept in the database ({max})",
+            u.files, u.slices, u.bytes
+        );
+    }
     let extension = meta.installed_version().await?.unwrap_or_default();
     println!(
         "versions    extension {extension}, this client {}",

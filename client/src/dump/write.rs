@@ -8,7 +8,11 @@ use futures_util::TryStreamExt;
 use serde::Serialize;
 
 use super::{acl_of, escape, Attr, Counters, Quota, Setting, Xattr, REMOVED_KEY, TRASH_INODE};
+use anyhow::Context;
+
 use crate::meta::{shard_of, DumpNode, Meta, NodeType, Snapshot};
+use crate::object::{with_retries, ObjectStore};
+use crate::volume::layout::block_key;
 
 /// What a dump wrote.
 #[derive(Debug, Default, Clone, Copy)]
@@ -32,6 +36,7 @@ pub async fn dump(
     out: &mut (dyn Write + Send),
     subdir: Option<&str>,
     keep_secret_key: bool,
+    objects: Option<&dyn ObjectStore>,
     mut progress: impl FnMut(u64) + Send,
 ) -> anyhow::Result<Dumped> {
     // how blocks are stored (fixed once the volume holds data, so read
@@ -88,6 +93,13 @@ pub async fn dump(
         used_space += part.used_space;
         used_inodes += part.used_inodes;
         others.insert(*number, snap);
+    }
+    // small files kept in the database: their blocks written as objects
+    // first, so that the dump names only blocks that exist (JuiceFS, and
+    // a load, read them from the store)
+    store_inline(&snap, &volume.name, objects).await?;
+    for snap in others.values() {
+        store_inline(snap, &volume.name, objects).await?;
     }
     let counters = Counters {
         used_space,
@@ -180,6 +192,42 @@ async fn write_tree(
     }
     (tree.progress)(tree.written.entries);
     Ok(())
+}
+
+/// Writes the blocks of the slices `snap` keeps in its database as the
+/// objects they would have been (`volume`'s keys, encoded as its blocks);
+/// without `objects` (no store opened), refuses when there are any.
+async fn store_inline(
+    snap: &Snapshot,
+    volume: &str,
+    objects: Option<&dyn ObjectStore>,
+) -> anyhow::Result<()> {
+    let mut after = 0;
+    loop {
+        let page = snap.inline_blocks(after, 1000).await?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = last.0;
+        let Some(store) = objects else {
+            anyhow::bail!(
+                "the volume keeps small files in the database (jfs format --inline-max): \
+                 a dump writes them as objects, and needs the object store for that"
+            );
+        };
+        for (id, size, stored) in page {
+            // (one block, shorter than the block size)
+            let key = block_key(volume, id, 0, size);
+            let block = store
+                .decode_block(&key, stored)
+                .with_context(|| format!("{key}, kept in the database, does not open"))?;
+            with_retries(&format!("put {key}"), || {
+                store.put_block(&key, block.clone(), "")
+            })
+            .await
+            .with_context(|| format!("writing {key} to {}", store.describe()))?;
+        }
+    }
 }
 
 /// A tree being written: what its rows are written into, and the shards'

@@ -1,6 +1,8 @@
 //! File layout procedures: write_slice(s), read_chunk, compaction and the delslice queue.
 use std::sync::LazyLock;
 
+use bytes::Bytes;
+
 use super::durability::{Incarnation, INCARNATION_SQL};
 use super::journal::Redo;
 use super::namespace::given_time;
@@ -8,17 +10,50 @@ use super::{
     attr_from_row, check_errno, Attr, CreateWithData, Epoch, Meta, MetaError, Result, SetAttr,
 };
 
-/// `jfs.write_slices` (see [`Meta::write_slices`]).
-const WRITE_SLICES_SQL: &str = "SELECT 0 AS create_errno, w.committed, w.attr_errno, (w.a).* \
-       FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
-                             $8, $9, $10, $11, $12, $13, $14) w";
+/// `jfs.write_slices` (see [`Meta::write_slices`]); with `inline`, the
+/// slices' bytes kept in the database go as $15.
+fn write_slices_sql(inline: bool) -> String {
+    let inline = if inline { ", $15" } else { "" };
+    format!(
+        "SELECT 0 AS create_errno, w.committed, w.attr_errno, (w.a).* \
+           FROM jfs.write_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
+                                 $8, $9, $10, $11, $12, $13, $14{inline}) w"
+    )
+}
 
 /// `jfs.mknod_with_slices` (see [`Meta::mknod_with_slices`]): the
-/// parameters of [`WRITE_SLICES_SQL`], then the create's.
-const MKNOD_WITH_SLICES_SQL: &str = "SELECT w.create_errno, w.committed, w.attr_errno, (w.a).* \
-       FROM jfs.mknod_with_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
-                                  $8, $9, $10, $11, $12, $13, $14, \
-                                  $15, $16, $17, $18, $19, $20) w";
+/// parameters of [`write_slices_sql`] but the bytes, then the create's;
+/// with `inline`, the bytes as $21.
+fn mknod_with_slices_sql(inline: bool) -> String {
+    let inline = if inline { ", $21" } else { "" };
+    format!(
+        "SELECT w.create_errno, w.committed, w.attr_errno, (w.a).* \
+           FROM jfs.mknod_with_slices($1, $2, $3, $4, $5, $6, $7, NULL, \
+                                      $8, $9, $10, $11, $12, $13, $14, \
+                                      $15, $16, $17, $18, $19, $20{inline}) w"
+    )
+}
+
+/// The commits of slices: indexed by [`commit_sql_index`].
+static COMMIT_SQL: LazyLock<[String; 8]> = LazyLock::new(|| {
+    std::array::from_fn(|i| {
+        let (made, durable, inline) = (i & 4 != 0, i & 2 != 0, i & 1 != 0);
+        let sql = match made {
+            true => mknod_with_slices_sql(inline),
+            false => write_slices_sql(inline),
+        };
+        match durable {
+            true => durably(&sql),
+            false => sql,
+        }
+    })
+});
+
+/// Which of [`COMMIT_SQL`] commits slices (of a file made with them, in a
+/// durable commit, some of them kept in the database).
+fn commit_sql(made: bool, durable: bool, inline: bool) -> &'static str {
+    &COMMIT_SQL[(made as usize) << 2 | (durable as usize) << 1 | inline as usize]
+}
 
 /// `commit` committed durably, with the incarnation of the server it ran
 /// on (a durable commit vouches only for that server's commits). The
@@ -38,32 +73,36 @@ fn durably(commit: &str) -> String {
     )
 }
 
-/// [`WRITE_SLICES_SQL`] committed durably ([`durably`]).
-static DURABLE_WRITE_SLICES_SQL: LazyLock<String> = LazyLock::new(|| durably(WRITE_SLICES_SQL));
-
-/// [`MKNOD_WITH_SLICES_SQL`] committed durably ([`durably`]).
-static DURABLE_MKNOD_WITH_SLICES_SQL: LazyLock<String> =
-    LazyLock::new(|| durably(MKNOD_WITH_SLICES_SQL));
-
 /// One slice of a chunk as `jfs.read_chunk` returns it (id 0 = a hole).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SliceRow {
     pub pos: u32,
     pub id: u64,
     pub size: u32,
     pub off: u32,
     pub len: u32,
+    /// A slice kept in the database (`inline_data`): its one block as its
+    /// object would hold it (encoded: [`crate::object::ObjectStore::decode_block`]).
+    pub inline: Option<Bytes>,
 }
 
 impl SliceRow {
-    /// A row with pos, slice_id, slice_size, slice_off and len columns.
+    /// A row with pos, slice_id, slice_size, slice_off and len columns
+    /// (and inline, from 0.2.32 on).
     fn from_row(row: &tokio_postgres::Row) -> Result<SliceRow> {
+        let inline = match row.columns().iter().any(|c| c.name() == "inline") {
+            true => row
+                .try_get::<_, Option<Vec<u8>>>("inline")?
+                .map(Bytes::from),
+            false => None,
+        };
         Ok(SliceRow {
             pos: row.try_get::<_, i32>("pos")? as u32,
             id: row.try_get::<_, i64>("slice_id")? as u64,
             size: row.try_get::<_, i32>("slice_size")? as u32,
             off: row.try_get::<_, i32>("slice_off")? as u32,
             len: row.try_get::<_, i32>("len")? as u32,
+            inline,
         })
     }
 }
@@ -100,7 +139,7 @@ impl Meta {
         &self,
         inode: u64,
         chunk: u32,
-        slice: SliceRow,
+        slice: &SliceRow,
     ) -> Result<(Attr, Epoch)> {
         let (mut rows, sent_in) = self
             .call_journaled_by_caller(
@@ -118,7 +157,7 @@ impl Meta {
             .await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;
         let attr = attr_from_row(&row)?;
-        self.journal_slices(inode, &[(chunk, slice)], None, sent_in);
+        self.journal_slices(inode, &[(chunk, slice.clone())], None, sent_in);
         Ok((attr, sent_in))
     }
 
@@ -199,12 +238,9 @@ impl Meta {
         let base_mode = attrs.and_then(|d| d.base_mode).map(|m| m as i32);
         // (a sync's mark: the commits before it that this one covers)
         let mark = self.incarnations.mark();
-        let sql = match (made.is_some(), durable) {
-            (false, true) => DURABLE_WRITE_SLICES_SQL.as_str(),
-            (false, false) => WRITE_SLICES_SQL,
-            (true, true) => DURABLE_MKNOD_WITH_SLICES_SQL.as_str(),
-            (true, false) => MKNOD_WITH_SLICES_SQL,
-        };
+        let inline: Vec<Option<&[u8]>> = slices.iter().map(|(_, s)| s.inline.as_deref()).collect();
+        let with_inline = inline.iter().any(Option::is_some);
+        let sql = commit_sql(made.is_some(), durable, with_inline);
         let (chunks, pos, sizes) = (
             column(|(c, _)| *c as i32),
             column(|(_, s)| s.pos as i32),
@@ -252,6 +288,9 @@ impl Meta {
         let name: &[u8] = made.map_or(&[], |m| &m.create.name);
         if made.is_some() {
             params.extend_from_slice(&[&dir, &name, &node_mode, &umask, &node_uid, &node_gid]);
+        }
+        if with_inline {
+            params.push(&inline);
         }
         let (mut rows, sent_in) = self.call_journaled_by_caller(sql, &params).await?;
         let row = rows.pop().ok_or(MetaError::Errno(libc::EIO))?;

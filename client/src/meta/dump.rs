@@ -179,6 +179,47 @@ impl Meta {
 }
 
 impl Snapshot {
+    /// The slices kept in the database (`jfs.inline_blocks`), in id order
+    /// after `after`, at most `limit`: (slice id, size, block as stored); none
+    /// before 0.2.32 (nothing is kept there) or for a role not granted it.
+    pub async fn inline_blocks(
+        &self,
+        after: u64,
+        limit: i32,
+    ) -> Result<Vec<(u64, u32, bytes::Bytes)>> {
+        // (asked first: an error would end the snapshot's transaction)
+        let callable: bool = self
+            .tx
+            .client()
+            .query_one(
+                "SELECT coalesce(pg_catalog.has_function_privilege(\
+                     pg_catalog.to_regprocedure('jfs.inline_blocks(bigint, integer)'), 'EXECUTE'), false)",
+                &[],
+            )
+            .await?
+            .try_get(0)?;
+        if !callable {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .tx
+            .client()
+            .query(
+                "SELECT slice_id, size, data FROM jfs.inline_blocks($1, $2)",
+                &[&(after as i64), &limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<_, i64>("slice_id")? as u64,
+                    r.try_get::<_, i32>("size")? as u32,
+                    bytes::Bytes::from(r.try_get::<_, Vec<u8>>("data")?),
+                ))
+            })
+            .collect()
+    }
+
     /// The settings, counters and usage (`jfs.dump_volume`); ENOENT when unformatted.
     pub async fn volume(&self) -> Result<DumpVolume> {
         let rows = self

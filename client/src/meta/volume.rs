@@ -28,6 +28,8 @@ pub struct VolumeInfo {
     pub compression: String,
     /// How objects are sealed ("": not at all).
     pub encrypt_algo: String,
+    /// Files no longer than this keep their bytes in the database (0: none).
+    pub inline_max: u32,
 }
 
 /// What a mount needs that only granted roles may read.
@@ -145,8 +147,8 @@ impl Meta {
             .call(
                 "SELECT name, uuid::text AS uuid, storage, bucket, block_size, trash_days, capacity, \
                         inodes, meta_durability, skip_dir_mtime_ns, enable_acl, compression, \
-                        encrypt_algo \
-                   FROM jfs.volume()",
+                        encrypt_algo, (to_jsonb(v) ->> 'inline_max')::integer AS inline_max \
+                   FROM jfs.volume() v",
                 &[],
             )
             .await?;
@@ -169,6 +171,8 @@ impl Meta {
             enable_acl: row.try_get("enable_acl")?,
             compression: row.try_get("compression")?,
             encrypt_algo: row.try_get("encrypt_algo")?,
+            // (no such column before 0.2.32: nothing kept in the database)
+            inline_max: row.try_get::<_, Option<i32>>("inline_max")?.unwrap_or(0) as u32,
         })
     }
 

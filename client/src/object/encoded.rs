@@ -168,4 +168,12 @@ impl ObjectStore for Encoded {
     fn whole_objects(&self) -> bool {
         true
     }
+
+    fn encode_block(&self, key: &str, data: Bytes) -> io::Result<Bytes> {
+        Ok(Bytes::from(self.codec.encode(key, &data)?))
+    }
+
+    fn decode_block(&self, key: &str, stored: Bytes) -> io::Result<Bytes> {
+        Ok(Bytes::from(self.codec.decode(key, &stored)?))
+    }
 }

@@ -61,6 +61,20 @@ pub trait ObjectStore: Send + Sync {
     fn whole_objects(&self) -> bool {
         false
     }
+    /// What the object of block `key` holding `data` would hold (compressed
+    /// and sealed as the volume's blocks are), without storing it: a small
+    /// file's block kept in the database instead (the bytes as they are
+    /// for a store that does not encode).
+    fn encode_block(&self, key: &str, data: Bytes) -> io::Result<Bytes> {
+        let _ = key;
+        Ok(data)
+    }
+    /// The block that `stored`, encoded by [`ObjectStore::encode_block`]
+    /// for `key`, holds; an error naming the key when it does not open.
+    fn decode_block(&self, key: &str, stored: Bytes) -> io::Result<Bytes> {
+        let _ = key;
+        Ok(stored)
+    }
 }
 
 /// Storage classes whose objects cannot be read until restored.

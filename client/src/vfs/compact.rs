@@ -15,11 +15,14 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use super::reader::inline_range;
 use super::writer::{delete_blocks, forget_blocks, WriteTarget};
 use super::{errno, Vfs, VfsResult};
 use crate::metrics::METRICS;
 use crate::object::with_retries;
-use crate::volume::layout::{block_key, block_reads, slice_blocks, visible, Source, CHUNK_SIZE};
+use crate::volume::layout::{
+    block_key, block_reads, inline_block, slice_blocks, visible, Source, CHUNK_SIZE,
+};
 
 /// Slices in one chunk from which a mount compacts it in the background
 /// (`jfs mount --compact-at`).
@@ -81,17 +84,33 @@ where
             continue;
         };
         let mut dest = (seg.start - start) as usize;
+        let inline = inline_block(&rows, id);
         for br in block_reads(size, t.block_size, off, seg.end - seg.start) {
-            fetches.push((dest, block_key(t.volume, id, br.index, br.block_len), br));
+            let key = block_key(t.volume, id, br.index, br.block_len);
+            fetches.push((dest, key, br, inline.clone()));
             dest += br.len as usize;
         }
     }
     let reads: Vec<_> = fetches
         .iter()
-        .map(|(_, key, br)| {
+        .map(|(_, key, br, inline)| {
             let (store, key, off, len) =
                 (t.store.clone(), key.clone(), br.off as u64, br.len as usize);
-            async move { with_retries(&format!("get {key}"), || store.get(&key, off, len)).await }
+            let inline = inline.clone();
+            async move {
+                match inline {
+                    Some(stored) => {
+                        inline_range(store.as_ref(), &key, &stored, off as u32, len as u32).map_err(
+                            |_| {
+                                std::io::Error::other(format!(
+                                    "{key}: kept in the database, does not open"
+                                ))
+                            },
+                        )
+                    }
+                    None => with_retries(&format!("get {key}"), || store.get(&key, off, len)).await,
+                }
+            }
         })
         .collect();
     let parts: Vec<Bytes> = stream::iter(reads)
@@ -103,7 +122,7 @@ where
             libc::EIO
         })?;
     let mut buf = vec![0u8; (end - start) as usize];
-    for ((dest, key, br), data) in fetches.iter().zip(parts) {
+    for ((dest, key, br, _), data) in fetches.iter().zip(parts) {
         if data.len() < br.len as usize {
             tracing::error!(
                 "compacting inode {inode}: object {key} is shorter than its slice says"

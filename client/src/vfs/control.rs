@@ -324,9 +324,13 @@ impl Vfs {
                     s.id,
                     s.size,
                     s.off,
-                    if s.id == 0 { " hole" } else { "" }
+                    match (s.id, &s.inline) {
+                        (0, _) => " hole".to_string(),
+                        (_, Some(stored)) => format!(" in the database ({} bytes)", stored.len()),
+                        _ => String::new(),
+                    }
                 );
-                if s.id == 0 {
+                if s.id == 0 || s.inline.is_some() {
                     continue;
                 }
                 for (_, _, key) in slice_blocks(&self.volume.name, s.id, s.size, bs) {

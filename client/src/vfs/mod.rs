@@ -299,6 +299,7 @@ impl Vfs {
             max_inflight: (self.config.buffer_size / 2 / self.volume.block_size as usize).max(2),
             class: self.tier_class(tier),
             runtime: &self.runtime,
+            inline_max: self.volume.inline_max,
         }
     }
 

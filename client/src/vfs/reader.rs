@@ -11,7 +11,8 @@ use super::{OpenFile, Vfs};
 use crate::metrics::{self, MEMORY_CACHE, METRICS};
 use crate::object::with_retries;
 use crate::volume::layout::{
-    block_count, block_key, block_len, block_reads, split_by_chunk, visible, Source, CHUNK_SIZE,
+    block_count, block_key, block_len, block_reads, inline_block, split_by_chunk, visible, Source,
+    CHUNK_SIZE,
 };
 
 /// Whole blocks recently read, up to a byte budget, oldest dropped first.
@@ -115,6 +116,26 @@ struct Fetch {
     block_len: u32,
     off: u32,
     len: u32,
+    /// The block as stored, kept in the database (it has no object).
+    inline: Option<Bytes>,
+}
+
+/// `len` bytes at `off` of block `key` kept in the database as `stored`
+/// (decoded as the store decodes its objects); EIO, logged, when it does
+/// not open.
+pub(super) fn inline_range(
+    store: &dyn crate::object::ObjectStore,
+    key: &str,
+    stored: &Bytes,
+    off: u32,
+    len: u32,
+) -> Result<Bytes, i32> {
+    let block = store.decode_block(key, stored.clone()).map_err(|e| {
+        tracing::error!("block {key}, kept in the database: {e}");
+        libc::EIO
+    })?;
+    let end = ((off + len) as usize).min(block.len());
+    Ok(block.slice((off as usize).min(end)..end))
 }
 
 impl Vfs {
@@ -150,10 +171,12 @@ impl Vfs {
         }
         for piece in pieces {
             let slices = self.chunk_slices(file, piece.chunk).await?;
+            let any_inline = slices.iter().any(|s| s.inline.is_some());
             for seg in visible(&slices, piece.pos, piece.pos + piece.len) {
                 let Source::Slice { id, size, off } = seg.source else {
                     continue;
                 };
+                let inline = any_inline.then(|| inline_block(&slices, id)).flatten();
                 let mut dest = piece.range_off + (seg.start - piece.pos) as usize;
                 for br in block_reads(size, block_size, off, seg.end - seg.start) {
                     fetches.push(Fetch {
@@ -166,6 +189,7 @@ impl Vfs {
                         block_len: br.block_len,
                         off: br.off,
                         len: br.len,
+                        inline: inline.clone(),
                     });
                     dest += br.len as usize;
                 }
@@ -196,6 +220,9 @@ impl Vfs {
     }
 
     async fn fetch(&self, f: &Fetch, sequential: bool) -> Result<Bytes, i32> {
+        if let Some(stored) = &f.inline {
+            return inline_range(self.store.as_ref(), &f.key, stored, f.off, f.len);
+        }
         let cached = |block: Bytes| {
             block.slice(f.off as usize..(f.off + f.len).min(block.len() as u32) as usize)
         };

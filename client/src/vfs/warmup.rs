@@ -41,7 +41,11 @@ impl Vfs {
                 .read_chunk(attr.inode, chunk)
                 .await
                 .map_err(|e| text(e.errno()))?;
-            for s in slices.iter().filter(|s| s.id != 0 && s.len > 0) {
+            // (a slice kept in the database has no object to warm)
+            for s in slices
+                .iter()
+                .filter(|s| s.id != 0 && s.len > 0 && s.inline.is_none())
+            {
                 for index in s.off / bs..=(s.off + s.len - 1) / bs {
                     let len = block_len(s.size, bs, index);
                     blocks.push((block_key(&self.volume.name, s.id, index, len), len));

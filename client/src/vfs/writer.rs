@@ -45,6 +45,10 @@ pub struct WriteTarget<'a> {
     /// The runtime uploads run on (the mount's shared one, whichever
     /// thread the write came in on).
     pub runtime: &'a tokio::runtime::Handle,
+    /// A slice of a file no longer than this (the volume's inline_max),
+    /// all of it in one block not yet stored, is kept in the database
+    /// with its commit instead of stored as an object (0: never).
+    pub inline_max: u32,
 }
 
 /// A slice being written: `len` bytes at `pos` of `chunk`; full blocks are
@@ -64,6 +68,10 @@ struct PendingSlice {
     /// Its last block went to the store (a flush began): nothing more may
     /// be appended to it.
     sealed: bool,
+    /// Sealed to be kept in the database: its one block as its object
+    /// would hold it (`tail` keeps the plain bytes, to be stored as an
+    /// object after all if the database says the file is too long now).
+    inline: Option<Bytes>,
 }
 
 /// A block upload in flight.
@@ -280,6 +288,7 @@ impl Writer {
                         failed: Vec::new(),
                         broken: false,
                         sealed: false,
+                        inline: None,
                     });
                     self.slices.len() - 1
                 }

@@ -10,6 +10,8 @@
 //! volume its prefix belongs to (`object::claim_bucket`). Every key is
 //! made by [`block_key`] and read back by [`parse_block_key`]; a slice's
 //! blocks are listed by [`slice_blocks`].
+use bytes::Bytes;
+
 use crate::meta::SliceRow;
 
 pub const CHUNK_SIZE: u64 = 64 << 20;
@@ -148,6 +150,15 @@ pub fn block_reads(slice_size: u32, block_size: u32, off: u32, len: u32) -> Vec<
     reads
 }
 
+/// The stored block of slice `id` when it is kept in the database (its
+/// row in `rows` says so), for a reader to take instead of an object.
+pub fn inline_block(rows: &[SliceRow], id: u64) -> Option<Bytes> {
+    rows.iter()
+        .rev()
+        .find(|r| r.id == id && r.inline.is_some())
+        .and_then(|r| r.inline.clone())
+}
+
 /// What a stretch of a chunk reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -253,6 +264,7 @@ mod tests {
             size,
             off,
             len,
+            inline: None,
         }
     }
 

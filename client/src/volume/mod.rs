@@ -77,6 +77,22 @@ pub async fn read_volume(meta: &Meta, meta_url: &str) -> anyhow::Result<VolumeIn
     }
 }
 
+/// The object store of `volume` (whose database `meta` is), its blocks
+/// encoded as the volume says, not checked to be the volume's; and the key
+/// a disk cache of it is sealed with, when it is encrypted.
+pub async fn volume_store(
+    meta: &Meta,
+    volume: &VolumeInfo,
+) -> anyhow::Result<(Arc<dyn ObjectStore>, Option<[u8; 32]>)> {
+    let secrets = meta.volume_secrets().await?;
+    let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
+        .with_context(|| format!("volume {}", volume.name))?;
+    let cache_key = sealer.as_ref().map(Sealer::cache_key);
+    let store = object::open(&volume.storage, &volume.bucket, secrets.keys).await?;
+    let store = encoded_store(store, &volume.name, &volume.compression, sealer)?;
+    Ok((store, cache_key))
+}
+
 /// Connects to `meta_url` (`connections` pooled), reads the volume and
 /// opens its object store.
 pub async fn open_volume(
@@ -86,12 +102,7 @@ pub async fn open_volume(
 ) -> anyhow::Result<OpenVolume> {
     let meta = Meta::connect(meta_url, connections).await?;
     let volume = read_volume(&meta, meta_url).await?;
-    let secrets = meta.volume_secrets().await?;
-    let sealer = sealer(&volume.encrypt_algo, &secrets.encrypt_key)
-        .with_context(|| format!("volume {}", volume.name))?;
-    let cache_key = sealer.as_ref().map(Sealer::cache_key);
-    let store = object::open(&volume.storage, &volume.bucket, secrets.keys).await?;
-    let store = encoded_store(store, &volume.name, &volume.compression, sealer)?;
+    let (store, cache_key) = volume_store(&meta, &volume).await?;
     match check {
         BucketCheck::Required => {
             object::claim_bucket(store.as_ref(), &volume.name, &volume.uuid).await?

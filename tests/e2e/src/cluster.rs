@@ -236,6 +236,11 @@ pub struct PrivateVolume {
 impl PrivateVolume {
     /// `settings`: lines for ALTER SYSTEM SET, applied before the volume is made.
     pub fn new(name: &str, settings: &[&str]) -> PrivateVolume {
+        PrivateVolume::with_format(name, settings, &[])
+    }
+
+    /// [`PrivateVolume::new`], the volume formatted with `format_args` too.
+    pub fn with_format(name: &str, settings: &[&str], format_args: &[&str]) -> PrivateVolume {
         let tmp = tempfile::Builder::new()
             .prefix(&format!("jfs-{name}-"))
             .tempdir()
@@ -247,7 +252,7 @@ impl PrivateVolume {
             pg.sql("postgres", &format!("ALTER SYSTEM SET {setting}"));
         }
         pg.pg_ctl("restart");
-        pg.make_volume(name, PRIVATE_CLIENT, &base.join("bucket"), &[]);
+        pg.make_volume(name, PRIVATE_CLIENT, &base.join("bucket"), format_args);
         PrivateVolume {
             _tmp: tmp,
             base,

@@ -203,6 +203,23 @@ impl Volume {
         psql(&self.db, sql)
     }
 
+    /// How many slices were ever kept in the database (`jfs.inline_data`'s
+    /// inserts, as PostgreSQL counts them): waits up to 10 s for at least
+    /// `at_least` (the mounts' backends report as they end).
+    pub fn slices_ever_kept(&self, at_least: u64) -> u64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let kept: u64 = self
+                .sql("SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'jfs.inline_data'::regclass")
+                .parse()
+                .unwrap();
+            if kept >= at_least || std::time::Instant::now() > deadline {
+                return kept;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// Makes directory /`dir` with `count` files f1, f2, ... (fI is I bytes
     /// long, of holes) in SQL, behind the mounts' backs: none has seen them.
     pub fn files_in_sql(&self, dir: &str, count: usize) {

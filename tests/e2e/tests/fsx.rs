@@ -20,9 +20,10 @@ fn ops() -> String {
     std::env::var("JFS_FSX_OPS").unwrap_or_else(|_| "100000".into())
 }
 
-/// Runs fsx with `config_name` and `seed` on a new file of a new volume.
-fn run_fsx(volume: &str, config_name: &str, seed: u32) {
-    let v = Volume::new(volume);
+/// Runs fsx with `config_name` and `seed` on a new file of a new volume
+/// formatted with `format_args`.
+fn run_fsx(volume: &str, format_args: &[&str], config_name: &str, seed: u32) -> Volume {
+    let v = Volume::with_options(volume, format_args);
     let m = v.mount("a", &[]);
     let artifacts = v.dir.path().join("fsx-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
@@ -58,14 +59,30 @@ fn run_fsx(volume: &str, config_name: &str, seed: u32) {
         "0",
         "fsck after fsx"
     );
+    v
 }
 
 #[test]
 fn fsx_without_mmap() {
-    run_fsx("fsx-nommap", "nommap", 1);
+    let _ = run_fsx("fsx-nommap", &[], "nommap", 1);
 }
 
 #[test]
 fn fsx_with_mmap() {
-    run_fsx("fsx-mmap", "mmap", 2);
+    let _ = run_fsx("fsx-mmap", &[], "mmap", 2);
+}
+
+/// A file that keeps its bytes in the database while it is at most 64 KiB
+/// (`--inline-max 64`) and in objects past that: fsx's file (up to 256
+/// KiB, truncated, punched, copied) crosses the threshold all the time,
+/// and its chunk holds slices of both kinds.
+#[test]
+fn fsx_across_the_inline_threshold() {
+    let v = run_fsx("fsx-inline", &["--inline-max", "64"], "inline", 3);
+    // (how many were ever kept: the file ends wherever fsx leaves it)
+    let kept = v.slices_ever_kept(10);
+    assert!(
+        kept >= 10,
+        "only {kept} slices of fsx's file were kept in the database"
+    );
 }

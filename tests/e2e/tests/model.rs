@@ -563,3 +563,32 @@ fn random_ops_on_one_mount_read_back_on_another() {
         );
     }
 }
+
+/// Around 32 KiB, the threshold of files kept in the database below.
+const AROUND_INLINE: Window = Window {
+    base: 0,
+    span: 64 << 10,
+    max_write: 16 << 10,
+};
+
+/// Small files kept in the database (`--inline-max 32`): the file crosses
+/// the threshold both ways all the time, its chunk holds slices of both
+/// kinds, and another mount reads what the first wrote.
+#[test]
+fn random_ops_across_the_inline_threshold_match_the_model() {
+    let v = Volume::with_options("model-inline", &["--inline-max", "32"]);
+    let a = v.mount("a", &[]);
+    let b = v.mount("b", &[]);
+    let ops = ops_per_run(20_000);
+    for seed in seeds(&[21]) {
+        let name = format!("inline-{seed}");
+        run(&a.p(&name), Some(&b.p(&name)), AROUND_INLINE, seed, ops);
+        let kept = v.slices_ever_kept(10);
+        assert!(kept >= 10, "only {kept} slices were kept in the database");
+        assert_eq!(
+            v.sql("SELECT count(*) FROM jfs.fsck()"),
+            "0",
+            "fsck after seed {seed}"
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! overwritten and, with `jfs config --retain-deleted` beyond the WAL
 //! archive's window, freed ones are kept, so PostgreSQL restored to a moment
 //! T (base backup + archived WAL, recovery_target_time) serves the files as
-//! they were at T over the same bucket, while the live volume goes on.
+//! they were at T over the same bucket, while the live volume goes on; small
+//! files kept in the database (`--inline-max`) come back with it.
 //! (Administration: a private cluster with archive_mode, superuser SQL; the
 //! mounts run as a client role.)
 use std::fs;
@@ -52,7 +53,14 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
     );
     live.pg_ctl("restart");
     let bucket = base.join("bucket");
-    live.make_volume("pitr", CLIENT, &bucket, &["--storage", "file"]);
+    // (files of at most 16 KiB keep their bytes in the database: the WAL
+    // carries them)
+    live.make_volume(
+        "pitr",
+        CLIENT,
+        &bucket,
+        &["--storage", "file", "--inline-max", "16"],
+    );
     let said = ok(jfs().args([
         "config",
         &live.url("postgres", "vol"),
@@ -83,6 +91,10 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
     fs::write(m.p("gone"), pattern(2, 5 << 20)).unwrap();
     fs::write(m.p("changed"), pattern(3, 300_000)).unwrap();
     fs::write(m.p("d/inner"), pattern(4, 70_000)).unwrap();
+    fs::write(m.p("small"), pattern(7, 3000)).unwrap();
+    fs::write(m.p("small-gone"), pattern(8, 2000)).unwrap();
+    fs::write(m.p("small-changed"), pattern(9, 16384)).unwrap();
+    assert_eq!(live.sql("vol", "SELECT count(*) FROM jfs.inline_data"), "3");
     let before = blocks(&bucket);
     std::thread::sleep(Duration::from_millis(1100));
     let moment = live.sql("vol", "SELECT now()");
@@ -93,6 +105,8 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
     fs::write(m.p("changed"), pattern(5, 1000)).unwrap();
     fs::remove_file(m.p("d/inner")).unwrap();
     fs::remove_dir(m.p("d")).unwrap();
+    fs::remove_file(m.p("small-gone")).unwrap();
+    fs::write(m.p("small-changed"), pattern(10, 100)).unwrap();
     assert_eq!(
         live.sql("vol", "SELECT count(*) > 0 FROM jfs.delslice"),
         "t"
@@ -169,6 +183,10 @@ fn the_database_restored_to_a_moment_serves_the_files_of_that_moment() {
     assert_eq!(fs::read(r.p("gone")).unwrap(), pattern(2, 5 << 20));
     assert_eq!(fs::read(r.p("changed")).unwrap(), pattern(3, 300_000));
     assert_eq!(fs::read(r.p("d/inner")).unwrap(), pattern(4, 70_000));
+    assert_eq!(fs::read(r.p("small")).unwrap(), pattern(7, 3000));
+    assert_eq!(fs::read(r.p("small-gone")).unwrap(), pattern(8, 2000));
+    assert_eq!(fs::read(r.p("small-changed")).unwrap(), pattern(9, 16384));
+    assert_eq!(fs::read(m.p("small-changed")).unwrap(), pattern(10, 100));
 
     // while the live volume goes on
     assert!(!m.p("gone").exists() && !m.p("d").exists());

@@ -68,3 +68,46 @@ SELECT committed, (a).errno FROM jfs.write_slices(:g, NULL, NULL, NULL, NULL, NU
 SELECT committed, (a).errno FROM jfs.write_slices(:g, array_fill(0, '{10001}'), array_fill(0, '{10001}'),
     array_fill(:b + 5, '{10001}'), array_fill(1, '{10001}'), array_fill(0, '{10001}'), array_fill(1, '{10001}'));
 SELECT * FROM jfs.fsck();
+-- slices kept in the database (0.2.32): only whole, in chunk 0, of a file
+-- no longer than inline_max after them, shorter than a block, the bytes at
+-- most inline_max + 4096; else errno 7 (E2BIG) and nothing changes
+SELECT inline_max FROM jfs.volume();
+SELECT jfs.set_inline_max(4096) AS inline_max;
+SELECT jfs.set_inline_max(-1);
+SELECT jfs.set_inline_max(131073);
+SELECT jfs.alloc_ids('slice', 20) AS k \gset
+SELECT inode AS h FROM jfs.mknod(1, 'h', 1, 420, 0, 0) \gset
+SELECT committed, (a).errno, (a).length FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[:k], '{5}', '{0}', '{5}',
+    p_inline => ARRAY['\x68656c6c6f'::bytea]);
+SELECT pos, slice_id - :k AS slice, len, inline FROM jfs.read_chunk(:h, 0);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{4000}', ARRAY[:k + 1], '{200}', '{0}', '{200}',
+    p_inline => ARRAY[decode(repeat('00', 200), 'hex')]);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{1}', '{0}', ARRAY[:k + 1], '{5}', '{0}', '{5}',
+    p_inline => ARRAY['\x00'::bytea]);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[:k + 1], '{10}', '{5}', '{5}',
+    p_inline => ARRAY['\x00'::bytea]);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[:k + 1], '{5}', '{0}', '{5}',
+    p_inline => ARRAY[decode(repeat('00', 8193), 'hex')]);
+-- more bytes than slices, or fewer; ids not handed out: EINVAL
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[:k + 1], '{5}', '{0}', '{5}',
+    p_inline => ARRAY['\x00'::bytea, '\x00'::bytea]);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[9223372036854775807], '{1}', '{0}', '{1}',
+    p_inline => ARRAY['\x00'::bytea]);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[-1], '{1}', '{0}', '{1}',
+    p_inline => ARRAY['\x00'::bytea]);
+-- an object slice and a kept one in one call; a file past the limit keeps nothing new
+SELECT committed, (a).errno, (a).length FROM jfs.write_slices(:h, '{0,0}', '{5,0}', ARRAY[:k + 2, :k + 3],
+    '{10,2}', '{0,0}', '{10,2}', p_inline => ARRAY[NULL, '\x6869'::bytea]);
+SELECT errno, length FROM jfs.write_slice(:h, 0, 0, :k + 4, 8192, 0, 8192);
+SELECT committed, (a).errno FROM jfs.write_slices(:h, '{0}', '{0}', ARRAY[:k + 5], '{1}', '{0}', '{1}',
+    p_inline => ARRAY['\x00'::bytea]);
+SELECT slice_id - :k AS slice, size FROM jfs.inline_blocks(0, 10);
+SELECT slice_id - :k AS slice FROM jfs.inline_blocks(:k, 1);
+SELECT slices, bytes, files, inline_max FROM jfs.inline_usage();
+SELECT count(*) AS live_objects_to_check FROM jfs.live_slices(:k - 1, 100) WHERE slice_id >= :k;
+-- the file goes: its kept slices with it
+SELECT errno FROM jfs.unlink(1, 'h');
+SELECT jfs.free_unlinked(10000, '0 seconds') >= 0 AS freed;
+SELECT count(*) AS kept FROM jfs.inline_data WHERE slice_id >= :k;
+SELECT jfs.set_inline_max(0) AS inline_max;
+SELECT * FROM jfs.fsck();

@@ -53,6 +53,6 @@ SELECT count(*) AS h_not_made FROM jfs.edge WHERE parent = :d AND name = 'h';
 -- PUBLIC may not call it; a read-only client role is not granted it
 SELECT has_function_privilege('public',
          'jfs.mknod_with_slices(bigint, integer[], integer[], bigint[], integer[], integer[], integer[], bigint, '
-         'integer, integer, bigint, bigint, bigint, bigint, integer, bigint, bytea, integer, integer, bigint, bigint)',
+         'integer, integer, bigint, bigint, bigint, bigint, integer, bigint, bytea, integer, integer, bigint, bigint, bytea[])',
          'EXECUTE') AS public_may;
 SELECT 'mknod_with_slices' = ANY (jfs.write_procedures()) AS a_write_procedure;

@@ -58,7 +58,10 @@ impl Vfs {
             }
             return Ok(());
         }
-        let target = self.target(inode, state.tier);
+        let mut target = self.target(inode, state.tier);
+        if state.length > target.inline_max as u64 {
+            target.inline_max = 0; // (kept in the database only while small)
+        }
         // (a file made here under a lease: PostgreSQL must know it first,
         // or make it with the first commit)
         let has_data = state.writer.has_slices();

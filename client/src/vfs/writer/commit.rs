@@ -94,9 +94,10 @@ impl Writer {
                 let sent_in = Some(w.sent_in);
                 (w.committed, w.attr, w.attrs_errno, sent_in, w.durable)
             };
+            let inline = batch.iter().any(|(_, s)| s.inline.is_some());
             let result = match (ready, attrs, durable, create.as_ref()) {
-                (1, None, false, None) => {
-                    match t.meta.write_slice(inode, batch[0].0, batch[0].1).await {
+                (1, None, false, None) if !inline => {
+                    match t.meta.write_slice(inode, batch[0].0, &batch[0].1).await {
                         Ok((a, sent_in)) => Ok((1, Ok(a), None, Some(sent_in), false)),
                         Err(MetaError::Errno(errno)) => Ok((0, Err(errno), None, None, false)),
                         Err(e) => Err(e),
@@ -140,6 +141,16 @@ impl Writer {
                     }
                     match outcome {
                         Ok(a) => attr = Some(a),
+                        Err(libc::E2BIG)
+                            if self.slices.first().is_some_and(|s| s.inline.is_some()) =>
+                        {
+                            // the file is longer than the database keeps
+                            // now: its slices go to the store after all
+                            tracing::debug!("inode {inode}: kept as objects, not in the database");
+                            for slice in &mut self.slices {
+                                slice.store_instead(t);
+                            }
+                        }
                         Err(errno) => {
                             self.refused(t, inode, errno).await;
                             if with_attrs {

@@ -55,13 +55,51 @@ impl PendingSlice {
             size: self.len,
             off: 0,
             len: self.len,
+            inline: self.inline.clone(),
         }
+    }
+
+    /// Whether it can be kept in the database: all of it in its buffer,
+    /// within chunk 0's first `inline_max` bytes.
+    fn fits_inline(&self, inline_max: u32) -> bool {
+        self.chunk == 0
+            && self.next_block == 0
+            && self.failed.is_empty()
+            && !self.tail.is_empty()
+            && self.tail.len() == self.len as usize
+            && self.pos as u64 + self.len as u64 <= inline_max as u64
     }
 
     /// Seals it (nothing more goes into it) and starts uploading what is
     /// not in the store yet: its last block, and blocks that failed before.
+    /// A slice that [fits](PendingSlice::fits_inline) `t.inline_max` is
+    /// encoded to be kept in the database instead (its bytes stay in
+    /// `tail` until it is committed).
     pub(super) fn upload_rest(&mut self, t: &WriteTarget<'_>) {
+        self.seal(t, t.inline_max);
+    }
+
+    /// [`PendingSlice::upload_rest`], kept in the database only if it fits
+    /// `inline_max`.
+    fn seal(&mut self, t: &WriteTarget<'_>, inline_max: u32) {
         self.sealed = true;
+        if self.inline.is_none() && self.fits_inline(inline_max) {
+            let key = block_key(t.volume, self.id, 0, self.len);
+            let plain = Bytes::copy_from_slice(self.tail.data());
+            match t.store.encode_block(&key, plain) {
+                Ok(stored) => {
+                    self.inline = Some(stored);
+                    return;
+                }
+                Err(e) => tracing::warn!(
+                    "slice {}: encoding it failed ({e}): stored as an object",
+                    self.id
+                ),
+            }
+        }
+        if self.inline.is_some() {
+            return;
+        }
         if !self.tail.is_empty() {
             let block = std::mem::take(&mut self.tail).freeze();
             let key = block_key(t.volume, self.id, self.next_block, block.0.len() as u32);
@@ -89,6 +127,14 @@ impl PendingSlice {
     pub(super) fn range(&self) -> String {
         let start = self.chunk as u64 * CHUNK_SIZE + self.pos as u64;
         format!("[{start}, {})", start + self.len as u64)
+    }
+
+    /// The database would not keep it (the file is longer than its
+    /// inline_max now): it is stored as an object instead, from its bytes.
+    pub(super) fn store_instead(&mut self, t: &WriteTarget<'_>) {
+        if self.inline.take().is_some() {
+            self.seal(t, 0);
+        }
     }
 
     /// Gives it up: waits for its uploads, then deletes its blocks (never

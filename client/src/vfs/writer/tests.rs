@@ -16,6 +16,7 @@ fn pending(chunk: u32, pos: u32, len: u32, next_block: u32) -> PendingSlice {
         failed: Vec::new(),
         broken: false,
         sealed: false,
+        inline: None,
     }
 }
 
