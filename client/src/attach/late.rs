@@ -20,7 +20,7 @@ pub async fn reach(part: &Part, host: &str, info: &str, session_timeout: Duratio
     let mut pause = Duration::from_millis(500);
     let mut said = String::new();
     loop {
-        match register(part, host, info, session_timeout).await {
+        match register(part, url, host, info, session_timeout).await {
             Ok(sid) => {
                 tracing::info!(
                     "reached shard {} at {}: session {sid}; its subtrees work now",
@@ -49,11 +49,14 @@ pub async fn reach(part: &Part, host: &str, info: &str, session_timeout: Duratio
 /// One try: checks the shard, registers the session, opens the part.
 async fn register(
     part: &Part,
+    url: &str,
     host: &str,
     info: &str,
     session_timeout: Duration,
 ) -> anyhow::Result<i64> {
     let meta = part.meta.ungated();
+    // (checked as at start: its version, then its grants)
+    meta.check_reached(url).await?;
     meta.require_client_grants().await?;
     let says = meta.shard_number().await?;
     anyhow::ensure!(

@@ -40,6 +40,22 @@ impl Meta {
         }
     }
 
+    /// Checks a client reached late as [`Meta::connect`] checks one at
+    /// start: the jfs extension there is a version this client works with,
+    /// and what its role may call is learnt.
+    pub async fn check_reached(&self, meta_url: &str) -> std::result::Result<(), ConnectError> {
+        match self.extension_version(meta_url).await? {
+            Some(version) => self.require_version(meta_url, &version)?,
+            None => {
+                return Err(ConnectError::NoExtension {
+                    url: super::redact_url(meta_url),
+                })
+            }
+        }
+        self.load_procedures().await?;
+        Ok(())
+    }
+
     /// Lets the calls of this client (and of every clone) through.
     pub fn open(&self) {
         if let Some(gate) = &self.gate {
@@ -50,6 +66,9 @@ impl Meta {
     /// Waits until calls go through, at most as long as a call retries
     /// (--meta-retry); whether they do.
     pub async fn open_within_retry(&self) -> bool {
+        if self.is_open() {
+            return true; // (no timer for every call of an open client)
+        }
         let waited = tokio::time::timeout(self.retry_for, self.opened()).await;
         waited.is_ok()
     }

@@ -479,3 +479,50 @@ fn a_mount_starts_while_a_shard_is_down() {
     drop(m);
     v.assert_whole();
 }
+
+/// A shard reached late is checked as one reached at start: a jfs
+/// extension there that this client does not work with keeps it closed
+/// (its subtrees wait, the log says why), and once it is one the client
+/// works with, the mount reaches it.
+#[test]
+fn a_shard_reached_late_is_checked_as_at_start() {
+    let v = ShardedVolume::new("shlatever", 2, &[("/c", 2)]);
+    let two = &v.clusters[2];
+    let version = env!("CARGO_PKG_VERSION");
+    let says = |version: &str| {
+        format!("UPDATE pg_catalog.pg_extension SET extversion = '{version}' WHERE extname = 'jfs'")
+    };
+    // (an older release, as far as the version check can tell)
+    two.sql("vol", &says("0.1.0"));
+    two.pg_ctl("stop");
+    let m = v.mount("m", &[]);
+    two.pg_ctl("start");
+    assert!(
+        eventually(30, || m.log_text().contains("0.1.0")),
+        "the mount did not say why shard 2 is not reached\n{}",
+        m.log_text()
+    );
+    let waiting = {
+        let path = m.p("c/late");
+        std::thread::spawn(move || write_synced(&path, b"late"))
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !waiting.is_finished(),
+        "a write on shard 2 went through while its extension was one this client does not work with"
+    );
+    assert!(
+        !m.log_text().contains("reached shard 2"),
+        "{}",
+        m.log_text()
+    );
+    assert_eq!(two.sql("vol", "SELECT count(*) FROM jfs.session"), "0");
+    two.sql("vol", &says(version));
+    waiting
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the write on shard 2 failed once it was reached: {e}"));
+    assert!(m.log_text().contains("reached shard 2"), "{}", m.log_text());
+    drop(m);
+    v.assert_whole();
+}
