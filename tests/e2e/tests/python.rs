@@ -94,7 +94,11 @@ fn hostile_arguments_through_the_package_answer_as_the_mount_does() {
 /// mount of it (JFS_TEST_S3_ENDPOINT, JFS_TEST_S3_KEYS, JFS_TEST_BLOCKS);
 /// the gateway's session ends with it.
 fn gateway_pytest(name: &str, file: &str) {
-    let v = Volume::new(name);
+    gateway_pytest_on(Volume::new(name), file);
+}
+
+/// [`gateway_pytest`] on volume `v`.
+fn gateway_pytest_on(v: Volume, file: &str) {
     let m = v.mount("m", &[]);
     let gateway = Gateway::start(&v);
     let env = [
@@ -116,6 +120,24 @@ fn gateway_pytest(name: &str, file: &str) {
 #[test]
 fn the_s3_gateway_serves_boto3_and_the_aws_cli() {
     gateway_pytest("py-gateway", "test_gateway.py");
+}
+
+/// The package, the gateway and a mount of a volume whose small files
+/// keep their bytes in the database (`--inline-max 16`): each reads what
+/// the others wrote.
+#[test]
+fn the_package_and_the_gateway_read_and_write_small_files_kept_in_the_database() {
+    let v = Volume::with_options("py-inline", &["--inline-max", "16"]);
+    let m = v.mount("m", &[]);
+    pytest_with(&v, &m, "test_mount.py", &[]);
+    drop(m);
+    let kept = v.sql("SELECT count(*) FROM jfs.inline_data");
+    assert_ne!(
+        kept, "0",
+        "no file the package wrote was kept in the database"
+    );
+    let v = Volume::with_options("py-gateway-inline", &["--inline-max", "16"]);
+    gateway_pytest_on(v, "test_gateway.py");
 }
 
 #[test]
