@@ -353,8 +353,10 @@ impl Meta {
         Ok(slices)
     }
 
-    /// A chunk's slices for compaction (`jfs.compaction_slices`): the rows,
-    /// the seq of the last one and the file's length (None: no slices).
+    /// A chunk's slices for compaction (`jfs.compaction_slices`, with the
+    /// bytes of those kept in the database from `jfs.read_chunk`): the
+    /// rows, the seq of the last one and the file's length (None: no
+    /// slices).
     pub async fn compaction_slices(
         &self,
         inode: u64,
@@ -371,7 +373,21 @@ impl Meta {
         };
         let last_seq: i64 = last.try_get("seq")?;
         let length = last.try_get::<_, i64>("file_length")? as u64;
-        let slices = rows.iter().map(SliceRow::from_row).collect::<Result<_>>()?;
+        let mut slices: Vec<SliceRow> =
+            rows.iter().map(SliceRow::from_row).collect::<Result<_>>()?;
+        // the bytes of slices kept in the database come with read_chunk
+        // (a slice's id names the same bytes for as long as it exists)
+        let kept: std::collections::HashMap<u64, Bytes> = self
+            .read_chunk(inode, chunk)
+            .await?
+            .into_iter()
+            .filter_map(|r| Some((r.id, r.inline?)))
+            .collect();
+        if !kept.is_empty() {
+            for s in &mut slices {
+                s.inline = kept.get(&s.id).cloned();
+            }
+        }
         Ok(Some((slices, last_seq, length)))
     }
 

@@ -244,3 +244,32 @@ fn the_database_refuses_what_it_should_not_keep() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("at most 128"));
 }
+
+/// A file of many kept slices (each overwrite fsync'd) is compacted like
+/// any other: `jfs compact` reads the kept bytes and writes one object.
+#[test]
+fn compaction_rewrites_kept_slices_as_one_object() {
+    let v = Volume::with_options("inline-compact", &["--inline-max", "16"]);
+    let m = v.mount("a", &["--compact-at", "0"]);
+    let mut data = pattern(11, 12_000);
+    fs::write(m.p("f"), &data).unwrap();
+    let f = fs::OpenOptions::new().write(true).open(m.p("f")).unwrap();
+    for i in 0..8u8 {
+        let at = i as usize * 1000 + 17;
+        let piece = vec![b'a' + i; 300];
+        f.write_all_at(&piece, at as u64).unwrap();
+        f.sync_all().unwrap();
+        data[at..at + 300].copy_from_slice(&piece);
+    }
+    drop(f);
+    let slices = "SELECT count(*) FROM jfs.slice WHERE inode = jfs.resolve('/f')";
+    assert_eq!(v.sql(slices), "9");
+    assert_eq!(kept(&v), "9");
+    ok(jfs().arg("compact").arg(m.p("f")));
+    assert_eq!(v.sql(slices), "1", "{}", m.log_tail(20));
+    assert_eq!(blocks(&v), 1, "compaction wrote one object");
+    let n = v.mount("b", &[]);
+    assert!(fs::read(n.p("f")).unwrap() == data);
+    // (the kept slices went with their last reference)
+    assert_eq!(kept(&v), "0");
+}
