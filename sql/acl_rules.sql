@@ -39,7 +39,8 @@ $$;
 -- directory, the default ACL itself.
 CREATE FUNCTION _acl_inherit(p_inode bigint, p_is_dir boolean, p_tags smallint[], p_ids bigint[],
                              p_perms smallint[]) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO acl (inode, kind, tag, qualifier, perm)
     SELECT p_inode, 'a', e.tag, e.id, e.perm
       FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
@@ -48,4 +49,5 @@ LANGUAGE sql AS $$
     SELECT p_inode, 'd', e.tag, e.id, e.perm
       FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
      WHERE p_is_dir;
+END
 $$;

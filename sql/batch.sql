@@ -155,20 +155,25 @@ $$;
 
 -- The directories of the tree rooted at directory p_root, p_root first.
 CREATE FUNCTION _tree_dirs(p_root bigint) RETURNS bigint[]
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE t(inode) AS (
-        SELECT p_root
-        UNION ALL
-        SELECT e.inode FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
-    )
-    SELECT array_agg(t.inode) FROM t
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        WITH RECURSIVE t(inode) AS (
+            SELECT p_root
+            UNION ALL
+            SELECT e.inode FROM t JOIN edge e ON e.parent = t.inode AND e.type = 2
+        )
+        SELECT array_agg(t.inode) FROM t);
+END
 $$;
 
 -- Whether directories p_dirs (a tree's) hold a shard root: a directory of
 -- another shard (sql/shard.sql).
 CREATE FUNCTION _holds_shard_roots(p_dirs bigint[]) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM unnest(p_dirs) d WHERE (d >> 48) NOT IN (32767, _this_shard()))
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM unnest(p_dirs) d WHERE (d >> 48) NOT IN (32767, _this_shard()));
+END
 $$;
 
 -- Removes the tree p_name of p_parent (a directory and everything below it;

@@ -295,10 +295,12 @@ CREATE TRIGGER delslice_unqueued AFTER DELETE ON delslice REFERENCING OLD TABLE 
 -- Whether more bytes wait for deletion than the volume's cap allows
 -- (setting.delete_queue_cap; never with no cap).
 CREATE FUNCTION _delete_queue_over_cap() RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT s.delete_queue_cap > 0
-       AND (SELECT coalesce(sum(u.bytes), 0) FROM delete_usage u) > s.delete_queue_cap
-      FROM setting s
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT s.delete_queue_cap > 0
+                   AND (SELECT coalesce(sum(u.bytes), 0) FROM delete_usage u) > s.delete_queue_cap
+              FROM setting s);
+END
 $$;
 
 -- Slices whose last reference went away at least p_min_age ago, and at

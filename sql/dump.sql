@@ -120,8 +120,10 @@ $$;
 
 -- Whether the volume holds nothing but its root (formatted or not).
 CREATE FUNCTION _volume_empty() RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1);
+END
 $$;
 
 -- Moves what load_begin's tables hold into the volume, in the caller's

@@ -23,16 +23,19 @@ $$;
 -- client gone from its loop) do not count.
 CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
                                p_start bigint, p_end bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE blocker (sid, owner) AS (
-        SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-        UNION
-        SELECT l.sid, l.owner
-          FROM blocker b
-          JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
-          CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
-    )
-    SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        WITH RECURSIVE blocker (sid, owner) AS (
+            SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+            UNION
+            SELECT l.sid, l.owner
+              FROM blocker b
+              JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
+              CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
+        )
+        SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner));
+END
 $$;
 
 -- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end

@@ -53,9 +53,11 @@ $$;
 -- The keys of the quotas of a kind, for setting.quota_uids/quota_gids: up to
 -- 64 of them (NULL for more; the setting row is read by every create).
 CREATE FUNCTION _quota_keys(p_kind text) RETURNS bigint[]
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN count(*) <= 64 THEN coalesce(array_agg(q.key ORDER BY q.key), '{}') END
-      FROM quota q WHERE q.kind = p_kind
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT CASE WHEN count(*) <= 64 THEN coalesce(array_agg(q.key ORDER BY q.key), '{}') END
+              FROM quota q WHERE q.kind = p_kind);
+END
 $$;
 
 -- Keeps setting.quota_limits / owner_quotas / quota_uids / quota_gids (read

@@ -241,8 +241,11 @@ $$;
 -- Whether directory p_dir is the trash or one of its hours: removing from
 -- there really deletes.
 CREATE FUNCTION _in_trash(p_dir bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT p_dir = _trash_inode() OR EXISTS (SELECT 1 FROM node n WHERE n.inode = p_dir AND n.parent = _trash_inode())
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN p_dir = _trash_inode()
+        OR EXISTS (SELECT 1 FROM node n WHERE n.inode = p_dir AND n.parent = _trash_inode());
+END
 $$;
 
 -- The trash's hour directory for now, made (with /.trash) when missing.

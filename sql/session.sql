@@ -194,10 +194,12 @@ $$;
 -- holds it: no session has it open, and it is not kept in unlinked for
 -- other mounts (free_unlinked frees those).
 CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
        AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
-       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode)
+       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode);
+END
 $$;
 
 -- Session p_sid holds those of p_inodes (files it has open) that lost

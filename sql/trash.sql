@@ -58,9 +58,11 @@ $$;
 -- The name entry p_name of trash hour p_hour had where it came from: the
 -- whole name kept in trash_name when its trash name was cut, else parsed.
 CREATE FUNCTION _trash_original(p_hour bigint, p_name bytea) RETURNS bytea
-LANGUAGE sql STABLE SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT coalesce((SELECT t.original FROM trash_name t WHERE t.hour = p_hour AND t.name = p_name),
-                    (_trash_parse(p_name)).name)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN coalesce((SELECT t.original FROM trash_name t WHERE t.hour = p_hour AND t.name = p_name),
+                    (_trash_parse(p_name)).name);
+END
 $$;
 
 -- What is in the trash: the hour it was removed in, where from, what.

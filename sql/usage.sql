@@ -70,27 +70,33 @@ $$;
 -- The version this transaction last wrote of row p_row in slot p_slot (NULL
 -- if it wrote none there, or another row since).
 CREATE FUNCTION _last_version(p_slot text, p_row text) RETURNS tid
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN pg_catalog.split_part(v, '@', 1) = p_row
-                THEN pg_catalog.split_part(v, '@', 2)::tid END
-      FROM (SELECT pg_catalog.current_setting('jfs.v_' || p_slot, true) AS v) s
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v text := pg_catalog.current_setting('jfs.v_' || p_slot, true);
+BEGIN
+    RETURN CASE WHEN pg_catalog.split_part(v, '@', 1) = p_row THEN pg_catalog.split_part(v, '@', 2)::tid END;
+END
 $$;
 
 -- Notes p_ctid as the version this transaction last wrote of row p_row in
 -- slot p_slot (see _last_version).
 CREATE FUNCTION _note_version(p_slot text, p_row text, p_ctid tid) RETURNS void
-LANGUAGE sql AS $$
-    SELECT NULL::void FROM pg_catalog.set_config('jfs.v_' || p_slot, p_row || '@' || p_ctid::text, true)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('jfs.v_' || p_slot, p_row || '@' || p_ctid::text, true);
+END
 $$;
 
 -- This transaction's stripe: the session's (see _claim_stripe), one of 16,
 -- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
 -- comparisons).
 CREATE FUNCTION _stripe() RETURNS smallint
-LANGUAGE sql STABLE AS $$
-    SELECT (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
             % least(greatest(coalesce(nullif(pg_catalog.current_setting('jfs.stripes', true), '')::integer, 16), 1), 16)
-           )::smallint
+           )::smallint;
+END
 $$;
 
 -- Space charged for a node of type p_type and length p_length.
