@@ -34,7 +34,7 @@ fn mknod_with_slices_sql(inline: bool) -> String {
     )
 }
 
-/// The commits of slices: indexed by [`commit_sql_index`].
+/// The commits of slices: indexed by [`commit_sql`].
 static COMMIT_SQL: LazyLock<[String; 8]> = LazyLock::new(|| {
     std::array::from_fn(|i| {
         let (made, durable, inline) = (i & 4 != 0, i & 2 != 0, i & 1 != 0);

@@ -52,6 +52,10 @@ pub struct Metrics {
     /// Creates answered under a directory's lease while the commit of its
     /// batch was in flight (holding the lease).
     pub lease_creates_in_flight: IntCounter,
+    /// Slices this process committed with their bytes kept in the
+    /// database (`--inline-max`), and those bytes (as stored: encoded).
+    pub inline_slices: IntCounter,
+    pub inline_bytes: IntCounter,
     /// Seconds the hot standby a read-only mount reads is behind its
     /// primary (0: caught up; absent on a mount of a primary).
     pub replica_lag_seconds: Gauge,
@@ -181,6 +185,14 @@ impl Metrics {
                 "Creates answered under a directory's lease while the commit of its batch was \
                  in flight",
             ),
+            inline_slices: counter(
+                "inline_slices_total",
+                "Slices this process committed with their bytes kept in the database (--inline-max)",
+            ),
+            inline_bytes: counter(
+                "inline_bytes_total",
+                "Bytes this process kept in the database with the slices it committed (as stored)",
+            ),
             process_cpu_seconds: Counter::new(
                 name("process_cpu_seconds_total"),
                 "CPU time this process used (user and system)",
@@ -247,6 +259,8 @@ impl Metrics {
             Box::new(self.unlinked_freed.clone()),
             Box::new(self.backups.clone()),
             Box::new(self.lease_creates_in_flight.clone()),
+            Box::new(self.inline_slices.clone()),
+            Box::new(self.inline_bytes.clone()),
             Box::new(self.process_cpu_seconds.clone()),
             Box::new(self.process_resident_bytes.clone()),
             Box::new(self.start_time_seconds.clone()),

@@ -4,10 +4,13 @@
 them gets a 503 SlowDown, a 500 InternalError, a connection closed without an
 answer, or (GETs) a body cut short after its headers promised all of it.
 
-  s3faults.py LISTEN_PORT UPSTREAM_PORT SHARE_FILE
+  s3faults.py LISTEN_PORT UPSTREAM_PORT SHARE_FILE [DELAY_MS]
 
 SHARE_FILE holds the share of requests to fail (0 to 1), read at every
 request, so that a test can format with no faults and then turn them on.
+DELAY_MS delays every request by exactly that many milliseconds instead
+(bench/inline/s3: a store as far away as a real S3 service; with a share
+of 0, a latency proxy and nothing else).
 
 LISTEN_PORT 0 binds a free port. Prints "ready PORT" once listening; counts of what it did go to stderr on exit.
 """
@@ -20,6 +23,7 @@ import threading
 import time
 
 listen_port, upstream_port, share_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+fixed_delay = float(sys.argv[4]) / 1000 if len(sys.argv) > 4 else None
 rng = random.Random(29)
 rng_lock = threading.Lock()
 counts = {}
@@ -57,7 +61,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
     def handle_any(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        time.sleep(0.002 + 0.02 * draw()[0])
+        time.sleep(fixed_delay if fixed_delay is not None else 0.002 + 0.02 * draw()[0])
         roll, pick = draw()
         with open(share_file) as f:
             share = float(f.read().strip() or 0)

@@ -25,7 +25,8 @@ fn blocks(v: &Volume) -> usize {
 #[test]
 fn small_files_live_in_the_database_and_read_back_everywhere() {
     let v = Volume::with_options("inline-a", &["--inline-max", "16", "--trash-days", "0"]);
-    let m = v.mount("a", &[]);
+    let addr = jfs_e2e::free_metrics_addr();
+    let m = v.mount("a", &["--metrics", &addr]);
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("one", pattern(1, 1)),
         ("four", pattern(2, 4096)),
@@ -39,6 +40,14 @@ fn small_files_live_in_the_database_and_read_back_everywhere() {
     // three files kept in the database, one (past the limit) in an object
     assert_eq!(kept(&v), "3");
     assert_eq!(blocks(&v), 1, "{:?}", v.objects());
+    // the mount counts what it kept (metrics), the bytes as stored
+    let metric = |name| jfs_e2e::metric_sum(&addr, name, "").unwrap_or(0.0);
+    assert_eq!(metric("jfs_inline_slices_total"), 3.0);
+    let bytes = metric("jfs_inline_bytes_total");
+    assert!(
+        (1.0 + 4096.0 + 16384.0..30_000.0).contains(&bytes),
+        "{bytes}"
+    );
     let said = String::from_utf8_lossy(&ok(jfs().args(["status", &v.url])).stdout).to_string();
     assert!(
         said.contains("inline      3 files, 3 slices") && said.contains("at most 16384 bytes"),

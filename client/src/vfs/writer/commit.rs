@@ -119,6 +119,7 @@ impl Writer {
                     // (the file was made, in the same transaction)
                     *create = None;
                     if committed > 0 {
+                        count_kept(&batch[..committed.min(batch.len())]);
                         if let Some(sent_in) = sent_in {
                             self.committed_in.get_or_insert(sent_in);
                             if made_durable {
@@ -178,6 +179,7 @@ impl Writer {
                              the database has {committed} of them, the others are sent again"
                         );
                         if committed > 0 {
+                            count_kept(&batch[..committed.min(batch.len())]);
                             self.committed_in.get_or_insert(seen_in);
                             self.slices.drain(..committed);
                             *create = None;
@@ -319,5 +321,16 @@ impl Writer {
             }
             slice.discard(t).await;
         }
+    }
+}
+
+/// Counts the slices of a commit that kept their bytes in the database
+/// (metrics `jfs_inline_slices_total`, `jfs_inline_bytes_total`).
+fn count_kept(committed: &[(u32, SliceRow)]) {
+    for bytes in committed.iter().filter_map(|(_, s)| s.inline.as_ref()) {
+        crate::metrics::METRICS.inline_slices.inc();
+        crate::metrics::METRICS
+            .inline_bytes
+            .inc_by(bytes.len() as u64);
     }
 }
