@@ -145,18 +145,6 @@ BEGIN
 END
 $$;
 
--- This transaction's stripe: the session's (see _claim_stripe), one of 16,
--- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
--- comparisons).
-CREATE OR REPLACE FUNCTION _stripe() RETURNS smallint
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
-            % least(greatest(coalesce(nullif(pg_catalog.current_setting('jfs.stripes', true), '')::integer, 16), 1), 16)
-           )::smallint;
-END
-$$;
-
 -- Whether more bytes wait for deletion than the volume's cap allows
 -- (setting.delete_queue_cap; never with no cap).
 CREATE OR REPLACE FUNCTION _delete_queue_over_cap() RETURNS boolean

@@ -613,12 +613,10 @@ $$;
 -- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
 -- comparisons).
 CREATE FUNCTION _stripe() RETURNS smallint
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
+LANGUAGE sql STABLE AS $$
+    SELECT (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
             % least(greatest(coalesce(nullif(pg_catalog.current_setting('jfs.stripes', true), '')::integer, 16), 1), 16)
-           )::smallint;
-END
+           )::smallint
 $$;
 
 -- Space charged for a node of type p_type and length p_length.
@@ -1686,6 +1684,480 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:38
+-- requires:
+--   internal
+
+-- The rules of POSIX ACLs that creating a node needs before ACLs
+-- themselves (acl.sql): what a well-formed ACL is, the mode a default ACL
+-- gives a new node, and the ACLs it passes on.
+
+-- Whether an ACL (its entries' tags, qualifiers and permissions) is well
+-- formed: one owner, owning group and other entry, a mask when a named user
+-- or group is present, at most one mask, named entries with valid and
+-- distinct ids, permissions 0..7.
+CREATE FUNCTION _acl_valid(p_tags smallint[], p_ids bigint[], p_perms smallint[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT cardinality(p_tags) = cardinality(p_ids) AND cardinality(p_tags) = cardinality(p_perms)
+       AND count(*) FILTER (WHERE e.tag = 1) = 1
+       AND count(*) FILTER (WHERE e.tag = 4) = 1
+       AND count(*) FILTER (WHERE e.tag = 32) = 1
+       AND count(*) FILTER (WHERE e.tag = 16) <= 1
+       AND (count(*) FILTER (WHERE e.tag IN (2, 8)) = 0 OR count(*) FILTER (WHERE e.tag = 16) = 1)
+       AND bool_and(e.tag IN (1, 2, 4, 8, 16, 32) AND e.perm BETWEEN 0 AND 7)
+       AND bool_and(CASE WHEN e.tag IN (2, 8) THEN _id_ok(e.id) ELSE true END)
+       AND count(DISTINCT (e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END)) = count(*)
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+$$;
+
+-- The mode of a new node made with p_mode under a directory whose default
+-- ACL is given: the special bits kept, the permission bits masked by the
+-- ACL's owner, mask (or owning group) and other entries.
+CREATE FUNCTION _acl_create_mode(p_mode integer, p_tags smallint[], p_perms smallint[]) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT (p_mode & 3584)
+           | (((max(e.perm) FILTER (WHERE e.tag = 1)) & (p_mode >> 6) & 7) << 6)
+           | ((coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4))
+               & (p_mode >> 3) & 7) << 3)
+           | ((max(e.perm) FILTER (WHERE e.tag = 32)) & p_mode & 7)
+      FROM unnest(p_tags, p_perms) AS e(tag, perm)
+$$;
+
+-- Gives the new node p_inode the ACLs its parent's default ACL (tags, ids,
+-- perms) passes on: an access ACL when the default one is more than a
+-- mode (its mask and owner bits are in the mode already), and, to a
+-- directory, the default ACL itself.
+CREATE FUNCTION _acl_inherit(p_inode bigint, p_is_dir boolean, p_tags smallint[], p_ids bigint[],
+                             p_perms smallint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT p_inode, 'a', e.tag, e.id, e.perm
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+     WHERE e.tag IN (2, 4, 8) AND p_tags && ARRAY[2, 8, 16]::smallint[];
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT p_inode, 'd', e.tag, e.id, e.perm
+      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
+     WHERE p_is_dir;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:58
+-- requires:
+--   schema
+--   internal
+
+-- readdir and readdirplus: one page of a directory per call, keyset-paged by
+-- the per-directory cookie (index edge_readdir), so page N of a huge
+-- directory costs what page 1 costs. Pass the last cookie seen to continue;
+-- 0 starts at the beginning. "." and ".." are the client's to add.
+
+-- The errno row a page returns when p_dir is not a readable directory, or
+-- none (an empty page of an existing directory).
+CREATE FUNCTION _readdir_error(p_dir bigint) RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_type smallint;
+BEGIN
+    SELECT type INTO v_type FROM node WHERE inode = p_dir;
+    RETURN CASE WHEN v_type IS NULL THEN 2 WHEN v_type <> 2 THEN 20 ELSE 0 END;
+END
+$$;
+
+-- The newest cookie handed out so far, by any session: a listing asks
+-- for it when it goes past its first page and shows no entry with a newer
+-- one, so entries renamed away and back (each time with a new cookie)
+-- cannot keep a listing going for ever (xfstests generic/736). Entries
+-- made after it are left to the next listing, as POSIX allows.
+CREATE FUNCTION listing_ceiling() RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.last_value FROM edge_cookie s
+$$;
+
+CREATE FUNCTION readdir(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
+RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_errno integer;
+BEGIN
+    PERFORM _unleased(ARRAY[p_dir]);
+    RETURN QUERY
+        SELECT 0, e.cookie, e.name, e.inode, e.type
+          FROM edge e
+         WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
+         ORDER BY e.cookie
+         LIMIT least(greatest(coalesce(p_limit, 1000), 1), 100000);
+    IF NOT FOUND THEN
+        v_errno := _readdir_error(p_dir);
+        IF v_errno <> 0 THEN
+            RETURN QUERY SELECT v_errno, NULL::bigint, NULL::bytea, NULL::bigint, NULL::smallint;
+        END IF;
+    END IF;
+END
+$$;
+
+-- A page of a directory as readdirplus gives it, and whether each node has
+-- extended attributes (any name getxattr could find; POSIX ACLs are kept
+-- apart, sql/acl.sql): a mount answers getxattr of the others without
+-- asking. `ls -l` asks each file for security.selinux, and backup tools
+-- ask for more. A shard root's row (a directory of another shard,
+-- sql/shard.sql) has errno 18 (EXDEV), its cookie, name, inode and type,
+-- and no attributes: they are its shard's to give.
+CREATE FUNCTION readdirplus_xattrs(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
+RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
+               uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
+               length bigint, rdev bigint, parent bigint, tier smallint, used bigint, xattrs boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_errno integer;
+BEGIN
+    PERFORM _unleased(ARRAY[p_dir]);
+    RETURN QUERY
+        SELECT CASE WHEN n.inode IS NULL THEN 18 ELSE 0 END, e.cookie, e.name, e.inode, e.type, n.mode, n.uid,
+               n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev, n.parent, n.tier, n.used,
+               EXISTS (SELECT 1 FROM xattr x WHERE x.inode = n.inode)
+          FROM edge e LEFT JOIN node n ON n.inode = e.inode
+         WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
+         ORDER BY e.cookie
+         LIMIT least(greatest(coalesce(p_limit, 1000), 1), 100000);
+    IF NOT FOUND THEN
+        v_errno := _readdir_error(p_dir);
+        IF v_errno <> 0 THEN
+            RETURN QUERY SELECT v_errno, NULL::bigint, NULL::bytea, NULL::bigint, NULL::smallint, NULL::integer,
+                NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer,
+                NULL::bigint, NULL::bigint, NULL::bigint, NULL::smallint, NULL::bigint, NULL::boolean;
+        END IF;
+    END IF;
+END
+$$;
+
+-- A page of a directory with attributes (readdirplus_xattrs without the
+-- xattrs: what clients before 0.2.14 call), in its order.
+CREATE FUNCTION readdirplus(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
+RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
+               uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
+               length bigint, rdev bigint, parent bigint, tier smallint, used bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+        SELECT r.errno, r.cookie, r.name, r.inode, r.type, r.mode, r.uid, r.gid, r.atime, r.mtime, r.ctime,
+               r.nlink, r.length, r.rdev, r.parent, r.tier, r.used
+          FROM readdirplus_xattrs(p_dir, p_cookie, p_limit) WITH ORDINALITY AS r
+         ORDER BY r.ordinality;
+END
+$$;
+
+-- A lookup that reads ahead, for a mount whose callers stat a directory's
+-- entries one by one (find, du, ls -l, rsync walk a listing and stat each
+-- name): entry p_name of p_dir and, after it, up to p_limit entries in
+-- listing order (by cookie: find, du) and up to p_limit in name order (ls
+-- sorts), each with its attributes, so that the next names are answered
+-- from the mount's cache instead of a round trip each. No row for a name
+-- that is not there (the caller looks it up alone); at most 10000 each way.
+CREATE FUNCTION lookup_ahead(p_dir bigint, p_name bytea, p_limit integer DEFAULT 1000)
+RETURNS TABLE (name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint, atime bigint,
+               mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint, parent bigint,
+               tier smallint, used bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _unleased(ARRAY[p_dir]);
+    RETURN QUERY
+    WITH here AS (
+        SELECT e.cookie FROM edge e WHERE e.parent = p_dir AND e.name = p_name
+    ), ahead AS (
+        (SELECT e.name, e.inode FROM edge e, here h
+          WHERE e.parent = p_dir AND e.cookie >= h.cookie
+          ORDER BY e.cookie LIMIT least(greatest(coalesce(p_limit, 1000), 0), 10000) + 1)
+        UNION
+        (SELECT e.name, e.inode FROM edge e, here h
+          WHERE e.parent = p_dir AND e.name >= p_name
+          ORDER BY e.name LIMIT least(greatest(coalesce(p_limit, 1000), 0), 10000) + 1)
+    )
+    SELECT a.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
+           n.parent, n.tier, n.used
+      FROM ahead a JOIN node n ON n.inode = a.inode;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:78
+-- requires:
+--   internal
+
+-- Mount sessions: register, heartbeat, close, clean up dead ones, and
+-- release open-but-unlinked inodes (sustained) on last close.
+
+-- Refuses a new session on a volume `jfs destroy` is removing
+-- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
+-- the new session to commit, then sees it.
+CREATE FUNCTION _refuse_if_destroying() RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_destroying timestamptz;
+BEGIN
+    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
+    IF NOT FOUND THEN
+        -- (a destroy_finish that emptied the volume while this waited)
+        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
+    ELSIF v_destroying IS NOT NULL THEN
+        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
+                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
+    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
+$$;
+
+-- A new session of the caller's login role (only it, or an administrator,
+-- acts for it), which other mounts end only after p_timeout without a
+-- heartbeat (its mount's --session-timeout, at least a second and at most
+-- an hour: a session that claimed a century kept its locks past its
+-- mount's end). None opens on a volume being destroyed.
+CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+BEGIN
+    PERFORM _refuse_if_destroying();
+    INSERT INTO session (host, pid, info, session_timeout)
+    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
+            least(greatest(coalesce(p_timeout, '5 minutes'), '1 second'), '1 hour'))
+    RETURNING sid INTO v_sid;
+    RETURN v_sid;
+END
+$$;
+
+-- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
+-- register again (and its sustained inodes are gone).
+CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
+    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
+END
+$$;
+
+-- Ends a locked session: its open-unlinked inodes are released (freed when
+-- no other session holds them), its locks dropped, its row deleted.
+CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_inode bigint;
+    v_released integer := 0;
+BEGIN
+    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
+        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
+        IF _unheld(v_inode) THEN
+            PERFORM _free_node(v_inode);
+        END IF;
+        v_released := v_released + 1;
+    END LOOP;
+    DELETE FROM lock_wait WHERE sid = p_sid;
+    DELETE FROM plock WHERE sid = p_sid;
+    DELETE FROM dir_lease WHERE sid = p_sid;
+    DELETE FROM session WHERE sid = p_sid;
+    RETURN v_released;
+END
+$$;
+
+CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    PERFORM _end_session(p_sid);
+    RETURN 0;
+END
+$$;
+
+-- Ends every session whose last heartbeat is older than p_timeout and than
+-- the session's own timeout (at most an hour: so no client can end a live
+-- one, and none lives on silent); any client may call it. Returns the
+-- number of sessions ended. (An administrator ends any session at once
+-- with session_close.)
+CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_sid bigint;
+    v_count integer := 0;
+BEGIN
+    PERFORM _begin();
+    FOR v_sid IN SELECT sid FROM session
+                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
+                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
+        PERFORM _end_session(v_sid);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- Ends the transactions that keep others waiting for their locks: a
+-- transaction of a role that does not administer jfs, open for 5 seconds
+-- or more, that holds a lock some backend of this database has waited for
+-- 5 seconds or more, and that is not itself at work: idle in its
+-- transaction (BEGIN; SELECT jfs.rename(...) and no COMMIT), asleep
+-- (pg_sleep beside a procedure) or waiting for an advisory lock, or running
+-- for 5 minutes. A row a procedure locked would otherwise stall every mount
+-- that needs it for as long as such a client likes. A holder that waits
+-- for a row lock itself is left: the end of the chain is ended instead.
+-- Mounts call it when a call of theirs has waited 5 seconds (their own
+-- call may be what waits); returns the number of backends ended.
+CREATE FUNCTION end_stalling() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    h record;
+    v_count integer := 0;
+BEGIN
+    FOR h IN
+        SELECT DISTINCT b.pid, b.usename, b.state, now() - b.xact_start AS open_for
+          FROM pg_locks w
+         CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS k(pid)
+          JOIN pg_stat_activity b ON b.pid = k.pid
+          JOIN pg_roles r ON r.oid = b.usesysid
+         WHERE NOT w.granted AND w.waitstart < now() - interval '5 seconds'
+           AND b.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND b.pid <> pg_backend_pid()
+           AND b.xact_start < now() - interval '5 seconds'
+           AND NOT r.rolsuper
+           AND NOT has_function_privilege(r.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
+           AND (b.state <> 'active'
+                OR b.wait_event_type = 'Timeout'
+                OR (b.wait_event_type = 'Lock' AND b.wait_event = 'advisory')
+                OR b.xact_start < now() - interval '5 minutes')
+    LOOP
+        IF pg_terminate_backend(h.pid) THEN
+            RAISE LOG 'jfs.end_stalling: ended backend % of role % (%, its transaction open for %), which held locks others waited for',
+                h.pid, h.usename, h.state, h.open_for;
+            v_count := v_count + 1;
+        END IF;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- The session closed its last handle of p_inode: an unlinked inode no
+-- other session holds is freed. 0, or 2 if p_sid did not hold it.
+CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
+    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF _unheld(p_inode) THEN
+        PERFORM _free_node(p_inode);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- Whether node p_inode (locked by the caller) has no name and nobody
+-- holds it: no session has it open, and it is not kept in unlinked for
+-- other mounts (free_unlinked frees those).
+CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
+       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode);
+END
+$$;
+
+-- Session p_sid holds those of p_inodes (files it has open) that lost
+-- their last name elsewhere and are still kept (nlink 0, in unlinked or
+-- held by another session): they stay until it releases them (release,
+-- or the end of its session). A mount calls it when it reads a removal
+-- from the change log. Returns the inodes among p_inodes it holds.
+CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN '{}';
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
+    INSERT INTO sustained (sid, inode)
+    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
+    ON CONFLICT DO NOTHING;
+    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
+END
+$$;
+
+-- Frees the files kept in unlinked for longer than p_grace (at least a
+-- second) that no session holds; those held are left to their last
+-- holder's release. Any client may call it (mounts do, in the background).
+-- Returns the number of files freed.
+CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_due bigint[];
+    v_free bigint[];
+BEGIN
+    PERFORM _begin();
+    SELECT array_agg(u.inode) INTO v_due
+      FROM (SELECT inode FROM unlinked
+             WHERE at < now() - greatest(p_grace, interval '1 second')
+             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
+    IF v_due IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
+    DELETE FROM unlinked WHERE inode = ANY (v_due);
+    SELECT array_agg(n.inode) INTO v_free
+      FROM node n
+     WHERE n.inode = ANY (v_due) AND n.nlink = 0
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
+    IF v_free IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM _free_nodes(v_free);
+    RETURN cardinality(v_free);
+END
+$$;
+
+-- The mounted clients, for `jfs status` (clients may not read the tables).
+CREATE FUNCTION sessions()
+RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
+               sustained bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
+           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
+      FROM session s ORDER BY s.sid
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:33
 -- requires:
 --   internal
@@ -1857,61 +2329,303 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- extension/src/lib.rs:38
+-- extension/src/lib.rs:148
 -- requires:
 --   internal
+--   charge
+--   chunk_data
 
--- The rules of POSIX ACLs that creating a node needs before ACLs
--- themselves (acl.sql): what a well-formed ACL is, the mode a default ACL
--- gives a new node, and the ACLs it passes on.
+-- Byte ranges of a file as a whole: zeroing them (fallocate PUNCH_HOLE and
+-- ZERO_RANGE), copying them from another file by sharing its slices
+-- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
 
--- Whether an ACL (its entries' tags, qualifiers and permissions) is well
--- formed: one owner, owning group and other entry, a mask when a named user
--- or group is present, at most one mask, named entries with valid and
--- distinct ids, permissions 0..7.
-CREATE FUNCTION _acl_valid(p_tags smallint[], p_ids bigint[], p_perms smallint[]) RETURNS boolean
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT cardinality(p_tags) = cardinality(p_ids) AND cardinality(p_tags) = cardinality(p_perms)
-       AND count(*) FILTER (WHERE e.tag = 1) = 1
-       AND count(*) FILTER (WHERE e.tag = 4) = 1
-       AND count(*) FILTER (WHERE e.tag = 32) = 1
-       AND count(*) FILTER (WHERE e.tag = 16) <= 1
-       AND (count(*) FILTER (WHERE e.tag IN (2, 8)) = 0 OR count(*) FILTER (WHERE e.tag = 16) = 1)
-       AND bool_and(e.tag IN (1, 2, 4, 8, 16, 32) AND e.perm BETWEEN 0 AND 7)
-       AND bool_and(CASE WHEN e.tag IN (2, 8) THEN _id_ok(e.id) ELSE true END)
-       AND count(DISTINCT (e.tag, CASE WHEN e.tag IN (2, 8) THEN e.id ELSE -1 END)) = count(*)
-      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
-$$;
-
--- The mode of a new node made with p_mode under a directory whose default
--- ACL is given: the special bits kept, the permission bits masked by the
--- ACL's owner, mask (or owning group) and other entries.
-CREATE FUNCTION _acl_create_mode(p_mode integer, p_tags smallint[], p_perms smallint[]) RETURNS integer
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT (p_mode & 3584)
-           | (((max(e.perm) FILTER (WHERE e.tag = 1)) & (p_mode >> 6) & 7) << 6)
-           | ((coalesce(max(e.perm) FILTER (WHERE e.tag = 16), max(e.perm) FILTER (WHERE e.tag = 4))
-               & (p_mode >> 3) & 7) << 3)
-           | ((max(e.perm) FILTER (WHERE e.tag = 32)) & p_mode & 7)
-      FROM unnest(p_tags, p_perms) AS e(tag, perm)
-$$;
-
--- Gives the new node p_inode the ACLs its parent's default ACL (tags, ids,
--- perms) passes on: an access ACL when the default one is more than a
--- mode (its mask and owner bits are in the mode already), and, to a
--- directory, the default ACL itself.
-CREATE FUNCTION _acl_inherit(p_inode bigint, p_is_dir boolean, p_tags smallint[], p_ids bigint[],
-                             p_perms smallint[]) RETURNS void
+-- Locks, in id order, the references of the slices that file p_inode has in
+-- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
+-- p_to2): a procedure that releases or adds references in several steps
+-- takes them all first, in one order, so two such procedures on files that
+-- share slices cannot deadlock.
+CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
+                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
+RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
 BEGIN
-    INSERT INTO acl (inode, kind, tag, qualifier, perm)
-    SELECT p_inode, 'a', e.tag, e.id, e.perm
-      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
-     WHERE e.tag IN (2, 4, 8) AND p_tags && ARRAY[2, 8, 16]::smallint[];
-    INSERT INTO acl (inode, kind, tag, qualifier, perm)
-    SELECT p_inode, 'd', e.tag, e.id, e.perm
-      FROM unnest(p_tags, p_ids, p_perms) AS e(tag, id, perm)
-     WHERE p_is_dir;
+    PERFORM 1 FROM slice_ref r
+     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
+                           WHERE s.slice_id <> 0
+                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
+                                  OR (s.inode = p_inode2
+                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
+     ORDER BY r.slice_id FOR UPDATE;
+END
+$$;
+
+-- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
+-- most its length: chunks wholly inside lose their slices, slices wholly
+-- inside the range in the chunks at its ends are dropped, and a hole slice
+-- covers what still shows there. References are released as the rows go
+-- (all locked first, _lock_refs). Returns the bytes of data the range held
+-- (the node's "used" falls by it).
+CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_whole_from integer;
+    v_whole_to integer;
+    v_gone bigint[];
+    v_pos integer;
+    v_end integer;
+    v_data bigint;
+    c integer;
+BEGIN
+    IF p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    PERFORM _lock_refs(p_inode, p_from, p_to);
+    v_data := _data_size(p_inode, p_from, p_to);
+    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
+    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
+    v_whole_to := (p_to / v_chunk)::integer - 1;
+    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
+        v_whole_to := -1;
+    END IF;
+    IF v_whole_from <= v_whole_to THEN
+        PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
+    END IF;
+    FOR c IN SELECT DISTINCT i FROM unnest(ARRAY[p_from / v_chunk, (p_to - 1) / v_chunk]::integer[]) i
+              WHERE i NOT BETWEEN v_whole_from AND v_whole_to
+    LOOP
+        v_pos := greatest(p_from - c * v_chunk, 0);
+        v_end := least(p_to - c * v_chunk, v_chunk);
+        WITH gone AS (
+            DELETE FROM slice WHERE inode = p_inode AND chunk_index = c AND pos >= v_pos AND pos + len <= v_end
+            RETURNING slice_id
+        )
+        SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
+        PERFORM _release_slices(v_gone);
+        IF EXISTS (SELECT 1 FROM slice WHERE inode = p_inode AND chunk_index = c
+                                       AND pos < v_end AND pos + len > v_pos) THEN
+            INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+            VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
+        END IF;
+    END LOOP;
+    RETURN v_data;
+END
+$$;
+
+-- fallocate PUNCH_HOLE and ZERO_RANGE: bytes [p_offset, p_offset +
+-- p_length) of file p_inode read as zeros from now on, the space their
+-- slices held freed as far as no other file shares them. With p_keep_size
+-- the range stops at the end of the file; without it a range past the end
+-- makes the file longer (charged as a write is: 28 ENOSPC or 122 EDQUOT
+-- when that passes a limit, nothing changed). Sets mtime and ctime.
+-- Returns the file's attributes; errno 2 no such file, 21 a directory,
+-- 22 not a regular file or a bad range, 27 past the largest file.
+CREATE FUNCTION zero_range(p_inode bigint, p_offset bigint, p_length bigint, p_keep_size boolean)
+RETURNS attr
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_end bigint;
+    v_errno integer;
+    n node;
+BEGIN
+    IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
+        RETURN _err(22);
+    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
+        RETURN _err(27);
+    END IF;
+    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    v_errno := _file_errno(n);
+    IF v_errno <> 0 THEN
+        RETURN _err(v_errno);
+    ELSIF p_keep_size AND p_offset >= n.length THEN
+        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
+    END IF;
+    IF p_keep_size THEN
+        v_end := p_offset + least(p_length, n.length - p_offset);
+    ELSE
+        v_end := p_offset + p_length;
+    END IF;
+    IF v_end > n.length THEN
+        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
+        IF v_errno <> 0 THEN
+            RETURN _err(v_errno);
+        END IF;
+    END IF;
+    -- past the old end nothing shows data (truncate and writes keep it so)
+    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
+    n.length := greatest(n.length, v_end);
+    n.mtime := v_now; n.ctime := v_now;
+    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
+    RETURN _to_attr(n);
+END
+$$;
+
+-- lseek SEEK_DATA (p_hole false) and SEEK_HOLE (true) of file p_inode from
+-- p_offset, answered from its slices: the first offset at or after p_offset
+-- where the file shows data (SEEK_DATA) or does not (SEEK_HOLE; the end of
+-- the file counts as a hole). errno 6 (ENXIO) when p_offset is at or past
+-- the end, or no data follows it (SEEK_DATA); 2 no such file, 21 a
+-- directory, 22 not a regular file.
+CREATE FUNCTION seek_data(p_inode bigint, p_offset bigint, p_hole boolean,
+                          OUT errno integer, OUT found_at bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_chunk bigint := _chunk_size();
+    v_next bigint;         -- the first chunk not yet looked at
+    v_from integer;        -- where the chunk is looked at from
+    v_shows int4multirange;
+    n node;
+    c integer;
+BEGIN
+    SELECT * INTO n FROM node WHERE inode = p_inode;
+    errno := _file_errno(n);
+    IF errno <> 0 THEN
+        RETURN;
+    ELSIF p_hole IS NULL THEN
+        errno := 22; RETURN;
+    ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
+        errno := 6; RETURN;
+    END IF;
+    errno := 0;
+    v_next := p_offset / v_chunk;
+    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
+              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_offset / v_chunk AND (n.length - 1) / v_chunk
+              ORDER BY s.chunk_index
+    LOOP
+        IF p_hole AND c > v_next THEN
+            found_at := greatest(p_offset, v_next * v_chunk); RETURN;   -- a chunk with no slices
+        END IF;
+        v_from := greatest(p_offset - c * v_chunk, 0);
+        v_shows := _chunk_data(p_inode, c)
+                   * int4multirange(int4range(v_from, least(n.length - c * v_chunk, v_chunk)::integer));
+        IF p_hole THEN
+            v_shows := int4multirange(int4range(v_from, v_chunk::integer)) - v_shows;
+        END IF;
+        IF NOT isempty(v_shows) THEN
+            found_at := least(c * v_chunk + lower(v_shows), n.length); RETURN;
+        END IF;
+        v_next := c + 1;
+    END LOOP;
+    IF p_hole THEN
+        found_at := least(greatest(p_offset, v_next * v_chunk), n.length);
+    ELSE
+        errno := 6;
+    END IF;
+END
+$$;
+
+-- copy_file_range as metadata: bytes [p_src_offset, p_src_offset + p_length)
+-- of file p_src (cut at its end) appear at p_dst_offset of file p_dst, by
+-- slice rows that point at the source's slices (each gains a reference), in
+-- one transaction; no byte is read or written. The destination range first
+-- reads as zeros (_zero), then the source's slices are laid over it in their
+-- order, cut to the range and split where the destination's chunks end.
+-- Writes to either file later make new slices, so they stay apart. A longer
+-- destination is charged as a write is (28/122 when that passes a limit).
+-- Returns errno 0 with the bytes copied and the destination's new length;
+-- else 2 no such file, 21 a directory, 22 not regular files, a bad range
+-- or overlapping ranges of one file, 27 past the largest file.
+CREATE FUNCTION copy_range(p_src bigint, p_src_offset bigint, p_dst bigint, p_dst_offset bigint,
+                           p_length bigint, OUT errno integer, OUT copied bigint, OUT length bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    s setting := _begin();
+    v_now bigint := _now();
+    v_chunk bigint := _chunk_size();
+    v_shift bigint;
+    v_end bigint;
+    v_ids bigint[];
+    v_errno integer;
+    src node;
+    dst node;
+BEGIN
+    copied := 0;
+    IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
+       OR p_length IS NULL OR p_length < 0 THEN
+        errno := 22; RETURN;
+    END IF;
+    -- both nodes locked in inode order (two copies between the same files
+    -- in opposite directions cannot deadlock); the source only against
+    -- changes (writes, truncates and compactions lock it for update)
+    IF p_src < p_dst THEN
+        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
+        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
+    ELSE
+        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
+        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
+    END IF;
+    -- (the first of 2, 21, 22 either file meets)
+    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
+    IF errno IS NOT NULL THEN
+        RETURN;
+    END IF;
+    copied := greatest(least(p_length, src.length - p_src_offset), 0);
+    IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied
+       AND p_dst_offset < p_src_offset + copied THEN
+        copied := 0; errno := 22; RETURN;
+    END IF;
+    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
+        copied := 0; errno := 27; RETURN;
+    END IF;
+    length := dst.length;
+    errno := 0;
+    IF copied = 0 THEN
+        RETURN;
+    END IF;
+    v_end := p_dst_offset + copied;
+    IF v_end > dst.length THEN
+        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
+                                 v_end - dst.length);
+        IF v_errno <> 0 THEN
+            copied := 0; errno := v_errno; RETURN;
+        END IF;
+    END IF;
+    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
+    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
+    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
+    v_shift := p_dst_offset - p_src_offset;
+    -- the source's rows cut to the range (file offsets a..b, the slice's
+    -- bytes from off), moved by v_shift, split at the destination's chunk
+    -- ends; inserted in the source's commit order (seq is drawn as the
+    -- rows arrive, so later rows still shadow earlier ones)
+    WITH cut AS (
+        SELECT sl.seq, sl.slice_id, sl.slice_size,
+               greatest(sl.chunk_index * v_chunk + sl.pos, p_src_offset) AS a,
+               least(sl.chunk_index * v_chunk + sl.pos + sl.len, p_src_offset + copied) AS b,
+               sl.slice_off + greatest(p_src_offset - (sl.chunk_index * v_chunk + sl.pos), 0) AS off
+          FROM slice sl
+         WHERE sl.inode = p_src
+           AND sl.chunk_index BETWEEN p_src_offset / v_chunk AND (p_src_offset + copied - 1) / v_chunk
+    ), pieces AS (
+        SELECT c.seq, c.slice_id, c.slice_size, k AS chunk_index,
+               greatest(c.a + v_shift, k * v_chunk) AS a,
+               least(c.b + v_shift, (k + 1) * v_chunk) AS b,
+               c.off + greatest(k * v_chunk - (c.a + v_shift), 0) AS off
+          FROM cut c,
+               generate_series((c.a + v_shift) / v_chunk, (c.b + v_shift - 1) / v_chunk) k
+         WHERE c.b > c.a
+    ), copied_rows AS (
+        INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+        SELECT p_dst, p.chunk_index, p.slice_id, p.slice_size, p.off, p.b - p.a, p.a - p.chunk_index * v_chunk
+          FROM (SELECT * FROM pieces ORDER BY seq, chunk_index) p
+        RETURNING slice_id
+    )
+    SELECT array_agg(slice_id) INTO v_ids FROM copied_rows WHERE slice_id <> 0;
+    IF v_ids IS NOT NULL THEN
+        PERFORM 1 FROM slice_ref WHERE slice_id = ANY (v_ids) ORDER BY slice_id FOR UPDATE;
+        UPDATE slice_ref r SET refs = r.refs + c.n
+          FROM (SELECT id, count(*)::integer AS n FROM unnest(v_ids) id GROUP BY id) c
+         WHERE r.slice_id = c.id;
+    END IF;
+    length := greatest(dst.length, v_end);
+    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
+     WHERE inode = p_dst;
+    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
 END
 $$;
 /* </end connected objects> */
@@ -3711,6 +4425,288 @@ SELECT a.inode, path(a.inode) AS path, CASE a.kind WHEN 'a' THEN 'access' ELSE '
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:143
+-- requires:
+--   internal
+--   people
+
+-- File locks shared by every mount (table plock): POSIX record locks with
+-- their split-and-merge rules, and BSD flock locks, which the kernel sends
+-- as whole-file records of the open file's owner. A lock is taken or
+-- refused in one transaction, serialized per file by its node row; a
+-- blocked F_SETLKW is the client's loop of setlk calls with p_wait, each
+-- refreshing its lock_wait row, which deadlock detection follows. Locks go
+-- with their owner's close (unlock_owner) and with their session.
+
+-- The locks of owners other than (p_sid, p_owner) on file p_inode that
+-- conflict with locking p_start..p_end as p_type: overlapping ranges, one
+-- side exclusive; first byte first.
+CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                                p_start bigint, p_end bigint) RETURNS SETOF plock
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM plock l
+     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
+       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
+     ORDER BY l.lstart
+$$;
+
+-- Whether owner (p_sid, p_owner), waiting for the range, waits (through
+-- other waiting owners) on itself. Wait rows not refreshed lately (a
+-- client gone from its loop) do not count.
+CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
+                               p_start bigint, p_end bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        WITH RECURSIVE blocker (sid, owner) AS (
+            SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+            UNION
+            SELECT l.sid, l.owner
+              FROM blocker b
+              JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
+              CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
+        )
+        SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner));
+END
+$$;
+
+-- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end
+-- (inclusive) of file p_inode for owner p_owner of session p_sid, as
+-- fcntl(F_SETLK) does: the owner's own locks in the range are replaced
+-- (split where they reach past it), touching locks of the same type merged.
+-- Returns errno: 0 done; 11 (EAGAIN) another owner holds a conflicting
+-- lock; with p_wait (the caller will wait and call again) 35 (EDEADLK)
+-- when that owner waits, through others, for this one; 22 bad range or
+-- type; 2 no such file; 37 (ENOLCK) the session is gone.
+CREATE FUNCTION setlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                      p_start bigint, p_end bigint, p_pid integer, p_wait boolean DEFAULT false)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_start bigint := p_start;
+    v_end bigint := p_end;
+    r plock;
+BEGIN
+    PERFORM _begin();
+    IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
+        RETURN 22;
+    END IF;
+    PERFORM _check_session(p_sid);
+    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN 37;
+    END IF;
+    -- one change of a file's locks at a time
+    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
+    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
+        IF NOT p_wait THEN
+            RETURN 11;
+        END IF;
+        IF _lock_deadlock(p_sid, p_owner, p_inode, p_type, p_start, p_end) THEN
+            DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+            RETURN 35;
+        END IF;
+        INSERT INTO lock_wait (sid, owner, inode, ltype, lstart, lend)
+        VALUES (p_sid, p_owner, p_inode, p_type, p_start, p_end)
+        ON CONFLICT (sid, owner, inode) DO UPDATE
+            SET ltype = excluded.ltype, lstart = excluded.lstart, lend = excluded.lend, at = now();
+        RETURN 11;
+    END IF;
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+    -- the owner's locks that overlap or touch the range (no overflow: both >= 0)
+    FOR r IN DELETE FROM plock
+              WHERE inode = p_inode AND sid = p_sid AND owner = p_owner
+                AND lstart - 1 <= p_end AND lend >= p_start - 1
+              RETURNING * LOOP
+        IF p_type <> 2 AND r.ltype = p_type THEN
+            v_start := least(v_start, r.lstart);
+            v_end := greatest(v_end, r.lend);
+        ELSE
+            IF r.lstart < p_start THEN
+                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, r.lstart, p_start - 1, r.pid);
+            END IF;
+            IF r.lend > p_end THEN
+                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, p_end + 1, r.lend, r.pid);
+            END IF;
+        END IF;
+    END LOOP;
+    IF p_type <> 2 THEN
+        INSERT INTO plock VALUES (p_inode, p_sid, p_owner, p_type, v_start, v_end, p_pid);
+    END IF;
+    RETURN 0;
+END
+$$;
+
+-- fcntl(F_GETLK): the first lock of another owner that conflicts with
+-- locking p_start..p_end as p_type, or ltype 2 (F_UNLCK) when none does.
+CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
+                      p_start bigint, p_end bigint,
+                      OUT ltype integer, OUT lstart bigint, OUT lend bigint, OUT pid integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
+      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
+     LIMIT 1;
+    IF NOT FOUND THEN
+        ltype := 2; lstart := p_start; lend := p_end; pid := 0;
+    END IF;
+END
+$$;
+
+-- Drops every lock owner p_owner of session p_sid holds on file p_inode
+-- (the close of a file by a process, the last close of an flock'd open
+-- file); returns how many ranges went.
+CREATE FUNCTION unlock_owner(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM _begin();
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+    DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
+-- wait was interrupted): deadlock detection stops following it at once.
+CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    PERFORM _check_session(p_sid);
+    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
+END
+$$;
+
+-- Who holds which locks, for people: the file's path, the session's host.
+CREATE VIEW locks AS
+SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
+       CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
+       l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
+  FROM plock l LEFT JOIN session s ON s.sid = l.sid;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:123
+-- requires:
+--   internal
+--   people
+
+-- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
+-- default); a node's tier is inherited from its directory at create time
+-- (mknod). These set the mapping and the tiers of existing nodes; moving
+-- existing objects into the new class is the client's part (`jfs tier set`).
+
+-- The object storage classes a tier may name ('' = the bucket's default).
+CREATE FUNCTION _storage_classes() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
+                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
+$$;
+
+-- The storage class of every tier id, for the mounts (a client role reads
+-- no table).
+CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
+$$;
+
+-- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
+CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
+        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
+    END IF;
+    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
+        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
+    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
+END
+$$;
+
+-- Sets the tier of the node at p_path (and, with p_recursive, of everything
+-- below it, set-based; directories pass it on to what is created in them
+-- later). Returns the nodes whose tier changed.
+CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+    v_changed bigint;
+BEGIN
+    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
+        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
+            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
+    END IF;
+    WITH RECURSIVE tree(inode) AS (
+        SELECT v_inode
+        UNION
+        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+    ), changed AS (
+        UPDATE node n SET tier = p_id, ctime = _now()
+         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_changed FROM changed;
+    IF v_changed > 0 THEN
+        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
+    END IF;
+    RETURN v_changed;
+END
+$$;
+
+-- The files at or below p_path (with p_recursive) with their tier and their
+-- slices: what `jfs tier set|restore|status` walks. Holes have no objects,
+-- nor do slices kept in the database (inline_data: they stay there,
+-- whatever the tier).
+CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
+RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_inode bigint := resolve(p_path);
+BEGIN
+    IF v_inode IS NULL THEN
+        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN QUERY
+        WITH RECURSIVE tree(inode) AS (
+            SELECT v_inode
+            UNION
+            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
+             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
+        )
+        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
+          FROM tree x
+          JOIN node n ON n.inode = x.inode AND n.type = 1
+          LEFT JOIN tier t ON t.id = n.tier
+          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
+         WHERE NOT EXISTS (SELECT 1 FROM inline_data i WHERE i.slice_id = s.slice_id)
+         ORDER BY n.inode, s.slice_id;
+END
+$$;
+
+-- Files and bytes per tier.
+CREATE VIEW tier_usage AS
+SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
+  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
+ GROUP BY t.id, t.storage_class
+ ORDER BY t.id;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:118
 -- requires:
 --   internal
@@ -4660,6 +5656,275 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- extension/src/lib.rs:128
+-- requires:
+--   charge
+--   people
+--   quota
+--   range
+
+-- The invariant checker: every row it returns is a broken invariant. The
+-- test suites run it after every test; people can run it any time
+-- (it reads the whole namespace, so it is slow on big volumes).
+
+-- The nearest directory at or above p_dir with a quota (0: none), by walking up.
+CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_cur bigint := p_dir;
+BEGIN
+    FOR i IN 1..100000 LOOP
+        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
+            RETURN v_cur;
+        ELSIF v_cur = 1 THEN
+            RETURN 0;
+        END IF;
+        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
+        IF v_cur IS NULL OR v_cur = 0 THEN
+            RETURN 0;
+        END IF;
+    END LOOP;
+    RETURN 0;
+END
+$$;
+
+-- The chain of quota root p_root (itself, then the quota roots above it),
+-- by walking up the namespace.
+CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_chain bigint[] := '{}';
+    v_cur bigint := p_root;
+    v_parent bigint;
+BEGIN
+    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
+        v_chain := v_chain || v_cur;
+        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
+        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
+    END LOOP;
+    RETURN v_chain;
+END
+$$;
+
+CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    -- an entry must point at an existing node of the same type, in a directory
+    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
+      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
+       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
+    UNION ALL
+    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
+      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
+    UNION ALL
+    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
+      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
+    UNION ALL
+    -- modes are permission bits, owners valid ids
+    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
+      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
+    UNION ALL
+    -- nlink of a non-directory = the entries naming it
+    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type <> 2 AND n.nlink <> c.k
+    UNION ALL
+    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
+    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
+     WHERE n.type = 2 AND n.nlink <> 2 + c.k
+    UNION ALL
+    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
+      FROM node n
+      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
+     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
+       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
+    UNION ALL
+    -- every node is reachable from the root or a shard root of this shard,
+    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
+    -- a big set is quadratic)
+    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
+      FROM node n
+      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
+                     SELECT 1::bigint
+                     UNION
+                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
+                     UNION
+                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
+                 )
+                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
+     WHERE n.inode <> 1 AND r.inode IS NULL
+       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
+       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
+      FROM sustained s
+     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
+        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
+    UNION ALL
+    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
+      FROM unlinked u
+     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
+    UNION ALL
+    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
+      FROM node n FULL JOIN symlink l ON l.inode = n.inode
+     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
+    UNION ALL
+    SELECT 'xattr', x.inode, 'xattr of a missing node'
+      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
+    UNION ALL
+    SELECT 'acl', a.inode, 'ACL entry of a missing node'
+      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
+    UNION ALL
+    -- slices belong to regular files; a file of length 0 has none
+    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
+      FROM slice s LEFT JOIN node n ON n.inode = s.inode
+     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
+    UNION ALL
+    -- a file's "used" (st_blocks) = the bytes its slices show, all within
+    -- its length (counted up to the largest file, so data past the end
+    -- shows as a difference too)
+    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
+      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
+     WHERE n.type = 1 AND n.used <> d.size
+    UNION ALL
+    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
+      FROM node n WHERE n.type <> 1 AND n.used <> 0
+    UNION ALL
+    -- refs = the slice rows using the slice; no queued deletion still referenced
+    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
+           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
+      FROM slice_ref r
+      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
+        ON c.slice_id = r.slice_id
+     WHERE r.refs IS DISTINCT FROM c.k
+    UNION ALL
+    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
+      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
+    UNION ALL
+    -- the queue as counted (delete_usage) = the queue
+    SELECT 'delete usage', NULL::bigint,
+           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
+    UNION ALL
+    -- every quota's counters = a recount of the namespace
+    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
+                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
+      FROM quota q
+      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
+      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
+                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
+     WHERE c.inodes <> u.inodes OR c.space <> u.space
+    UNION ALL
+    -- dir_stats = a recount of each directory's entries
+    SELECT 'dir_stats', coalesce(c.parent, r.inode),
+           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
+                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
+                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
+      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
+              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
+      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
+                   FROM dir_stats d GROUP BY d.inode) r
+        ON r.inode = c.parent
+     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
+        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
+    UNION ALL
+    -- a directory's qroot is the nearest quota root at or above it
+    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
+      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
+    UNION ALL
+    -- a directory quota's chain is it and the quota roots above it, nearest first
+    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
+      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
+$$;
+
+-- Rebuilds what follows from the namespace and the slices wherever it
+-- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
+-- usage and dir_stats): link counts from the entries, each file's used bytes
+-- from its slices, slice references from the slice rows (a slice no row
+-- names any more is queued for deletion, one still named leaves the
+-- queue), quota usage and dir_stats from a recount. What needs a person
+-- (dangling entries, unreachable nodes) it leaves alone. Returns how many
+-- rows of each kind it changed. Metadata changes wait while it runs.
+CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
+    repaired := 'nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
+     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'dir nlink';
+    UPDATE node n SET nlink = c.k
+      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
+              FROM node d WHERE d.type = 2) c
+     WHERE n.inode = c.inode AND n.nlink <> c.k;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'used';
+    UPDATE node n SET used = d.size
+      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
+     WHERE n.inode = d.inode AND n.used <> d.size;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'slice refs';
+    WITH counted AS (
+        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
+         WHERE s.slice_id <> 0 GROUP BY s.slice_id
+    ), fixed AS (
+        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
+            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
+        RETURNING 1
+    )
+    SELECT count(*) INTO changed FROM fixed;
+    WITH gone AS (
+        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
+        RETURNING r.slice_id, r.size
+    ), queued AS (
+        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT changed + count(*) INTO changed FROM queued;
+    RETURN NEXT;
+    repaired := 'delslice';
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN NEXT;
+    repaired := 'delete usage';
+    SELECT count(*) INTO changed
+      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
+           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
+              FROM delete_usage x) u
+     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
+    IF changed > 0 THEN
+        DELETE FROM delete_usage;
+        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
+    END IF;
+    RETURN NEXT;
+    repaired := 'usage and dir_stats';
+    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
+    RETURN NEXT;
+END
+$$;
+
+-- The slices some file uses (id and size), in id order after p_after, at
+-- most p_limit: what `jfs fsck --check-objects` looks for in the object store
+-- (a slice kept in the database, inline_data, has no object).
+CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
+       AND NOT EXISTS (SELECT 1 FROM inline_data i WHERE i.slice_id = r.slice_id)
+     ORDER BY r.slice_id LIMIT p_limit
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- extension/src/lib.rs:113
 -- requires:
 --   internal
@@ -4990,1986 +6255,6 @@ BEGIN
     ELSE
         errno := shard_root_link(p_parent, p_name, p_inode);
     END IF;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:143
--- requires:
---   internal
---   people
-
--- File locks shared by every mount (table plock): POSIX record locks with
--- their split-and-merge rules, and BSD flock locks, which the kernel sends
--- as whole-file records of the open file's owner. A lock is taken or
--- refused in one transaction, serialized per file by its node row; a
--- blocked F_SETLKW is the client's loop of setlk calls with p_wait, each
--- refreshing its lock_wait row, which deadlock detection follows. Locks go
--- with their owner's close (unlock_owner) and with their session.
-
--- The locks of owners other than (p_sid, p_owner) on file p_inode that
--- conflict with locking p_start..p_end as p_type: overlapping ranges, one
--- side exclusive; first byte first.
-CREATE FUNCTION _lock_conflicts(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                                p_start bigint, p_end bigint) RETURNS SETOF plock
-LANGUAGE sql STABLE AS $$
-    SELECT * FROM plock l
-     WHERE l.inode = p_inode AND (l.sid, l.owner) <> (p_sid, p_owner)
-       AND l.lstart <= p_end AND l.lend >= p_start AND (l.ltype = 1 OR p_type = 1)
-     ORDER BY l.lstart
-$$;
-
--- Whether owner (p_sid, p_owner), waiting for the range, waits (through
--- other waiting owners) on itself. Wait rows not refreshed lately (a
--- client gone from its loop) do not count.
-CREATE FUNCTION _lock_deadlock(p_sid bigint, p_owner bigint, p_inode bigint, p_type integer,
-                               p_start bigint, p_end bigint) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (
-        WITH RECURSIVE blocker (sid, owner) AS (
-            SELECT l.sid, l.owner FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-            UNION
-            SELECT l.sid, l.owner
-              FROM blocker b
-              JOIN lock_wait w ON w.sid = b.sid AND w.owner = b.owner AND w.at > now() - interval '5 seconds'
-              CROSS JOIN LATERAL _lock_conflicts(w.inode, w.sid, w.owner, w.ltype, w.lstart, w.lend) l
-        )
-        SELECT EXISTS (SELECT 1 FROM blocker b WHERE b.sid = p_sid AND b.owner = p_owner));
-END
-$$;
-
--- Locks (p_type 0 shared, 1 exclusive) or unlocks (2) bytes p_start..p_end
--- (inclusive) of file p_inode for owner p_owner of session p_sid, as
--- fcntl(F_SETLK) does: the owner's own locks in the range are replaced
--- (split where they reach past it), touching locks of the same type merged.
--- Returns errno: 0 done; 11 (EAGAIN) another owner holds a conflicting
--- lock; with p_wait (the caller will wait and call again) 35 (EDEADLK)
--- when that owner waits, through others, for this one; 22 bad range or
--- type; 2 no such file; 37 (ENOLCK) the session is gone.
-CREATE FUNCTION setlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                      p_start bigint, p_end bigint, p_pid integer, p_wait boolean DEFAULT false)
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_start bigint := p_start;
-    v_end bigint := p_end;
-    r plock;
-BEGIN
-    PERFORM _begin();
-    IF p_type NOT IN (0, 1, 2) OR p_start < 0 OR p_end < p_start THEN
-        RETURN 22;
-    END IF;
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RETURN 37;
-    END IF;
-    -- one change of a file's locks at a time
-    PERFORM 1 FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF p_type <> 2 AND EXISTS (SELECT 1 FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end)) THEN
-        IF NOT p_wait THEN
-            RETURN 11;
-        END IF;
-        IF _lock_deadlock(p_sid, p_owner, p_inode, p_type, p_start, p_end) THEN
-            DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-            RETURN 35;
-        END IF;
-        INSERT INTO lock_wait (sid, owner, inode, ltype, lstart, lend)
-        VALUES (p_sid, p_owner, p_inode, p_type, p_start, p_end)
-        ON CONFLICT (sid, owner, inode) DO UPDATE
-            SET ltype = excluded.ltype, lstart = excluded.lstart, lend = excluded.lend, at = now();
-        RETURN 11;
-    END IF;
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-    -- the owner's locks that overlap or touch the range (no overflow: both >= 0)
-    FOR r IN DELETE FROM plock
-              WHERE inode = p_inode AND sid = p_sid AND owner = p_owner
-                AND lstart - 1 <= p_end AND lend >= p_start - 1
-              RETURNING * LOOP
-        IF p_type <> 2 AND r.ltype = p_type THEN
-            v_start := least(v_start, r.lstart);
-            v_end := greatest(v_end, r.lend);
-        ELSE
-            IF r.lstart < p_start THEN
-                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, r.lstart, p_start - 1, r.pid);
-            END IF;
-            IF r.lend > p_end THEN
-                INSERT INTO plock VALUES (p_inode, p_sid, p_owner, r.ltype, p_end + 1, r.lend, r.pid);
-            END IF;
-        END IF;
-    END LOOP;
-    IF p_type <> 2 THEN
-        INSERT INTO plock VALUES (p_inode, p_sid, p_owner, p_type, v_start, v_end, p_pid);
-    END IF;
-    RETURN 0;
-END
-$$;
-
--- fcntl(F_GETLK): the first lock of another owner that conflicts with
--- locking p_start..p_end as p_type, or ltype 2 (F_UNLCK) when none does.
-CREATE FUNCTION getlk(p_inode bigint, p_sid bigint, p_owner bigint, p_type integer,
-                      p_start bigint, p_end bigint,
-                      OUT ltype integer, OUT lstart bigint, OUT lend bigint, OUT pid integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    SELECT l.ltype, l.lstart, l.lend, l.pid INTO ltype, lstart, lend, pid
-      FROM _lock_conflicts(p_inode, p_sid, p_owner, p_type, p_start, p_end) l
-     LIMIT 1;
-    IF NOT FOUND THEN
-        ltype := 2; lstart := p_start; lend := p_end; pid := 0;
-    END IF;
-END
-$$;
-
--- Drops every lock owner p_owner of session p_sid holds on file p_inode
--- (the close of a file by a process, the last close of an flock'd open
--- file); returns how many ranges went.
-CREATE FUNCTION unlock_owner(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_count integer;
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-    DELETE FROM plock WHERE inode = p_inode AND sid = p_sid AND owner = p_owner;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- Owner p_owner of session p_sid no longer waits for a lock of p_inode (its
--- wait was interrupted): deadlock detection stops following it at once.
-CREATE FUNCTION cancel_lock_wait(p_inode bigint, p_sid bigint, p_owner bigint) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _check_session(p_sid);
-    DELETE FROM lock_wait WHERE sid = p_sid AND owner = p_owner AND inode = p_inode;
-END
-$$;
-
--- Who holds which locks, for people: the file's path, the session's host.
-CREATE VIEW locks AS
-SELECT l.inode, path(l.inode) AS path, l.sid, s.host, l.pid, l.owner,
-       CASE l.ltype WHEN 0 THEN 'shared' ELSE 'exclusive' END AS type,
-       l.lstart AS start, CASE WHEN l.lend = 9223372036854775807 THEN NULL ELSE l.lend END AS "end"
-  FROM plock l LEFT JOIN session s ON s.sid = l.sid;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:148
--- requires:
---   internal
---   charge
---   chunk_data
-
--- Byte ranges of a file as a whole: zeroing them (fallocate PUNCH_HOLE and
--- ZERO_RANGE), copying them from another file by sharing its slices
--- (copy_file_range) and finding where data is (lseek SEEK_DATA/SEEK_HOLE).
-
--- Locks, in id order, the references of the slices that file p_inode has in
--- the chunks of bytes [p_from, p_to), and p_inode2 in those of [p_from2,
--- p_to2): a procedure that releases or adds references in several steps
--- takes them all first, in one order, so two such procedures on files that
--- share slices cannot deadlock.
-CREATE FUNCTION _lock_refs(p_inode bigint, p_from bigint, p_to bigint,
-                           p_inode2 bigint DEFAULT NULL, p_from2 bigint DEFAULT NULL, p_to2 bigint DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-BEGIN
-    PERFORM 1 FROM slice_ref r
-     WHERE r.slice_id IN (SELECT s.slice_id FROM slice s
-                           WHERE s.slice_id <> 0
-                             AND ((s.inode = p_inode AND s.chunk_index BETWEEN p_from / v_chunk AND (p_to - 1) / v_chunk)
-                                  OR (s.inode = p_inode2
-                                      AND s.chunk_index BETWEEN p_from2 / v_chunk AND (p_to2 - 1) / v_chunk)))
-     ORDER BY r.slice_id FOR UPDATE;
-END
-$$;
-
--- Makes bytes [p_from, p_to) of locked file p_inode read as zeros, p_to at
--- most its length: chunks wholly inside lose their slices, slices wholly
--- inside the range in the chunks at its ends are dropped, and a hole slice
--- covers what still shows there. References are released as the rows go
--- (all locked first, _lock_refs). Returns the bytes of data the range held
--- (the node's "used" falls by it).
-CREATE FUNCTION _zero(p_inode bigint, p_from bigint, p_to bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_whole_from integer;
-    v_whole_to integer;
-    v_gone bigint[];
-    v_pos integer;
-    v_end integer;
-    v_data bigint;
-    c integer;
-BEGIN
-    IF p_to <= p_from THEN
-        RETURN 0;
-    END IF;
-    PERFORM _lock_refs(p_inode, p_from, p_to);
-    v_data := _data_size(p_inode, p_from, p_to);
-    -- the chunks wholly inside (the last chunk index is 2^31 - 1)
-    v_whole_from := least((p_from + v_chunk - 1) / v_chunk, 2147483647)::integer;
-    v_whole_to := (p_to / v_chunk)::integer - 1;
-    IF (p_from + v_chunk - 1) / v_chunk > 2147483647 THEN
-        v_whole_to := -1;
-    END IF;
-    IF v_whole_from <= v_whole_to THEN
-        PERFORM _drop_chunks(ARRAY[p_inode], v_whole_from, v_whole_to);
-    END IF;
-    FOR c IN SELECT DISTINCT i FROM unnest(ARRAY[p_from / v_chunk, (p_to - 1) / v_chunk]::integer[]) i
-              WHERE i NOT BETWEEN v_whole_from AND v_whole_to
-    LOOP
-        v_pos := greatest(p_from - c * v_chunk, 0);
-        v_end := least(p_to - c * v_chunk, v_chunk);
-        WITH gone AS (
-            DELETE FROM slice WHERE inode = p_inode AND chunk_index = c AND pos >= v_pos AND pos + len <= v_end
-            RETURNING slice_id
-        )
-        SELECT array_agg(slice_id) INTO v_gone FROM gone WHERE slice_id <> 0;
-        PERFORM _release_slices(v_gone);
-        IF EXISTS (SELECT 1 FROM slice WHERE inode = p_inode AND chunk_index = c
-                                       AND pos < v_end AND pos + len > v_pos) THEN
-            INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-            VALUES (p_inode, c, 0, 0, 0, v_end - v_pos, v_pos);
-        END IF;
-    END LOOP;
-    RETURN v_data;
-END
-$$;
-
--- fallocate PUNCH_HOLE and ZERO_RANGE: bytes [p_offset, p_offset +
--- p_length) of file p_inode read as zeros from now on, the space their
--- slices held freed as far as no other file shares them. With p_keep_size
--- the range stops at the end of the file; without it a range past the end
--- makes the file longer (charged as a write is: 28 ENOSPC or 122 EDQUOT
--- when that passes a limit, nothing changed). Sets mtime and ctime.
--- Returns the file's attributes; errno 2 no such file, 21 a directory,
--- 22 not a regular file or a bad range, 27 past the largest file.
-CREATE FUNCTION zero_range(p_inode bigint, p_offset bigint, p_length bigint, p_keep_size boolean)
-RETURNS attr
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_end bigint;
-    v_errno integer;
-    n node;
-BEGIN
-    IF p_offset IS NULL OR p_offset < 0 OR p_length IS NULL OR p_length <= 0 OR p_keep_size IS NULL THEN
-        RETURN _err(22);
-    ELSIF NOT p_keep_size AND p_offset >= 144115188075855872 - p_length THEN  -- 2^57: chunk index past int range
-        RETURN _err(27);
-    END IF;
-    SELECT * INTO n FROM node WHERE inode = p_inode FOR NO KEY UPDATE;
-    v_errno := _file_errno(n);
-    IF v_errno <> 0 THEN
-        RETURN _err(v_errno);
-    ELSIF p_keep_size AND p_offset >= n.length THEN
-        RETURN _to_attr(n);   -- nothing of the file in the range: nothing changes
-    END IF;
-    IF p_keep_size THEN
-        v_end := p_offset + least(p_length, n.length - p_offset);
-    ELSE
-        v_end := p_offset + p_length;
-    END IF;
-    IF v_end > n.length THEN
-        v_errno := _charge_space(p_inode, n.uid, n.gid, _space(v_end) - _space(n.length), true, v_end - n.length);
-        IF v_errno <> 0 THEN
-            RETURN _err(v_errno);
-        END IF;
-    END IF;
-    -- past the old end nothing shows data (truncate and writes keep it so)
-    n.used := n.used - _zero(p_inode, p_offset, least(v_end, n.length));
-    n.length := greatest(n.length, v_end);
-    n.mtime := v_now; n.ctime := v_now;
-    UPDATE node SET length = n.length, used = n.used, mtime = v_now, ctime = v_now WHERE inode = p_inode;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_inode, n.uid, n.gid);
-    RETURN _to_attr(n);
-END
-$$;
-
--- lseek SEEK_DATA (p_hole false) and SEEK_HOLE (true) of file p_inode from
--- p_offset, answered from its slices: the first offset at or after p_offset
--- where the file shows data (SEEK_DATA) or does not (SEEK_HOLE; the end of
--- the file counts as a hole). errno 6 (ENXIO) when p_offset is at or past
--- the end, or no data follows it (SEEK_DATA); 2 no such file, 21 a
--- directory, 22 not a regular file.
-CREATE FUNCTION seek_data(p_inode bigint, p_offset bigint, p_hole boolean,
-                          OUT errno integer, OUT found_at bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_chunk bigint := _chunk_size();
-    v_next bigint;         -- the first chunk not yet looked at
-    v_from integer;        -- where the chunk is looked at from
-    v_shows int4multirange;
-    n node;
-    c integer;
-BEGIN
-    SELECT * INTO n FROM node WHERE inode = p_inode;
-    errno := _file_errno(n);
-    IF errno <> 0 THEN
-        RETURN;
-    ELSIF p_hole IS NULL THEN
-        errno := 22; RETURN;
-    ELSIF p_offset IS NULL OR p_offset < 0 OR p_offset >= n.length THEN
-        errno := 6; RETURN;
-    END IF;
-    errno := 0;
-    v_next := p_offset / v_chunk;
-    FOR c IN SELECT DISTINCT s.chunk_index FROM slice s
-              WHERE s.inode = p_inode AND s.chunk_index BETWEEN p_offset / v_chunk AND (n.length - 1) / v_chunk
-              ORDER BY s.chunk_index
-    LOOP
-        IF p_hole AND c > v_next THEN
-            found_at := greatest(p_offset, v_next * v_chunk); RETURN;   -- a chunk with no slices
-        END IF;
-        v_from := greatest(p_offset - c * v_chunk, 0);
-        v_shows := _chunk_data(p_inode, c)
-                   * int4multirange(int4range(v_from, least(n.length - c * v_chunk, v_chunk)::integer));
-        IF p_hole THEN
-            v_shows := int4multirange(int4range(v_from, v_chunk::integer)) - v_shows;
-        END IF;
-        IF NOT isempty(v_shows) THEN
-            found_at := least(c * v_chunk + lower(v_shows), n.length); RETURN;
-        END IF;
-        v_next := c + 1;
-    END LOOP;
-    IF p_hole THEN
-        found_at := least(greatest(p_offset, v_next * v_chunk), n.length);
-    ELSE
-        errno := 6;
-    END IF;
-END
-$$;
-
--- copy_file_range as metadata: bytes [p_src_offset, p_src_offset + p_length)
--- of file p_src (cut at its end) appear at p_dst_offset of file p_dst, by
--- slice rows that point at the source's slices (each gains a reference), in
--- one transaction; no byte is read or written. The destination range first
--- reads as zeros (_zero), then the source's slices are laid over it in their
--- order, cut to the range and split where the destination's chunks end.
--- Writes to either file later make new slices, so they stay apart. A longer
--- destination is charged as a write is (28/122 when that passes a limit).
--- Returns errno 0 with the bytes copied and the destination's new length;
--- else 2 no such file, 21 a directory, 22 not regular files, a bad range
--- or overlapping ranges of one file, 27 past the largest file.
-CREATE FUNCTION copy_range(p_src bigint, p_src_offset bigint, p_dst bigint, p_dst_offset bigint,
-                           p_length bigint, OUT errno integer, OUT copied bigint, OUT length bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    s setting := _begin();
-    v_now bigint := _now();
-    v_chunk bigint := _chunk_size();
-    v_shift bigint;
-    v_end bigint;
-    v_ids bigint[];
-    v_errno integer;
-    src node;
-    dst node;
-BEGIN
-    copied := 0;
-    IF p_src_offset IS NULL OR p_src_offset < 0 OR p_dst_offset IS NULL OR p_dst_offset < 0
-       OR p_length IS NULL OR p_length < 0 THEN
-        errno := 22; RETURN;
-    END IF;
-    -- both nodes locked in inode order (two copies between the same files
-    -- in opposite directions cannot deadlock); the source only against
-    -- changes (writes, truncates and compactions lock it for update)
-    IF p_src < p_dst THEN
-        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
-        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
-    ELSE
-        SELECT * INTO dst FROM node WHERE inode = p_dst FOR NO KEY UPDATE;
-        SELECT * INTO src FROM node WHERE inode = p_src FOR SHARE;
-    END IF;
-    -- (the first of 2, 21, 22 either file meets)
-    errno := least(nullif(_file_errno(src), 0), nullif(_file_errno(dst), 0));
-    IF errno IS NOT NULL THEN
-        RETURN;
-    END IF;
-    copied := greatest(least(p_length, src.length - p_src_offset), 0);
-    IF p_src = p_dst AND copied > 0 AND p_src_offset < p_dst_offset + copied
-       AND p_dst_offset < p_src_offset + copied THEN
-        copied := 0; errno := 22; RETURN;
-    END IF;
-    IF p_dst_offset >= 144115188075855872 - copied THEN  -- 2^57: chunk index past int range
-        copied := 0; errno := 27; RETURN;
-    END IF;
-    length := dst.length;
-    errno := 0;
-    IF copied = 0 THEN
-        RETURN;
-    END IF;
-    v_end := p_dst_offset + copied;
-    IF v_end > dst.length THEN
-        v_errno := _charge_space(p_dst, dst.uid, dst.gid, _space(v_end) - _space(dst.length), true,
-                                 v_end - dst.length);
-        IF v_errno <> 0 THEN
-            copied := 0; errno := v_errno; RETURN;
-        END IF;
-    END IF;
-    PERFORM _lock_refs(p_dst, p_dst_offset, v_end, p_src, p_src_offset, p_src_offset + copied);
-    dst.used := dst.used - _zero(p_dst, p_dst_offset, least(v_end, dst.length));
-    dst.used := dst.used + _data_size(p_src, p_src_offset, p_src_offset + copied);
-    v_shift := p_dst_offset - p_src_offset;
-    -- the source's rows cut to the range (file offsets a..b, the slice's
-    -- bytes from off), moved by v_shift, split at the destination's chunk
-    -- ends; inserted in the source's commit order (seq is drawn as the
-    -- rows arrive, so later rows still shadow earlier ones)
-    WITH cut AS (
-        SELECT sl.seq, sl.slice_id, sl.slice_size,
-               greatest(sl.chunk_index * v_chunk + sl.pos, p_src_offset) AS a,
-               least(sl.chunk_index * v_chunk + sl.pos + sl.len, p_src_offset + copied) AS b,
-               sl.slice_off + greatest(p_src_offset - (sl.chunk_index * v_chunk + sl.pos), 0) AS off
-          FROM slice sl
-         WHERE sl.inode = p_src
-           AND sl.chunk_index BETWEEN p_src_offset / v_chunk AND (p_src_offset + copied - 1) / v_chunk
-    ), pieces AS (
-        SELECT c.seq, c.slice_id, c.slice_size, k AS chunk_index,
-               greatest(c.a + v_shift, k * v_chunk) AS a,
-               least(c.b + v_shift, (k + 1) * v_chunk) AS b,
-               c.off + greatest(k * v_chunk - (c.a + v_shift), 0) AS off
-          FROM cut c,
-               generate_series((c.a + v_shift) / v_chunk, (c.b + v_shift - 1) / v_chunk) k
-         WHERE c.b > c.a
-    ), copied_rows AS (
-        INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-        SELECT p_dst, p.chunk_index, p.slice_id, p.slice_size, p.off, p.b - p.a, p.a - p.chunk_index * v_chunk
-          FROM (SELECT * FROM pieces ORDER BY seq, chunk_index) p
-        RETURNING slice_id
-    )
-    SELECT array_agg(slice_id) INTO v_ids FROM copied_rows WHERE slice_id <> 0;
-    IF v_ids IS NOT NULL THEN
-        PERFORM 1 FROM slice_ref WHERE slice_id = ANY (v_ids) ORDER BY slice_id FOR UPDATE;
-        UPDATE slice_ref r SET refs = r.refs + c.n
-          FROM (SELECT id, count(*)::integer AS n FROM unnest(v_ids) id GROUP BY id) c
-         WHERE r.slice_id = c.id;
-    END IF;
-    length := greatest(dst.length, v_end);
-    UPDATE node SET length = copy_range.length, used = dst.used, mtime = v_now, ctime = v_now
-     WHERE inode = p_dst;
-    INSERT INTO change (op, inode, uid, gid) VALUES ('write', p_dst, dst.uid, dst.gid);
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:123
--- requires:
---   internal
---   people
-
--- Storage tiers: tier ids 1..3 name object storage classes (0 = the volume
--- default); a node's tier is inherited from its directory at create time
--- (mknod). These set the mapping and the tiers of existing nodes; moving
--- existing objects into the new class is the client's part (`jfs tier set`).
-
--- The object storage classes a tier may name ('' = the bucket's default).
-CREATE FUNCTION _storage_classes() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['', 'STANDARD', 'STANDARD_IA', 'ONEZONE_IA', 'INTELLIGENT_TIERING', 'GLACIER_IR',
-                 'GLACIER', 'DEEP_ARCHIVE', 'REDUCED_REDUNDANCY']
-$$;
-
--- The storage class of every tier id, for the mounts (a client role reads
--- no table).
-CREATE FUNCTION tier_classes() RETURNS TABLE (id smallint, storage_class text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT t.id, t.storage_class FROM tier t ORDER BY t.id
-$$;
-
--- Maps tier p_id (1..3; 0 is the volume default) to storage class p_class.
-CREATE FUNCTION set_tier_class(p_id integer, p_class text) RETURNS TABLE (id smallint, storage_class text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF p_class IS NULL OR NOT upper(p_class) = ANY (_storage_classes()) THEN
-        RAISE EXCEPTION 'jfs.set_tier_class: unknown storage class %', coalesce(p_class, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'One of: ' || array_to_string((_storage_classes())[2:], ', ') || ', or '''' for the default.';
-    END IF;
-    INSERT INTO tier AS t (id, storage_class) VALUES (p_id, upper(p_class))
-        ON CONFLICT ON CONSTRAINT tier_pkey DO UPDATE SET storage_class = excluded.storage_class;
-    RETURN QUERY SELECT t.id, t.storage_class FROM tier t WHERE t.id = p_id;
-END
-$$;
-
--- Sets the tier of the node at p_path (and, with p_recursive, of everything
--- below it, set-based; directories pass it on to what is created in them
--- later). Returns the nodes whose tier changed.
-CREATE FUNCTION set_tier(p_path text, p_id integer, p_recursive boolean DEFAULT false) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-    v_changed bigint;
-BEGIN
-    IF p_id IS NULL OR p_id NOT BETWEEN 0 AND 3 THEN
-        RAISE EXCEPTION 'jfs.set_tier: tier id must be 0..3, not %', coalesce(p_id::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.set_tier: % does not exist', coalesce(p_path, 'NULL')
-            USING ERRCODE = 'undefined_object', HINT = 'Paths are absolute, from the volume''s root.';
-    END IF;
-    WITH RECURSIVE tree(inode) AS (
-        SELECT v_inode
-        UNION
-        SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-         WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-    ), changed AS (
-        UPDATE node n SET tier = p_id, ctime = _now()
-         WHERE n.inode IN (SELECT t.inode FROM tree t) AND n.tier <> p_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_changed FROM changed;
-    IF v_changed > 0 THEN
-        PERFORM _log_node_change(CASE WHEN p_recursive THEN 'tier_tree' ELSE 'tier' END, v_inode);
-    END IF;
-    RETURN v_changed;
-END
-$$;
-
--- The files at or below p_path (with p_recursive) with their tier and their
--- slices: what `jfs tier set|restore|status` walks. Holes have no objects,
--- nor do slices kept in the database (inline_data: they stay there,
--- whatever the tier).
-CREATE FUNCTION tier_files(p_path text, p_recursive boolean DEFAULT false)
-RETURNS TABLE (inode bigint, tier smallint, storage_class text, slice_id bigint, slice_size integer)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_inode bigint := resolve(p_path);
-BEGIN
-    IF v_inode IS NULL THEN
-        RAISE EXCEPTION 'jfs.tier_files: % does not exist', coalesce(p_path, 'NULL') USING ERRCODE = 'undefined_object';
-    END IF;
-    RETURN QUERY
-        WITH RECURSIVE tree(inode) AS (
-            SELECT v_inode
-            UNION
-            SELECT e.inode FROM tree t JOIN edge e ON e.parent = t.inode
-             WHERE p_recursive AND EXISTS (SELECT 1 FROM node d WHERE d.inode = t.inode AND d.type = 2)
-        )
-        SELECT n.inode, n.tier, coalesce(t.storage_class, ''), s.slice_id, s.slice_size
-          FROM tree x
-          JOIN node n ON n.inode = x.inode AND n.type = 1
-          LEFT JOIN tier t ON t.id = n.tier
-          JOIN slice s ON s.inode = n.inode AND s.slice_id <> 0
-         WHERE NOT EXISTS (SELECT 1 FROM inline_data i WHERE i.slice_id = s.slice_id)
-         ORDER BY n.inode, s.slice_id;
-END
-$$;
-
--- Files and bytes per tier.
-CREATE VIEW tier_usage AS
-SELECT t.id AS tier, t.storage_class, count(n.inode) AS files, coalesce(sum(n.length), 0)::bigint AS bytes
-  FROM tier t LEFT JOIN node n ON n.tier = t.id AND n.type = 1
- GROUP BY t.id, t.storage_class
- ORDER BY t.id;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:98
--- requires:
---   namespace
---   rename
---   batch
---   people
-
--- Trash: with format's trash_days > 0, what unlink, rmdir, rename-over and
--- rmr remove is moved (not deleted) into /.trash/YYYY-MM-DD-HH (UTC hour of
--- the removal) under the name PARENT-INODE-NAME, by the same rename a mount
--- uses. So the trash stays charged to the volume and to the user/group
--- quotas, but leaves the directory quota it was under (JuiceFS's rule).
--- Hours older than trash_days are purged (jfs.trash_purge, called by the
--- mounts in the background); jfs.restore puts entries back. A name cut to
--- fit the 255 bytes of an entry keeps its whole self in trash_name.
-
--- When trash hour p_hour (its name, 'YYYY-MM-DD-HH', in UTC) began, as a
--- UTC time whatever the session's time zone; NULL for another name.
-CREATE FUNCTION _trash_hour_start(p_name bytea) RETURNS timestamp
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_text text := convert_from(p_name, 'SQL_ASCII');
-BEGIN
-    IF v_text !~ '^\d{4}-\d\d-\d\d-\d\d$' THEN
-        RETURN NULL;
-    END IF;
-    RETURN (left(v_text, 10) || ' ' || right(v_text, 2) || ':00')::timestamp;
-EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
-    RETURN NULL;
-END
-$$;
-
--- Purges trash hours older than trash_days, at most p_limit entries per call
--- (each hour removed like jfs.rmr, children first); returns the entries removed.
-CREATE FUNCTION trash_purge(p_limit integer DEFAULT 100000) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_days integer;
-    v_removed bigint := 0;
-    h record;
-    r record;
-BEGIN
-    SELECT trash_days INTO v_days FROM setting;
-    IF v_days IS NULL THEN
-        RETURN 0;
-    END IF;
-    FOR h IN
-        SELECT e.name, e.inode FROM edge e
-         WHERE e.parent = _trash_inode()
-           AND _trash_hour_start(e.name)
-               < (pg_catalog.now() AT TIME ZONE 'UTC') - make_interval(days => v_days) - interval '1 hour'
-         ORDER BY e.name
-    LOOP
-        EXIT WHEN v_removed >= p_limit;
-        SELECT * INTO r FROM rmr(_trash_inode(), h.name, (p_limit - v_removed)::integer);
-        v_removed := v_removed + r.removed;
-        IF r.done THEN
-            DELETE FROM trash_name t WHERE t.hour = h.inode;
-        END IF;
-    END LOOP;
-    RETURN v_removed;
-END
-$$;
-
--- The name entry p_name of trash hour p_hour had where it came from: the
--- whole name kept in trash_name when its trash name was cut, else parsed.
-CREATE FUNCTION _trash_original(p_hour bigint, p_name bytea) RETURNS bytea
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    RETURN coalesce((SELECT t.original FROM trash_name t WHERE t.hour = p_hour AND t.name = p_name),
-                    (_trash_parse(p_name)).name);
-END
-$$;
-
--- What is in the trash: the hour it was removed in, where from, what.
-CREATE VIEW trash AS
-SELECT convert_from(h.name, 'UTF8') AS hour, t.parent, jfs.path(t.parent) AS parent_path,
-       _name_text(_trash_original(h.inode, e.name)) AS name,
-       e.inode, _type_name(n.type) AS type, n.length AS size, to_timestamp(n.ctime / 1e9) AS removed_at
-  FROM edge h
-  JOIN edge e ON e.parent = h.inode
-  JOIN node n ON n.inode = e.inode
-  CROSS JOIN LATERAL _trash_parse(e.name) t
- WHERE h.parent = _trash_inode();
-
--- Puts trash entries back where they were (all, or those of hour p_hour,
--- 'YYYY-MM-DD-HH'), by rename: an entry whose directory is gone or whose
--- name is taken again stays in the trash. One row per entry: errno 0
--- restored, else why not.
-CREATE FUNCTION restore(p_hour text DEFAULT NULL)
-RETURNS TABLE (hour text, path text, errno integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    t record;
-    r record;
-BEGIN
-    FOR t IN
-        SELECT convert_from(h.name, 'UTF8') AS hour, p.parent, _trash_original(h.inode, e.name) AS name,
-               h.inode AS hour_dir, e.name AS trash_name
-          FROM edge h
-          JOIN edge e ON e.parent = h.inode
-          CROSS JOIN LATERAL _trash_parse(e.name) p
-         WHERE h.parent = _trash_inode() AND p.parent IS NOT NULL
-           AND (p_hour IS NULL OR convert_from(h.name, 'UTF8') = p_hour)
-         ORDER BY 1, 2, 3
-    LOOP
-        hour := t.hour;
-        path := coalesce(jfs.path(t.parent), '(gone)') || CASE WHEN t.parent = 1 THEN '' ELSE '/' END
-                || _name_text(t.name);
-        IF NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = t.parent AND n.type = 2) THEN
-            errno := 2;
-        ELSE
-            SELECT * INTO r FROM rename(t.hour_dir, t.trash_name, t.parent, t.name, 1);
-            errno := r.errno;
-            IF errno = 0 THEN
-                DELETE FROM trash_name n WHERE n.hour = t.hour_dir AND n.name = t.trash_name;
-            END IF;
-        END IF;
-        RETURN NEXT;
-    END LOOP;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:158
--- requires:
---   quota
---   tier
---   trash
-
--- The volume's figures for monitoring, as rows (metric, key, value): one
--- query for a SQL exporter (postgres_exporter's queries file,
--- sql_exporter; with the README's postgres_exporter query each row is
--- jfs_volume_value{metric="...",key="..."}). What a mount does is in its
--- own metrics (`jfs mount --metrics`); what the volume holds is the same
--- for every mount, so it is here, once. `key` names the quota
--- ('dir:/projects/a', 'user:1000', 'group:100'), the tier ('1'), or is ''.
--- Reading it costs a scan of the files (tier_usage): scrape it every
--- minute or so, not every second.
-CREATE VIEW metrics AS
-SELECT f.metric, ''::text AS key, f.value
-  FROM usage u
- CROSS JOIN LATERAL (VALUES ('capacity_bytes'::text, u.capacity::float8), ('used_bytes', u.used_space),
-                            ('max_inodes', u.max_inodes), ('used_inodes', u.used_inodes)) f (metric, value)
-UNION ALL
-SELECT 'quota_' || f.metric, q.kind || ':' || coalesce(q.path, q.uid::text, q.gid::text, '?'), f.value
-  FROM quotas q
- CROSS JOIN LATERAL (VALUES ('max_bytes', q.max_space::float8), ('used_bytes', q.used_space),
-                            ('max_inodes', q.max_inodes), ('used_inodes', q.used_inodes)) f (metric, value)
- WHERE q.kind <> 'fs'
-UNION ALL
-SELECT f.metric, t.tier::text, f.value
-  FROM tier_usage t
- CROSS JOIN LATERAL (VALUES ('tier_files', t.files::float8), ('tier_bytes', t.bytes)) f (metric, value)
-UNION ALL
-SELECT f.metric, '', f.value
-  FROM (SELECT count(*) AS sessions, extract(epoch FROM now() - min(s.heartbeat)) AS oldest FROM session s) s
- CROSS JOIN LATERAL (VALUES ('sessions', s.sessions::float8),
-                            ('oldest_heartbeat_seconds', coalesce(s.oldest, 0)::float8)) f (metric, value)
-UNION ALL
-SELECT 'trash_entries', '', count(*)
-  FROM edge h JOIN edge e ON e.parent = h.inode
- WHERE h.parent = _trash_inode()
-UNION ALL SELECT 'locks', '', count(*) FROM plock
-UNION ALL
-SELECT f.metric, '', f.value
-  FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
- CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
-                            ('delete_queue_bytes', d.bytes::float8)) f (metric, value);
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:153
--- requires:
---   trash
---   range
---   quota
---   volume
-
--- jfs dump / jfs load: the whole volume as a stream of rows (read in one
--- REPEATABLE READ snapshot by the client, which writes JuiceFS's JSON dump
--- layout as the rows arrive), and the set-based load of a dump that a client
--- has copied into temporary staging tables.
-
--- The tree under p_root (the root itself first, depth 0), depth first: every
--- directory's entries right after it, each with all that the dump writes of
--- it. A node with several names comes at each of them. Below the root
--- (p_root = 1) the trash is left out; it is dumped on its own (p_root =
--- _trash_inode()). chunks is the file's slices as JSON, in JuiceFS's form:
--- [{"index": chunk, "slices": [{"id", "pos", "size", "off", "len"}, ...]}],
--- each chunk's slices in commit order (later ones shadow earlier ones).
--- acl_* are the ACL rows: kind ('a' access, 'd' default), tag, qualifier, perm.
--- A shard root (a directory of another shard, sql/shard.sql) comes with
--- its name, inode and type and no attributes (mode NULL): its shard's
--- dump_tree of it gives them, and what is below it.
-CREATE FUNCTION dump_tree(p_root bigint DEFAULT 1)
-RETURNS TABLE (depth integer, name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint,
-               atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint,
-               tier smallint, target bytea, xattr_names bytea[], xattr_values bytea[], chunks text,
-               acl_kinds text[], acl_tags smallint[], acl_qualifiers bigint[], acl_perms smallint[])
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
-    WITH RECURSIVE t(inode, type, name, depth, path) AS (
-        SELECT p_root, NULL::smallint, NULL::bytea, 0, ARRAY[]::bigint[]
-        UNION ALL
-        SELECT e.inode, e.type, e.name, t.depth + 1, t.path || e.cookie
-          FROM t JOIN edge e ON e.parent = t.inode
-         WHERE NOT (p_root = 1 AND e.parent = 1 AND e.inode = _trash_inode())
-    )
-    SELECT t.depth, t.name, t.inode, coalesce(n.type, t.type), n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
-           n.nlink, n.length, n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers,
-           a.perms
-      FROM t
-      LEFT JOIN node n ON n.inode = t.inode
-      LEFT JOIN symlink s ON n.type = 3 AND s.inode = n.inode
-      LEFT JOIN LATERAL (SELECT array_agg(x.name ORDER BY x.name) AS names, array_agg(x.value ORDER BY x.name) AS vals
-                           FROM xattr x WHERE x.inode = n.inode) x ON true
-      LEFT JOIN LATERAL (
-          SELECT '[' || string_agg('{"index":' || k.chunk_index || ',"slices":[' || k.slices || ']}', ','
-                                   ORDER BY k.chunk_index) || ']' AS chunks
-            FROM (SELECT s.chunk_index,
-                         string_agg('{"id":' || s.slice_id || ',"pos":' || s.pos || ',"size":' || s.slice_size
-                                    || ',"off":' || s.slice_off || ',"len":' || s.len || '}', ',' ORDER BY s.seq)
-                         AS slices
-                    FROM slice s WHERE n.type = 1 AND s.inode = n.inode GROUP BY s.chunk_index) k
-      ) c ON true
-      LEFT JOIN LATERAL (SELECT array_agg(a.kind::text ORDER BY a.kind, a.tag, a.qualifier) AS kinds,
-                                array_agg(a.tag ORDER BY a.kind, a.tag, a.qualifier) AS tags,
-                                array_agg(a.qualifier ORDER BY a.kind, a.tag, a.qualifier) AS qualifiers,
-                                array_agg(a.perm ORDER BY a.kind, a.tag, a.qualifier) AS perms
-                           FROM acl a WHERE a.inode = n.inode) a ON true
-     ORDER BY t.path
-$$;
-
--- What a dump writes beside the tree: the settings (without the keys), the
--- counters and the usage; the quotas of directories, users and groups.
-CREATE FUNCTION dump_volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
-                            OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT enable_acl boolean,
-                            OUT next_inode bigint, OUT next_slice bigint, OUT used_space bigint,
-                            OUT used_inodes bigint, OUT has_trash boolean)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.enable_acl,
-           (SELECT c.next FROM counter c WHERE c.name = 'inode'), (SELECT c.next FROM counter c WHERE c.name = 'slice'),
-           (SELECT coalesce(sum(u.space), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
-           (SELECT coalesce(sum(u.inodes), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
-           EXISTS (SELECT 1 FROM node n WHERE n.inode = _trash_inode())
-      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
-$$;
-
-CREATE FUNCTION dump_quotas() RETURNS TABLE (kind text, key bigint, max_space bigint, max_inodes bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
-$$;
-
--- Whether the calling mount is the one to write the automatic metadata
--- backup now (`jfs mount --backup-meta`): the one call that finds the last
--- backup at least p_interval old (or none) records now and gets its UTC
--- time as YYYY-MM-DD-HHMMSS (the backup's name); every other mount's call
--- in that interval gets NULL.
-CREATE FUNCTION backup_claim(p_interval interval) RETURNS text
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    UPDATE setting SET last_backup = now() WHERE last_backup IS NULL OR last_backup <= now() - p_interval
-    RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
-$$;
-
--- Gives back a claim whose backup failed (p_stamp: what backup_claim
--- returned), so that the next mount to ask writes it.
-CREATE FUNCTION backup_release(p_stamp text) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    UPDATE setting SET last_backup = NULL
-     WHERE to_char(last_backup AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS') = p_stamp;
-    RETURN FOUND;
-END
-$$;
-
--- Staging tables of a load, for this session's transaction: the client
--- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
--- into them (COPY), then jfs.load_staged() moves them into the volume set by
--- set. A node is staged once (a hard link's other names as edges only).
-CREATE FUNCTION load_begin() RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    CREATE TEMP TABLE load_node (inode bigint, type smallint, mode integer, uid bigint, gid bigint,
-                                 atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint,
-                                 rdev bigint, tier smallint) ON COMMIT DROP;
-    CREATE TEMP TABLE load_edge (parent bigint, name bytea, inode bigint) ON COMMIT DROP;
-    -- ord: the slice's place in its chunk's list (later shadows earlier)
-    CREATE TEMP TABLE load_slice (inode bigint, chunk_index integer, ord integer, slice_id bigint,
-                                  slice_size integer, slice_off integer, len integer, pos integer) ON COMMIT DROP;
-    CREATE TEMP TABLE load_symlink (inode bigint, target bytea) ON COMMIT DROP;
-    CREATE TEMP TABLE load_xattr (inode bigint, name bytea, value bytea) ON COMMIT DROP;
-    CREATE TEMP TABLE load_acl (inode bigint, kind text, tag smallint, qualifier bigint, perm smallint) ON COMMIT DROP;
-    CREATE TEMP TABLE load_quota (kind text, key bigint, max_space bigint, max_inodes bigint) ON COMMIT DROP;
-    EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice, '
-                              'pg_temp.load_symlink, pg_temp.load_xattr, pg_temp.load_acl, pg_temp.load_quota TO %I',
-                              session_user);
-END
-$$;
-
--- Whether the volume holds nothing but its root (formatted or not).
-CREATE FUNCTION _volume_empty() RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1);
-END
-$$;
-
--- Moves what load_begin's tables hold into the volume, in the caller's
--- transaction: formats the database first when it is not (with the dump's
--- name, uuid, storage, bucket, block size, trash days, capacity, inode
--- limit, compression and encryption with its RSA key; the object store's
--- keys are not in dumps), then inserts the nodes,
--- entries, slices, symlinks, xattrs and ACLs, and rebuilds what follows from
--- them: directory parents, slice references, each file's used bytes, the
--- counters and sequences, dir_stats and every quota's usage. Refuses
--- (errno 17) a volume that holds more than its root unless p_force, which
--- first empties it (errno 16 while it is mounted; its slices are queued
--- for deletion like any freed data, but for those the dump names again);
--- errno 22 for a dump whose volume name, block size, compression or
--- encryption (its algorithm or RSA key) differs from the formatted
--- volume's (its blocks would not be found or read), or whose entries name
--- missing nodes. Into a shard (`jfs load --shard`: jfs.shard_init first),
--- it loads the shard's nodes only, no root, and takes the entries of its
--- shard roots in their parents' databases as their parents, not as
--- entries of its own.
-CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
-                            p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
-                            p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
-                            p_compression text DEFAULT 'none', p_encrypt_algo text DEFAULT NULL,
-                            p_encrypt_key text DEFAULT NULL,
-                            OUT errno integer, OUT message text, OUT nodes bigint, OUT entries bigint,
-                            OUT slices bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
-DECLARE
-    v_setting setting;
-    -- how the dump's objects are sealed ('' not at all), as format names it
-    v_algo text := CASE WHEN coalesce(p_encrypt_key, '') = '' THEN ''
-                        ELSE coalesce(nullif(p_encrypt_algo, ''), 'aes256gcm-rsa') END;
-    v_format record;
-    q record;
-BEGIN
-    -- the staging tables must be load_begin's: tables of this definer in
-    -- this session's temporary schema (not, say, a caller's view)
-    IF (SELECT count(*) FROM pg_class c
-         WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r'
-           AND c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
-           AND c.relname IN ('load_node', 'load_edge', 'load_slice', 'load_symlink', 'load_xattr', 'load_acl',
-                             'load_quota')) <> 7 THEN
-        RAISE EXCEPTION 'jfs.load_staged: no staging tables of jfs.load_begin() in this transaction'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
-    -- autovacuum never sees temporary tables: without statistics the
-    -- planner would join the staged rows by nested loops
-    ANALYZE pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice;
-    IF NOT _volume_empty() THEN
-        IF NOT p_force THEN
-            errno := 17;
-            message := 'the volume is not empty: load into an empty database, or pass --force to replace what it holds';
-            RETURN;
-        END IF;
-        IF EXISTS (SELECT 1 FROM session s WHERE s.heartbeat > now() - interval '5 minutes') THEN
-            errno := 16;
-            message := 'the volume is mounted (sessions with a heartbeat in the last 5 minutes, see jfs status): '
-                       'unmount it everywhere before replacing it';
-            RETURN;
-        END IF;
-        -- DELETE, not TRUNCATE: a dump running now keeps its snapshot. The
-        -- old slices are queued for deletion (kept retain_deleted, like any
-        -- freed data); those the dump names again leave the queue below.
-        INSERT INTO delslice (slice_id, size) SELECT r.slice_id, r.size FROM slice_ref r ON CONFLICT DO NOTHING;
-        DELETE FROM edge; DELETE FROM node; DELETE FROM slice; DELETE FROM slice_ref; DELETE FROM symlink;
-        DELETE FROM xattr; DELETE FROM acl; DELETE FROM sustained; DELETE FROM unlinked; DELETE FROM plock;
-        DELETE FROM lock_wait; DELETE FROM dir_stats; DELETE FROM session;
-        DELETE FROM quota WHERE kind <> 'fs';
-        DELETE FROM quota_usage WHERE kind <> 'fs';
-    END IF;
-    SELECT * INTO v_setting FROM setting;
-    IF NOT FOUND THEN
-        SELECT * INTO v_format FROM format(p_name, p_storage, p_bucket, p_block_size, p_trash_days,
-                                          p_capacity, p_inodes, 'fsync', p_uuid,
-                                          p_compression => p_compression, p_encrypt_algo => p_encrypt_algo,
-                                          p_encrypt_key => p_encrypt_key);
-        IF v_format.errno <> 0 THEN
-            errno := v_format.errno; message := v_format.message;
-            RETURN;
-        END IF;
-    ELSIF lower(v_setting.compression) <> lower(coalesce(p_compression, 'none'))
-          OR v_setting.encrypt_algo <> v_algo THEN
-        errno := 22;
-        message := pg_catalog.format('the dump''s volume stores blocks with compression %s and encryption %s, the '
-                                     'formatted volume with compression %s and encryption %s: its blocks could '
-                                     'not be read; load into an unformatted database',
-                                     coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
-                                     v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
-        RETURN;
-    ELSIF v_algo <> '' AND coalesce((SELECT s.encrypt_key FROM secret s), '') <> p_encrypt_key THEN
-        errno := 22;
-        message := 'the dump''s volume seals its objects with another RSA key than the formatted volume: its '
-                   'blocks could not be read; load into an unformatted database';
-        RETURN;
-    ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
-        errno := 22;
-        message := pg_catalog.format('the dump''s volume %L has blocks of %s bytes under %s/, the formatted volume %L'
-                                     ' %s bytes under %s/: its blocks could not be found; format the database with'
-                                     ' the dump''s name and block size (or load into an unformatted one)',
-                                     p_name, p_block_size, p_name, v_setting.name, v_setting.block_size,
-                                     v_setting.name);
-        RETURN;
-    END IF;
-    -- a node dumped at several names with a wrong link count is staged at
-    -- each: keep the first copy of its rows
-    IF EXISTS (SELECT 1 FROM load_node l GROUP BY l.inode HAVING count(*) > 1) THEN
-        DELETE FROM load_node l USING (SELECT x.inode, min(x.ctid) AS first FROM load_node x GROUP BY x.inode
-                                        HAVING count(*) > 1) d
-         WHERE l.inode = d.inode AND l.ctid <> d.first;
-        DELETE FROM load_slice l USING (SELECT x.inode, x.chunk_index, x.ord, min(x.ctid) AS first FROM load_slice x
-                                         GROUP BY x.inode, x.chunk_index, x.ord HAVING count(*) > 1) d
-         WHERE (l.inode, l.chunk_index, l.ord) = (d.inode, d.chunk_index, d.ord) AND l.ctid <> d.first;
-        DELETE FROM load_symlink l USING (SELECT x.inode, min(x.ctid) AS first FROM load_symlink x GROUP BY x.inode
-                                           HAVING count(*) > 1) d
-         WHERE l.inode = d.inode AND l.ctid <> d.first;
-        DELETE FROM load_xattr l USING (SELECT x.inode, x.name, min(x.ctid) AS first FROM load_xattr x
-                                         GROUP BY x.inode, x.name HAVING count(*) > 1) d
-         WHERE (l.inode, l.name) = (d.inode, d.name) AND l.ctid <> d.first;
-        DELETE FROM load_acl l USING (SELECT x.inode, x.kind, x.tag, x.qualifier, min(x.ctid) AS first FROM load_acl x
-                                       GROUP BY x.inode, x.kind, x.tag, x.qualifier HAVING count(*) > 1) d
-         WHERE (l.inode, l.kind, l.tag, l.qualifier) = (d.inode, d.kind, d.tag, d.qualifier) AND l.ctid <> d.first;
-    END IF;
-    -- (a shard has no root of its own: the root database's is the volume's)
-    IF _this_shard() = 0 AND NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
-        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
-        VALUES (1, 2, 511, 0, 0, 0, 0, 0, 2, 1);
-    END IF;
-    IF p_enable_acl THEN
-        UPDATE setting SET enable_acl = true;
-    END IF;
-
-    -- (loaded into a shard, a shard root's entry comes with it, its parent
-    -- in another database: it gives the node its parent and is not kept
-    -- here; `jfs load --shard` links the name in the parent's database)
-    IF EXISTS (SELECT 1 FROM load_edge e WHERE NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.inode))
-       OR EXISTS (SELECT 1 FROM load_edge e WHERE e.parent <> 1
-                     AND NOT (_this_shard() <> 0 AND _remote(e.parent))
-                     AND NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.parent AND n.type = 2)) THEN
-        errno := 22; message := 'the dump has entries of nodes it does not hold, or in non-directories';
-        RETURN;
-    END IF;
-
-    UPDATE node n SET mode = l.mode, uid = l.uid, gid = l.gid, atime = l.atime, mtime = l.mtime, ctime = l.ctime,
-                      tier = l.tier
-      FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
-    -- each node with what follows from the staged entries and slices: the
-    -- link count (a file's names; 2 + a directory's subdirectories), a
-    -- directory's parent, and the bytes a file's chunks of one slice show
-    -- (chunks of several slices are overlaid below, once they are in)
-    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent, used)
-    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime,
-           CASE WHEN l.type = 2 THEN 2 + coalesce(sub.k, 0) ELSE coalesce(names.k, 0) END,
-           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
-           CASE WHEN l.type = 2 THEN coalesce(names.parent, 0) ELSE 0 END,
-           CASE WHEN l.type = 1 THEN coalesce(one.used, 0) ELSE 0 END
-      FROM load_node l
-      LEFT JOIN (SELECT e.inode, count(*)::integer AS k, min(e.parent) AS parent FROM load_edge e
-                  GROUP BY e.inode) names ON names.inode = l.inode
-      LEFT JOIN (SELECT e.parent, count(*)::integer AS k FROM load_edge e
-                   JOIN load_node d ON d.inode = e.inode AND d.type = 2 GROUP BY e.parent) sub ON sub.parent = l.inode
-      LEFT JOIN (SELECT c.inode, sum(c.data)::bigint AS used
-                   FROM (SELECT s.inode, sum(s.len) FILTER (WHERE s.slice_id <> 0) AS data FROM load_slice s
-                          WHERE s.len > 0 GROUP BY s.inode, s.chunk_index HAVING count(*) = 1) c
-                  GROUP BY c.inode) one ON one.inode = l.inode
-     WHERE l.inode <> 1;
-    GET DIAGNOSTICS nodes = ROW_COUNT;
-    nodes := nodes + CASE WHEN _this_shard() = 0 THEN 1 ELSE 0 END;
-    INSERT INTO edge (parent, name, inode, type)
-    SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
-     WHERE _this_shard() = 0 OR NOT _remote(e.parent)
-     ORDER BY e.parent, e.name;
-    GET DIAGNOSTICS entries = ROW_COUNT;
-    UPDATE node SET nlink = 2 + (SELECT count(*) FROM edge e WHERE e.parent = 1 AND e.type = 2) WHERE inode = 1;
-
-    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
-    SELECT s.inode, s.chunk_index, s.slice_id, s.slice_size, s.slice_off, s.len, s.pos
-      FROM load_slice s JOIN node n ON n.inode = s.inode AND n.type = 1
-     WHERE s.len > 0
-     ORDER BY s.inode, s.chunk_index, s.ord;
-    GET DIAGNOSTICS slices = ROW_COUNT;
-    INSERT INTO slice_ref (slice_id, size, refs)
-    SELECT s.slice_id, max(s.slice_size), count(*) FROM slice s WHERE s.slice_id <> 0 GROUP BY s.slice_id;
-    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
-    UPDATE node n SET used = n.used + m.used
-      FROM (SELECT c.inode, sum(_range_size(_chunk_data(c.inode, c.chunk_index)))::bigint AS used
-              FROM (SELECT s.inode, s.chunk_index FROM slice s GROUP BY s.inode, s.chunk_index
-                    HAVING count(*) > 1) c
-             GROUP BY c.inode) m
-     WHERE n.inode = m.inode;
-
-    INSERT INTO symlink (inode, target)
-    SELECT l.inode, l.target FROM load_symlink l JOIN node n ON n.inode = l.inode AND n.type = 3;
-    UPDATE node n SET length = length(s.target) FROM symlink s WHERE n.inode = s.inode;
-    INSERT INTO xattr (inode, name, value)
-    SELECT l.inode, l.name, l.value FROM load_xattr l WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
-    INSERT INTO acl (inode, kind, tag, qualifier, perm)
-    SELECT l.inode, l.kind::"char", l.tag, l.qualifier, l.perm FROM load_acl l
-     WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
-
-    -- (ids of other shards, from a sharded volume's dump, keep theirs: the
-    -- counters go on within this database's shard)
-    UPDATE counter SET next = greatest(next, p_next_inode,
-                                       (SELECT max(inode) + 1 FROM node WHERE inode >> 48 = _this_shard()))
-     WHERE name = 'inode';
-    UPDATE counter SET next = greatest(next, p_next_slice,
-                                       (SELECT max(slice_id) + 1 FROM slice_ref WHERE slice_id >> 48 = _this_shard()))
-     WHERE name = 'slice';
-
-    FOR q IN SELECT * FROM load_quota l
-              WHERE l.kind IN ('user', 'group') OR (l.kind = 'dir' AND EXISTS (SELECT 1 FROM node n
-                                                                  WHERE n.inode = l.key AND n.type = 2))
-              ORDER BY l.kind, l.key
-    LOOP
-        PERFORM _set_quota(q.kind, q.key, q.max_space, q.max_inodes);
-    END LOOP;
-    PERFORM count(*) FROM check_quota(NULL, NULL, true);
-    PERFORM _quota_flags();
-    errno := 0;
-    message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:138
--- requires:
---   schema
---   people
---   trash
-
--- The change log (table change, sql/schema.sql) for people and programs:
--- jfs.changes shows every row kept, with paths; jfs.changes_since(id) gives
--- a consumer that keeps its own bookmark each change exactly once, in an
--- order that is final; changelog_prune keeps the log within its age and
--- size (the mounts call it in the background). The procedures that change
--- the file system write the rows, each in its own transaction.
---
--- Ops: create, mkdir, symlink, mknod, link, unlink, rmdir, rename,
--- exchange, setattr, truncate, write, compact, setxattr, removexattr,
--- setacl, rmr (one row per step of a tree's removal), clone, tier,
--- tier_tree (a tier set on a whole tree).
-
--- The path of entry p_name of directory p_parent as far as it resolves now
--- (NULL once the directory is gone). Qualified names: a view inlines it in
--- the reader's search_path.
-CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
-$$;
-
--- Every change kept, with its paths as they resolve now: path is the entry
--- made, removed or renamed (or the node's path when the change is to a
--- node), path2 where a rename or clone put it; xattr names the extended
--- attribute of setxattr/removexattr. Order by id (insertion) or use
--- changes_since.
-CREATE VIEW changes AS
-SELECT c.id, c.at, c.op,
-       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
-       _entry_path(c.parent2, c.name2) AS path2,
-       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
-       c.inode, c.inode2, c.uid, c.gid, c.session
-  FROM change c;
-
--- The changes after change p_after (0: from the oldest kept), at most
--- p_limit, for a consumer that keeps the last id it saw as its bookmark.
--- Transactions commit in another order than their rows' ids, so a change
--- is given only once every transaction that could still add a row before it
--- is over (the row's transaction is older than the snapshot's xmin), and in
--- the order (xid, id), which such late rows cannot enter: a consumer sees
--- every change once, none later than its successors. A long-running writing
--- transaction holds the feed back (not the mounts, which read the log
--- themselves) until it ends. A bookmark that was pruned is an error: the
--- changes in between are lost to that consumer.
-CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
-RETURNS SETOF changes
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
-    v_after_xid xid8;
-BEGIN
-    IF coalesce(p_after, 0) > 0 THEN
-        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
-                             'or never committed: the changes after it are lost to this bookmark; '
-                             'start again from 0 or from an id of jfs.changes.';
-        END IF;
-    END IF;
-    RETURN QUERY
-        SELECT v.*
-          FROM (SELECT c.id, c.xid FROM change c
-                 WHERE c.xid < v_horizon
-                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
-                 ORDER BY c.xid, c.id
-                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
-          JOIN changes v ON v.id = k.id
-         ORDER BY k.xid, k.id;
-END
-$$;
-
--- Deletes, oldest first and at most p_limit per call, the rows older than
--- setting.changelog_max_age and those more than changelog_max_rows ids
--- below the newest (so at most that many are kept). Returns the rows deleted.
-CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_max_age interval;
-    v_max_rows bigint;
-    v_newest bigint;
-    v_count bigint;
-BEGIN
-    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
-    IF NOT FOUND THEN
-        RETURN 0;
-    END IF;
-    SELECT max(c.id) INTO v_newest FROM change c;
-    DELETE FROM change c
-     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
-       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
-END
-$$;
-
--- Sets how long and how many rows the change log keeps (NULL: unchanged).
--- Administration (jfs config --changelog-max-age / --changelog-max-rows).
-CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
-                                        OUT max_age interval, OUT max_rows bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    IF p_max_age < interval '1 minute' THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
-    ELSIF p_max_rows < 1000 THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
-                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
-    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-END
-$$;
-
--- For mounts, which keep the kernel's caches in step with the others: the
--- changes of the transactions that the snapshot p_horizon (an earlier
--- call's; NULL: none, just the horizon) did not see, that the session p_sid
--- did not make or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
--- once. Only the transactions running at p_horizon and those begun after
--- it are read, so a long transaction that writes nothing to the volume
--- (another application's, or one in another database) costs nothing; a
--- horizon of transaction ids (changes_for_mount) re-read everything since
--- such a transaction at every poll. The first row carries only the horizon.
-CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
-RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_current_snapshot() AS now)
-    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL
-       AND (c.xid >= pg_snapshot_xmax(p_horizon)
-            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
-$$;
-
--- For mounts of jfs 0.2.1 and older (see mount_changes): the
--- changes of transactions from p_horizon on (a horizon an earlier call
--- returned; NULL: none, just the horizon) that the session p_sid did not
--- make, or made where its kernel cannot know (trees removed or cloned
--- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
--- change of a transaction older than the horizon is in this answer or an
--- earlier one; those of transactions running at it come again in the next
--- (a mount skips ids it applied; applying twice is harmless anyway). The
--- first row carries only the horizon.
-CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
-RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
-               parent2 bigint, name2 bytea, inode2 bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
-    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
-           NULL::bytea, NULL::bigint
-      FROM h
-    UNION ALL
-    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
-      FROM h, change c
-     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
-       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
-            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:128
--- requires:
---   charge
---   people
---   quota
---   range
-
--- The invariant checker: every row it returns is a broken invariant. The
--- test suites run it after every test; people can run it any time
--- (it reads the whole namespace, so it is slow on big volumes).
-
--- The nearest directory at or above p_dir with a quota (0: none), by walking up.
-CREATE FUNCTION _nearest_quota_root(p_dir bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_cur bigint := p_dir;
-BEGIN
-    FOR i IN 1..100000 LOOP
-        IF EXISTS (SELECT 1 FROM quota q WHERE q.kind = 'dir' AND q.key = v_cur) THEN
-            RETURN v_cur;
-        ELSIF v_cur = 1 THEN
-            RETURN 0;
-        END IF;
-        SELECT n.parent INTO v_cur FROM node n WHERE n.inode = v_cur;
-        IF v_cur IS NULL OR v_cur = 0 THEN
-            RETURN 0;
-        END IF;
-    END LOOP;
-    RETURN 0;
-END
-$$;
-
--- The chain of quota root p_root (itself, then the quota roots above it),
--- by walking up the namespace.
-CREATE FUNCTION _walked_chain(p_root bigint) RETURNS bigint[]
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_chain bigint[] := '{}';
-    v_cur bigint := p_root;
-    v_parent bigint;
-BEGIN
-    WHILE v_cur > 0 AND cardinality(v_chain) < 10000 LOOP
-        v_chain := v_chain || v_cur;
-        SELECT n.parent INTO v_parent FROM node n WHERE n.inode = v_cur AND n.inode <> 1;
-        v_cur := CASE WHEN v_parent > 0 THEN _nearest_quota_root(v_parent) ELSE 0 END;
-    END LOOP;
-    RETURN v_chain;
-END
-$$;
-
-CREATE FUNCTION fsck() RETURNS TABLE (problem text, inode bigint, detail text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    -- an entry must point at an existing node of the same type, in a directory
-    SELECT 'dangling edge', e.inode, pg_catalog.format('entry %s in %s', _name_text(e.name), e.parent)
-      FROM edge e WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = e.inode)
-       AND NOT _remote(e.inode)  -- (a shard root's node is its shard's)
-    UNION ALL
-    SELECT 'edge type', e.inode, pg_catalog.format('entry says %s, node says %s', e.type, n.type)
-      FROM edge e JOIN node n ON n.inode = e.inode WHERE e.type <> n.type
-    UNION ALL
-    SELECT 'edge parent', e.parent, pg_catalog.format('entry %s is in a non-directory', _name_text(e.name))
-      FROM edge e LEFT JOIN node p ON p.inode = e.parent WHERE p.type IS DISTINCT FROM 2
-    UNION ALL
-    -- modes are permission bits, owners valid ids
-    SELECT 'node attrs', n.inode, pg_catalog.format('mode %s, uid %s, gid %s', n.mode, n.uid, n.gid)
-      FROM node n WHERE n.mode NOT BETWEEN 0 AND 4095 OR NOT _id_ok(n.uid) OR NOT _id_ok(n.gid)
-    UNION ALL
-    -- nlink of a non-directory = the entries naming it
-    SELECT 'nlink', n.inode, pg_catalog.format('nlink %s, entries %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type <> 2 AND n.nlink <> c.k
-    UNION ALL
-    -- nlink of a directory = 2 + its subdirectories; one entry names it (the root none)
-    SELECT 'dir nlink', n.inode, pg_catalog.format('nlink %s, subdirectories %s', n.nlink, c.k)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k FROM edge e WHERE e.parent = n.inode AND e.type = 2) c
-     WHERE n.type = 2 AND n.nlink <> 2 + c.k
-    UNION ALL
-    SELECT 'dir entries', n.inode, pg_catalog.format('%s entries name it, parent column %s', c.k, n.parent)
-      FROM node n
-      CROSS JOIN LATERAL (SELECT count(*) AS k, min(e.parent) AS p FROM edge e WHERE e.inode = n.inode) c
-     WHERE n.type = 2 AND n.inode <> 1 AND (c.k <> 1 OR c.p <> n.parent)
-       AND NOT _remote(n.parent)  -- (a shard root's entry is in its parent's shard)
-    UNION ALL
-    -- every node is reachable from the root or a shard root of this shard,
-    -- unless unlinked and held open (an anti-join, not NOT IN: NOT IN over
-    -- a big set is quadratic)
-    SELECT 'unreachable', n.inode, pg_catalog.format('type %s, nlink %s', n.type, n.nlink)
-      FROM node n
-      LEFT JOIN (WITH RECURSIVE tree(inode) AS (
-                     SELECT 1::bigint
-                     UNION
-                     SELECT d.inode FROM node d WHERE d.type = 2 AND _remote(d.parent)
-                     UNION
-                     SELECT e.inode FROM tree JOIN edge e ON e.parent = tree.inode
-                 )
-                 SELECT DISTINCT tree.inode FROM tree) r ON r.inode = n.inode
-     WHERE n.inode <> 1 AND r.inode IS NULL
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode AND n.nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM unlinked u WHERE u.inode = n.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'sustained', s.inode, pg_catalog.format('session %s: session or unlinked node missing', s.sid)
-      FROM sustained s
-     WHERE NOT EXISTS (SELECT 1 FROM session x WHERE x.sid = s.sid)
-        OR NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = s.inode AND n.nlink = 0)
-    UNION ALL
-    SELECT 'unlinked', u.inode, 'kept for other mounts, but the file is missing or has names'
-      FROM unlinked u
-     WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = u.inode AND n.nlink = 0 AND n.type = 1)
-    UNION ALL
-    SELECT 'symlink', n.inode, 'symlink without target, or target of a non-symlink'
-      FROM node n FULL JOIN symlink l ON l.inode = n.inode
-     WHERE (n.type = 3) IS DISTINCT FROM (l.inode IS NOT NULL)
-    UNION ALL
-    SELECT 'xattr', x.inode, 'xattr of a missing node'
-      FROM xattr x WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = x.inode)
-    UNION ALL
-    SELECT 'acl', a.inode, 'ACL entry of a missing node'
-      FROM acl a WHERE NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = a.inode)
-    UNION ALL
-    -- slices belong to regular files; a file of length 0 has none
-    SELECT 'slice owner', s.inode, pg_catalog.format('chunk %s seq %s', s.chunk_index, s.seq)
-      FROM slice s LEFT JOIN node n ON n.inode = s.inode
-     WHERE n.type IS DISTINCT FROM 1 OR n.length = 0
-    UNION ALL
-    -- a file's "used" (st_blocks) = the bytes its slices show, all within
-    -- its length (counted up to the largest file, so data past the end
-    -- shows as a difference too)
-    SELECT 'used', n.inode, pg_catalog.format('used %s, slices show %s (length %s)', n.used, d.size, n.length)
-      FROM node n CROSS JOIN LATERAL (SELECT _data_size(n.inode, 0, 144115188075855872) AS size) d
-     WHERE n.type = 1 AND n.used <> d.size
-    UNION ALL
-    SELECT 'used', n.inode, pg_catalog.format('node of type %s with used %s', n.type, n.used)
-      FROM node n WHERE n.type <> 1 AND n.used <> 0
-    UNION ALL
-    -- refs = the slice rows using the slice; no queued deletion still referenced
-    SELECT 'slice refs', coalesce(r.slice_id, c.slice_id),
-           pg_catalog.format('refs %s, slice rows %s', r.refs, coalesce(c.k, 0))
-      FROM slice_ref r
-      FULL JOIN (SELECT slice_id, count(*) AS k FROM slice WHERE slice_id <> 0 GROUP BY slice_id) c
-        ON c.slice_id = r.slice_id
-     WHERE r.refs IS DISTINCT FROM c.k
-    UNION ALL
-    SELECT 'delslice', d.slice_id, 'queued for deletion but still referenced'
-      FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id)
-    UNION ALL
-    -- the queue as counted (delete_usage) = the queue
-    SELECT 'delete usage', NULL::bigint,
-           pg_catalog.format('counted %s slices / %s bytes, recorded %s / %s', c.slices, c.bytes, u.slices, u.bytes)
-      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
-           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
-              FROM delete_usage x) u
-     WHERE c.slices <> u.slices OR c.bytes <> u.bytes
-    UNION ALL
-    -- every quota's counters = a recount of the namespace
-    SELECT 'usage', q.key, pg_catalog.format('%s quota %s: counted %s inodes / %s bytes, recorded %s / %s',
-                                             q.kind, q.key, c.inodes, c.space, u.inodes, u.space)
-      FROM quota q
-      CROSS JOIN LATERAL _quota_count(q.kind, q.key) c
-      CROSS JOIN LATERAL (SELECT coalesce(sum(x.inodes), 0) AS inodes, coalesce(sum(x.space), 0) AS space
-                            FROM quota_usage x WHERE x.kind = q.kind AND x.key = q.key) u
-     WHERE c.inodes <> u.inodes OR c.space <> u.space
-    UNION ALL
-    -- dir_stats = a recount of each directory's entries
-    SELECT 'dir_stats', coalesce(c.parent, r.inode),
-           pg_catalog.format('counted %s entries / %s bytes / length %s, recorded %s / %s / %s',
-                             coalesce(c.inodes, 0), coalesce(c.space, 0), coalesce(c.length, 0),
-                             coalesce(r.inodes, 0), coalesce(r.space, 0), coalesce(r.length, 0))
-      FROM (SELECT e.parent, count(*) AS inodes, sum(_node_space(n.type, n.length)) AS space, sum(n.length) AS length
-              FROM edge e JOIN node n ON n.inode = e.inode GROUP BY e.parent) c
-      FULL JOIN (SELECT d.inode, sum(d.inodes) AS inodes, sum(d.space) AS space, sum(d.length) AS length
-                   FROM dir_stats d GROUP BY d.inode) r
-        ON r.inode = c.parent
-     WHERE coalesce(c.inodes, 0) <> coalesce(r.inodes, 0) OR coalesce(c.space, 0) <> coalesce(r.space, 0)
-        OR coalesce(c.length, 0) <> coalesce(r.length, 0)
-    UNION ALL
-    -- a directory's qroot is the nearest quota root at or above it
-    SELECT 'qroot', n.inode, pg_catalog.format('qroot %s, nearest quota root %s', n.qroot, _nearest_quota_root(n.inode))
-      FROM node n WHERE n.type = 2 AND n.qroot <> _nearest_quota_root(n.inode)
-    UNION ALL
-    -- a directory quota's chain is it and the quota roots above it, nearest first
-    SELECT 'quota_chain', q.key, pg_catalog.format('chain %s, walked %s', q.chain, _walked_chain(q.key))
-      FROM quota q WHERE q.kind = 'dir' AND q.chain IS DISTINCT FROM _walked_chain(q.key)
-$$;
-
--- Rebuilds what follows from the namespace and the slices wherever it
--- differs (what fsck reports as nlink, dir nlink, used, slice refs, delslice,
--- usage and dir_stats): link counts from the entries, each file's used bytes
--- from its slices, slice references from the slice rows (a slice no row
--- names any more is queued for deletion, one still named leaves the
--- queue), quota usage and dir_stats from a recount. What needs a person
--- (dangling entries, unreachable nodes) it leaves alone. Returns how many
--- rows of each kind it changed. Metadata changes wait while it runs.
-CREATE FUNCTION fsck_repair() RETURNS TABLE (repaired text, changed bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    LOCK TABLE node, edge, slice, slice_ref, delslice IN EXCLUSIVE MODE;
-    repaired := 'nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT e.inode, count(*)::integer AS k FROM edge e WHERE e.type <> 2 GROUP BY e.inode) c
-     WHERE n.inode = c.inode AND n.type <> 2 AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'dir nlink';
-    UPDATE node n SET nlink = c.k
-      FROM (SELECT d.inode, 2 + (SELECT count(*) FROM edge e WHERE e.parent = d.inode AND e.type = 2)::integer AS k
-              FROM node d WHERE d.type = 2) c
-     WHERE n.inode = c.inode AND n.nlink <> c.k;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'used';
-    UPDATE node n SET used = d.size
-      FROM (SELECT f.inode, _data_size(f.inode, 0, 144115188075855872) AS size FROM node f WHERE f.type = 1) d
-     WHERE n.inode = d.inode AND n.used <> d.size;
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'slice refs';
-    WITH counted AS (
-        SELECT s.slice_id, max(s.slice_size) AS size, count(*)::integer AS k FROM slice s
-         WHERE s.slice_id <> 0 GROUP BY s.slice_id
-    ), fixed AS (
-        INSERT INTO slice_ref AS r (slice_id, size, refs) SELECT c.slice_id, c.size, c.k FROM counted c
-            ON CONFLICT (slice_id) DO UPDATE SET refs = excluded.refs WHERE r.refs <> excluded.refs
-        RETURNING 1
-    )
-    SELECT count(*) INTO changed FROM fixed;
-    WITH gone AS (
-        DELETE FROM slice_ref r WHERE NOT EXISTS (SELECT 1 FROM slice s WHERE s.slice_id = r.slice_id)
-        RETURNING r.slice_id, r.size
-    ), queued AS (
-        INSERT INTO delslice (slice_id, size) SELECT g.slice_id, g.size FROM gone g ON CONFLICT DO NOTHING
-        RETURNING 1
-    )
-    SELECT changed + count(*) INTO changed FROM queued;
-    RETURN NEXT;
-    repaired := 'delslice';
-    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
-    GET DIAGNOSTICS changed = ROW_COUNT;
-    RETURN NEXT;
-    repaired := 'delete usage';
-    SELECT count(*) INTO changed
-      FROM (SELECT count(*)::bigint AS slices, coalesce(sum(d.size), 0)::bigint AS bytes FROM delslice d) c,
-           (SELECT coalesce(sum(x.slices), 0)::bigint AS slices, coalesce(sum(x.bytes), 0)::bigint AS bytes
-              FROM delete_usage x) u
-     WHERE c.slices <> u.slices OR c.bytes <> u.bytes;
-    IF changed > 0 THEN
-        DELETE FROM delete_usage;
-        INSERT INTO delete_usage (stripe, slices, bytes) SELECT 0, count(*), coalesce(sum(d.size), 0) FROM delslice d;
-    END IF;
-    RETURN NEXT;
-    repaired := 'usage and dir_stats';
-    SELECT count(*) FILTER (WHERE c.repaired) INTO changed FROM check_quota(NULL, NULL, true) c;
-    RETURN NEXT;
-END
-$$;
-
--- The slices some file uses (id and size), in id order after p_after, at
--- most p_limit: what `jfs fsck --check-objects` looks for in the object store
--- (a slice kept in the database, inline_data, has no object).
-CREATE FUNCTION live_slices(p_after bigint, p_limit integer) RETURNS TABLE (slice_id bigint, size integer)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT r.slice_id, r.size FROM slice_ref r WHERE r.slice_id > p_after AND r.refs > 0
-       AND NOT EXISTS (SELECT 1 FROM inline_data i WHERE i.slice_id = r.slice_id)
-     ORDER BY r.slice_id LIMIT p_limit
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:78
--- requires:
---   internal
-
--- Mount sessions: register, heartbeat, close, clean up dead ones, and
--- release open-but-unlinked inodes (sustained) on last close.
-
--- Refuses a new session on a volume `jfs destroy` is removing
--- (destroy_begin). FOR SHARE: destroy_begin, which locks the row, waits for
--- the new session to commit, then sees it.
-CREATE FUNCTION _refuse_if_destroying() RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_destroying timestamptz;
-BEGIN
-    SELECT s.destroying INTO v_destroying FROM setting s FOR SHARE;
-    IF NOT FOUND THEN
-        -- (a destroy_finish that emptied the volume while this waited)
-        RAISE EXCEPTION 'jfs: the database holds no volume: no session opens'
-            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'jfs format makes one.';
-    ELSIF v_destroying IS NOT NULL THEN
-        RAISE EXCEPTION 'jfs: the volume is being destroyed (jfs destroy): no session opens'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = pg_catalog.format('jfs destroy began at %s.', v_destroying),
-                  HINT = 'Run jfs destroy again to finish removing it, then jfs format a new volume.';
-    END IF;
-END
-$$;
-
-CREATE FUNCTION session_register(p_host text DEFAULT '', p_pid integer DEFAULT 0, p_info jsonb DEFAULT '{}')
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-BEGIN
-    PERFORM _refuse_if_destroying();
-    INSERT INTO session (host, pid, info) VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'))
-    RETURNING sid INTO v_sid;
-    RETURN v_sid;
-END
-$$;
-
--- A new session of the caller's login role (only it, or an administrator,
--- acts for it), which other mounts end only after p_timeout without a
--- heartbeat (its mount's --session-timeout, at least a second and at most
--- an hour: a session that claimed a century kept its locks past its
--- mount's end). None opens on a volume being destroyed.
-CREATE FUNCTION session_open(p_host text, p_pid integer, p_info jsonb, p_timeout interval)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-BEGIN
-    PERFORM _refuse_if_destroying();
-    INSERT INTO session (host, pid, info, session_timeout)
-    VALUES (coalesce(p_host, ''), coalesce(p_pid, 0), coalesce(p_info, '{}'),
-            least(greatest(coalesce(p_timeout, '5 minutes'), '1 second'), '1 hour'))
-    RETURNING sid INTO v_sid;
-    RETURN v_sid;
-END
-$$;
-
--- 0, or 2 (ENOENT) when the session was cleaned up as dead: the client must
--- register again (and its sustained inodes are gone).
-CREATE FUNCTION session_heartbeat(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    UPDATE session SET heartbeat = now() WHERE sid = p_sid;
-    RETURN CASE WHEN FOUND THEN 0 ELSE 2 END;
-END
-$$;
-
--- Ends a locked session: its open-unlinked inodes are released (freed when
--- no other session holds them), its locks dropped, its row deleted.
-CREATE FUNCTION _end_session(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_inode bigint;
-    v_released integer := 0;
-BEGIN
-    FOR v_inode IN DELETE FROM sustained WHERE sid = p_sid RETURNING inode LOOP
-        PERFORM 1 FROM node WHERE inode = v_inode FOR UPDATE;
-        IF _unheld(v_inode) THEN
-            PERFORM _free_node(v_inode);
-        END IF;
-        v_released := v_released + 1;
-    END LOOP;
-    DELETE FROM lock_wait WHERE sid = p_sid;
-    DELETE FROM plock WHERE sid = p_sid;
-    DELETE FROM dir_lease WHERE sid = p_sid;
-    DELETE FROM session WHERE sid = p_sid;
-    RETURN v_released;
-END
-$$;
-
-CREATE FUNCTION session_close(p_sid bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    PERFORM _end_session(p_sid);
-    RETURN 0;
-END
-$$;
-
--- Ends every session whose last heartbeat is older than p_timeout and than
--- the session's own timeout (at most an hour: so no client can end a live
--- one, and none lives on silent); any client may call it. Returns the
--- number of sessions ended. (An administrator ends any session at once
--- with session_close.)
-CREATE FUNCTION session_cleanup(p_timeout interval DEFAULT '5 minutes') RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_sid bigint;
-    v_count integer := 0;
-BEGIN
-    PERFORM _begin();
-    FOR v_sid IN SELECT sid FROM session
-                  WHERE heartbeat < now() - greatest(p_timeout, coalesce(session_timeout, p_timeout))
-                  ORDER BY sid FOR UPDATE SKIP LOCKED LOOP
-        PERFORM _end_session(v_sid);
-        v_count := v_count + 1;
-    END LOOP;
-    RETURN v_count;
-END
-$$;
-
--- Ends the transactions that keep others waiting for their locks: a
--- transaction of a role that does not administer jfs, open for 5 seconds
--- or more, that holds a lock some backend of this database has waited for
--- 5 seconds or more, and that is not itself at work: idle in its
--- transaction (BEGIN; SELECT jfs.rename(...) and no COMMIT), asleep
--- (pg_sleep beside a procedure) or waiting for an advisory lock, or running
--- for 5 minutes. A row a procedure locked would otherwise stall every mount
--- that needs it for as long as such a client likes. A holder that waits
--- for a row lock itself is left: the end of the chain is ended instead.
--- Mounts call it when a call of theirs has waited 5 seconds (their own
--- call may be what waits); returns the number of backends ended.
-CREATE FUNCTION end_stalling() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    h record;
-    v_count integer := 0;
-BEGIN
-    FOR h IN
-        SELECT DISTINCT b.pid, b.usename, b.state, now() - b.xact_start AS open_for
-          FROM pg_locks w
-         CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS k(pid)
-          JOIN pg_stat_activity b ON b.pid = k.pid
-          JOIN pg_roles r ON r.oid = b.usesysid
-         WHERE NOT w.granted AND w.waitstart < now() - interval '5 seconds'
-           AND b.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND b.pid <> pg_backend_pid()
-           AND b.xact_start < now() - interval '5 seconds'
-           AND NOT r.rolsuper
-           AND NOT has_function_privilege(r.oid, 'jfs.set_retain_deleted(interval)', 'EXECUTE')
-           AND (b.state <> 'active'
-                OR b.wait_event_type = 'Timeout'
-                OR (b.wait_event_type = 'Lock' AND b.wait_event = 'advisory')
-                OR b.xact_start < now() - interval '5 minutes')
-    LOOP
-        IF pg_terminate_backend(h.pid) THEN
-            RAISE LOG 'jfs.end_stalling: ended backend % of role % (%, its transaction open for %), which held locks others waited for',
-                h.pid, h.usename, h.state, h.open_for;
-            v_count := v_count + 1;
-        END IF;
-    END LOOP;
-    RETURN v_count;
-END
-$$;
-
--- The session closed its last handle of p_inode: an unlinked inode no
--- other session holds is freed. 0, or 2 if p_sid did not hold it.
-CREATE FUNCTION release(p_sid bigint, p_inode bigint) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM node WHERE inode = p_inode FOR UPDATE;
-    DELETE FROM sustained WHERE sid = p_sid AND inode = p_inode;
-    IF NOT FOUND THEN
-        RETURN 2;
-    END IF;
-    IF _unheld(p_inode) THEN
-        PERFORM _free_node(p_inode);
-    END IF;
-    RETURN 0;
-END
-$$;
-
--- Whether node p_inode (locked by the caller) has no name and nobody
--- holds it: no session has it open, and it is not kept in unlinked for
--- other mounts (free_unlinked frees those).
-CREATE FUNCTION _unheld(p_inode bigint) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN EXISTS (SELECT 1 FROM node WHERE inode = p_inode AND nlink = 0)
-       AND NOT EXISTS (SELECT 1 FROM sustained WHERE inode = p_inode)
-       AND NOT EXISTS (SELECT 1 FROM unlinked WHERE inode = p_inode);
-END
-$$;
-
--- Session p_sid holds those of p_inodes (files it has open) that lost
--- their last name elsewhere and are still kept (nlink 0, in unlinked or
--- held by another session): they stay until it releases them (release,
--- or the end of its session). A mount calls it when it reads a removal
--- from the change log. Returns the inodes among p_inodes it holds.
-CREATE FUNCTION sustain(p_sid bigint, p_inodes bigint[]) RETURNS bigint[]
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _begin();
-    PERFORM _check_session(p_sid);
-    PERFORM 1 FROM session WHERE sid = p_sid FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RETURN '{}';
-    END IF;
-    PERFORM 1 FROM node WHERE inode = ANY (p_inodes) AND nlink = 0 ORDER BY inode FOR UPDATE;
-    INSERT INTO sustained (sid, inode)
-    SELECT p_sid, n.inode FROM node n WHERE n.inode = ANY (p_inodes) AND n.nlink = 0
-    ON CONFLICT DO NOTHING;
-    RETURN ARRAY(SELECT s.inode FROM sustained s WHERE s.sid = p_sid AND s.inode = ANY (p_inodes) ORDER BY 1);
-END
-$$;
-
--- Frees the files kept in unlinked for longer than p_grace (at least a
--- second) that no session holds; those held are left to their last
--- holder's release. Any client may call it (mounts do, in the background).
--- Returns the number of files freed.
-CREATE FUNCTION free_unlinked(p_limit integer DEFAULT 10000, p_grace interval DEFAULT '10 seconds')
-RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_due bigint[];
-    v_free bigint[];
-BEGIN
-    PERFORM _begin();
-    SELECT array_agg(u.inode) INTO v_due
-      FROM (SELECT inode FROM unlinked
-             WHERE at < now() - greatest(p_grace, interval '1 second')
-             ORDER BY at LIMIT p_limit FOR UPDATE SKIP LOCKED) u;
-    IF v_due IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM 1 FROM node WHERE inode = ANY (v_due) ORDER BY inode FOR UPDATE;
-    DELETE FROM unlinked WHERE inode = ANY (v_due);
-    SELECT array_agg(n.inode) INTO v_free
-      FROM node n
-     WHERE n.inode = ANY (v_due) AND n.nlink = 0
-       AND NOT EXISTS (SELECT 1 FROM sustained s WHERE s.inode = n.inode);
-    IF v_free IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM _free_nodes(v_free);
-    RETURN cardinality(v_free);
-END
-$$;
-
--- The mounted clients, for `jfs status` (clients may not read the tables).
-CREATE FUNCTION sessions()
-RETURNS TABLE (sid bigint, host text, pid integer, info jsonb, started timestamptz, heartbeat timestamptz,
-               sustained bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.sid, s.host, s.pid, s.info, s.started, s.heartbeat,
-           (SELECT count(*) FROM sustained u WHERE u.sid = s.sid)
-      FROM session s ORDER BY s.sid
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- extension/src/lib.rs:58
--- requires:
---   schema
---   internal
-
--- readdir and readdirplus: one page of a directory per call, keyset-paged by
--- the per-directory cookie (index edge_readdir), so page N of a huge
--- directory costs what page 1 costs. Pass the last cookie seen to continue;
--- 0 starts at the beginning. "." and ".." are the client's to add.
-
--- The errno row a page returns when p_dir is not a readable directory, or
--- none (an empty page of an existing directory).
-CREATE FUNCTION _readdir_error(p_dir bigint) RETURNS integer
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_type smallint;
-BEGIN
-    SELECT type INTO v_type FROM node WHERE inode = p_dir;
-    RETURN CASE WHEN v_type IS NULL THEN 2 WHEN v_type <> 2 THEN 20 ELSE 0 END;
-END
-$$;
-
--- The newest cookie handed out so far, by any session: a listing asks
--- for it when it goes past its first page and shows no entry with a newer
--- one, so entries renamed away and back (each time with a new cookie)
--- cannot keep a listing going for ever (xfstests generic/736). Entries
--- made after it are left to the next listing, as POSIX allows.
-CREATE FUNCTION listing_ceiling() RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-    SELECT s.last_value FROM edge_cookie s
-$$;
-
-CREATE FUNCTION readdir(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
-RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_errno integer;
-BEGIN
-    PERFORM _unleased(ARRAY[p_dir]);
-    RETURN QUERY
-        SELECT 0, e.cookie, e.name, e.inode, e.type
-          FROM edge e
-         WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
-         ORDER BY e.cookie
-         LIMIT least(greatest(coalesce(p_limit, 1000), 1), 100000);
-    IF NOT FOUND THEN
-        v_errno := _readdir_error(p_dir);
-        IF v_errno <> 0 THEN
-            RETURN QUERY SELECT v_errno, NULL::bigint, NULL::bytea, NULL::bigint, NULL::smallint;
-        END IF;
-    END IF;
-END
-$$;
-
--- A page of a directory as readdirplus gives it, and whether each node has
--- extended attributes (any name getxattr could find; POSIX ACLs are kept
--- apart, sql/acl.sql): a mount answers getxattr of the others without
--- asking. `ls -l` asks each file for security.selinux, and backup tools
--- ask for more. A shard root's row (a directory of another shard,
--- sql/shard.sql) has errno 18 (EXDEV), its cookie, name, inode and type,
--- and no attributes: they are its shard's to give.
-CREATE FUNCTION readdirplus_xattrs(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
-RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
-               uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
-               length bigint, rdev bigint, parent bigint, tier smallint, used bigint, xattrs boolean)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-DECLARE
-    v_errno integer;
-BEGIN
-    PERFORM _unleased(ARRAY[p_dir]);
-    RETURN QUERY
-        SELECT CASE WHEN n.inode IS NULL THEN 18 ELSE 0 END, e.cookie, e.name, e.inode, e.type, n.mode, n.uid,
-               n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev, n.parent, n.tier, n.used,
-               EXISTS (SELECT 1 FROM xattr x WHERE x.inode = n.inode)
-          FROM edge e LEFT JOIN node n ON n.inode = e.inode
-         WHERE e.parent = p_dir AND e.cookie > coalesce(p_cookie, 0)
-         ORDER BY e.cookie
-         LIMIT least(greatest(coalesce(p_limit, 1000), 1), 100000);
-    IF NOT FOUND THEN
-        v_errno := _readdir_error(p_dir);
-        IF v_errno <> 0 THEN
-            RETURN QUERY SELECT v_errno, NULL::bigint, NULL::bytea, NULL::bigint, NULL::smallint, NULL::integer,
-                NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer,
-                NULL::bigint, NULL::bigint, NULL::bigint, NULL::smallint, NULL::bigint, NULL::boolean;
-        END IF;
-    END IF;
-END
-$$;
-
--- A page of a directory with attributes (readdirplus_xattrs without the
--- xattrs: what clients before 0.2.14 call), in its order.
-CREATE FUNCTION readdirplus(p_dir bigint, p_cookie bigint DEFAULT 0, p_limit integer DEFAULT 1000)
-RETURNS TABLE (errno integer, cookie bigint, name bytea, inode bigint, type smallint, mode integer,
-               uid bigint, gid bigint, atime bigint, mtime bigint, ctime bigint, nlink integer,
-               length bigint, rdev bigint, parent bigint, tier smallint, used bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    RETURN QUERY
-        SELECT r.errno, r.cookie, r.name, r.inode, r.type, r.mode, r.uid, r.gid, r.atime, r.mtime, r.ctime,
-               r.nlink, r.length, r.rdev, r.parent, r.tier, r.used
-          FROM readdirplus_xattrs(p_dir, p_cookie, p_limit) WITH ORDINALITY AS r
-         ORDER BY r.ordinality;
-END
-$$;
-
--- A lookup that reads ahead, for a mount whose callers stat a directory's
--- entries one by one (find, du, ls -l, rsync walk a listing and stat each
--- name): entry p_name of p_dir and, after it, up to p_limit entries in
--- listing order (by cookie: find, du) and up to p_limit in name order (ls
--- sorts), each with its attributes, so that the next names are answered
--- from the mount's cache instead of a round trip each. No row for a name
--- that is not there (the caller looks it up alone); at most 10000 each way.
-CREATE FUNCTION lookup_ahead(p_dir bigint, p_name bytea, p_limit integer DEFAULT 1000)
-RETURNS TABLE (name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint, atime bigint,
-               mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint, parent bigint,
-               tier smallint, used bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
-BEGIN
-    PERFORM _unleased(ARRAY[p_dir]);
-    RETURN QUERY
-    WITH here AS (
-        SELECT e.cookie FROM edge e WHERE e.parent = p_dir AND e.name = p_name
-    ), ahead AS (
-        (SELECT e.name, e.inode FROM edge e, here h
-          WHERE e.parent = p_dir AND e.cookie >= h.cookie
-          ORDER BY e.cookie LIMIT least(greatest(coalesce(p_limit, 1000), 0), 10000) + 1)
-        UNION
-        (SELECT e.name, e.inode FROM edge e, here h
-          WHERE e.parent = p_dir AND e.name >= p_name
-          ORDER BY e.name LIMIT least(greatest(coalesce(p_limit, 1000), 0), 10000) + 1)
-    )
-    SELECT a.name, n.inode, n.type, n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime, n.nlink, n.length, n.rdev,
-           n.parent, n.tier, n.used
-      FROM ahead a JOIN node n ON n.inode = a.inode;
 END
 $$;
 /* </end connected objects> */
@@ -8026,6 +7311,719 @@ BEGIN
       FROM write_slices(p_inode, p_chunks, p_pos, p_ids, p_sizes, p_offs, p_lens, p_mtime, p_set, p_mode,
                         p_uid, p_gid, p_atime, p_set_mtime, p_base_mode, p_inline) w;
 END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:98
+-- requires:
+--   namespace
+--   rename
+--   batch
+--   people
+
+-- Trash: with format's trash_days > 0, what unlink, rmdir, rename-over and
+-- rmr remove is moved (not deleted) into /.trash/YYYY-MM-DD-HH (UTC hour of
+-- the removal) under the name PARENT-INODE-NAME, by the same rename a mount
+-- uses. So the trash stays charged to the volume and to the user/group
+-- quotas, but leaves the directory quota it was under (JuiceFS's rule).
+-- Hours older than trash_days are purged (jfs.trash_purge, called by the
+-- mounts in the background); jfs.restore puts entries back. A name cut to
+-- fit the 255 bytes of an entry keeps its whole self in trash_name.
+
+-- When trash hour p_hour (its name, 'YYYY-MM-DD-HH', in UTC) began, as a
+-- UTC time whatever the session's time zone; NULL for another name.
+CREATE FUNCTION _trash_hour_start(p_name bytea) RETURNS timestamp
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_text text := convert_from(p_name, 'SQL_ASCII');
+BEGIN
+    IF v_text !~ '^\d{4}-\d\d-\d\d-\d\d$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN (left(v_text, 10) || ' ' || right(v_text, 2) || ':00')::timestamp;
+EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+    RETURN NULL;
+END
+$$;
+
+-- Purges trash hours older than trash_days, at most p_limit entries per call
+-- (each hour removed like jfs.rmr, children first); returns the entries removed.
+CREATE FUNCTION trash_purge(p_limit integer DEFAULT 100000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_days integer;
+    v_removed bigint := 0;
+    h record;
+    r record;
+BEGIN
+    SELECT trash_days INTO v_days FROM setting;
+    IF v_days IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOR h IN
+        SELECT e.name, e.inode FROM edge e
+         WHERE e.parent = _trash_inode()
+           AND _trash_hour_start(e.name)
+               < (pg_catalog.now() AT TIME ZONE 'UTC') - make_interval(days => v_days) - interval '1 hour'
+         ORDER BY e.name
+    LOOP
+        EXIT WHEN v_removed >= p_limit;
+        SELECT * INTO r FROM rmr(_trash_inode(), h.name, (p_limit - v_removed)::integer);
+        v_removed := v_removed + r.removed;
+        IF r.done THEN
+            DELETE FROM trash_name t WHERE t.hour = h.inode;
+        END IF;
+    END LOOP;
+    RETURN v_removed;
+END
+$$;
+
+-- The name entry p_name of trash hour p_hour had where it came from: the
+-- whole name kept in trash_name when its trash name was cut, else parsed.
+CREATE FUNCTION _trash_original(p_hour bigint, p_name bytea) RETURNS bytea
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    RETURN coalesce((SELECT t.original FROM trash_name t WHERE t.hour = p_hour AND t.name = p_name),
+                    (_trash_parse(p_name)).name);
+END
+$$;
+
+-- What is in the trash: the hour it was removed in, where from, what.
+CREATE VIEW trash AS
+SELECT convert_from(h.name, 'UTF8') AS hour, t.parent, jfs.path(t.parent) AS parent_path,
+       _name_text(_trash_original(h.inode, e.name)) AS name,
+       e.inode, _type_name(n.type) AS type, n.length AS size, to_timestamp(n.ctime / 1e9) AS removed_at
+  FROM edge h
+  JOIN edge e ON e.parent = h.inode
+  JOIN node n ON n.inode = e.inode
+  CROSS JOIN LATERAL _trash_parse(e.name) t
+ WHERE h.parent = _trash_inode();
+
+-- Puts trash entries back where they were (all, or those of hour p_hour,
+-- 'YYYY-MM-DD-HH'), by rename: an entry whose directory is gone or whose
+-- name is taken again stays in the trash. One row per entry: errno 0
+-- restored, else why not.
+CREATE FUNCTION restore(p_hour text DEFAULT NULL)
+RETURNS TABLE (hour text, path text, errno integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    t record;
+    r record;
+BEGIN
+    FOR t IN
+        SELECT convert_from(h.name, 'UTF8') AS hour, p.parent, _trash_original(h.inode, e.name) AS name,
+               h.inode AS hour_dir, e.name AS trash_name
+          FROM edge h
+          JOIN edge e ON e.parent = h.inode
+          CROSS JOIN LATERAL _trash_parse(e.name) p
+         WHERE h.parent = _trash_inode() AND p.parent IS NOT NULL
+           AND (p_hour IS NULL OR convert_from(h.name, 'UTF8') = p_hour)
+         ORDER BY 1, 2, 3
+    LOOP
+        hour := t.hour;
+        path := coalesce(jfs.path(t.parent), '(gone)') || CASE WHEN t.parent = 1 THEN '' ELSE '/' END
+                || _name_text(t.name);
+        IF NOT EXISTS (SELECT 1 FROM node n WHERE n.inode = t.parent AND n.type = 2) THEN
+            errno := 2;
+        ELSE
+            SELECT * INTO r FROM rename(t.hour_dir, t.trash_name, t.parent, t.name, 1);
+            errno := r.errno;
+            IF errno = 0 THEN
+                DELETE FROM trash_name n WHERE n.hour = t.hour_dir AND n.name = t.trash_name;
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:153
+-- requires:
+--   trash
+--   range
+--   quota
+--   volume
+
+-- jfs dump / jfs load: the whole volume as a stream of rows (read in one
+-- REPEATABLE READ snapshot by the client, which writes JuiceFS's JSON dump
+-- layout as the rows arrive), and the set-based load of a dump that a client
+-- has copied into temporary staging tables.
+
+-- The tree under p_root (the root itself first, depth 0), depth first: every
+-- directory's entries right after it, each with all that the dump writes of
+-- it. A node with several names comes at each of them. Below the root
+-- (p_root = 1) the trash is left out; it is dumped on its own (p_root =
+-- _trash_inode()). chunks is the file's slices as JSON, in JuiceFS's form:
+-- [{"index": chunk, "slices": [{"id", "pos", "size", "off", "len"}, ...]}],
+-- each chunk's slices in commit order (later ones shadow earlier ones).
+-- acl_* are the ACL rows: kind ('a' access, 'd' default), tag, qualifier, perm.
+-- A shard root (a directory of another shard, sql/shard.sql) comes with
+-- its name, inode and type and no attributes (mode NULL): its shard's
+-- dump_tree of it gives them, and what is below it.
+CREATE FUNCTION dump_tree(p_root bigint DEFAULT 1)
+RETURNS TABLE (depth integer, name bytea, inode bigint, type smallint, mode integer, uid bigint, gid bigint,
+               atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint, rdev bigint,
+               tier smallint, target bytea, xattr_names bytea[], xattr_values bytea[], chunks text,
+               acl_kinds text[], acl_tags smallint[], acl_qualifiers bigint[], acl_perms smallint[])
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
+    WITH RECURSIVE t(inode, type, name, depth, path) AS (
+        SELECT p_root, NULL::smallint, NULL::bytea, 0, ARRAY[]::bigint[]
+        UNION ALL
+        SELECT e.inode, e.type, e.name, t.depth + 1, t.path || e.cookie
+          FROM t JOIN edge e ON e.parent = t.inode
+         WHERE NOT (p_root = 1 AND e.parent = 1 AND e.inode = _trash_inode())
+    )
+    SELECT t.depth, t.name, t.inode, coalesce(n.type, t.type), n.mode, n.uid, n.gid, n.atime, n.mtime, n.ctime,
+           n.nlink, n.length, n.rdev, n.tier, s.target, x.names, x.vals, c.chunks, a.kinds, a.tags, a.qualifiers,
+           a.perms
+      FROM t
+      LEFT JOIN node n ON n.inode = t.inode
+      LEFT JOIN symlink s ON n.type = 3 AND s.inode = n.inode
+      LEFT JOIN LATERAL (SELECT array_agg(x.name ORDER BY x.name) AS names, array_agg(x.value ORDER BY x.name) AS vals
+                           FROM xattr x WHERE x.inode = n.inode) x ON true
+      LEFT JOIN LATERAL (
+          SELECT '[' || string_agg('{"index":' || k.chunk_index || ',"slices":[' || k.slices || ']}', ','
+                                   ORDER BY k.chunk_index) || ']' AS chunks
+            FROM (SELECT s.chunk_index,
+                         string_agg('{"id":' || s.slice_id || ',"pos":' || s.pos || ',"size":' || s.slice_size
+                                    || ',"off":' || s.slice_off || ',"len":' || s.len || '}', ',' ORDER BY s.seq)
+                         AS slices
+                    FROM slice s WHERE n.type = 1 AND s.inode = n.inode GROUP BY s.chunk_index) k
+      ) c ON true
+      LEFT JOIN LATERAL (SELECT array_agg(a.kind::text ORDER BY a.kind, a.tag, a.qualifier) AS kinds,
+                                array_agg(a.tag ORDER BY a.kind, a.tag, a.qualifier) AS tags,
+                                array_agg(a.qualifier ORDER BY a.kind, a.tag, a.qualifier) AS qualifiers,
+                                array_agg(a.perm ORDER BY a.kind, a.tag, a.qualifier) AS perms
+                           FROM acl a WHERE a.inode = n.inode) a ON true
+     ORDER BY t.path
+$$;
+
+-- What a dump writes beside the tree: the settings (without the keys), the
+-- counters and the usage; the quotas of directories, users and groups.
+CREATE FUNCTION dump_volume(OUT name text, OUT uuid uuid, OUT storage text, OUT bucket text, OUT block_size integer,
+                            OUT trash_days integer, OUT capacity bigint, OUT inodes bigint, OUT enable_acl boolean,
+                            OUT next_inode bigint, OUT next_slice bigint, OUT used_space bigint,
+                            OUT used_inodes bigint, OUT has_trash boolean)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT s.name, s.uuid, s.storage, s.bucket, s.block_size, s.trash_days, q.max_space, q.max_inodes, s.enable_acl,
+           (SELECT c.next FROM counter c WHERE c.name = 'inode'), (SELECT c.next FROM counter c WHERE c.name = 'slice'),
+           (SELECT coalesce(sum(u.space), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
+           (SELECT coalesce(sum(u.inodes), 0)::bigint FROM quota_usage u WHERE u.kind = 'fs' AND u.key = 0),
+           EXISTS (SELECT 1 FROM node n WHERE n.inode = _trash_inode())
+      FROM setting s LEFT JOIN quota q ON q.kind = 'fs' AND q.key = 0
+$$;
+
+CREATE FUNCTION dump_quotas() RETURNS TABLE (kind text, key bigint, max_space bigint, max_inodes bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    SELECT q.kind, q.key, q.max_space, q.max_inodes FROM quota q WHERE q.kind <> 'fs' ORDER BY q.kind, q.key
+$$;
+
+-- Whether the calling mount is the one to write the automatic metadata
+-- backup now (`jfs mount --backup-meta`): the one call that finds the last
+-- backup at least p_interval old (or none) records now and gets its UTC
+-- time as YYYY-MM-DD-HHMMSS (the backup's name); every other mount's call
+-- in that interval gets NULL.
+CREATE FUNCTION backup_claim(p_interval interval) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    UPDATE setting SET last_backup = now() WHERE last_backup IS NULL OR last_backup <= now() - p_interval
+    RETURNING to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS')
+$$;
+
+-- Gives back a claim whose backup failed (p_stamp: what backup_claim
+-- returned), so that the next mount to ask writes it.
+CREATE FUNCTION backup_release(p_stamp text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    UPDATE setting SET last_backup = NULL
+     WHERE to_char(last_backup AT TIME ZONE 'UTC', 'YYYY-MM-DD-HH24MISS') = p_stamp;
+    RETURN FOUND;
+END
+$$;
+
+-- Staging tables of a load, for this session's transaction: the client
+-- copies a dump's nodes, entries, slices, symlinks, xattrs, ACLs and quotas
+-- into them (COPY), then jfs.load_staged() moves them into the volume set by
+-- set. A node is staged once (a hard link's other names as edges only).
+CREATE FUNCTION load_begin() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    CREATE TEMP TABLE load_node (inode bigint, type smallint, mode integer, uid bigint, gid bigint,
+                                 atime bigint, mtime bigint, ctime bigint, nlink integer, length bigint,
+                                 rdev bigint, tier smallint) ON COMMIT DROP;
+    CREATE TEMP TABLE load_edge (parent bigint, name bytea, inode bigint) ON COMMIT DROP;
+    -- ord: the slice's place in its chunk's list (later shadows earlier)
+    CREATE TEMP TABLE load_slice (inode bigint, chunk_index integer, ord integer, slice_id bigint,
+                                  slice_size integer, slice_off integer, len integer, pos integer) ON COMMIT DROP;
+    CREATE TEMP TABLE load_symlink (inode bigint, target bytea) ON COMMIT DROP;
+    CREATE TEMP TABLE load_xattr (inode bigint, name bytea, value bytea) ON COMMIT DROP;
+    CREATE TEMP TABLE load_acl (inode bigint, kind text, tag smallint, qualifier bigint, perm smallint) ON COMMIT DROP;
+    CREATE TEMP TABLE load_quota (kind text, key bigint, max_space bigint, max_inodes bigint) ON COMMIT DROP;
+    EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice, '
+                              'pg_temp.load_symlink, pg_temp.load_xattr, pg_temp.load_acl, pg_temp.load_quota TO %I',
+                              session_user);
+END
+$$;
+
+-- Whether the volume holds nothing but its root (formatted or not).
+CREATE FUNCTION _volume_empty() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM edge) AND NOT EXISTS (SELECT 1 FROM node WHERE inode <> 1);
+END
+$$;
+
+-- Moves what load_begin's tables hold into the volume, in the caller's
+-- transaction: formats the database first when it is not (with the dump's
+-- name, uuid, storage, bucket, block size, trash days, capacity, inode
+-- limit, compression and encryption with its RSA key; the object store's
+-- keys are not in dumps), then inserts the nodes,
+-- entries, slices, symlinks, xattrs and ACLs, and rebuilds what follows from
+-- them: directory parents, slice references, each file's used bytes, the
+-- counters and sequences, dir_stats and every quota's usage. Refuses
+-- (errno 17) a volume that holds more than its root unless p_force, which
+-- first empties it (errno 16 while it is mounted; its slices are queued
+-- for deletion like any freed data, but for those the dump names again);
+-- errno 22 for a dump whose volume name, block size, compression or
+-- encryption (its algorithm or RSA key) differs from the formatted
+-- volume's (its blocks would not be found or read), or whose entries name
+-- missing nodes. Into a shard (`jfs load --shard`: jfs.shard_init first),
+-- it loads the shard's nodes only, no root, and takes the entries of its
+-- shard roots in their parents' databases as their parents, not as
+-- entries of its own.
+CREATE FUNCTION load_staged(p_force boolean, p_name text, p_uuid uuid, p_storage text, p_bucket text,
+                            p_block_size integer, p_trash_days integer, p_capacity bigint, p_inodes bigint,
+                            p_next_inode bigint, p_next_slice bigint, p_enable_acl boolean,
+                            p_compression text DEFAULT 'none', p_encrypt_algo text DEFAULT NULL,
+                            p_encrypt_key text DEFAULT NULL,
+                            OUT errno integer, OUT message text, OUT nodes bigint, OUT entries bigint,
+                            OUT slices bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp SET work_mem = '64MB' AS $$
+DECLARE
+    v_setting setting;
+    -- how the dump's objects are sealed ('' not at all), as format names it
+    v_algo text := CASE WHEN coalesce(p_encrypt_key, '') = '' THEN ''
+                        ELSE coalesce(nullif(p_encrypt_algo, ''), 'aes256gcm-rsa') END;
+    v_format record;
+    q record;
+BEGIN
+    -- the staging tables must be load_begin's: tables of this definer in
+    -- this session's temporary schema (not, say, a caller's view)
+    IF (SELECT count(*) FROM pg_class c
+         WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r'
+           AND c.relowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
+           AND c.relname IN ('load_node', 'load_edge', 'load_slice', 'load_symlink', 'load_xattr', 'load_acl',
+                             'load_quota')) <> 7 THEN
+        RAISE EXCEPTION 'jfs.load_staged: no staging tables of jfs.load_begin() in this transaction'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    LOCK TABLE setting, node, edge IN EXCLUSIVE MODE;
+    -- autovacuum never sees temporary tables: without statistics the
+    -- planner would join the staged rows by nested loops
+    ANALYZE pg_temp.load_node, pg_temp.load_edge, pg_temp.load_slice;
+    IF NOT _volume_empty() THEN
+        IF NOT p_force THEN
+            errno := 17;
+            message := 'the volume is not empty: load into an empty database, or pass --force to replace what it holds';
+            RETURN;
+        END IF;
+        IF EXISTS (SELECT 1 FROM session s WHERE s.heartbeat > now() - interval '5 minutes') THEN
+            errno := 16;
+            message := 'the volume is mounted (sessions with a heartbeat in the last 5 minutes, see jfs status): '
+                       'unmount it everywhere before replacing it';
+            RETURN;
+        END IF;
+        -- DELETE, not TRUNCATE: a dump running now keeps its snapshot. The
+        -- old slices are queued for deletion (kept retain_deleted, like any
+        -- freed data); those the dump names again leave the queue below.
+        INSERT INTO delslice (slice_id, size) SELECT r.slice_id, r.size FROM slice_ref r ON CONFLICT DO NOTHING;
+        DELETE FROM edge; DELETE FROM node; DELETE FROM slice; DELETE FROM slice_ref; DELETE FROM symlink;
+        DELETE FROM xattr; DELETE FROM acl; DELETE FROM sustained; DELETE FROM unlinked; DELETE FROM plock;
+        DELETE FROM lock_wait; DELETE FROM dir_stats; DELETE FROM session;
+        DELETE FROM quota WHERE kind <> 'fs';
+        DELETE FROM quota_usage WHERE kind <> 'fs';
+    END IF;
+    SELECT * INTO v_setting FROM setting;
+    IF NOT FOUND THEN
+        SELECT * INTO v_format FROM format(p_name, p_storage, p_bucket, p_block_size, p_trash_days,
+                                          p_capacity, p_inodes, 'fsync', p_uuid,
+                                          p_compression => p_compression, p_encrypt_algo => p_encrypt_algo,
+                                          p_encrypt_key => p_encrypt_key);
+        IF v_format.errno <> 0 THEN
+            errno := v_format.errno; message := v_format.message;
+            RETURN;
+        END IF;
+    ELSIF lower(v_setting.compression) <> lower(coalesce(p_compression, 'none'))
+          OR v_setting.encrypt_algo <> v_algo THEN
+        errno := 22;
+        message := pg_catalog.format('the dump''s volume stores blocks with compression %s and encryption %s, the '
+                                     'formatted volume with compression %s and encryption %s: its blocks could '
+                                     'not be read; load into an unformatted database',
+                                     coalesce(p_compression, 'none'), coalesce(nullif(v_algo, ''), 'none'),
+                                     v_setting.compression, coalesce(nullif(v_setting.encrypt_algo, ''), 'none'));
+        RETURN;
+    ELSIF v_algo <> '' AND coalesce((SELECT s.encrypt_key FROM secret s), '') <> p_encrypt_key THEN
+        errno := 22;
+        message := 'the dump''s volume seals its objects with another RSA key than the formatted volume: its '
+                   'blocks could not be read; load into an unformatted database';
+        RETURN;
+    ELSIF v_setting.block_size <> p_block_size OR v_setting.name <> p_name THEN
+        errno := 22;
+        message := pg_catalog.format('the dump''s volume %L has blocks of %s bytes under %s/, the formatted volume %L'
+                                     ' %s bytes under %s/: its blocks could not be found; format the database with'
+                                     ' the dump''s name and block size (or load into an unformatted one)',
+                                     p_name, p_block_size, p_name, v_setting.name, v_setting.block_size,
+                                     v_setting.name);
+        RETURN;
+    END IF;
+    -- a node dumped at several names with a wrong link count is staged at
+    -- each: keep the first copy of its rows
+    IF EXISTS (SELECT 1 FROM load_node l GROUP BY l.inode HAVING count(*) > 1) THEN
+        DELETE FROM load_node l USING (SELECT x.inode, min(x.ctid) AS first FROM load_node x GROUP BY x.inode
+                                        HAVING count(*) > 1) d
+         WHERE l.inode = d.inode AND l.ctid <> d.first;
+        DELETE FROM load_slice l USING (SELECT x.inode, x.chunk_index, x.ord, min(x.ctid) AS first FROM load_slice x
+                                         GROUP BY x.inode, x.chunk_index, x.ord HAVING count(*) > 1) d
+         WHERE (l.inode, l.chunk_index, l.ord) = (d.inode, d.chunk_index, d.ord) AND l.ctid <> d.first;
+        DELETE FROM load_symlink l USING (SELECT x.inode, min(x.ctid) AS first FROM load_symlink x GROUP BY x.inode
+                                           HAVING count(*) > 1) d
+         WHERE l.inode = d.inode AND l.ctid <> d.first;
+        DELETE FROM load_xattr l USING (SELECT x.inode, x.name, min(x.ctid) AS first FROM load_xattr x
+                                         GROUP BY x.inode, x.name HAVING count(*) > 1) d
+         WHERE (l.inode, l.name) = (d.inode, d.name) AND l.ctid <> d.first;
+        DELETE FROM load_acl l USING (SELECT x.inode, x.kind, x.tag, x.qualifier, min(x.ctid) AS first FROM load_acl x
+                                       GROUP BY x.inode, x.kind, x.tag, x.qualifier HAVING count(*) > 1) d
+         WHERE (l.inode, l.kind, l.tag, l.qualifier) = (d.inode, d.kind, d.tag, d.qualifier) AND l.ctid <> d.first;
+    END IF;
+    -- (a shard has no root of its own: the root database's is the volume's)
+    IF _this_shard() = 0 AND NOT EXISTS (SELECT 1 FROM node WHERE inode = 1) THEN
+        INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, parent)
+        VALUES (1, 2, 511, 0, 0, 0, 0, 0, 2, 1);
+    END IF;
+    IF p_enable_acl THEN
+        UPDATE setting SET enable_acl = true;
+    END IF;
+
+    -- (loaded into a shard, a shard root's entry comes with it, its parent
+    -- in another database: it gives the node its parent and is not kept
+    -- here; `jfs load --shard` links the name in the parent's database)
+    IF EXISTS (SELECT 1 FROM load_edge e WHERE NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.inode))
+       OR EXISTS (SELECT 1 FROM load_edge e WHERE e.parent <> 1
+                     AND NOT (_this_shard() <> 0 AND _remote(e.parent))
+                     AND NOT EXISTS (SELECT 1 FROM load_node n WHERE n.inode = e.parent AND n.type = 2)) THEN
+        errno := 22; message := 'the dump has entries of nodes it does not hold, or in non-directories';
+        RETURN;
+    END IF;
+
+    UPDATE node n SET mode = l.mode, uid = l.uid, gid = l.gid, atime = l.atime, mtime = l.mtime, ctime = l.ctime,
+                      tier = l.tier
+      FROM load_node l WHERE l.inode = 1 AND n.inode = 1;
+    -- each node with what follows from the staged entries and slices: the
+    -- link count (a file's names; 2 + a directory's subdirectories), a
+    -- directory's parent, and the bytes a file's chunks of one slice show
+    -- (chunks of several slices are overlaid below, once they are in)
+    INSERT INTO node (inode, type, mode, uid, gid, atime, mtime, ctime, nlink, length, rdev, tier, parent, used)
+    SELECT l.inode, l.type, l.mode & 4095, l.uid, l.gid, l.atime, l.mtime, l.ctime,
+           CASE WHEN l.type = 2 THEN 2 + coalesce(sub.k, 0) ELSE coalesce(names.k, 0) END,
+           CASE WHEN l.type = 1 THEN l.length ELSE 0 END, l.rdev, l.tier,
+           CASE WHEN l.type = 2 THEN coalesce(names.parent, 0) ELSE 0 END,
+           CASE WHEN l.type = 1 THEN coalesce(one.used, 0) ELSE 0 END
+      FROM load_node l
+      LEFT JOIN (SELECT e.inode, count(*)::integer AS k, min(e.parent) AS parent FROM load_edge e
+                  GROUP BY e.inode) names ON names.inode = l.inode
+      LEFT JOIN (SELECT e.parent, count(*)::integer AS k FROM load_edge e
+                   JOIN load_node d ON d.inode = e.inode AND d.type = 2 GROUP BY e.parent) sub ON sub.parent = l.inode
+      LEFT JOIN (SELECT c.inode, sum(c.data)::bigint AS used
+                   FROM (SELECT s.inode, sum(s.len) FILTER (WHERE s.slice_id <> 0) AS data FROM load_slice s
+                          WHERE s.len > 0 GROUP BY s.inode, s.chunk_index HAVING count(*) = 1) c
+                  GROUP BY c.inode) one ON one.inode = l.inode
+     WHERE l.inode <> 1;
+    GET DIAGNOSTICS nodes = ROW_COUNT;
+    nodes := nodes + CASE WHEN _this_shard() = 0 THEN 1 ELSE 0 END;
+    INSERT INTO edge (parent, name, inode, type)
+    SELECT e.parent, e.name, e.inode, n.type FROM load_edge e JOIN node n ON n.inode = e.inode
+     WHERE _this_shard() = 0 OR NOT _remote(e.parent)
+     ORDER BY e.parent, e.name;
+    GET DIAGNOSTICS entries = ROW_COUNT;
+    UPDATE node SET nlink = 2 + (SELECT count(*) FROM edge e WHERE e.parent = 1 AND e.type = 2) WHERE inode = 1;
+
+    INSERT INTO slice (inode, chunk_index, slice_id, slice_size, slice_off, len, pos)
+    SELECT s.inode, s.chunk_index, s.slice_id, s.slice_size, s.slice_off, s.len, s.pos
+      FROM load_slice s JOIN node n ON n.inode = s.inode AND n.type = 1
+     WHERE s.len > 0
+     ORDER BY s.inode, s.chunk_index, s.ord;
+    GET DIAGNOSTICS slices = ROW_COUNT;
+    INSERT INTO slice_ref (slice_id, size, refs)
+    SELECT s.slice_id, max(s.slice_size), count(*) FROM slice s WHERE s.slice_id <> 0 GROUP BY s.slice_id;
+    DELETE FROM delslice d WHERE EXISTS (SELECT 1 FROM slice_ref r WHERE r.slice_id = d.slice_id);
+    UPDATE node n SET used = n.used + m.used
+      FROM (SELECT c.inode, sum(_range_size(_chunk_data(c.inode, c.chunk_index)))::bigint AS used
+              FROM (SELECT s.inode, s.chunk_index FROM slice s GROUP BY s.inode, s.chunk_index
+                    HAVING count(*) > 1) c
+             GROUP BY c.inode) m
+     WHERE n.inode = m.inode;
+
+    INSERT INTO symlink (inode, target)
+    SELECT l.inode, l.target FROM load_symlink l JOIN node n ON n.inode = l.inode AND n.type = 3;
+    UPDATE node n SET length = length(s.target) FROM symlink s WHERE n.inode = s.inode;
+    INSERT INTO xattr (inode, name, value)
+    SELECT l.inode, l.name, l.value FROM load_xattr l WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
+    INSERT INTO acl (inode, kind, tag, qualifier, perm)
+    SELECT l.inode, l.kind::"char", l.tag, l.qualifier, l.perm FROM load_acl l
+     WHERE EXISTS (SELECT 1 FROM node n WHERE n.inode = l.inode);
+
+    -- (ids of other shards, from a sharded volume's dump, keep theirs: the
+    -- counters go on within this database's shard)
+    UPDATE counter SET next = greatest(next, p_next_inode,
+                                       (SELECT max(inode) + 1 FROM node WHERE inode >> 48 = _this_shard()))
+     WHERE name = 'inode';
+    UPDATE counter SET next = greatest(next, p_next_slice,
+                                       (SELECT max(slice_id) + 1 FROM slice_ref WHERE slice_id >> 48 = _this_shard()))
+     WHERE name = 'slice';
+
+    FOR q IN SELECT * FROM load_quota l
+              WHERE l.kind IN ('user', 'group') OR (l.kind = 'dir' AND EXISTS (SELECT 1 FROM node n
+                                                                  WHERE n.inode = l.key AND n.type = 2))
+              ORDER BY l.kind, l.key
+    LOOP
+        PERFORM _set_quota(q.kind, q.key, q.max_space, q.max_inodes);
+    END LOOP;
+    PERFORM count(*) FROM check_quota(NULL, NULL, true);
+    PERFORM _quota_flags();
+    errno := 0;
+    message := pg_catalog.format('loaded %s nodes, %s entries, %s slices', nodes, entries, slices);
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:158
+-- requires:
+--   quota
+--   tier
+--   trash
+
+-- The volume's figures for monitoring, as rows (metric, key, value): one
+-- query for a SQL exporter (postgres_exporter's queries file,
+-- sql_exporter; with the README's postgres_exporter query each row is
+-- jfs_volume_value{metric="...",key="..."}). What a mount does is in its
+-- own metrics (`jfs mount --metrics`); what the volume holds is the same
+-- for every mount, so it is here, once. `key` names the quota
+-- ('dir:/projects/a', 'user:1000', 'group:100'), the tier ('1'), or is ''.
+-- Reading it costs a scan of the files (tier_usage): scrape it every
+-- minute or so, not every second.
+CREATE VIEW metrics AS
+SELECT f.metric, ''::text AS key, f.value
+  FROM usage u
+ CROSS JOIN LATERAL (VALUES ('capacity_bytes'::text, u.capacity::float8), ('used_bytes', u.used_space),
+                            ('max_inodes', u.max_inodes), ('used_inodes', u.used_inodes)) f (metric, value)
+UNION ALL
+SELECT 'quota_' || f.metric, q.kind || ':' || coalesce(q.path, q.uid::text, q.gid::text, '?'), f.value
+  FROM quotas q
+ CROSS JOIN LATERAL (VALUES ('max_bytes', q.max_space::float8), ('used_bytes', q.used_space),
+                            ('max_inodes', q.max_inodes), ('used_inodes', q.used_inodes)) f (metric, value)
+ WHERE q.kind <> 'fs'
+UNION ALL
+SELECT f.metric, t.tier::text, f.value
+  FROM tier_usage t
+ CROSS JOIN LATERAL (VALUES ('tier_files', t.files::float8), ('tier_bytes', t.bytes)) f (metric, value)
+UNION ALL
+SELECT f.metric, '', f.value
+  FROM (SELECT count(*) AS sessions, extract(epoch FROM now() - min(s.heartbeat)) AS oldest FROM session s) s
+ CROSS JOIN LATERAL (VALUES ('sessions', s.sessions::float8),
+                            ('oldest_heartbeat_seconds', coalesce(s.oldest, 0)::float8)) f (metric, value)
+UNION ALL
+SELECT 'trash_entries', '', count(*)
+  FROM edge h JOIN edge e ON e.parent = h.inode
+ WHERE h.parent = _trash_inode()
+UNION ALL SELECT 'locks', '', count(*) FROM plock
+UNION ALL
+SELECT f.metric, '', f.value
+  FROM (SELECT coalesce(sum(u.slices), 0) AS slices, coalesce(sum(u.bytes), 0) AS bytes FROM delete_usage u) d
+ CROSS JOIN LATERAL (VALUES ('delete_queue_slices', d.slices::float8),
+                            ('delete_queue_bytes', d.bytes::float8)) f (metric, value);
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- extension/src/lib.rs:138
+-- requires:
+--   schema
+--   people
+--   trash
+
+-- The change log (table change, sql/schema.sql) for people and programs:
+-- jfs.changes shows every row kept, with paths; jfs.changes_since(id) gives
+-- a consumer that keeps its own bookmark each change exactly once, in an
+-- order that is final; changelog_prune keeps the log within its age and
+-- size (the mounts call it in the background). The procedures that change
+-- the file system write the rows, each in its own transaction.
+--
+-- Ops: create, mkdir, symlink, mknod, link, unlink, rmdir, rename,
+-- exchange, setattr, truncate, write, compact, setxattr, removexattr,
+-- setacl, rmr (one row per step of a tree's removal), clone, tier,
+-- tier_tree (a tier set on a whole tree).
+
+-- The path of entry p_name of directory p_parent as far as it resolves now
+-- (NULL once the directory is gone). Qualified names: a view inlines it in
+-- the reader's search_path.
+CREATE FUNCTION _entry_path(p_parent bigint, p_name bytea) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_parent = 1 THEN '/' ELSE jfs.path(p_parent) || '/' END || jfs._name_text(p_name)
+$$;
+
+-- Every change kept, with its paths as they resolve now: path is the entry
+-- made, removed or renamed (or the node's path when the change is to a
+-- node), path2 where a rename or clone put it; xattr names the extended
+-- attribute of setxattr/removexattr. Order by id (insertion) or use
+-- changes_since.
+CREATE VIEW changes AS
+SELECT c.id, c.at, c.op,
+       CASE WHEN c.parent IS NOT NULL THEN _entry_path(c.parent, c.name) ELSE path(c.inode) END AS path,
+       _entry_path(c.parent2, c.name2) AS path2,
+       CASE WHEN c.parent IS NULL THEN _name_text(c.name) END AS xattr,
+       c.inode, c.inode2, c.uid, c.gid, c.session
+  FROM change c;
+
+-- The changes after change p_after (0: from the oldest kept), at most
+-- p_limit, for a consumer that keeps the last id it saw as its bookmark.
+-- Transactions commit in another order than their rows' ids, so a change
+-- is given only once every transaction that could still add a row before it
+-- is over (the row's transaction is older than the snapshot's xmin), and in
+-- the order (xid, id), which such late rows cannot enter: a consumer sees
+-- every change once, none later than its successors. A long-running writing
+-- transaction holds the feed back (not the mounts, which read the log
+-- themselves) until it ends. A bookmark that was pruned is an error: the
+-- changes in between are lost to that consumer.
+CREATE FUNCTION changes_since(p_after bigint DEFAULT 0, p_limit integer DEFAULT 10000)
+RETURNS SETOF changes
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    v_after_xid xid8;
+BEGIN
+    IF coalesce(p_after, 0) > 0 THEN
+        SELECT c.xid INTO v_after_xid FROM change c WHERE c.id = p_after;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'jfs.changes_since: change % is not in the change log', p_after
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'It was pruned (the log keeps jfs.setting.changelog_max_age and changelog_max_rows) '
+                             'or never committed: the changes after it are lost to this bookmark; '
+                             'start again from 0 or from an id of jfs.changes.';
+        END IF;
+    END IF;
+    RETURN QUERY
+        SELECT v.*
+          FROM (SELECT c.id, c.xid FROM change c
+                 WHERE c.xid < v_horizon
+                   AND (v_after_xid IS NULL OR (c.xid, c.id) > (v_after_xid, p_after))
+                 ORDER BY c.xid, c.id
+                 LIMIT greatest(coalesce(p_limit, 10000), 1)) k
+          JOIN changes v ON v.id = k.id
+         ORDER BY k.xid, k.id;
+END
+$$;
+
+-- Deletes, oldest first and at most p_limit per call, the rows older than
+-- setting.changelog_max_age and those more than changelog_max_rows ids
+-- below the newest (so at most that many are kept). Returns the rows deleted.
+CREATE FUNCTION changelog_prune(p_limit integer DEFAULT 100000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+DECLARE
+    v_max_age interval;
+    v_max_rows bigint;
+    v_newest bigint;
+    v_count bigint;
+BEGIN
+    SELECT s.changelog_max_age, s.changelog_max_rows INTO v_max_age, v_max_rows FROM setting s;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT max(c.id) INTO v_newest FROM change c;
+    DELETE FROM change c
+     WHERE c.id IN (SELECT o.id FROM change o ORDER BY o.id LIMIT greatest(coalesce(p_limit, 100000), 1))
+       AND (c.at < now() - v_max_age OR c.id <= v_newest - v_max_rows);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Sets how long and how many rows the change log keeps (NULL: unchanged).
+-- Administration (jfs config --changelog-max-age / --changelog-max-rows).
+CREATE FUNCTION set_changelog_retention(p_max_age interval DEFAULT NULL, p_max_rows bigint DEFAULT NULL,
+                                        OUT max_age interval, OUT max_rows bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+BEGIN
+    IF p_max_age < interval '1 minute' THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps changes at least a minute, not %', p_max_age
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Mounts read the log behind its newest rows; a feed consumer needs time to catch up.';
+    ELSIF p_max_rows < 1000 THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the change log keeps at least 1000 changes, not %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE setting s SET changelog_max_age = coalesce(p_max_age, s.changelog_max_age),
+                         changelog_max_rows = coalesce(p_max_rows, s.changelog_max_rows)
+    RETURNING s.changelog_max_age, s.changelog_max_rows INTO max_age, max_rows;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jfs.set_changelog_retention: the volume is not formatted'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+
+-- For mounts, which keep the kernel's caches in step with the others: the
+-- changes of the transactions that the snapshot p_horizon (an earlier
+-- call's; NULL: none, just the horizon) did not see, that the session p_sid
+-- did not make or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon: this call's snapshot. Each change comes exactly
+-- once. Only the transactions running at p_horizon and those begun after
+-- it are read, so a long transaction that writes nothing to the volume
+-- (another application's, or one in another database) costs nothing; a
+-- horizon of transaction ids (changes_for_mount) re-read everything since
+-- such a transaction at every poll. The first row carries only the horizon.
+CREATE FUNCTION mount_changes(p_sid bigint, p_horizon pg_snapshot)
+RETURNS TABLE (horizon pg_snapshot, id bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_current_snapshot() AS now)
+    SELECT h.now, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.now, c.id, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL
+       AND (c.xid >= pg_snapshot_xmax(p_horizon)
+            OR c.xid = ANY (ARRAY(SELECT pg_snapshot_xip(p_horizon))))
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
+$$;
+
+-- For mounts of jfs 0.2.1 and older (see mount_changes): the
+-- changes of transactions from p_horizon on (a horizon an earlier call
+-- returned; NULL: none, just the horizon) that the session p_sid did not
+-- make, or made where its kernel cannot know (trees removed or cloned
+-- server-side, tiers, moves into the trash, /.trash made), and the new horizon. Every
+-- change of a transaction older than the horizon is in this answer or an
+-- earlier one; those of transactions running at it come again in the next
+-- (a mount skips ids it applied; applying twice is harmless anyway). The
+-- first row carries only the horizon.
+CREATE FUNCTION changes_for_mount(p_sid bigint, p_horizon bigint)
+RETURNS TABLE (horizon bigint, id bigint, xid bigint, op text, inode bigint, parent bigint, name bytea,
+               parent2 bigint, name2 bytea, inode2 bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, jfs, pg_temp AS $$
+    WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x)
+    SELECT h.x, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bigint,
+           NULL::bytea, NULL::bigint
+      FROM h
+    UNION ALL
+    SELECT h.x, c.id, c.xid::text::bigint, c.op, c.inode, c.parent, c.name, c.parent2, c.name2, c.inode2
+      FROM h, change c
+     WHERE p_horizon IS NOT NULL AND c.xid >= p_horizon::text::xid8
+       AND (c.session IS DISTINCT FROM p_sid OR c.op IN ('rmr', 'clone', 'tier', 'tier_tree')
+            OR _in_trash(coalesce(c.parent2, c.parent)) OR c.inode = _trash_inode())
 $$;
 /* </end connected objects> */
 

@@ -91,12 +91,10 @@ $$;
 -- or of jfs.stripes (a setting, 1..16; 1 turns striping off, for
 -- comparisons).
 CREATE FUNCTION _stripe() RETURNS smallint
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
+LANGUAGE sql STABLE AS $$
+    SELECT (abs(coalesce(nullif(pg_catalog.current_setting('jfs.stripe', true), '')::integer, _claim_stripe()))
             % least(greatest(coalesce(nullif(pg_catalog.current_setting('jfs.stripes', true), '')::integer, 16), 1), 16)
-           )::smallint;
-END
+           )::smallint
 $$;
 
 -- Space charged for a node of type p_type and length p_length.

@@ -30,7 +30,7 @@ BEGIN
                 f.proname, coalesce(v_args, '')) LOOP
             v_plan := v_plan || ' ' || v_line;
         END LOOP;
-        IF position(f.proname || '(' IN v_plan) > 0 THEN
+        IF v_plan ~ ('\m' || f.proname || '\(') THEN  -- (the whole name: not _claim_stripe for _stripe)
             RETURN NEXT f.proname;
         END IF;
     END LOOP;
