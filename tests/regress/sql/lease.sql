@@ -85,5 +85,15 @@ SELECT errnos, kept
   FROM jfs.lease_unlink(:s3, :d, ARRAY['f4', 'f5']::bytea[],
                         ARRAY[jfs.resolve('/d/f4'), :f], '{}', false);
 SELECT string_agg(convert_from(name, 'UTF8'), ',' ORDER BY name) FROM jfs.edge WHERE parent = :d;
+-- a call about two directories, one leased by the caller and one by
+-- another session, is refused whichever of the two it looks at first
+SELECT inode AS e FROM jfs.mknod(1, 'e', 2, 493, 0, 0) \gset
+SELECT jfs.session_open('h4', 5, '{"version": "0.2.17"}', '1 minute') AS s4 \gset
+SELECT errno FROM jfs.take_lease(:s4, :e);
+SELECT errno FROM jfs.rename(:d, 'nothing', :e, 'moved');
+SELECT errno FROM jfs.rename(:e, 'nothing', :d, 'moved');
+-- ...and one about the caller's own leased directory alone is answered
+SELECT errno FROM jfs.rename(:d, 'nothing', :d, 'moved');
+SELECT jfs.session_close(:s4);
 RESET application_name;
 SELECT * FROM jfs.fsck();
